@@ -1,0 +1,15 @@
+// Element types (defined with the kernels, at the bottom of the tree).
+#pragma once
+
+#include "kernels/base.h"
+
+namespace tcv {
+
+/// The type both operands of a binary op are computed in, PyTorch's rules
+/// simplified: floating beats integral, wider beats narrower, bool is lowest.
+DType promote_types(DType a, DType b);
+
+/// Parses "f32", "float32", "bf16", ... as written in configs.
+DType parse_dtype(const std::string& s);
+
+}  // namespace tcv

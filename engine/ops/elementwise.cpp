@@ -1,0 +1,322 @@
+// Elementwise ops: forward through the device's kernel, backward next to it.
+#include "engine/ops/elementwise.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "kernels/cpu/elementwise.h"
+
+namespace tcv::ops {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TCV_CHECK(da == db || da == 1 || db == 1, "[", op, "] shapes ", shape_str(a), " and ",
+              shape_str(b), " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  const int64_t lead = t.dim() - static_cast<int64_t>(shape.size());
+  TCV_CHECK(lead >= 0, "[sum_to] cannot reduce ", t.shape_str(), " to ", shape_str(shape));
+  Shape dims;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (i < lead) {
+      dims.push_back(i);
+    } else if (shape[i - lead] == 1 && t.shape()[i] != 1) {
+      dims.push_back(i);
+    }
+  }
+  Tensor s = dims.empty() ? t : sum(t, dims, /*keepdim=*/true);
+  return s.reshape(shape);
+}
+
+namespace {
+
+// A kernel descriptor of t broadcast to `shape` (0 strides where expanded).
+kernels::KTensor broadcast_k(const Tensor& t, const Shape& shape) {
+  return t.detach().expand(shape).k();
+}
+
+DType result_type(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(), b.dtype()); }
+
+Tensor as_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : t.detach().to(dt); }
+
+Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alpha) {
+  const char* name = kernels::binary_op_name(op);
+  TCV_CHECK(a.device() == b.device(), "[", name, "] operands on ", a.device().str(), " and ",
+            b.device().str());
+  DType dt = result_type(a, b);
+  if ((op == BinaryOp::div || op == BinaryOp::pow) && !is_floating(dt)) dt = DType::f32;
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, {.dtype = kernels::is_comparison(op) ? DType::b8 : dt, .device = a.device()});
+  if (out.numel() == 0) return out;
+  backend::require_cpu(name, a);
+  kernels::cpu::binary(op, out.k(), broadcast_k(as_dtype(a, dt), shape),
+                       broadcast_k(as_dtype(b, dt), shape), alpha);
+  return out;
+}
+
+struct InputMeta {
+  Shape shape;
+  DType dtype;
+  explicit InputMeta(const Tensor& t) : shape(t.shape()), dtype(t.dtype()) {}
+  Tensor reduce(const Tensor& g) const { return sum_to(g, shape).to(dtype); }
+};
+
+Tensor scalar_like(const Tensor& t, double v) {
+  DType dt = t.dtype();
+  if (!is_floating(dt) && v != std::floor(v)) dt = DType::f32;
+  return scalar_tensor(v, {.dtype = dt, .device = t.device()});
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  Tensor out = binary_forward(BinaryOp::add, a, b, alpha);
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("add", {a, b}, {out}, [ma = InputMeta(a), mb = InputMeta(b), alpha](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{ma.reduce(g[0]), mb.reduce(alpha == 1.0 ? g[0] : mul(g[0], alpha))};
+    });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  Tensor out = binary_forward(BinaryOp::sub, a, b, alpha);
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("sub", {a, b}, {out}, [ma = InputMeta(a), mb = InputMeta(b), alpha](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{ma.reduce(g[0]), mb.reduce(mul(g[0], -alpha))};
+    });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::mul, a, b, 1.0);
+  if (autograd::needs_grad({&a, &b})) {
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    autograd::record("mul", {a, b}, {out},
+                     [ma = InputMeta(a), mb = InputMeta(b), sa = SavedTensor(gb ? a : Tensor()),
+                      sb = SavedTensor(ga ? b : Tensor())](std::vector<Tensor>& g) {
+                       Tensor da = sb.defined() ? ma.reduce(mul(g[0], sb.get())) : Tensor();
+                       Tensor db = sa.defined() ? mb.reduce(mul(g[0], sa.get())) : Tensor();
+                       return std::vector<Tensor>{da, db};
+                     });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::div, a, b, 1.0);
+  if (autograd::needs_grad({&a, &b})) {
+    const bool gb = b.requires_grad();
+    autograd::record("div", {a, b}, {out},
+                     [ma = InputMeta(a), mb = InputMeta(b), sb = SavedTensor(b),
+                      so = SavedTensor(gb ? out : Tensor())](std::vector<Tensor>& g) {
+                       Tensor bv = sb.get();
+                       Tensor da = ma.reduce(div(g[0], bv));
+                       Tensor db = so.defined() ? mb.reduce(neg(div(mul(g[0], so.get()), bv))) : Tensor();
+                       return std::vector<Tensor>{da, db};
+                     });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::pow, a, b, 1.0);
+  if (autograd::needs_grad({&a, &b})) {
+    autograd::record("pow", {a, b}, {out},
+                     [ma = InputMeta(a), mb = InputMeta(b), sa = SavedTensor(a), sb = SavedTensor(b),
+                      so = SavedTensor(out)](std::vector<Tensor>& g) {
+                       Tensor av = sa.get(), bv = sb.get();
+                       // d/da a^b = b a^(b-1); d/db a^b = a^b log a (0 where a == 0).
+                       Tensor da = ma.reduce(mul(g[0], mul(bv, pow(av, sub(bv, ones_like(bv))))));
+                       Tensor lg = where(eq(av, 0.0), zeros_like(av), log(av));
+                       Tensor db = mb.reduce(mul(g[0], mul(so.get(), lg)));
+                       return std::vector<Tensor>{da, db};
+                     });
+  }
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  if (exponent == 2.0) return square(a);
+  return pow(a, scalar_like(a, exponent));
+}
+
+namespace {
+// maximum/minimum: the gradient goes to the chosen input, split evenly on ties.
+Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(op, a, b, 1.0);
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record(kernels::binary_op_name(op), {a, b}, {out},
+                     [op, ma = InputMeta(a), mb = InputMeta(b), sa = SavedTensor(a),
+                      sb = SavedTensor(b)](std::vector<Tensor>& g) {
+                       Tensor av = sa.get(), bv = sb.get();
+                       Tensor win = op == BinaryOp::maximum ? gt(av, bv) : lt(av, bv);
+                       Tensor tie = eq(av, bv);
+                       Tensor wa = add(win.to(g[0].dtype()), mul(tie.to(g[0].dtype()), 0.5));
+                       Tensor ga = mul(g[0], wa);
+                       Tensor gb = sub(g[0], ga);
+                       return std::vector<Tensor>{ma.reduce(ga), mb.reduce(gb)};
+                     });
+  return out;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, a, b); }
+Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+
+// ---------------------------------------------------------------- unary
+
+namespace {
+
+Tensor unary_forward(UnaryOp op, const Tensor& x, double p0, double p1) {
+  Tensor out = empty_like(x);
+  if (out.numel() == 0) return out;
+  backend::require_cpu(kernels::unary_op_name(op), x);
+  kernels::cpu::unary(op, out.k(), x.k(), p0, p1);
+  return out;
+}
+
+Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
+  const char* name = kernels::unary_op_name(op);
+  Tensor in = x;
+  if (!is_floating(x.dtype()) && op != UnaryOp::neg && op != UnaryOp::abs && op != UnaryOp::square &&
+      op != UnaryOp::sign && op != UnaryOp::relu && op != UnaryOp::clamp)
+    in = x.to(DType::f32);
+  Tensor out = unary_forward(op, in, p0, p1);
+  if (autograd::needs_grad({&x})) {
+    SavedTensor saved(kernels::backward_uses_output(op) ? out : in);
+    autograd::record(name, {x}, {out}, [op, saved, p0, p1](std::vector<Tensor>& g) {
+      Tensor s = saved.get();
+      Tensor dx = empty_like(s);
+      backend::require_cpu(kernels::unary_op_name(op), s);
+      kernels::cpu::unary_backward(op, dx.k(), g[0].contiguous().k(), s.k(), p0, p1);
+      return std::vector<Tensor>{dx};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary(UnaryOp::neg, x); }
+Tensor abs(const Tensor& x) { return unary(UnaryOp::abs, x); }
+Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, x); }
+Tensor log(const Tensor& x) { return unary(UnaryOp::log, x); }
+Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::rsqrt, x); }
+Tensor square(const Tensor& x) { return unary(UnaryOp::square, x); }
+Tensor sign(const Tensor& x) { return unary(UnaryOp::sign, x); }
+Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
+Tensor leaky_relu(const Tensor& x, double slope) { return unary(UnaryOp::leaky_relu, x, slope); }
+Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
+Tensor hardswish(const Tensor& x) { return unary(UnaryOp::hardswish, x); }
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  TCV_CHECK(lo <= hi, "[clamp] min ", lo, " > max ", hi);
+  return unary(UnaryOp::clamp, x, lo, hi);
+}
+
+Tensor& relu_(Tensor& x) {
+  TCV_CHECK(!autograd::needs_grad({&x}), "[relu_] in place on a tensor that requires grad");
+  backend::require_cpu("relu_", x);
+  kernels::cpu::unary(UnaryOp::relu, x.k(), x.k());
+  x.bump_version();
+  return x;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  TCV_CHECK(cond.dtype() == DType::b8, "[where] condition must be bool, got ", dtype_name(cond.dtype()));
+  const DType dt = result_type(a, b);
+  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = empty(shape, {.dtype = dt, .device = a.device()});
+  if (out.numel() > 0) {
+    backend::require_cpu("where", a);
+    kernels::cpu::where(out.k(), broadcast_k(cond, shape), broadcast_k(as_dtype(a, dt), shape),
+                        broadcast_k(as_dtype(b, dt), shape));
+  }
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record("where", {a, b}, {out},
+                     [ma = InputMeta(a), mb = InputMeta(b), sc = SavedTensor(cond)](std::vector<Tensor>& g) {
+                       Tensor c = sc.get();
+                       Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+                       return std::vector<Tensor>{ma.reduce(where(c, g[0], z)), mb.reduce(where(c, z, g[0]))};
+                     });
+  return out;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, a, b, 1.0); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ne, a, b, 1.0); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::lt, a, b, 1.0); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::le, a, b, 1.0); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt, a, b, 1.0); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, a, b, 1.0); }
+Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, b)); }
+Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
+Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
+
+// ---------------------------------------------------------------- copies
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = empty(x.shape(), {.dtype = dtype, .device = x.device()});
+  backend::copy(out, x);
+  if (is_floating(dtype) && autograd::needs_grad({&x}))
+    autograd::record("cast", {x}, {out}, [in = x.dtype()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(in)};
+    });
+  return out;
+}
+
+Tensor to_device(const Tensor& x, Device device) {
+  if (x.device() == device) return x;
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = device});
+  backend::copy(out, x);
+  if (autograd::needs_grad({&x}))
+    autograd::record("to_device", {x}, {out}, [src = x.device()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(src)};
+    });
+  return out;
+}
+
+Tensor clone(const Tensor& x) {
+  Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
+  backend::copy(out, x);
+  if (autograd::needs_grad({&x}))
+    autograd::record("clone", {x}, {out}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return out;
+}
+
+}  // namespace tcv::ops
+
+namespace tcv {
+Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
+Tensor operator-(const Tensor& a) { return ops::neg(a); }
+Tensor operator+(const Tensor& a, double b) { return ops::add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return ops::add(a, -b); }
+Tensor operator*(const Tensor& a, double b) { return ops::mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return ops::mul(a, 1.0 / b); }
+Tensor operator+(double a, const Tensor& b) { return ops::add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return ops::add(ops::neg(b), a); }
+Tensor operator*(double a, const Tensor& b) { return ops::mul(b, a); }
+Tensor operator/(double a, const Tensor& b) {
+  return ops::div(full({}, a, {.dtype = b.dtype(), .device = b.device()}), b);
+}
+}  // namespace tcv

@@ -1,0 +1,150 @@
+#include "engine/rng.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "kernels/cpu/loops.h"
+
+namespace tcv {
+
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kM0) * c[0];
+    const uint64_t p1 = static_cast<uint64_t>(kM1) * c[2];
+    c = {static_cast<uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<uint32_t>(p1),
+         static_cast<uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<uint32_t>(p0)};
+    k[0] += kW0;
+    k[1] += kW1;
+  }
+  return c;
+}
+
+Generator& default_generator() {
+  static Generator g(0);
+  return g;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+namespace {
+
+Generator& pick(Generator* g) { return g ? *g : default_generator(); }
+
+std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
+  return philox4x32({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u},
+                    {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+}
+
+// Fills a contiguous f64 scratch tensor with f(i) in parallel; element i's
+// value depends only on (seed, offset, i).
+template <typename F>
+Tensor generate(int64_t n, F&& f) {
+  Tensor t = empty({n}, {.dtype = DType::f64});
+  double* p = t.data<double>();
+  kernels::cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = f(i);
+  });
+  return t;
+}
+
+constexpr double kTwoPow24Inv = 1.0 / 16777216.0;
+
+double to_unit(uint32_t w) { return static_cast<double>(w >> 8) * kTwoPow24Inv; }  // [0, 1)
+
+Tensor finish(Tensor t64, const Shape& shape, const TensorOptions& opts) {
+  Tensor r = t64.reshape(shape).to(opts.dtype).to(opts.device);
+  if (opts.requires_grad) r.set_requires_grad(true);
+  return r;
+}
+
+Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen) {
+  const int64_t n = shape_numel(shape);
+  Generator& g = pick(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t base = g.advance(static_cast<uint64_t>((n + 3) / 4));
+  return generate(n, [&](int64_t i) {
+    const auto w = block(seed, base + static_cast<uint64_t>(i / 4));
+    return low + (high - low) * to_unit(w[i % 4]);
+  });
+}
+
+Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen) {
+  const int64_t n = shape_numel(shape);
+  Generator& g = pick(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t base = g.advance(static_cast<uint64_t>((n + 1) / 2));
+  return generate(n, [&](int64_t i) {
+    const auto w = block(seed, base + static_cast<uint64_t>(i / 2));
+    const int j = static_cast<int>(i % 2) * 2;
+    const double u1 = 1.0 - to_unit(w[j]);  // (0, 1]: log is finite
+    const double u2 = to_unit(w[j + 1]);
+    return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  });
+}
+
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts, Generator* gen) {
+  return finish(uniform_impl(shape, low, high, gen), shape, opts);
+}
+
+Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
+  return uniform(shape, 0.0, 1.0, opts, gen);
+}
+
+Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts, Generator* gen) {
+  return finish(normal_impl(shape, mean, std, gen), shape, opts);
+}
+
+Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
+  return normal(shape, 0.0, 1.0, opts, gen);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
+  TCV_CHECK(high > low, "[randint] empty range [", low, ", ", high, ")");
+  const int64_t n = shape_numel(shape);
+  Generator& g = pick(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t base = g.advance(static_cast<uint64_t>((n + 1) / 2));
+  const uint64_t range = static_cast<uint64_t>(high - low);
+  Tensor t = empty({n}, {.dtype = DType::i64});
+  int64_t* p = t.data<int64_t>();
+  kernels::cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto w = block(seed, base + static_cast<uint64_t>(i / 2));
+      const int j = static_cast<int>(i % 2) * 2;
+      const uint64_t r = (static_cast<uint64_t>(w[j]) << 32) | w[j + 1];
+      p[i] = low + static_cast<int64_t>(r % range);
+    }
+  });
+  Tensor r = t.reshape(shape).to(opts.dtype).to(opts.device);
+  return r;
+}
+
+Tensor randperm(int64_t n, Generator* gen) {
+  Generator& g = pick(gen);
+  const uint64_t seed = g.seed();
+  const uint64_t base = g.advance(static_cast<uint64_t>(std::max<int64_t>(n, 1)));
+  Tensor t = arange(n);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = n - 1; i > 0; --i) {
+    const auto w = block(seed, base + static_cast<uint64_t>(i));
+    const uint64_t r = (static_cast<uint64_t>(w[0]) << 32) | w[1];
+    std::swap(p[i], p[static_cast<int64_t>(r % static_cast<uint64_t>(i + 1))]);
+  }
+  return t;
+}
+
+void uniform_(Tensor& t, double low, double high, Generator* gen) {
+  Tensor v = uniform_impl(t.shape(), low, high, gen).reshape(t.shape());
+  t.copy_(v);
+}
+
+void normal_(Tensor& t, double mean, double std, Generator* gen) {
+  Tensor v = normal_impl(t.shape(), mean, std, gen).reshape(t.shape());
+  t.copy_(v);
+}
+
+}  // namespace tcv

@@ -1,0 +1,215 @@
+// Tensor: a strided, typed view of reference-counted storage, with the
+// autograd state that makes it differentiable.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+
+namespace tcv {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);
+int64_t shape_numel(const Shape& s);
+/// Row-major strides of a shape.
+Shape contiguous_strides(const Shape& s);
+
+/// Bytes on one device; freed when the last view dies. Views share the
+/// version counter that detects in-place changes to tensors saved for backward.
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  /// Wraps memory owned elsewhere (e.g. a mapped file); `deleter` frees it.
+  Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  uint32_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  std::function<void(void*)> deleter_;
+  std::atomic<uint32_t> version_{0};
+};
+
+/// How a new tensor is made: `zeros({2, 3}, {.dtype = DType::f64})`.
+struct TensorOptions {
+  DType dtype = DType::f32;
+  Device device = kCPU;
+  bool requires_grad = false;
+};
+
+class Node;
+class Tensor;
+struct AutogradMeta;
+
+using PostAccumulateGradHook = std::function<void(Tensor&)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype = DType::f32;
+  std::unique_ptr<AutogradMeta> autograd;  // null for tensors that never saw autograd
+
+  TensorImpl();
+  ~TensorImpl();
+};
+
+/// A handle to a TensorImpl: copies share the tensor (like torch.Tensor).
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- metadata ----
+  const Shape& shape() const { return impl().sizes; }
+  const Shape& strides() const { return impl().strides; }
+  /// Size of one dimension; negative dims count from the end.
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const { return impl().offset; }
+  int64_t dim() const { return static_cast<int64_t>(impl().sizes.size()); }
+  int64_t numel() const { return shape_numel(impl().sizes); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device(); }
+  size_t element_size() const { return dtype_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  bool is_contiguous() const;
+  std::string shape_str() const { return tcv::shape_str(shape()); }
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  /// Wraps a (possibly negative) dim into [0, dim()), naming the op on error.
+  int64_t wrap_dim(int64_t d, const char* op = "dim") const;
+
+  // ---- data ----
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const;
+  /// The single element of a one-element tensor, converted to double.
+  double item() const;
+  template <typename T>
+  T item() const {
+    return static_cast<T>(item());
+  }
+  /// Copies the elements (any layout) out as a flat vector of T.
+  template <typename T>
+  std::vector<T> to_vector() const;
+  /// Kernel descriptor of this view.
+  kernels::KTensor k() const;
+
+  // ---- views (differentiable; share storage) ----
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start = 0, int64_t end = -1) const;
+  Tensor contiguous() const;
+
+  // ---- conversion ----
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor clone() const;
+  /// Same data, cut from the graph.
+  Tensor detach() const;
+
+  // ---- in place (bump the version counter; not recorded by autograd) ----
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& copy_(const Tensor& src);
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(double value);
+  Tensor& mul_(const Tensor& other);
+  /// Makes this tensor (and every handle to it) use `src`'s data and geometry:
+  /// how Module::to() moves parameters without invalidating handles.
+  void set_data(const Tensor& src) const;
+  uint32_t version() const { return impl().storage->version(); }
+  void bump_version() const { impl().storage->bump_version(); }
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool r);
+  /// Accumulated gradient of a leaf (undefined until the first backward).
+  Tensor grad() const;
+  void set_grad(const Tensor& g);
+  const std::shared_ptr<Node>& grad_fn() const;
+  bool is_leaf() const;
+  /// Backpropagates from this tensor; `grad` defaults to 1 for a scalar.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /// Runs after a gradient was accumulated into this leaf's .grad; returns a handle id.
+  int register_post_accumulate_grad_hook(PostAccumulateGradHook hook);
+  void remove_post_accumulate_grad_hook(int handle);
+
+  // ---- printing ----
+  std::string str() const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  AutogradMeta& autograd_meta() const;  // creates it on first use
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// Autograd state of a tensor: its gradient, the node that made it, hooks.
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  uint32_t output_nr = 0;
+  std::weak_ptr<Node> grad_accumulator;
+  std::vector<std::pair<int, PostAccumulateGradHook>> post_acc_hooks;
+  int next_hook_id = 0;
+};
+
+/// A tensor over `storage` with the given geometry (no copy).
+Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
+/// An uninitialised tensor.
+Tensor empty(const Shape& shape, TensorOptions opts = {});
+Tensor empty_like(const Tensor& t);
+Tensor empty_like(const Tensor& t, DType dtype);
+Tensor zeros(const Shape& shape, TensorOptions opts = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones(const Shape& shape, TensorOptions opts = {});
+Tensor ones_like(const Tensor& t);
+Tensor full(const Shape& shape, double value, TensorOptions opts = {});
+Tensor full_like(const Tensor& t, double value);
+/// [start, end) in steps; i64 unless opts say otherwise.
+Tensor arange(double start, double end, double step = 1.0, TensorOptions opts = {.dtype = DType::i64});
+Tensor arange(int64_t end, TensorOptions opts = {.dtype = DType::i64});
+/// A tensor holding a copy of `values` in the given shape (1-D when `shape` is
+/// empty); the dtype follows T (float -> f32, double -> f64, int64_t -> i64, ...).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape = {}, Device device = kCPU);
+/// A 0-d tensor.
+Tensor scalar_tensor(double value, TensorOptions opts = {});
+
+}  // namespace tcv

@@ -1,0 +1,44 @@
+// Shared test helpers: the finite-difference gradient check every
+// differentiable op goes through, and tensor comparison with abs + rel·|ref|.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/rng.h"
+
+namespace tcv::testing {
+
+struct GradCheckOptions {
+  double eps = 1e-6;   ///< central-difference step
+  double atol = 1e-6;  ///< absolute tolerance
+  double rtol = 1e-4;  ///< relative tolerance (of the numerical value)
+  /// Skips elements closer than this to a kink (e.g. relu at 0): both sides of
+  /// the difference must agree with the derivative there. 0 = check all.
+  double kink = 0.0;
+};
+
+using TensorFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+/// Checks d sum(fn(inputs) * w)/d input against central differences, in f64,
+/// for every input that requires grad. Returns the number of elements checked.
+int64_t check_gradients(const std::string& name, const TensorFn& fn, std::vector<Tensor> inputs,
+                        const GradCheckOptions& opts = {});
+
+/// EXPECTs |actual - expected| <= atol + rtol·|expected| elementwise (any dtypes).
+void expect_close(const Tensor& actual, const Tensor& expected, double atol = 1e-6,
+                  double rtol = 1e-5, const std::string& what = "");
+
+/// A random f64 tensor that requires grad (seeded).
+Tensor rand_f64(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0,
+                bool requires_grad = true);
+
+/// Number of ops gradient-checked in this process (for the summary line).
+int& gradcheck_count();
+
+}  // namespace tcv::testing
