@@ -28,8 +28,7 @@ SavedTensor::SavedTensor(const Tensor& t) {
 
 Tensor SavedTensor::get() const {
   if (!data_.defined()) return data_;
-  TCV_CHECK(data_.version() == version_,
-            "[autograd] a tensor of shape ", data_.shape_str(),
+  TCV_CHECK(data_.version() == version_, "[autograd] a tensor of shape ", data_.shape_str(),
             " saved for backward was modified in place after it was saved (version ",
             data_.version(), ", expected ", version_,
             "); make a copy before changing it, or change it under NoGradGuard after backward");
@@ -74,9 +73,15 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
 
 namespace autograd {
 
-bool grad_enabled() { return t_grad_enabled; }
-void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
-bool in_backward() { return t_backward_depth > 0; }
+bool grad_enabled() {
+  return t_grad_enabled;
+}
+void set_grad_enabled(bool enabled) {
+  t_grad_enabled = enabled;
+}
+bool in_backward() {
+  return t_backward_depth > 0;
+}
 
 bool needs_grad(std::initializer_list<const Tensor*> inputs) {
   if (!t_grad_enabled) return false;
@@ -142,7 +147,8 @@ struct ReadyOrder {
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
   TCV_CHECK(grads.empty() || grads.size() == roots.size(), "[backward] ", roots.size(),
             " roots but ", grads.size(), " gradients");
   NoGradGuard no_grad;  // backward formulas are not themselves differentiated
@@ -172,7 +178,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               " does not require grad and has no grad_fn");
     Tensor g = grads.empty() ? Tensor() : grads[i];
     if (!g.defined()) {
-      TCV_CHECK(r.numel() == 1, "[backward] grad can be implicit only for scalar outputs, got shape ",
+      TCV_CHECK(r.numel() == 1,
+                "[backward] grad can be implicit only for scalar outputs, got shape ",
                 r.shape_str());
       g = ones_like(r);
     }

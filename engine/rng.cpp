@@ -26,11 +26,15 @@ Generator& default_generator() {
   return g;
 }
 
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed) {
+  default_generator().manual_seed(seed);
+}
 
 namespace {
 
-Generator& pick(Generator* g) { return g ? *g : default_generator(); }
+Generator& pick(Generator* g) {
+  return g ? *g : default_generator();
+}
 
 std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
   return philox4x32({static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), 0u, 0u},
@@ -51,7 +55,9 @@ Tensor generate(int64_t n, F&& f) {
 
 constexpr double kTwoPow24Inv = 1.0 / 16777216.0;
 
-double to_unit(uint32_t w) { return static_cast<double>(w >> 8) * kTwoPow24Inv; }  // [0, 1)
+double to_unit(uint32_t w) {
+  return static_cast<double>(w >> 8) * kTwoPow24Inv;
+}  // [0, 1)
 
 Tensor finish(Tensor t64, const Shape& shape, const TensorOptions& opts) {
   Tensor r = t64.reshape(shape).to(opts.dtype).to(opts.device);

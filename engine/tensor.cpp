@@ -77,13 +77,17 @@ AutogradMeta& Tensor::autograd_meta() const {
 int64_t Tensor::wrap_dim(int64_t d, const char* op) const {
   const int64_t n = dim();
   const int64_t w = d < 0 ? d + n : d;
-  TCV_CHECK(w >= 0 && w < std::max<int64_t>(n, 1), "[", op, "] dim ", d, " out of range for a ",
-            n, "-d tensor of shape ", shape_str());
+  TCV_CHECK(w >= 0 && w < std::max<int64_t>(n, 1), "[", op, "] dim ", d, " out of range for a ", n,
+            "-d tensor of shape ", shape_str());
   return w;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim(d, "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return strides()[wrap_dim(d, "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -99,7 +103,8 @@ bool Tensor::is_contiguous() const {
 void* Tensor::data_ptr() const {
   auto& i = impl();
   if (i.storage->data() == nullptr) return nullptr;
-  return static_cast<char*>(i.storage->data()) + i.offset * static_cast<int64_t>(dtype_size(i.dtype));
+  return static_cast<char*>(i.storage->data()) +
+         i.offset * static_cast<int64_t>(dtype_size(i.dtype));
 }
 
 namespace {
@@ -123,8 +128,8 @@ T* Tensor::data() const {
   return static_cast<T*>(data_ptr());
 }
 
-#define TCV_INSTANTIATE(T)                      \
-  template T* Tensor::data<T>() const;          \
+#define TCV_INSTANTIATE(T)                              \
+  template T* Tensor::data<T>() const;                  \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template Tensor from_vector<T>(const std::vector<T>&, const Shape&, Device);
 
@@ -180,7 +185,9 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
 Tensor empty_like(const Tensor& t, DType dtype) {
   return empty(t.shape(), {.dtype = dtype, .device = t.device()});
 }
@@ -194,14 +201,24 @@ Tensor full(const Shape& shape, double value, TensorOptions opts) {
   return t;
 }
 
-Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
-Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
-Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
-Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
+Tensor zeros(const Shape& shape, TensorOptions opts) {
+  return full(shape, 0.0, opts);
+}
+Tensor ones(const Shape& shape, TensorOptions opts) {
+  return full(shape, 1.0, opts);
+}
+Tensor zeros_like(const Tensor& t) {
+  return full_like(t, 0.0);
+}
+Tensor ones_like(const Tensor& t) {
+  return full_like(t, 1.0);
+}
 Tensor full_like(const Tensor& t, double value) {
   return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()});
 }
-Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
+Tensor scalar_tensor(double value, TensorOptions opts) {
+  return full({}, value, opts);
+}
 
 Tensor arange(double start, double end, double step, TensorOptions opts) {
   TCV_CHECK(step != 0, "[arange] step must be non-zero");
@@ -214,7 +231,9 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
   return r;
 }
 
-Tensor arange(int64_t end, TensorOptions opts) { return arange(0.0, static_cast<double>(end), 1.0, opts); }
+Tensor arange(int64_t end, TensorOptions opts) {
+  return arange(0.0, static_cast<double>(end), 1.0, opts);
+}
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, Device device) {
@@ -243,7 +262,9 @@ Tensor Tensor::to(Device d) const {
   return ops::to_device(*this, d);
 }
 
-Tensor Tensor::clone() const { return ops::clone(*this); }
+Tensor Tensor::clone() const {
+  return ops::clone(*this);
+}
 
 Tensor Tensor::detach() const {
   Tensor t = make_view(*this, shape(), strides(), offset());
@@ -267,7 +288,8 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  TCV_CHECK(src.dim() <= dim(), "[copy_] cannot copy shape ", src.shape_str(), " into ", shape_str());
+  TCV_CHECK(src.dim() <= dim(), "[copy_] cannot copy shape ", src.shape_str(), " into ",
+            shape_str());
   backend::copy(*this, src.expand(shape()).detach());
   bump_version();
   return *this;
@@ -323,7 +345,9 @@ const std::shared_ptr<Node>& Tensor::grad_fn() const {
   return impl().autograd->grad_fn;
 }
 
-bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+bool Tensor::is_leaf() const {
+  return grad_fn() == nullptr;
+}
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   autograd::backward({*this}, {grad}, retain_graph);
@@ -394,7 +418,8 @@ std::string Tensor::str() const {
         os << (dim + 1 == nd ? ", " : ",\n" + std::string(static_cast<size_t>(dim + 8), ' '));
         continue;
       }
-      if (i > 0) os << (dim + 1 == nd ? ", " : ",\n" + std::string(static_cast<size_t>(dim + 8), ' '));
+      if (i > 0)
+        os << (dim + 1 == nd ? ", " : ",\n" + std::string(static_cast<size_t>(dim + 8), ' '));
       rec(dim + 1, base + i * stride);
     }
     os << "]";
@@ -411,7 +436,9 @@ std::string Tensor::str() const {
   return os.str();
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.str();
+}
 
 TCV_INSTANTIATE(float)
 TCV_INSTANTIATE(double)

@@ -203,7 +203,8 @@ Tensor ones_like(const Tensor& t);
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
 Tensor full_like(const Tensor& t, double value);
 /// [start, end) in steps; i64 unless opts say otherwise.
-Tensor arange(double start, double end, double step = 1.0, TensorOptions opts = {.dtype = DType::i64});
+Tensor arange(double start, double end, double step = 1.0,
+              TensorOptions opts = {.dtype = DType::i64});
 Tensor arange(int64_t end, TensorOptions opts = {.dtype = DType::i64});
 /// A tensor holding a copy of `values` in the given shape (1-D when `shape` is
 /// empty); the dtype follows T (float -> f32, double -> f64, int64_t -> i64, ...).

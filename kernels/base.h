@@ -21,14 +21,22 @@ constexpr int kNumDTypes = 8;
 
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
-    case DType::b8: return "bool";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u8:
+      return "u8";
+    case DType::b8:
+      return "bool";
   }
   return "?";
 }
@@ -36,13 +44,17 @@ inline const char* dtype_name(DType t) {
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::u8:
-    case DType::b8: return 1;
+    case DType::b8:
+      return 1;
   }
   return 0;
 }
@@ -63,9 +75,10 @@ struct Half {
     std::memcpy(&x, &f, 4);
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t absx = x & 0x7fffffffu;
-    if (absx >= 0x7f800000u) return static_cast<uint16_t>(sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (absx >= 0x7f800000u)
+      return static_cast<uint16_t>(sign | (absx > 0x7f800000u ? 0x7e00u : 0x7c00u));
     if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-    if (absx < 0x38800000u) {                                                // subnormal or zero
+    if (absx < 0x38800000u) {                                               // subnormal or zero
       float af;
       uint32_t a = absx;
       std::memcpy(&af, &a, 4);
@@ -140,13 +153,14 @@ std::string str_cat(Args&&... args) {
 
 /// Throws tcv::Error with the streamed message when cond is false:
 /// TCV_CHECK(x.dim() == 4, "[conv2d] expects 4-D input, got ", x.shape_str());
-#define TCV_CHECK(cond, ...)                                                              \
-  do {                                                                                    \
-    if (!(cond)) [[unlikely]]                                                             \
+#define TCV_CHECK(cond, ...)                                                               \
+  do {                                                                                     \
+    if (!(cond)) [[unlikely]]                                                              \
       ::tcv::detail::throw_error(__FILE__, __LINE__, ::tcv::detail::str_cat(__VA_ARGS__)); \
   } while (0)
 
-#define TCV_THROW(...) ::tcv::detail::throw_error(__FILE__, __LINE__, ::tcv::detail::str_cat(__VA_ARGS__))
+#define TCV_THROW(...) \
+  ::tcv::detail::throw_error(__FILE__, __LINE__, ::tcv::detail::str_cat(__VA_ARGS__))
 
 namespace tcv::kernels {
 
@@ -189,28 +203,30 @@ struct KTensor {
     break;                                \
   }
 
-#define TCV_DISPATCH_FLOAT(dt, op, ...)                                                   \
-  switch (dt) {                                                                           \
-    TCV_DTYPE_CASE(f32, float, __VA_ARGS__)                                               \
-    TCV_DTYPE_CASE(f64, double, __VA_ARGS__)                                              \
-    default: TCV_THROW("[", op, "] not implemented for dtype ", ::tcv::dtype_name(dt)); \
+#define TCV_DISPATCH_FLOAT(dt, op, ...)                                          \
+  switch (dt) {                                                                  \
+    TCV_DTYPE_CASE(f32, float, __VA_ARGS__)                                      \
+    TCV_DTYPE_CASE(f64, double, __VA_ARGS__)                                     \
+    default:                                                                     \
+      TCV_THROW("[", op, "] not implemented for dtype ", ::tcv::dtype_name(dt)); \
   }
 
-#define TCV_DISPATCH_ALL(dt, op, ...)                                                     \
-  switch (dt) {                                                                           \
-    TCV_DTYPE_CASE(f32, float, __VA_ARGS__)                                               \
-    TCV_DTYPE_CASE(f64, double, __VA_ARGS__)                                              \
-    TCV_DTYPE_CASE(f16, ::tcv::Half, __VA_ARGS__)                                         \
-    TCV_DTYPE_CASE(bf16, ::tcv::BFloat16, __VA_ARGS__)                                    \
-    TCV_DTYPE_CASE(i32, int32_t, __VA_ARGS__)                                             \
-    TCV_DTYPE_CASE(i64, int64_t, __VA_ARGS__)                                             \
-    TCV_DTYPE_CASE(u8, uint8_t, __VA_ARGS__)                                              \
-    TCV_DTYPE_CASE(b8, bool, __VA_ARGS__)                                                 \
+#define TCV_DISPATCH_ALL(dt, op, ...)                  \
+  switch (dt) {                                        \
+    TCV_DTYPE_CASE(f32, float, __VA_ARGS__)            \
+    TCV_DTYPE_CASE(f64, double, __VA_ARGS__)           \
+    TCV_DTYPE_CASE(f16, ::tcv::Half, __VA_ARGS__)      \
+    TCV_DTYPE_CASE(bf16, ::tcv::BFloat16, __VA_ARGS__) \
+    TCV_DTYPE_CASE(i32, int32_t, __VA_ARGS__)          \
+    TCV_DTYPE_CASE(i64, int64_t, __VA_ARGS__)          \
+    TCV_DTYPE_CASE(u8, uint8_t, __VA_ARGS__)           \
+    TCV_DTYPE_CASE(b8, bool, __VA_ARGS__)              \
   }
 
-#define TCV_DISPATCH_INDEX(dt, op, ...)                                                   \
-  switch (dt) {                                                                           \
-    TCV_DTYPE_CASE(i32, int32_t, __VA_ARGS__)                                             \
-    TCV_DTYPE_CASE(i64, int64_t, __VA_ARGS__)                                             \
-    default: TCV_THROW("[", op, "] index tensor must be i32 or i64, got ", ::tcv::dtype_name(dt)); \
+#define TCV_DISPATCH_INDEX(dt, op, ...)                                                     \
+  switch (dt) {                                                                             \
+    TCV_DTYPE_CASE(i32, int32_t, __VA_ARGS__)                                               \
+    TCV_DTYPE_CASE(i64, int64_t, __VA_ARGS__)                                               \
+    default:                                                                                \
+      TCV_THROW("[", op, "] index tensor must be i32 or i64, got ", ::tcv::dtype_name(dt)); \
   }

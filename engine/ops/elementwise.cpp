@@ -49,9 +49,13 @@ kernels::KTensor broadcast_k(const Tensor& t, const Shape& shape) {
   return t.detach().expand(shape).k();
 }
 
-DType result_type(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(), b.dtype()); }
+DType result_type(const Tensor& a, const Tensor& b) {
+  return promote_types(a.dtype(), b.dtype());
+}
 
-Tensor as_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : t.detach().to(dt); }
+Tensor as_dtype(const Tensor& t, DType dt) {
+  return t.dtype() == dt ? t : t.detach().to(dt);
+}
 
 Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alpha) {
   const char* name = kernels::binary_op_name(op);
@@ -60,7 +64,8 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   DType dt = result_type(a, b);
   if ((op == BinaryOp::div || op == BinaryOp::pow) && !is_floating(dt)) dt = DType::f32;
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(shape, {.dtype = kernels::is_comparison(op) ? DType::b8 : dt, .device = a.device()});
+  Tensor out =
+      empty(shape, {.dtype = kernels::is_comparison(op) ? DType::b8 : dt, .device = a.device()});
   if (out.numel() == 0) return out;
   backend::require_cpu(name, a);
   kernels::cpu::binary(op, out.k(), broadcast_k(as_dtype(a, dt), shape),
@@ -86,18 +91,21 @@ Tensor scalar_like(const Tensor& t, double v) {
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = binary_forward(BinaryOp::add, a, b, alpha);
   if (autograd::needs_grad({&a, &b}))
-    autograd::record("add", {a, b}, {out}, [ma = InputMeta(a), mb = InputMeta(b), alpha](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{ma.reduce(g[0]), mb.reduce(alpha == 1.0 ? g[0] : mul(g[0], alpha))};
-    });
+    autograd::record("add", {a, b}, {out},
+                     [ma = InputMeta(a), mb = InputMeta(b), alpha](std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{
+                           ma.reduce(g[0]), mb.reduce(alpha == 1.0 ? g[0] : mul(g[0], alpha))};
+                     });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = binary_forward(BinaryOp::sub, a, b, alpha);
   if (autograd::needs_grad({&a, &b}))
-    autograd::record("sub", {a, b}, {out}, [ma = InputMeta(a), mb = InputMeta(b), alpha](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{ma.reduce(g[0]), mb.reduce(mul(g[0], -alpha))};
-    });
+    autograd::record("sub", {a, b}, {out},
+                     [ma = InputMeta(a), mb = InputMeta(b), alpha](std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{ma.reduce(g[0]), mb.reduce(mul(g[0], -alpha))};
+                     });
   return out;
 }
 
@@ -125,7 +133,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
                       so = SavedTensor(gb ? out : Tensor())](std::vector<Tensor>& g) {
                        Tensor bv = sb.get();
                        Tensor da = ma.reduce(div(g[0], bv));
-                       Tensor db = so.defined() ? mb.reduce(neg(div(mul(g[0], so.get()), bv))) : Tensor();
+                       Tensor db =
+                           so.defined() ? mb.reduce(neg(div(mul(g[0], so.get()), bv))) : Tensor();
                        return std::vector<Tensor>{da, db};
                      });
   }
@@ -136,8 +145,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::pow, a, b, 1.0);
   if (autograd::needs_grad({&a, &b})) {
     autograd::record("pow", {a, b}, {out},
-                     [ma = InputMeta(a), mb = InputMeta(b), sa = SavedTensor(a), sb = SavedTensor(b),
-                      so = SavedTensor(out)](std::vector<Tensor>& g) {
+                     [ma = InputMeta(a), mb = InputMeta(b), sa = SavedTensor(a),
+                      sb = SavedTensor(b), so = SavedTensor(out)](std::vector<Tensor>& g) {
                        Tensor av = sa.get(), bv = sb.get();
                        // d/da a^b = b a^(b-1); d/db a^b = a^b log a (0 where a == 0).
                        Tensor da = ma.reduce(mul(g[0], mul(bv, pow(av, sub(bv, ones_like(bv))))));
@@ -174,10 +183,18 @@ Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 }  // namespace
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, a, b); }
-Tensor add(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::maximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return extremum(BinaryOp::minimum, a, b);
+}
+Tensor add(const Tensor& a, double b) {
+  return add(a, scalar_like(a, b));
+}
+Tensor mul(const Tensor& a, double b) {
+  return mul(a, scalar_like(a, b));
+}
 
 // ---------------------------------------------------------------- unary
 
@@ -194,8 +211,8 @@ Tensor unary_forward(UnaryOp op, const Tensor& x, double p0, double p1) {
 Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
   const char* name = kernels::unary_op_name(op);
   Tensor in = x;
-  if (!is_floating(x.dtype()) && op != UnaryOp::neg && op != UnaryOp::abs && op != UnaryOp::square &&
-      op != UnaryOp::sign && op != UnaryOp::relu && op != UnaryOp::clamp)
+  if (!is_floating(x.dtype()) && op != UnaryOp::neg && op != UnaryOp::abs &&
+      op != UnaryOp::square && op != UnaryOp::sign && op != UnaryOp::relu && op != UnaryOp::clamp)
     in = x.to(DType::f32);
   Tensor out = unary_forward(op, in, p0, p1);
   if (autograd::needs_grad({&x})) {
@@ -213,19 +230,45 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary(UnaryOp::neg, x); }
-Tensor abs(const Tensor& x) { return unary(UnaryOp::abs, x); }
-Tensor exp(const Tensor& x) { return unary(UnaryOp::exp, x); }
-Tensor log(const Tensor& x) { return unary(UnaryOp::log, x); }
-Tensor sqrt(const Tensor& x) { return unary(UnaryOp::sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(UnaryOp::rsqrt, x); }
-Tensor square(const Tensor& x) { return unary(UnaryOp::square, x); }
-Tensor sign(const Tensor& x) { return unary(UnaryOp::sign, x); }
-Tensor relu(const Tensor& x) { return unary(UnaryOp::relu, x); }
-Tensor leaky_relu(const Tensor& x, double slope) { return unary(UnaryOp::leaky_relu, x, slope); }
-Tensor sigmoid(const Tensor& x) { return unary(UnaryOp::sigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary(UnaryOp::tanh, x); }
-Tensor hardswish(const Tensor& x) { return unary(UnaryOp::hardswish, x); }
+Tensor neg(const Tensor& x) {
+  return unary(UnaryOp::neg, x);
+}
+Tensor abs(const Tensor& x) {
+  return unary(UnaryOp::abs, x);
+}
+Tensor exp(const Tensor& x) {
+  return unary(UnaryOp::exp, x);
+}
+Tensor log(const Tensor& x) {
+  return unary(UnaryOp::log, x);
+}
+Tensor sqrt(const Tensor& x) {
+  return unary(UnaryOp::sqrt, x);
+}
+Tensor rsqrt(const Tensor& x) {
+  return unary(UnaryOp::rsqrt, x);
+}
+Tensor square(const Tensor& x) {
+  return unary(UnaryOp::square, x);
+}
+Tensor sign(const Tensor& x) {
+  return unary(UnaryOp::sign, x);
+}
+Tensor relu(const Tensor& x) {
+  return unary(UnaryOp::relu, x);
+}
+Tensor leaky_relu(const Tensor& x, double slope) {
+  return unary(UnaryOp::leaky_relu, x, slope);
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary(UnaryOp::sigmoid, x);
+}
+Tensor tanh(const Tensor& x) {
+  return unary(UnaryOp::tanh, x);
+}
+Tensor hardswish(const Tensor& x) {
+  return unary(UnaryOp::hardswish, x);
+}
 Tensor clamp(const Tensor& x, double lo, double hi) {
   TCV_CHECK(lo <= hi, "[clamp] min ", lo, " > max ", hi);
   return unary(UnaryOp::clamp, x, lo, hi);
@@ -240,9 +283,11 @@ Tensor& relu_(Tensor& x) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  TCV_CHECK(cond.dtype() == DType::b8, "[where] condition must be bool, got ", dtype_name(cond.dtype()));
+  TCV_CHECK(cond.dtype() == DType::b8, "[where] condition must be bool, got ",
+            dtype_name(cond.dtype()));
   const DType dt = result_type(a, b);
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = empty(shape, {.dtype = dt, .device = a.device()});
   if (out.numel() > 0) {
     backend::require_cpu("where", a);
@@ -250,24 +295,43 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                         broadcast_k(as_dtype(b, dt), shape));
   }
   if (autograd::needs_grad({&a, &b}))
-    autograd::record("where", {a, b}, {out},
-                     [ma = InputMeta(a), mb = InputMeta(b), sc = SavedTensor(cond)](std::vector<Tensor>& g) {
-                       Tensor c = sc.get();
-                       Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
-                       return std::vector<Tensor>{ma.reduce(where(c, g[0], z)), mb.reduce(where(c, z, g[0]))};
-                     });
+    autograd::record(
+        "where", {a, b}, {out},
+        [ma = InputMeta(a), mb = InputMeta(b), sc = SavedTensor(cond)](std::vector<Tensor>& g) {
+          Tensor c = sc.get();
+          Tensor z = zeros({}, {.dtype = g[0].dtype(), .device = g[0].device()});
+          return std::vector<Tensor>{ma.reduce(where(c, g[0], z)), mb.reduce(where(c, z, g[0]))};
+        });
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, a, b, 1.0); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ne, a, b, 1.0); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::lt, a, b, 1.0); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::le, a, b, 1.0); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt, a, b, 1.0); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, a, b, 1.0); }
-Tensor eq(const Tensor& a, double b) { return eq(a, scalar_like(a, b)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, scalar_like(a, b)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, scalar_like(a, b)); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::eq, a, b, 1.0);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::ne, a, b, 1.0);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::lt, a, b, 1.0);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::le, a, b, 1.0);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::gt, a, b, 1.0);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::ge, a, b, 1.0);
+}
+Tensor eq(const Tensor& a, double b) {
+  return eq(a, scalar_like(a, b));
+}
+Tensor gt(const Tensor& a, double b) {
+  return gt(a, scalar_like(a, b));
+}
+Tensor lt(const Tensor& a, double b) {
+  return lt(a, scalar_like(a, b));
+}
 
 // ---------------------------------------------------------------- copies
 
@@ -297,25 +361,50 @@ Tensor clone(const Tensor& x) {
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   backend::copy(out, x);
   if (autograd::needs_grad({&x}))
-    autograd::record("clone", {x}, {out}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+    autograd::record("clone", {x}, {out},
+                     [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
 }  // namespace tcv::ops
 
 namespace tcv {
-Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
-Tensor operator-(const Tensor& a) { return ops::neg(a); }
-Tensor operator+(const Tensor& a, double b) { return ops::add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return ops::add(a, -b); }
-Tensor operator*(const Tensor& a, double b) { return ops::mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return ops::mul(a, 1.0 / b); }
-Tensor operator+(double a, const Tensor& b) { return ops::add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return ops::add(ops::neg(b), a); }
-Tensor operator*(double a, const Tensor& b) { return ops::mul(b, a); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return ops::add(a, b);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return ops::sub(a, b);
+}
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return ops::mul(a, b);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return ops::div(a, b);
+}
+Tensor operator-(const Tensor& a) {
+  return ops::neg(a);
+}
+Tensor operator+(const Tensor& a, double b) {
+  return ops::add(a, b);
+}
+Tensor operator-(const Tensor& a, double b) {
+  return ops::add(a, -b);
+}
+Tensor operator*(const Tensor& a, double b) {
+  return ops::mul(a, b);
+}
+Tensor operator/(const Tensor& a, double b) {
+  return ops::mul(a, 1.0 / b);
+}
+Tensor operator+(double a, const Tensor& b) {
+  return ops::add(b, a);
+}
+Tensor operator-(double a, const Tensor& b) {
+  return ops::add(ops::neg(b), a);
+}
+Tensor operator*(double a, const Tensor& b) {
+  return ops::mul(b, a);
+}
 Tensor operator/(double a, const Tensor& b) {
   return ops::div(full({}, a, {.dtype = b.dtype(), .device = b.device()}), b);
 }

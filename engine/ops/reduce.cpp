@@ -16,8 +16,8 @@ namespace {
 struct Plan {
   Tensor input;  // contiguous, laid out as (outer, r, inner)
   int64_t outer = 1, r = 1, inner = 1;
-  Shape out_shape;       // keepdim=false
-  Shape keep_shape;      // keepdim=true
+  Shape out_shape;   // keepdim=false
+  Shape keep_shape;  // keepdim=true
 };
 
 std::vector<bool> dim_mask(const Tensor& x, const Shape& dims, const char* op) {
@@ -72,14 +72,17 @@ Plan plan(const Tensor& x, const Shape& dims, const char* op) {
   return p;
 }
 
-DType sum_dtype(DType t) { return is_floating(t) ? t : DType::i64; }
+DType sum_dtype(DType t) {
+  return is_floating(t) ? t : DType::i64;
+}
 
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   Tensor xin = x.dtype() == sum_dtype(x.dtype()) ? x : x.detach().to(sum_dtype(x.dtype()));
   Plan p = plan(xin, dims, "sum");
-  Tensor out = empty(keepdim ? p.keep_shape : p.out_shape, {.dtype = xin.dtype(), .device = x.device()});
+  Tensor out =
+      empty(keepdim ? p.keep_shape : p.out_shape, {.dtype = xin.dtype(), .device = x.device()});
   if (p.r == 0 || p.input.numel() == 0) {
     out.zero_();
   } else {
@@ -87,9 +90,10 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
     kernels::cpu::reduce(kernels::ReduceOp::sum, out.k(), p.input.k(), p.outer, p.r, p.inner);
   }
   if (autograd::needs_grad({&x}))
-    autograd::record("sum", {x}, {out}, [in_shape = x.shape(), keep = p.keep_shape](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{g[0].reshape(keep).expand(in_shape).contiguous()};
-    });
+    autograd::record("sum", {x}, {out},
+                     [in_shape = x.shape(), keep = p.keep_shape](std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{g[0].reshape(keep).expand(in_shape).contiguous()};
+                     });
   return out;
 }
 
@@ -99,7 +103,8 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   int64_t count = 1;
   for (int64_t i = 0; i < x.dim(); ++i)
     if (red[i]) count *= x.shape()[i];
-  return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+  // An empty reduction is 0 / 0 = NaN, as in PyTorch.
+  return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(count));
 }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
@@ -114,7 +119,8 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 
 namespace {
 
-std::pair<Tensor, Tensor> extreme(kernels::ReduceOp op, const Tensor& x, int64_t dim, bool keepdim) {
+std::pair<Tensor, Tensor> extreme(kernels::ReduceOp op, const Tensor& x, int64_t dim,
+                                  bool keepdim) {
   const char* name = op == kernels::ReduceOp::max ? "max" : "min";
   const int64_t d = x.wrap_dim(dim, name);
   Tensor xin = x.dim() == 0 ? x.reshape({1}) : x;
@@ -127,14 +133,14 @@ std::pair<Tensor, Tensor> extreme(kernels::ReduceOp op, const Tensor& x, int64_t
   const kernels::KTensor ik = indices.k();
   kernels::cpu::reduce(op, values.k(), p.input.k(), p.outer, p.r, p.inner, &ik);
   if (autograd::needs_grad({&x}))
-    autograd::record(name, {x}, {values},
-                     [in_shape = x.shape(), d, keep = p.keep_shape, idx = indices,
-                      dt = x.dtype()](std::vector<Tensor>& g) {
-                       Tensor z = zeros(in_shape, {.dtype = dt, .device = g[0].device()});
-                       if (in_shape.empty()) return std::vector<Tensor>{g[0]};
-                       return std::vector<Tensor>{
-                           scatter_add(z, d, idx.reshape(keep), g[0].reshape(keep))};
-                     });
+    autograd::record(
+        name, {x}, {values},
+        [in_shape = x.shape(), d, keep = p.keep_shape, idx = indices,
+         dt = x.dtype()](std::vector<Tensor>& g) {
+          Tensor z = zeros(in_shape, {.dtype = dt, .device = g[0].device()});
+          if (in_shape.empty()) return std::vector<Tensor>{g[0]};
+          return std::vector<Tensor>{scatter_add(z, d, idx.reshape(keep), g[0].reshape(keep))};
+        });
   return {values, indices};
 }
 
@@ -146,8 +152,12 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return extreme(kernels::ReduceOp::min, x, dim, keepdim);
 }
-Tensor max(const Tensor& x) { return max(x.reshape({-1}), 0).first; }
-Tensor min(const Tensor& x) { return min(x.reshape({-1}), 0).first; }
+Tensor max(const Tensor& x) {
+  return max(x.reshape({-1}), 0).first;
+}
+Tensor min(const Tensor& x) {
+  return min(x.reshape({-1}), 0).first;
+}
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   NoGradGuard ng;
   return max(x, dim, keepdim).second;

@@ -14,9 +14,9 @@ const char* binary_op_name(BinaryOp op) {
 }
 
 const char* unary_op_name(UnaryOp op) {
-  static const char* names[] = {"neg",        "abs",     "exp",  "log",       "sqrt",
-                                "rsqrt",      "relu",    "leaky_relu", "sigmoid", "tanh",
-                                "hardswish",  "clamp",   "square", "sign"};
+  static const char* names[] = {"neg",       "abs",   "exp",        "log",     "sqrt",
+                                "rsqrt",     "relu",  "leaky_relu", "sigmoid", "tanh",
+                                "hardswish", "clamp", "square",     "sign"};
   return names[static_cast<int>(op)];
 }
 
@@ -31,52 +31,87 @@ using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BF
                                  std::conditional_t<std::is_same_v<T, bool>, int, T>>;
 
 template <typename T>
-void binary_typed(BinaryOp op, const KTensor& out, const KTensor& a, const KTensor& b, double alpha) {
+void binary_typed(BinaryOp op, const KTensor& out, const KTensor& a, const KTensor& b,
+                  double alpha) {
   using A = acc_t<T>;
   const A al = static_cast<A>(alpha);
   auto cast = [](auto v) { return static_cast<T>(v); };
   switch (op) {
     case BinaryOp::add:
       if (alpha == 1.0)
-        map<T, T>(out, [&](T x, T y) { return cast(A(x) + A(y)); }, a, b);
+        map<T, T>(
+            out, [&](T x, T y) { return cast(A(x) + A(y)); }, a, b);
       else
-        map<T, T>(out, [&](T x, T y) { return cast(A(x) + al * A(y)); }, a, b);
+        map<T, T>(
+            out, [&](T x, T y) { return cast(A(x) + al * A(y)); }, a, b);
       break;
     case BinaryOp::sub:
       if (alpha == 1.0)
-        map<T, T>(out, [&](T x, T y) { return cast(A(x) - A(y)); }, a, b);
+        map<T, T>(
+            out, [&](T x, T y) { return cast(A(x) - A(y)); }, a, b);
       else
-        map<T, T>(out, [&](T x, T y) { return cast(A(x) - al * A(y)); }, a, b);
+        map<T, T>(
+            out, [&](T x, T y) { return cast(A(x) - al * A(y)); }, a, b);
       break;
-    case BinaryOp::mul: map<T, T>(out, [&](T x, T y) { return cast(A(x) * A(y)); }, a, b); break;
+    case BinaryOp::mul:
+      map<T, T>(
+          out, [&](T x, T y) { return cast(A(x) * A(y)); }, a, b);
+      break;
     case BinaryOp::div:
       if constexpr (std::is_floating_point_v<A>) {
-        map<T, T>(out, [&](T x, T y) { return cast(A(x) / A(y)); }, a, b);
+        map<T, T>(
+            out, [&](T x, T y) { return cast(A(x) / A(y)); }, a, b);
       } else {
-        map<T, T>(out, [&](T x, T y) { return cast(A(y) == 0 ? A(0) : A(A(x) / A(y))); }, a, b);
+        map<T, T>(
+            out, [&](T x, T y) { return cast(A(y) == 0 ? A(0) : A(A(x) / A(y))); }, a, b);
       }
       break;
     case BinaryOp::pow:
-      map<T, T>(out, [&](T x, T y) { return cast(std::pow(A(x), A(y))); }, a, b);
+      map<T, T>(
+          out, [&](T x, T y) { return cast(std::pow(A(x), A(y))); }, a, b);
       break;
     case BinaryOp::maximum:
-      map<T, T>(out, [&](T x, T y) {
-        const A u = A(x), v = A(y);
-        return cast((u != u) ? u : (u > v ? u : v));  // NaN propagates
-      }, a, b);
+      map<T, T>(
+          out,
+          [&](T x, T y) {
+            const A u = A(x), v = A(y);
+            return cast((u != u) ? u : (u > v ? u : v));  // NaN propagates
+          },
+          a, b);
       break;
     case BinaryOp::minimum:
-      map<T, T>(out, [&](T x, T y) {
-        const A u = A(x), v = A(y);
-        return cast((u != u) ? u : (u < v ? u : v));
-      }, a, b);
+      map<T, T>(
+          out,
+          [&](T x, T y) {
+            const A u = A(x), v = A(y);
+            return cast((u != u) ? u : (u < v ? u : v));
+          },
+          a, b);
       break;
-    case BinaryOp::eq: map<bool, T>(out, [](T x, T y) { return A(x) == A(y); }, a, b); break;
-    case BinaryOp::ne: map<bool, T>(out, [](T x, T y) { return A(x) != A(y); }, a, b); break;
-    case BinaryOp::lt: map<bool, T>(out, [](T x, T y) { return A(x) < A(y); }, a, b); break;
-    case BinaryOp::le: map<bool, T>(out, [](T x, T y) { return A(x) <= A(y); }, a, b); break;
-    case BinaryOp::gt: map<bool, T>(out, [](T x, T y) { return A(x) > A(y); }, a, b); break;
-    case BinaryOp::ge: map<bool, T>(out, [](T x, T y) { return A(x) >= A(y); }, a, b); break;
+    case BinaryOp::eq:
+      map<bool, T>(
+          out, [](T x, T y) { return A(x) == A(y); }, a, b);
+      break;
+    case BinaryOp::ne:
+      map<bool, T>(
+          out, [](T x, T y) { return A(x) != A(y); }, a, b);
+      break;
+    case BinaryOp::lt:
+      map<bool, T>(
+          out, [](T x, T y) { return A(x) < A(y); }, a, b);
+      break;
+    case BinaryOp::le:
+      map<bool, T>(
+          out, [](T x, T y) { return A(x) <= A(y); }, a, b);
+      break;
+    case BinaryOp::gt:
+      map<bool, T>(
+          out, [](T x, T y) { return A(x) > A(y); }, a, b);
+      break;
+    case BinaryOp::ge:
+      map<bool, T>(
+          out, [](T x, T y) { return A(x) >= A(y); }, a, b);
+      break;
   }
 }
 
@@ -87,45 +122,75 @@ void unary_typed(UnaryOp op, const KTensor& out, const KTensor& in, double p0, d
   using F = std::conditional_t<std::is_floating_point_v<A>, A, double>;
   auto cast = [](auto v) { return static_cast<T>(v); };
   switch (op) {
-    case UnaryOp::neg: map<T, T>(out, [&](T x) { return cast(-A(x)); }, in); break;
+    case UnaryOp::neg:
+      map<T, T>(
+          out, [&](T x) { return cast(-A(x)); }, in);
+      break;
     case UnaryOp::abs:
-      map<T, T>(out, [&](T x) { return cast(A(x) < A(0) ? A(-A(x)) : A(x)); }, in);
+      map<T, T>(
+          out, [&](T x) { return cast(A(x) < A(0) ? A(-A(x)) : A(x)); }, in);
       break;
-    case UnaryOp::square: map<T, T>(out, [&](T x) { return cast(A(x) * A(x)); }, in); break;
+    case UnaryOp::square:
+      map<T, T>(
+          out, [&](T x) { return cast(A(x) * A(x)); }, in);
+      break;
     case UnaryOp::sign:
-      map<T, T>(out, [&](T x) { return cast(A(x) > A(0) ? A(1) : (A(x) < A(0) ? A(-1) : A(0))); }, in);
+      map<T, T>(
+          out, [&](T x) { return cast(A(x) > A(0) ? A(1) : (A(x) < A(0) ? A(-1) : A(0))); }, in);
       break;
-    case UnaryOp::exp: map<T, T>(out, [&](T x) { return cast(std::exp(F(x))); }, in); break;
-    case UnaryOp::log: map<T, T>(out, [&](T x) { return cast(std::log(F(x))); }, in); break;
-    case UnaryOp::sqrt: map<T, T>(out, [&](T x) { return cast(std::sqrt(F(x))); }, in); break;
+    case UnaryOp::exp:
+      map<T, T>(
+          out, [&](T x) { return cast(std::exp(F(x))); }, in);
+      break;
+    case UnaryOp::log:
+      map<T, T>(
+          out, [&](T x) { return cast(std::log(F(x))); }, in);
+      break;
+    case UnaryOp::sqrt:
+      map<T, T>(
+          out, [&](T x) { return cast(std::sqrt(F(x))); }, in);
+      break;
     case UnaryOp::rsqrt:
-      map<T, T>(out, [&](T x) { return cast(F(1) / std::sqrt(F(x))); }, in);
+      map<T, T>(
+          out, [&](T x) { return cast(F(1) / std::sqrt(F(x))); }, in);
       break;
     case UnaryOp::relu:
-      map<T, T>(out, [&](T x) { return cast(A(x) > A(0) ? A(x) : A(0)); }, in);
+      map<T, T>(
+          out, [&](T x) { return cast(A(x) > A(0) ? A(x) : A(0)); }, in);
       break;
     case UnaryOp::leaky_relu: {
       const F s = static_cast<F>(p0);
-      map<T, T>(out, [&](T x) { return cast(F(x) > F(0) ? F(x) : F(x) * s); }, in);
+      map<T, T>(
+          out, [&](T x) { return cast(F(x) > F(0) ? F(x) : F(x) * s); }, in);
       break;
     }
     case UnaryOp::sigmoid:
-      map<T, T>(out, [&](T x) { return cast(F(1) / (F(1) + std::exp(-F(x)))); }, in);
+      map<T, T>(
+          out, [&](T x) { return cast(F(1) / (F(1) + std::exp(-F(x)))); }, in);
       break;
-    case UnaryOp::tanh: map<T, T>(out, [&](T x) { return cast(std::tanh(F(x))); }, in); break;
+    case UnaryOp::tanh:
+      map<T, T>(
+          out, [&](T x) { return cast(std::tanh(F(x))); }, in);
+      break;
     case UnaryOp::hardswish:
-      map<T, T>(out, [&](T x) {
-        const F v = F(x);
-        const F r = v + F(3) < F(0) ? F(0) : (v + F(3) > F(6) ? F(6) : v + F(3));
-        return cast(v * r / F(6));
-      }, in);
+      map<T, T>(
+          out,
+          [&](T x) {
+            const F v = F(x);
+            const F r = v + F(3) < F(0) ? F(0) : (v + F(3) > F(6) ? F(6) : v + F(3));
+            return cast(v * r / F(6));
+          },
+          in);
       break;
     case UnaryOp::clamp: {
       const F lo = static_cast<F>(p0), hi = static_cast<F>(p1);
-      map<T, T>(out, [&](T x) {
-        const F v = F(x);
-        return cast(v != v ? v : (v < lo ? lo : (v > hi ? hi : v)));
-      }, in);
+      map<T, T>(
+          out,
+          [&](T x) {
+            const F v = F(x);
+            return cast(v != v ? v : (v < lo ? lo : (v > hi ? hi : v)));
+          },
+          in);
       break;
     }
   }
@@ -138,48 +203,71 @@ void unary_backward_typed(UnaryOp op, const KTensor& dx, const KTensor& dy, cons
   using F = std::conditional_t<std::is_floating_point_v<A>, A, double>;
   auto cast = [](auto v) { return static_cast<T>(v); };
   switch (op) {
-    case UnaryOp::neg: map<T, T>(dx, [&](T g, T) { return cast(-F(g)); }, dy, s); break;
+    case UnaryOp::neg:
+      map<T, T>(
+          dx, [&](T g, T) { return cast(-F(g)); }, dy, s);
+      break;
     case UnaryOp::abs:
-      map<T, T>(dx, [&](T g, T x) {
-        return cast(F(x) > F(0) ? F(g) : (F(x) < F(0) ? -F(g) : F(0)));
-      }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T x) { return cast(F(x) > F(0) ? F(g) : (F(x) < F(0) ? -F(g) : F(0))); }, dy,
+          s);
       break;
     case UnaryOp::square:
-      map<T, T>(dx, [&](T g, T x) { return cast(F(2) * F(x) * F(g)); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T x) { return cast(F(2) * F(x) * F(g)); }, dy, s);
       break;
-    case UnaryOp::sign: map<T, T>(dx, [&](T, T) { return cast(F(0)); }, dy, s); break;
-    case UnaryOp::exp: map<T, T>(dx, [&](T g, T y) { return cast(F(g) * F(y)); }, dy, s); break;
-    case UnaryOp::log: map<T, T>(dx, [&](T g, T x) { return cast(F(g) / F(x)); }, dy, s); break;
+    case UnaryOp::sign:
+      map<T, T>(
+          dx, [&](T, T) { return cast(F(0)); }, dy, s);
+      break;
+    case UnaryOp::exp:
+      map<T, T>(
+          dx, [&](T g, T y) { return cast(F(g) * F(y)); }, dy, s);
+      break;
+    case UnaryOp::log:
+      map<T, T>(
+          dx, [&](T g, T x) { return cast(F(g) / F(x)); }, dy, s);
+      break;
     case UnaryOp::sqrt:
-      map<T, T>(dx, [&](T g, T y) { return cast(F(g) / (F(2) * F(y))); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T y) { return cast(F(g) / (F(2) * F(y))); }, dy, s);
       break;
     case UnaryOp::rsqrt:  // d/dx x^-1/2 = -1/2 y^3
-      map<T, T>(dx, [&](T g, T y) { return cast(F(-0.5) * F(g) * F(y) * F(y) * F(y)); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T y) { return cast(F(-0.5) * F(g) * F(y) * F(y) * F(y)); }, dy, s);
       break;
     case UnaryOp::relu:
-      map<T, T>(dx, [&](T g, T y) { return cast(F(y) > F(0) ? F(g) : F(0)); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T y) { return cast(F(y) > F(0) ? F(g) : F(0)); }, dy, s);
       break;
     case UnaryOp::leaky_relu: {
       const F sl = static_cast<F>(p0);
-      map<T, T>(dx, [&](T g, T x) { return cast(F(x) > F(0) ? F(g) : F(g) * sl); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T x) { return cast(F(x) > F(0) ? F(g) : F(g) * sl); }, dy, s);
       break;
     }
     case UnaryOp::sigmoid:
-      map<T, T>(dx, [&](T g, T y) { return cast(F(g) * F(y) * (F(1) - F(y))); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T y) { return cast(F(g) * F(y) * (F(1) - F(y))); }, dy, s);
       break;
     case UnaryOp::tanh:
-      map<T, T>(dx, [&](T g, T y) { return cast(F(g) * (F(1) - F(y) * F(y))); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T y) { return cast(F(g) * (F(1) - F(y) * F(y))); }, dy, s);
       break;
     case UnaryOp::hardswish:
-      map<T, T>(dx, [&](T g, T x) {
-        const F v = F(x);
-        const F d = v < F(-3) ? F(0) : (v > F(3) ? F(1) : (F(2) * v + F(3)) / F(6));
-        return cast(F(g) * d);
-      }, dy, s);
+      map<T, T>(
+          dx,
+          [&](T g, T x) {
+            const F v = F(x);
+            const F d = v < F(-3) ? F(0) : (v > F(3) ? F(1) : (F(2) * v + F(3)) / F(6));
+            return cast(F(g) * d);
+          },
+          dy, s);
       break;
     case UnaryOp::clamp: {
       const F lo = static_cast<F>(p0), hi = static_cast<F>(p1);
-      map<T, T>(dx, [&](T g, T x) { return cast(F(x) >= lo && F(x) <= hi ? F(g) : F(0)); }, dy, s);
+      map<T, T>(
+          dx, [&](T g, T x) { return cast(F(x) >= lo && F(x) <= hi ? F(g) : F(0)); }, dy, s);
       break;
     }
   }
@@ -188,11 +276,14 @@ void unary_backward_typed(UnaryOp op, const KTensor& dx, const KTensor& dy, cons
 template <typename D, typename S>
 void copy_typed(const KTensor& dst, const KTensor& src) {
   if constexpr (std::is_same_v<D, S>) {
-    map<D, S>(dst, [](S v) { return v; }, src);
+    map<D, S>(
+        dst, [](S v) { return v; }, src);
   } else if constexpr (std::is_same_v<D, bool>) {
-    map<D, S>(dst, [](S v) { return static_cast<acc_t<S>>(v) != acc_t<S>(0); }, src);
+    map<D, S>(
+        dst, [](S v) { return static_cast<acc_t<S>>(v) != acc_t<S>(0); }, src);
   } else {
-    map<D, S>(dst, [](S v) { return static_cast<D>(static_cast<acc_t<S>>(v)); }, src);
+    map<D, S>(
+        dst, [](S v) { return static_cast<D>(static_cast<acc_t<S>>(v)); }, src);
   }
 }
 
@@ -222,7 +313,8 @@ void copy(const KTensor& dst, const KTensor& src) {
 void fill(const KTensor& dst, double value) {
   TCV_DISPATCH_ALL(dst.dtype, "fill", {
     const scalar_t v = static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(value));
-    map<scalar_t, scalar_t>(dst, [v](scalar_t) { return v; }, dst);
+    map<scalar_t, scalar_t>(
+        dst, [v](scalar_t) { return v; }, dst);
   });
 }
 

@@ -26,7 +26,7 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     return;
   }
   const int64_t chunks = std::min<int64_t>(max_threads, (n + grain - 1) / grain);
-#pragma omp parallel num_threads(static_cast<int>(chunks))
+#pragma omp parallel num_threads(static_cast <int>(chunks))
   {
     const int64_t t = omp_get_thread_num();
     const int64_t per = (n + chunks - 1) / chunks;
@@ -162,7 +162,8 @@ void map(const KTensor& out, F&& f, const K&... in) {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<Out*>(p[0] + i * s[0]) =
             f(*reinterpret_cast<const In*>(p[I + 1] + i * s[I + 1])...);
-    }(std::make_index_sequence<sizeof...(K)>{});
+    }
+    (std::make_index_sequence<sizeof...(K)>{});
   });
 }
 

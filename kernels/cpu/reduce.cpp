@@ -19,15 +19,16 @@ template <typename T>
 void sum_typed(T* out, const T* in, int64_t outer, int64_t r, int64_t inner) {
   using A = acc_t<T>;
   if (inner == 1) {
-    parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) {
-        const T* p = in + o * r;
-        A acc = 0;
+    parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o) {
+                     const T* p = in + o * r;
+                     A acc = 0;
 #pragma omp simd reduction(+ : acc)
-        for (int64_t i = 0; i < r; ++i) acc += static_cast<A>(p[i]);
-        out[o] = static_cast<T>(acc);
-      }
-    });
+                     for (int64_t i = 0; i < r; ++i) acc += static_cast<A>(p[i]);
+                     out[o] = static_cast<T>(acc);
+                   }
+                 });
     return;
   }
   // Column sums: parallel over (outer, blocks of inner), vectorized over inner.
@@ -55,24 +56,25 @@ template <typename T>
 void extreme_typed(bool is_max, T* out, int64_t* idx, const T* in, int64_t outer, int64_t r,
                    int64_t inner) {
   using A = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
-  parallel_for(outer * inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t o = w / inner, j = w % inner;
-      const T* p = in + o * r * inner + j;
-      A best = static_cast<A>(p[0]);
-      int64_t bi = 0;
-      for (int64_t i = 1; i < r; ++i) {
-        const A v = static_cast<A>(p[i * inner]);
-        if (best != best) break;  // NaN already won
-        if (v != v || (is_max ? v > best : v < best)) {
-          best = v;
-          bi = i;
-        }
-      }
-      out[w] = static_cast<T>(best);
-      if (idx) idx[w] = bi;
-    }
-  });
+  parallel_for(outer * inner, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t w = b; w < e; ++w) {
+                   const int64_t o = w / inner, j = w % inner;
+                   const T* p = in + o * r * inner + j;
+                   A best = static_cast<A>(p[0]);
+                   int64_t bi = 0;
+                   for (int64_t i = 1; i < r; ++i) {
+                     const A v = static_cast<A>(p[i * inner]);
+                     if (best != best) break;  // NaN already won
+                     if (v != v || (is_max ? v > best : v < best)) {
+                       best = v;
+                       bi = i;
+                     }
+                   }
+                   out[w] = static_cast<T>(best);
+                   if (idx) idx[w] = bi;
+                 }
+               });
 }
 
 }  // namespace
@@ -87,8 +89,9 @@ void reduce(ReduceOp op, const KTensor& out, const KTensor& in, int64_t outer, i
   }
   TCV_CHECK(r > 0, "[", op == ReduceOp::max ? "max" : "min", "] reduction over an empty dim");
   int64_t* idx = indices ? indices->ptr<int64_t>() : nullptr;
-  TCV_DISPATCH_ALL(in.dtype, "max", extreme_typed<scalar_t>(op == ReduceOp::max, out.ptr<scalar_t>(),
-                                                           idx, in.ptr<scalar_t>(), outer, r, inner));
+  TCV_DISPATCH_ALL(in.dtype, "max",
+                   extreme_typed<scalar_t>(op == ReduceOp::max, out.ptr<scalar_t>(), idx,
+                                           in.ptr<scalar_t>(), outer, r, inner));
 }
 
 }  // namespace tcv::kernels::cpu

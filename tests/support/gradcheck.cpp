@@ -19,14 +19,15 @@ Tensor rand_f64(const Shape& shape, uint64_t seed, double lo, double hi, bool re
 
 void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol,
                   const std::string& what) {
-  ASSERT_EQ(actual.shape(), expected.shape()) << what << ": shapes " << actual.shape_str() << " vs "
-                                              << expected.shape_str();
+  ASSERT_EQ(actual.shape(), expected.shape())
+      << what << ": shapes " << actual.shape_str() << " vs " << expected.shape_str();
   const std::vector<double> a = actual.to_vector<double>();
   const std::vector<double> e = expected.to_vector<double>();
   int reported = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
-    const bool ok = both_nan || (a[i] == e[i]) || std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]);
+    const bool ok =
+        both_nan || (a[i] == e[i]) || std::abs(a[i] - e[i]) <= atol + rtol * std::abs(e[i]);
     if (!ok && reported++ < 5)
       ADD_FAILURE() << what << ": element " << i << " is " << a[i] << ", expected " << e[i]
                     << " (|diff| " << std::abs(a[i] - e[i]) << ")";

@@ -1,0 +1,40 @@
+// Indexing CPU kernels: concatenation, index_select, gather, scatter_add and
+// masked_fill. Data movement works on element bits, so every dtype is served.
+//
+// Index tensors are i32 or i64. Every index is validated (on the calling
+// thread, before any parallel work) and an out-of-range one throws naming the
+// op, the index value and the size of the indexed dim.
+#pragma once
+
+#include <vector>
+
+#include "kernels/base.h"
+
+namespace tcv::kernels::cpu {
+
+/// Copies each of `ins` into consecutive slices of `out` along `dim`, converting
+/// dtypes. `out` may have any strides; the inputs' sizes along `dim` add up to
+/// out.sizes[dim] and match it elsewhere.
+void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim);
+
+/// out = in with dim `dim` re-indexed by the 1-D `index`:
+/// out[.., i, ..] = in[.., index[i], ..]. `in` and `out` must be contiguous.
+void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor& index);
+
+/// out[i][j][k] = in[i][index[i][j][k]][k] (for dim 1); out has index's shape.
+/// Any strides (index may be broadcast with 0 strides).
+void gather(const KTensor& out, const KTensor& in, int dim, const KTensor& index);
+
+/// out[i][index[i][j][k]][k] += src[i][j][k] (for dim 1), iterating over index's
+/// shape; `out` already holds the base values. Parallel over the positions
+/// outside `dim`, so repeated indices accumulate without races.
+void scatter_add(const KTensor& out, int dim, const KTensor& index, const KTensor& src);
+
+/// out = mask ? value : in. `mask` is bool, broadcast to out's shape (0 strides).
+void masked_fill(const KTensor& out, const KTensor& in, const KTensor& mask, double value);
+
+/// Throws "[op] index V is out of range for dim D of size N" for the first index
+/// outside [0, size). Used by the kernels above; exposed for other index ops.
+void check_indices(const char* op, const KTensor& index, int64_t size, int dim);
+
+}  // namespace tcv::kernels::cpu

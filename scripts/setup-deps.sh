@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything tcv's build, tests and default training run need, from
+# Debian's packages only. Idempotent: installs only what is missing. Run as root.
+#
+# The CUDA toolkit (with cuDNN, cuBLAS, NCCL) is expected at /usr/local/cuda
+# where the GPU backend is wanted; without it tcv builds CPU-only.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ccache pkg-config git
+  libdnnl-dev          # oneDNN: convolution, pooling, batch norm on the CPU
+  libopenblas-dev      # GEMM
+  libtomlplusplus-dev  # TOML configs
+  libstb-dev           # image decode/encode
+  libgloo-dev          # CPU collectives
+  zlib1g-dev           # gzip IDX files
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+  dataset-fashion-mnist  # real data for the default model and the tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

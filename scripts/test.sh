@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Everything from a fresh machine to a test report: dependencies, build, tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-deps.sh
+bash scripts/build.sh -DTCV_BUILD_TESTS=ON -DTCV_BUILD_BENCH=ON -DTCV_BUILD_APPS=ON
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 600

@@ -1,0 +1,165 @@
+// Elementwise ops: values, broadcasting, dtypes, and gradient checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/ops.h"
+#include "support/gradcheck.h"
+
+namespace tcv {
+namespace {
+
+using testing::check_gradients;
+using testing::expect_close;
+using testing::rand_f64;
+
+TEST(Elementwise, BroadcastingValues) {
+  Tensor a = from_vector<float>({1, 2, 3}, {3, 1});
+  Tensor b = from_vector<float>({10, 20}, {1, 2});
+  Tensor s = ops::add(a, b);
+  EXPECT_EQ(s.shape(), (Shape{3, 2}));
+  EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{11, 21, 12, 22, 13, 23}));
+  EXPECT_EQ(ops::sub(a, b, 2.0).to_vector<float>(),
+            (std::vector<float>{-19, -39, -18, -38, -17, -37}));
+  EXPECT_EQ(ops::mul(b, 0.5).to_vector<float>(), (std::vector<float>{5, 10}));
+  EXPECT_EQ((a / b).to_vector<float>()[5], 3.0f / 20.0f);
+  EXPECT_EQ(ops::broadcast_shapes({8, 1, 6, 1}, {7, 1, 5}), (Shape{8, 7, 6, 5}));
+  EXPECT_THROW(ops::add(zeros({2, 3}), zeros({4})), Error);
+}
+
+TEST(Elementwise, NonContiguousOperands) {
+  Tensor x = arange(0.0, 6.0, 1.0, {.dtype = DType::f32}).reshape({2, 3});
+  Tensor y = ops::add(x.t(), x.t());
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 6, 2, 8, 4, 10}));
+  Tensor z = ops::mul(x.slice(1, 0, 3, 2), from_vector<float>({1, -1}));
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{0, -2, 3, -5}));
+}
+
+TEST(Elementwise, LargeTensorsMatchSmallLoop) {
+  // Large enough to split across threads; compare against a scalar loop.
+  Tensor a = randn({3, 70001});
+  Tensor b = randn({1, 70001});
+  Tensor c = ops::mul(ops::add(a, b), a);
+  const auto av = a.to_vector<float>(), bv = b.to_vector<float>(), cv = c.to_vector<float>();
+  for (size_t i = 0; i < av.size(); i += 997) EXPECT_EQ(cv[i], (av[i] + bv[i % 70001]) * av[i]);
+}
+
+TEST(Elementwise, TypePromotion) {
+  Tensor i = from_vector<int64_t>({1, 2, 3});
+  Tensor f = from_vector<float>({0.5f, 0.5f, 0.5f});
+  EXPECT_EQ(ops::add(i, f).dtype(), DType::f32);
+  EXPECT_EQ(ops::add(i, i).dtype(), DType::i64);
+  EXPECT_EQ(ops::div(i, from_vector<int64_t>({2, 2, 2})).to_vector<float>(),
+            (std::vector<float>{0.5f, 1.0f, 1.5f}));
+  EXPECT_EQ(ops::add(f.to(DType::bf16), f.to(DType::bf16)).dtype(), DType::bf16);
+  EXPECT_EQ(ops::mul(f.to(DType::f16), f.to(DType::f16)).to_vector<float>(),
+            (std::vector<float>{0.25f, 0.25f, 0.25f}));
+}
+
+TEST(Elementwise, UnaryValues) {
+  Tensor x = from_vector<double>({-2, -0.5, 0, 0.5, 2});
+  expect_close(ops::relu(x), from_vector<double>({0, 0, 0, 0.5, 2}));
+  expect_close(ops::leaky_relu(x, 0.1), from_vector<double>({-0.2, -0.05, 0, 0.5, 2}));
+  expect_close(ops::hardswish(x),
+               from_vector<double>({-2.0 * 1 / 6, -0.5 * 2.5 / 6, 0, 0.5 * 3.5 / 6, 2 * 5.0 / 6}));
+  expect_close(ops::sigmoid(x),
+               from_vector<double>({1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 0.5,
+                                    1 / (1 + std::exp(-0.5)), 1 / (1 + std::exp(-2.0))}));
+  expect_close(ops::clamp(x, -1, 1), from_vector<double>({-1, -0.5, 0, 0.5, 1}));
+  expect_close(ops::abs(x), from_vector<double>({2, 0.5, 0, 0.5, 2}));
+  expect_close(ops::sign(x), from_vector<double>({-1, -1, 0, 1, 1}));
+  expect_close(ops::neg(x), from_vector<double>({2, 0.5, 0, -0.5, -2}));
+  Tensor p = from_vector<float>({0.25f, 1, 4});
+  expect_close(ops::sqrt(p), from_vector<float>({0.5f, 1, 2}));
+  expect_close(ops::rsqrt(p), from_vector<float>({2, 1, 0.5f}));
+  expect_close(ops::log(ops::exp(p)), p, 1e-6, 1e-6);
+  expect_close(ops::tanh(from_vector<float>({0.5f})), from_vector<float>({std::tanh(0.5f)}));
+  EXPECT_TRUE(std::isnan(ops::clamp(from_vector<float>({NAN}), 0, 1).item()));
+  EXPECT_TRUE(std::isnan(ops::maximum(from_vector<float>({NAN}), from_vector<float>({1})).item()));
+}
+
+TEST(Elementwise, ComparisonsAndWhere) {
+  Tensor a = from_vector<float>({1, 2, 3});
+  Tensor b = from_vector<float>({3, 2, 1});
+  EXPECT_EQ(ops::lt(a, b).to_vector<bool>(), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(ops::le(a, b).to_vector<bool>(), (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(ops::eq(a, b).to_vector<bool>(), (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(ops::ne(a, b).to_vector<bool>(), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(ops::ge(a, 2.0 * ones({1})).to_vector<bool>(), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(ops::gt(a, 2.0).dtype(), DType::b8);
+  Tensor w = ops::where(ops::gt(a, 1.5), a, zeros({1}));
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0, 2, 3}));
+  EXPECT_EQ(ops::maximum(a, b).to_vector<float>(), (std::vector<float>{3, 2, 3}));
+  EXPECT_EQ(ops::minimum(a, b).to_vector<float>(), (std::vector<float>{1, 2, 1}));
+  EXPECT_THROW(ops::where(a, a, b), Error);  // condition must be bool
+}
+
+TEST(Elementwise, BinaryGradients) {
+  Tensor a = rand_f64({3, 4}, 1), b = rand_f64({4}, 2, 0.5, 1.5), c = rand_f64({3, 1}, 3);
+  check_gradients("add", [](auto& x) { return ops::add(x[0], x[1], 0.7); }, {a, b});
+  check_gradients("sub", [](auto& x) { return ops::sub(x[0], x[1], 1.3); }, {a, c});
+  check_gradients("mul", [](auto& x) { return ops::mul(x[0], x[1]); }, {a, c});
+  check_gradients("div", [](auto& x) { return ops::div(x[0], x[1]); }, {a, b});
+  Tensor pos = rand_f64({3, 4}, 4, 0.5, 2.0);
+  check_gradients("pow", [](auto& x) { return ops::pow(x[0], x[1]); }, {pos, c});
+  check_gradients("pow_scalar", [](auto& x) { return ops::pow(x[0], 3.0); }, {a});
+  // maximum/minimum: keep operands apart so no tie sits within eps.
+  Tensor d = rand_f64({3, 4}, 5, 1.5, 2.5);
+  check_gradients("maximum", [](auto& x) { return ops::maximum(x[0], x[1]); }, {a, d});
+  check_gradients("minimum", [](auto& x) { return ops::minimum(x[0], x[1]); }, {a, d});
+  Tensor mask = ops::gt(rand_f64({3, 4}, 6, 0, 1, false), 0.5);
+  check_gradients("where", [&](auto& x) { return ops::where(mask, x[0], x[1]); }, {a, b});
+}
+
+TEST(Elementwise, TiesSplitTheGradientEvenly) {
+  Tensor a = from_vector<double>({1, 2}), b = from_vector<double>({1, 3});
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  ops::sum(ops::maximum(a, b)).backward();
+  expect_close(a.grad(), from_vector<double>({0.5, 0}));
+  expect_close(b.grad(), from_vector<double>({0.5, 1}));
+}
+
+TEST(Elementwise, UnaryGradients) {
+  Tensor x = rand_f64({2, 5}, 7, -2, 2);
+  Tensor pos = rand_f64({2, 5}, 8, 0.2, 3);
+  const testing::GradCheckOptions kinked{.kink = 1e-5};
+  check_gradients("neg", [](auto& v) { return ops::neg(v[0]); }, {x});
+  check_gradients(
+      "abs", [](auto& v) { return ops::abs(v[0]); }, {x}, kinked);
+  check_gradients("exp", [](auto& v) { return ops::exp(v[0]); }, {x});
+  check_gradients("log", [](auto& v) { return ops::log(v[0]); }, {pos});
+  check_gradients("sqrt", [](auto& v) { return ops::sqrt(v[0]); }, {pos});
+  check_gradients("rsqrt", [](auto& v) { return ops::rsqrt(v[0]); }, {pos});
+  check_gradients("square", [](auto& v) { return ops::square(v[0]); }, {x});
+  check_gradients(
+      "relu", [](auto& v) { return ops::relu(v[0]); }, {x}, kinked);
+  check_gradients(
+      "leaky_relu", [](auto& v) { return ops::leaky_relu(v[0], 0.2); }, {x}, kinked);
+  check_gradients("sigmoid", [](auto& v) { return ops::sigmoid(v[0]); }, {x});
+  check_gradients("tanh", [](auto& v) { return ops::tanh(v[0]); }, {x});
+  Tensor hs = rand_f64({4, 5}, 9, -5, 5);
+  check_gradients(
+      "hardswish", [](auto& v) { return ops::hardswish(v[0]); }, {hs}, kinked);
+  check_gradients(
+      "clamp", [](auto& v) { return ops::clamp(v[0], -1, 0.5); }, {x}, kinked);
+}
+
+TEST(Elementwise, OperatorsCompose) {
+  Tensor x = rand_f64({3}, 10, 0.5, 1.5);
+  check_gradients("operators",
+                  [](auto& v) { return (2.0 * v[0] + 1.0) / (v[0] - 3.0) - (1.0 / v[0]) * -v[0]; },
+                  {x});
+}
+
+TEST(Elementwise, InPlaceReluRefusesTensorsThatNeedGrad) {
+  Tensor x = from_vector<float>({-1, 2});
+  ops::relu_(x);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 2}));
+  Tensor y = from_vector<float>({1});
+  y.set_requires_grad(true);
+  EXPECT_THROW(ops::relu_(y), Error);
+}
+
+}  // namespace
+}  // namespace tcv
