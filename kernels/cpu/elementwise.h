@@ -11,12 +11,27 @@ namespace tcv::kernels {
 
 enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
 enum class UnaryOp : uint8_t {
-  neg, abs, exp, log, sqrt, rsqrt, relu, leaky_relu, sigmoid, tanh, hardswish, clamp, square, sign
+  neg,
+  abs,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  relu,
+  leaky_relu,
+  sigmoid,
+  tanh,
+  hardswish,
+  clamp,
+  square,
+  sign
 };
 
 const char* binary_op_name(BinaryOp op);
 const char* unary_op_name(UnaryOp op);
-inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+inline bool is_comparison(BinaryOp op) {
+  return op >= BinaryOp::eq;
+}
 /// Ops whose backward reads the output rather than the input.
 inline bool backward_uses_output(UnaryOp op) {
   return op == UnaryOp::exp || op == UnaryOp::sqrt || op == UnaryOp::rsqrt ||
@@ -28,7 +43,8 @@ inline bool backward_uses_output(UnaryOp op) {
 namespace tcv::kernels::cpu {
 
 /// out = a op b; for add/sub: out = a ± alpha·b. Comparisons write bool.
-void binary(BinaryOp op, const KTensor& out, const KTensor& a, const KTensor& b, double alpha = 1.0);
+void binary(BinaryOp op, const KTensor& out, const KTensor& a, const KTensor& b,
+            double alpha = 1.0);
 /// out = op(in); p0/p1: leaky_relu slope, clamp bounds.
 void unary(UnaryOp op, const KTensor& out, const KTensor& in, double p0 = 0.0, double p1 = 0.0);
 /// dx = dy · op'(saved), saved being the output when backward_uses_output(op), else the input.

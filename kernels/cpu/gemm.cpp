@@ -1,0 +1,246 @@
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+
+#include "kernels/cpu/loops.h"
+
+namespace tcv::kernels::cpu {
+
+int blas_threads() {
+  // The pthreads OpenBLAS starts one thread per core by default; with the
+  // OpenMP pool that makes twice as many busy threads as cores right after
+  // an elementwise loop. Follow OpenMP's count instead (OMP_NUM_THREADS).
+  static const int n = [] {
+    const int t = std::max(1, omp_get_max_threads());
+    openblas_set_num_threads(t);
+    return t;
+  }();
+  return n;
+}
+
+namespace {
+
+CBLAS_TRANSPOSE cblas_trans(Trans t) {
+  return t == Trans::yes ? CblasTrans : CblasNoTrans;
+}
+
+// ---------------------------------------------------------------- oneDNN
+
+struct DnnlKey {
+  int64_t m, n, k, lda, ldb, ldc;
+  Trans ta, tb;
+  float alpha, beta;
+  auto tie() const { return std::tie(m, n, k, lda, ldb, ldc, ta, tb, alpha, beta); }
+  bool operator<(const DnnlKey& o) const { return tie() < o.tie(); }
+};
+
+// Row-major (m, k), (k, n), (m, n) descriptors; a transposed operand is the
+// same memory read with swapped strides.
+struct Descs {
+  dnnl::memory::desc a, b, c;
+};
+
+Descs descs(const DnnlKey& key) {
+  using Dims = dnnl::memory::dims;
+  constexpr auto f32 = dnnl::memory::data_type::f32;
+  return {dnnl::memory::desc(Dims{key.m, key.k}, f32,
+                             key.ta == Trans::no ? Dims{key.lda, 1} : Dims{1, key.lda}),
+          dnnl::memory::desc(Dims{key.k, key.n}, f32,
+                             key.tb == Trans::no ? Dims{key.ldb, 1} : Dims{1, key.ldb}),
+          dnnl::memory::desc(Dims{key.m, key.n}, f32, Dims{key.ldc, 1})};
+}
+
+dnnl::engine& dnnl_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// Building a primitive descriptor costs tens of microseconds: keep one
+// primitive per problem (layer shapes repeat every step).
+std::shared_ptr<dnnl::matmul> dnnl_primitive(const DnnlKey& key) {
+  static std::mutex mu;
+  static std::map<DnnlKey, std::shared_ptr<dnnl::matmul>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const Descs d = descs(key);
+  dnnl::primitive_attr attr;
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.beta != 0.0f) {
+    dnnl::post_ops po;
+    po.append_sum(key.beta);
+    attr.set_post_ops(po);
+  }
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d.a, d.b, d.c), attr, dnnl_engine());
+  auto prim = std::make_shared<dnnl::matmul>(pd);
+  if (cache.size() > 4096) cache.clear();  // unbounded shape streams must not grow it forever
+  cache.emplace(key, prim);
+  return prim;
+}
+
+void sgemm_dnnl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const DnnlKey key{m, n, k, lda, ldb, ldc, ta, tb, alpha, beta};
+  auto prim = dnnl_primitive(key);
+  auto& eng = dnnl_engine();
+  const Descs d = descs(key);
+  thread_local dnnl::stream stream(eng);
+  prim->execute(stream, {{DNNL_ARG_SRC, dnnl::memory(d.a, eng, const_cast<float*>(a))},
+                         {DNNL_ARG_WEIGHTS, dnnl::memory(d.b, eng, const_cast<float*>(b))},
+                         {DNNL_ARG_DST, dnnl::memory(d.c, eng, c)}});
+  stream.wait();
+}
+
+// Which library runs f32 GEMMs when the caller does not say (bench/bench_gemm.cpp,
+// 2 cores): on an idle machine oneDNN's AVX-512 kernels beat OpenBLAS by ~15% on
+// 1024^3 (210 vs 180 GFLOP/s) and tie on the linear-layer shapes, but when other
+// processes share the cores each oneDNN call pays for OpenMP barriers (3 GFLOP/s
+// against OpenBLAS's 41 on the classifier-head GEMMs). OpenBLAS degrades gracefully.
+constexpr GemmLib kDefaultF32 = GemmLib::openblas;
+
+template <typename T>
+void scale_c(T* c, int64_t m, int64_t n, int64_t ldc, double beta) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = beta == 0.0 ? T(0) : static_cast<T>(beta * c[i * ldc + j]);
+}
+
+}  // namespace
+
+void gemm(DType dt, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double alpha,
+          const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
+          GemmLib lib) {
+  if (m == 0 || n == 0) return;
+  blas_threads();
+  if (k == 0) {  // BLAS wants lda >= 1 even here; the product is empty anyway
+    TCV_DISPATCH_FLOAT(dt, "gemm", scale_c(static_cast<scalar_t*>(c), m, n, ldc, beta));
+    return;
+  }
+  // BLAS rejects a leading dimension below 1 even for a single row or column.
+  lda = std::max<int64_t>(lda, 1);
+  ldb = std::max<int64_t>(ldb, 1);
+  ldc = std::max<int64_t>(ldc, 1);
+  if (dt == DType::f32) {
+    if (lib == GemmLib::automatic) lib = kDefaultF32;
+    if (lib == GemmLib::onednn) {
+      sgemm_dnnl(ta, tb, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
+                 static_cast<const float*>(b), ldb, static_cast<float>(beta),
+                 static_cast<float*>(c), ldc);
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, cblas_trans(ta), cblas_trans(tb), static_cast<blasint>(m),
+                static_cast<blasint>(n), static_cast<blasint>(k), static_cast<float>(alpha),
+                static_cast<const float*>(a), static_cast<blasint>(lda),
+                static_cast<const float*>(b), static_cast<blasint>(ldb), static_cast<float>(beta),
+                static_cast<float*>(c), static_cast<blasint>(ldc));
+    return;
+  }
+  TCV_CHECK(dt == DType::f64, "[gemm] not implemented for dtype ", dtype_name(dt));
+  cblas_dgemm(CblasRowMajor, cblas_trans(ta), cblas_trans(tb), static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha,
+              static_cast<const double*>(a), static_cast<blasint>(lda),
+              static_cast<const double*>(b), static_cast<blasint>(ldb), beta,
+              static_cast<double*>(c), static_cast<blasint>(ldc));
+}
+
+namespace {
+
+// How BLAS sees the last two dims of an operand.
+struct MatLayout {
+  Trans trans = Trans::no;
+  int64_t ld = 1;
+  bool ok = false;
+};
+
+MatLayout mat_layout(const KTensor& t) {
+  const int nd = t.ndim;
+  const int64_t rows = t.sizes[nd - 2], cols = t.sizes[nd - 1];
+  const int64_t sr = t.strides[nd - 2], sc = t.strides[nd - 1];
+  // A single row or column has a free stride on its size-1 dim.
+  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
+    return {Trans::no, rows == 1 ? std::max<int64_t>(cols, 1) : sr, true};
+  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
+    return {Trans::yes, cols == 1 ? std::max<int64_t>(rows, 1) : sc, true};
+  return {};
+}
+
+// Whether the batch dims and the row dim of t walk memory as one row index
+// with stride ld (so (B..., m, x) is a (B·m, x) matrix).
+bool rows_fold(const KTensor& t, int64_t ld) {
+  int64_t expect = ld * t.sizes[t.ndim - 2];
+  for (int i = t.ndim - 3; i >= 0; --i) {
+    if (t.sizes[i] == 1) continue;
+    if (t.strides[i] != expect) return false;
+    expect *= t.sizes[i];
+  }
+  return true;
+}
+
+// Problems below this many multiply-adds run single-threaded inside OpenBLAS
+// (its SMP threshold), so batches of them are better spread over OpenMP.
+constexpr int64_t kSmallGemm = 65536 * 4;
+
+}  // namespace
+
+bool gemm_operand_ok(const KTensor& t) {
+  return t.ndim >= 2 && mat_layout(t).ok;
+}
+
+void matmul(const KTensor& c, const KTensor& a, const KTensor& b, double alpha, double beta,
+            GemmLib lib) {
+  const int nd = c.ndim;
+  TCV_CHECK(nd >= 2 && a.ndim == nd && b.ndim == nd, "[matmul] kernel expects equal ranks >= 2");
+  TCV_CHECK(a.dtype == c.dtype && b.dtype == c.dtype, "[matmul] kernel expects one dtype");
+  const int64_t m = c.sizes[nd - 2], n = c.sizes[nd - 1], k = a.sizes[nd - 1];
+  TCV_CHECK(a.sizes[nd - 2] == m && b.sizes[nd - 2] == k && b.sizes[nd - 1] == n,
+            "[matmul] kernel operand sizes disagree");
+  const MatLayout la = mat_layout(a), lb = mat_layout(b);
+  TCV_CHECK(la.ok && lb.ok, "[matmul] kernel operands need one unit stride in the last two dims");
+  TCV_CHECK(c.strides[nd - 1] == 1 || n == 1, "[matmul] kernel output needs a unit column stride");
+  const int64_t ldc = m == 1 ? std::max<int64_t>(n, 1) : c.strides[nd - 2];
+  const size_t es = dtype_size(c.dtype);
+  int64_t batch = 1;
+  for (int i = 0; i < nd - 2; ++i) batch *= c.sizes[i];
+  if (batch == 0 || m == 0 || n == 0) return;
+
+  bool b_shared = true;
+  for (int i = 0; i < nd - 2; ++i)
+    if (b.sizes[i] != 1 && b.strides[i] != 0) b_shared = false;
+  if (batch == 1 ||
+      (b_shared && la.trans == Trans::no && rows_fold(a, la.ld) && rows_fold(c, ldc))) {
+    gemm(c.dtype, la.trans, lb.trans, batch * m, n, k, alpha, a.data, la.ld, b.data, lb.ld, beta,
+         c.data, ldc, lib);
+    return;
+  }
+
+  auto run = [&](int64_t lo, int64_t hi) {
+    for (int64_t bi = lo; bi < hi; ++bi) {
+      int64_t oa = 0, ob = 0, oc = 0, rem = bi;
+      for (int i = nd - 3; i >= 0; --i) {
+        const int64_t idx = rem % c.sizes[i];
+        rem /= c.sizes[i];
+        oa += idx * a.strides[i];
+        ob += idx * b.strides[i];
+        oc += idx * c.strides[i];
+      }
+      gemm(c.dtype, la.trans, lb.trans, m, n, k, alpha, static_cast<const char*>(a.data) + oa * es,
+           la.ld, static_cast<const char*>(b.data) + ob * es, lb.ld, beta,
+           static_cast<char*>(c.data) + oc * es, ldc, lib);
+    }
+  };
+  if (m * n * k <= kSmallGemm) {
+    parallel_for(batch, 1, run);
+  } else {
+    run(0, batch);
+  }
+}
+
+}  // namespace tcv::kernels::cpu

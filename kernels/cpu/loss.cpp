@@ -1,0 +1,297 @@
+#include "kernels/cpu/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/loops.h"
+
+namespace tcv::kernels::cpu {
+namespace {
+
+// Geometry of a class loss: logits (N, C, S), targets and per-position values (N, S).
+struct ClassGeom {
+  int64_t n, c, s;
+  int64_t positions() const { return n * s; }
+  // Offset of class 0 at position p; classes are s apart.
+  int64_t base(int64_t p) const { return (p / s) * c * s + p % s; }
+};
+
+ClassGeom class_geom(const KTensor& x) {
+  TCV_CHECK(x.ndim == 3 && x.is_contiguous(), "[class loss] kernel expects contiguous (N, C, S)");
+  return {x.sizes[0], x.sizes[1], x.sizes[2]};
+}
+
+// A per-position (N, S) operand that may be broadcast.
+template <typename T>
+struct PosView {
+  const T* p;
+  int64_t sn, ss, s;
+  PosView(const KTensor& t, int64_t s_)
+      : p(t.ptr<const T>()), sn(t.strides[0]), ss(t.strides[1]), s(s_) {
+    TCV_CHECK(t.ndim == 2, "[class loss] kernel expects a 2-D (N, S) gradient");
+  }
+  T operator()(int64_t pos) const { return p[(pos / s) * sn + (pos % s) * ss]; }
+};
+
+template <typename T>
+T weight_of(const T* w, int64_t c) {
+  return w ? w[c] : T(1);
+}
+
+template <typename T>
+void ce_forward(T* nll, T* smooth, T* lse, const T* x, const int64_t* t, const T* w, ClassGeom g,
+                int64_t ignore) {
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c, 1));
+  parallel_for(g.positions(), grain, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const T* xp = x + g.base(p);
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t c = 0; c < g.c; ++c) mx = std::max(mx, xp[c * g.s]);
+      double sum = 0;
+      for (int64_t c = 0; c < g.c; ++c) sum += static_cast<double>(std::exp(xp[c * g.s] - mx));
+      const T l = mx + static_cast<T>(std::log(sum));
+      lse[p] = l;
+      if (t[p] == ignore) {
+        nll[p] = T(0);
+        if (smooth) smooth[p] = T(0);
+        continue;
+      }
+      nll[p] = weight_of(w, t[p]) * (l - xp[t[p] * g.s]);
+      if (smooth) {
+        double acc = 0;
+        for (int64_t c = 0; c < g.c; ++c)
+          acc += static_cast<double>(weight_of(w, c)) * static_cast<double>(l - xp[c * g.s]);
+        smooth[p] = static_cast<T>(acc);
+      }
+    }
+  });
+}
+
+template <typename T>
+void ce_backward(T* dx, const T* x, const int64_t* t, const T* w, const T* lse, ClassGeom g,
+                 int64_t ignore, PosView<T> grad, double scale_nll, double scale_smooth) {
+  double wsum = static_cast<double>(g.c);
+  if (w) {
+    wsum = 0;
+    for (int64_t c = 0; c < g.c; ++c) wsum += static_cast<double>(w[c]);
+  }
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c, 1));
+  parallel_for(g.positions(), grain, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t off = g.base(p);
+      T* dp = dx + off;
+      if (t[p] == ignore) {
+        for (int64_t c = 0; c < g.c; ++c) dp[c * g.s] = T(0);
+        continue;
+      }
+      const double gv = static_cast<double>(grad(p));
+      const double a = gv * scale_nll * static_cast<double>(weight_of(w, t[p]));
+      const double bs = gv * scale_smooth;
+      const T* xp = x + off;
+      for (int64_t c = 0; c < g.c; ++c) {
+        const double pc = std::exp(static_cast<double>(xp[c * g.s] - lse[p]));
+        double v = a * (pc - (c == t[p] ? 1.0 : 0.0));
+        if (bs != 0.0) v += bs * (pc * wsum - static_cast<double>(weight_of(w, c)));
+        dp[c * g.s] = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+template <typename T>
+void nll_fwd(T* out, const T* lp, const int64_t* t, const T* w, ClassGeom g, int64_t ignore) {
+  parallel_for(g.positions(), kGrain, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p)
+      out[p] = t[p] == ignore ? T(0) : -weight_of(w, t[p]) * lp[g.base(p) + t[p] * g.s];
+  });
+}
+
+template <typename T>
+void nll_bwd(T* dlp, const int64_t* t, const T* w, ClassGeom g, int64_t ignore, PosView<T> grad,
+             double scale) {
+  parallel_for(g.positions(), std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t p = b; p < e; ++p) {
+                   T* dp = dlp + g.base(p);
+                   for (int64_t c = 0; c < g.c; ++c) dp[c * g.s] = T(0);
+                   if (t[p] != ignore)
+                     dp[t[p] * g.s] = static_cast<T>(-static_cast<double>(weight_of(w, t[p])) *
+                                                     static_cast<double>(grad(p)) * scale);
+                 }
+               });
+}
+
+template <typename T>
+const T* opt_ptr(const KTensor* t) {
+  return t ? t->ptr<const T>() : nullptr;
+}
+
+template <typename T>
+T softplus(T z) {
+  return std::max(z, T(0)) + std::log1p(std::exp(-std::abs(z)));
+}
+
+template <typename T>
+void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
+                     const KTensor* pw, double beta_d) {
+  const T beta = static_cast<T>(beta_d);
+  switch (loss) {
+    case PointwiseLoss::mse:
+      map<T, T>(
+          out, [](T a, T b) { return (a - b) * (a - b); }, x, y);
+      return;
+    case PointwiseLoss::smooth_l1:
+      map<T, T>(
+          out,
+          [beta](T a, T b) {
+            const T d = std::abs(a - b);
+            return d < beta ? T(0.5) * d * d / beta : d - T(0.5) * beta;
+          },
+          x, y);
+      return;
+    case PointwiseLoss::bce_with_logits:
+      if (pw) {
+        map<T, T>(
+            out,
+            [](T a, T b, T w) { return (T(1) - b) * a + (T(1) + (w - T(1)) * b) * softplus(-a); },
+            x, y, *pw);
+      } else {
+        map<T, T>(
+            out, [](T a, T b) { return (T(1) - b) * a + softplus(-a); }, x, y);
+      }
+      return;
+  }
+}
+
+template <typename T>
+void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d, const KTensor& g,
+                              const KTensor& x, const KTensor& y, const KTensor* pw,
+                              double beta_d) {
+  const T beta = static_cast<T>(beta_d);
+  const T sign = arg == LossArg::target ? T(-1) : T(1);
+  switch (loss) {
+    case PointwiseLoss::mse:
+      map<T, T>(
+          d, [sign](T gv, T a, T b) { return sign * T(2) * (a - b) * gv; }, g, x, y);
+      return;
+    case PointwiseLoss::smooth_l1:
+      map<T, T>(
+          d,
+          [sign, beta](T gv, T a, T b) {
+            const T diff = a - b;
+            const T s =
+                std::abs(diff) < beta ? diff / beta : static_cast<T>((diff > 0) - (diff < 0));
+            return sign * s * gv;
+          },
+          g, x, y);
+      return;
+    case PointwiseLoss::bce_with_logits: {
+      // ∂/∂x = (1 − y) − lw·σ(−x), ∂/∂y = −x + (pw − 1)·softplus(−x), ∂/∂pw = y·softplus(−x).
+      auto one = [arg](T gv, T a, T b, T w) {
+        switch (arg) {
+          case LossArg::input:
+            return gv * ((T(1) - b) - (T(1) + (w - T(1)) * b) / (T(1) + std::exp(a)));
+          case LossArg::target:
+            return gv * (-a + (w - T(1)) * softplus(-a));
+          case LossArg::pos_weight:
+            return gv * b * softplus(-a);
+        }
+        return T(0);
+      };
+      if (pw) {
+        map<T, T>(d, one, g, x, y, *pw);
+      } else {
+        map<T, T>(
+            d, [one](T gv, T a, T b) { return one(gv, a, b, T(1)); }, g, x, y);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
+                             int64_t ignore_index, const KTensor* weight) {
+  TCV_CHECK(target.dtype == DType::i64 && target.is_contiguous(), "[", op,
+            "] kernel expects contiguous i64 targets");
+  const int64_t* t = target.ptr<const int64_t>();
+  const int64_t n = target.numel();
+  ClassLossStats st;
+  // Serial, so an out-of-range target throws outside any parallel region and
+  // the weight sum does not depend on the thread count.
+  for (int64_t i = 0; i < n; ++i) {
+    if (t[i] == ignore_index) continue;
+    TCV_CHECK(t[i] >= 0 && t[i] < classes, "[", op, "] target ", t[i], " is out of bounds for ",
+              classes, " classes");
+    ++st.count;
+  }
+  if (!weight) {
+    st.weight_sum = static_cast<double>(st.count);
+    return st;
+  }
+  TCV_DISPATCH_FLOAT(weight->dtype, op, {
+    const scalar_t* w = weight->ptr<const scalar_t>();
+    for (int64_t i = 0; i < n; ++i)
+      if (t[i] != ignore_index) st.weight_sum += static_cast<double>(w[t[i]]);
+  });
+  return st;
+}
+
+void cross_entropy_forward(const KTensor& nll, const KTensor* smooth, const KTensor& lse,
+                           const KTensor& logits, const KTensor& target, const KTensor* weight,
+                           int64_t ignore_index) {
+  const ClassGeom g = class_geom(logits);
+  TCV_DISPATCH_FLOAT(logits.dtype, "cross_entropy",
+                     ce_forward<scalar_t>(
+                         nll.ptr<scalar_t>(), smooth ? smooth->ptr<scalar_t>() : nullptr,
+                         lse.ptr<scalar_t>(), logits.ptr<const scalar_t>(),
+                         target.ptr<const int64_t>(), opt_ptr<scalar_t>(weight), g, ignore_index));
+}
+
+void cross_entropy_backward(const KTensor& dlogits, const KTensor& logits, const KTensor& target,
+                            const KTensor* weight, const KTensor& lse, int64_t ignore_index,
+                            const KTensor& grad, double scale_nll, double scale_smooth) {
+  const ClassGeom g = class_geom(logits);
+  TCV_DISPATCH_FLOAT(logits.dtype, "cross_entropy",
+                     ce_backward<scalar_t>(dlogits.ptr<scalar_t>(), logits.ptr<const scalar_t>(),
+                                           target.ptr<const int64_t>(), opt_ptr<scalar_t>(weight),
+                                           lse.ptr<const scalar_t>(), g, ignore_index,
+                                           PosView<scalar_t>(grad, g.s), scale_nll, scale_smooth));
+}
+
+void nll_forward(const KTensor& out, const KTensor& log_probs, const KTensor& target,
+                 const KTensor* weight, int64_t ignore_index) {
+  const ClassGeom g = class_geom(log_probs);
+  TCV_DISPATCH_FLOAT(
+      log_probs.dtype, "nll_loss",
+      nll_fwd<scalar_t>(out.ptr<scalar_t>(), log_probs.ptr<const scalar_t>(),
+                        target.ptr<const int64_t>(), opt_ptr<scalar_t>(weight), g, ignore_index));
+}
+
+void nll_backward(const KTensor& dlog_probs, const KTensor& target, const KTensor* weight,
+                  int64_t ignore_index, const KTensor& grad, double scale) {
+  const ClassGeom g = class_geom(dlog_probs);
+  TCV_DISPATCH_FLOAT(dlog_probs.dtype, "nll_loss",
+                     nll_bwd<scalar_t>(dlog_probs.ptr<scalar_t>(), target.ptr<const int64_t>(),
+                                       opt_ptr<scalar_t>(weight), g, ignore_index,
+                                       PosView<scalar_t>(grad, g.s), scale));
+}
+
+void pointwise_loss(PointwiseLoss loss, const KTensor& out, const KTensor& input,
+                    const KTensor& target, const KTensor* pos_weight, double beta) {
+  TCV_DISPATCH_FLOAT(out.dtype, "loss",
+                     pointwise_typed<scalar_t>(loss, out, input, target, pos_weight, beta));
+}
+
+void pointwise_loss_backward(PointwiseLoss loss, LossArg arg, const KTensor& d, const KTensor& grad,
+                             const KTensor& input, const KTensor& target, const KTensor* pos_weight,
+                             double beta) {
+  TCV_DISPATCH_FLOAT(
+      d.dtype, "loss",
+      pointwise_backward_typed<scalar_t>(loss, arg, d, grad, input, target, pos_weight, beta));
+}
+
+}  // namespace tcv::kernels::cpu

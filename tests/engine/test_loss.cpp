@@ -1,0 +1,243 @@
+// Losses against PyTorch 1.13 values (weights, ignore_index, label smoothing,
+// spatial targets, every reduction), composite oracles, errors, gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/gradcheck.h"
+
+namespace tcv {
+namespace {
+
+using ops::Reduction;
+using testing::check_gradients;
+using testing::expect_close;
+using testing::rand_f64;
+
+Tensor lit(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
+  return from_vector<double>(v, s).to(dt);
+}
+Tensor idx(const std::vector<int64_t>& v, const Shape& s = {}) {
+  return from_vector<int64_t>(v, s);
+}
+
+// logits (3, 4), targets {0, 3, 2}, class weights {1, 2, 0.5, 1.5}.
+Tensor logits(DType dt = DType::f64) {
+  return lit({1.0, 2.0, 0.5, -1.0, 0.3, -0.2, 2.5, 1.0, -1.5, 0.0, 0.7, 0.2}, {3, 4}, dt);
+}
+Tensor weights(DType dt = DType::f64) {
+  return lit({1.0, 2.0, 0.5, 1.5}, {4}, dt);
+}
+
+TEST(CrossEntropy, MatchesPyTorchEveryVariant) {
+  const Tensor t = idx({0, 3, 2});
+  struct Case {
+    const char* name;
+    double ls;
+    bool weighted;
+    std::vector<double> none;
+    double mean, sum;
+  };
+  const Case cases[] = {
+      {"plain", 0.0, false, {1.4951819, 1.83728536, 0.7947643}, 1.37574385, 4.12723156},
+      {"smoothing", 0.1, false, {1.5326819, 1.84728536, 0.8797643}, 1.41991052, 4.25973156},
+      {"weights", 0.0, true, {1.4951819, 2.75592804, 0.39738215}, 1.54949736, 4.64849208},
+      {"weights+smoothing", 0.2, true, {1.63244099, 2.78156377, 0.7340968}, 1.71603385, 5.14810156},
+  };
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const Case& c : cases) {
+      const Tensor w = c.weighted ? weights(dt) : Tensor();
+      const std::string what = std::string(c.name) + " " + dtype_name(dt);
+      expect_close(ops::cross_entropy(logits(dt), t, Reduction::none, -100, c.ls, w),
+                   lit(c.none, {3}), 1e-6, 1e-6, what + " none");
+      EXPECT_NEAR(ops::cross_entropy(logits(dt), t, Reduction::mean, -100, c.ls, w).item(), c.mean,
+                  1e-6)
+          << what;
+      EXPECT_NEAR(ops::cross_entropy(logits(dt), t, Reduction::sum, -100, c.ls, w).item(), c.sum,
+                  1e-6)
+          << what;
+    }
+  }
+}
+
+TEST(CrossEntropy, IgnoreIndexValuesAndGradientsMatchPyTorch) {
+  const Tensor t = idx({0, -100, 2});
+  // The mean of both terms divides by the two non-ignored targets.
+  Tensor x = logits();
+  x.set_requires_grad(true);
+  Tensor l = ops::cross_entropy(x, t, Reduction::mean, -100, 0.1);
+  EXPECT_NEAR(l.item(), 1.2062231, 1e-7);
+  l.backward();
+  expect_close(x.grad(),
+               lit({-0.35039609, 0.29223002, 0.05549446, 0.00267161, 0, 0, 0, 0, 0.01252421,
+                    0.09965073, -0.23665616, 0.12448121},
+                   {3, 4}),
+               1e-7, 1e-6);
+  Tensor xw = logits();
+  xw.set_requires_grad(true);
+  Tensor lw = ops::cross_entropy(xw, t, Reduction::mean, -100, 0.3, weights());
+  EXPECT_NEAR(lw.item(), 1.73568311, 1e-7);
+  lw.backward();
+  expect_close(xw.grad(),
+               lit({-0.3559844, 0.33677969, 0.07245872, -0.05325402, 0, 0, 0, 0, -0.02580993,
+                    0.00841238, -0.04001762, 0.05741517},
+                   {3, 4}),
+               1e-7, 1e-6);
+}
+
+TEST(CrossEntropy, SpatialTargets) {
+  // logits (2, 3, 2), targets (2, 2) with ignore_index -1.
+  Tensor x = lit({0.1, 0.5, 1.0, -0.3, 0.2, 0.2, -0.7, 1.2, 0.4, 0.0, 0.9, -1.1}, {2, 3, 2});
+  Tensor t = idx({2, 0, 1, -1}, {2, 2});
+  expect_close(ops::cross_entropy(x, t, Reduction::none, -1),
+               lit({1.41836901, 0.78396875, 1.0924575, 0.0}, {2, 2}), 1e-7, 1e-6);
+  EXPECT_NEAR(ops::cross_entropy(x, t, Reduction::mean, -1, 0.1).item(), 1.1093762, 1e-7);
+  // (N, C, H, W) equals the same pixels laid out as (N·H·W, C).
+  Tensor x4 = rand_f64({2, 5, 3, 4}, 1, -2, 2, false);
+  Generator g(2);
+  Tensor t4 = randint(0, 5, {2, 3, 4}, {.dtype = DType::i64}, &g);
+  Tensor flat = x4.permute({0, 2, 3, 1}).reshape({-1, 5});
+  EXPECT_NEAR(ops::cross_entropy(x4, t4, Reduction::mean, -100, 0.2).item(),
+              ops::cross_entropy(flat, t4.reshape({-1}), Reduction::mean, -100, 0.2).item(), 1e-12);
+}
+
+TEST(CrossEntropy, EqualsNllOfLogSoftmaxOracle) {
+  Tensor x = rand_f64({6, 7}, 3, -3, 3, false);
+  Tensor t = idx({0, 6, 3, -100, 2, 6});
+  Tensor w = rand_f64({7}, 4, 0.2, 2.0, false);
+  for (Reduction r : {Reduction::none, Reduction::mean, Reduction::sum})
+    expect_close(ops::cross_entropy(x, t, r, -100, 0.0, w),
+                 ops::nll_loss(ops::log_softmax(x, 1), t, r, -100, w), 1e-12, 1e-12);
+  // A single sample: (C) logits and a 0-d target.
+  EXPECT_NEAR(ops::cross_entropy(lit({1.0, 2.0, 0.5, -1.0}, {4}), idx({0}).squeeze(0)).item(), 1.4951819,
+              1e-7);
+}
+
+TEST(CrossEntropy, ErrorsNameTheTarget) {
+  try {
+    ops::cross_entropy(logits(), idx({0, 4, 1}));
+    FAIL() << "expected an out-of-range error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[cross_entropy] target 4 is out of bounds for 4 classes"), std::string::npos)
+        << m;
+  }
+  EXPECT_THROW(ops::cross_entropy(logits(), idx({0, -2, 1})), Error);
+  EXPECT_THROW(ops::nll_loss(logits(), idx({0, 9, 1})), Error);
+  EXPECT_THROW(ops::cross_entropy(logits(), idx({0, 1})), Error);                    // shape
+  EXPECT_THROW(ops::cross_entropy(logits(), idx({0, 1, 2}).to(DType::i32)), Error);  // dtype
+  EXPECT_THROW(
+      ops::cross_entropy(logits(), idx({0, 1, 2}), Reduction::mean, -100, 0.0, lit({1, 1, 1}, {3})),
+      Error);  // weight size
+}
+
+TEST(CrossEntropy, Gradients) {
+  const Tensor t = idx({0, 3, -100, 2, 1});
+  const Tensor w = lit({1.0, 2.0, 0.5, 1.5}, {4});
+  struct Case {
+    const char* name;
+    Reduction r;
+    double ls;
+    bool weighted;
+  };
+  for (const Case& c :
+       {Case{"mean", Reduction::mean, 0.0, false}, Case{"sum", Reduction::sum, 0.0, false},
+        Case{"none", Reduction::none, 0.0, false},
+        Case{"mean smoothing", Reduction::mean, 0.15, false},
+        Case{"none smoothing", Reduction::none, 0.15, false},
+        Case{"mean weights", Reduction::mean, 0.0, true},
+        Case{"mean weights smoothing", Reduction::mean, 0.25, true},
+        Case{"sum weights smoothing", Reduction::sum, 0.25, true}})
+    check_gradients(std::string("cross_entropy ") + c.name,
+                    [&](const std::vector<Tensor>& in) {
+                      return ops::cross_entropy(in[0], t, c.r, -100, c.ls,
+                                                c.weighted ? w : Tensor());
+                    },
+                    {rand_f64({5, 4}, 10)});
+  Generator g(11);
+  Tensor ts = randint(0, 3, {2, 2, 3}, {.dtype = DType::i64}, &g);
+  ts.data<int64_t>()[4] = -1;
+  check_gradients(
+      "cross_entropy spatial",
+      [&](const std::vector<Tensor>& in) {
+        return ops::cross_entropy(in[0], ts, Reduction::mean, -1, 0.1, lit({0.5, 1.0, 2.0}, {3}));
+      },
+      {rand_f64({2, 3, 2, 3}, 12)});
+}
+
+TEST(NllLoss, ValuesAndGradients) {
+  Tensor lp = ops::log_softmax(logits(), 1);
+  EXPECT_NEAR(ops::nll_loss(lp, idx({0, 3, 2}), Reduction::mean, -100, weights()).item(),
+              1.54949736, 1e-7);
+  EXPECT_NEAR(ops::nll_loss(lp, idx({0, -100, 2}), Reduction::sum).item(), 2.2899462, 1e-7);
+  expect_close(ops::nll_loss(lit({-1, -2, -3, -4}, {2, 2}), idx({1, 0}), Reduction::none),
+               lit({2, 3}, {2}));
+  const Tensor t = idx({0, 3, -100, 2, 1});
+  for (Reduction r : {Reduction::none, Reduction::mean, Reduction::sum})
+    check_gradients(
+        "nll_loss " + std::to_string(static_cast<int>(r)),
+        [&](const std::vector<Tensor>& in) { return ops::nll_loss(in[0], t, r, -100, weights()); },
+        {rand_f64({5, 4}, 20 + static_cast<int>(r))});
+}
+
+const std::vector<double> kA = {0.5, -1.0, 2.0, 0.0, 3.0};
+const std::vector<double> kB = {1.0, 0.0, 1.5, 0.0, -1.0};
+
+TEST(PointwiseLosses, MatchPyTorch) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor a = lit(kA, {5}, dt), b = lit(kB, {5}, dt);
+    expect_close(ops::mse_loss(a, b, Reduction::none), lit({0.25, 1.0, 0.25, 0.0, 16.0}, {5}));
+    EXPECT_NEAR(ops::mse_loss(a, b).item(), 3.5, 1e-6);
+    expect_close(ops::smooth_l1_loss(a, b, Reduction::none, 0.5),
+                 lit({0.25, 0.75, 0.25, 0.0, 3.75}, {5}));
+    EXPECT_NEAR(ops::smooth_l1_loss(a, b, Reduction::sum, 0.0).item(), 6.0, 1e-6);
+    expect_close(ops::binary_cross_entropy_with_logits(a, lit({1.0, 0.0, 1.0, 0.5, 0.0}, {5}, dt),
+                                                       Reduction::none),
+                 lit({0.47407698, 0.31326169, 0.12692801, 0.69314718, 3.04858735}, {5}), 1e-6,
+                 1e-6);
+    // Saturated logits (±30, ±40) stay finite; pos_weight broadcasts over the last dim.
+    Tensor xb = lit({0.5, -1.0, 2.0, 0.0, 30.0, -40.0}, {2, 3}, dt);
+    Tensor yb = lit({1.0, 0.0, 1.0, 0.5, 0.0, 1.0}, {2, 3}, dt);
+    Tensor pw = lit({2.0, 0.5, 3.0}, {3}, dt);
+    expect_close(ops::binary_cross_entropy_with_logits(xb, yb, Reduction::none, pw),
+                 lit({0.94815397, 0.31326169, 0.38078403, 1.03972077, 30.0, 120.0}, {2, 3}), 1e-5,
+                 1e-6);
+    EXPECT_NEAR(ops::binary_cross_entropy_with_logits(xb, yb, Reduction::mean, pw).item(),
+                25.44698674, 1e-5);
+  }
+  EXPECT_THROW(ops::mse_loss(zeros({3}), zeros({4})), Error);
+  EXPECT_THROW(ops::mse_loss(zeros({3}), zeros({3}, {.dtype = DType::f64})), Error);
+}
+
+TEST(PointwiseLosses, Gradients) {
+  // Inputs and targets both differentiable; targets broadcast along dim 0.
+  for (Reduction r : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    const std::string rs = std::to_string(static_cast<int>(r));
+    check_gradients("mse_loss " + rs,
+                    [r](const std::vector<Tensor>& in) { return ops::mse_loss(in[0], in[1], r); },
+                    {rand_f64({3, 4}, 30), rand_f64({4}, 31)});
+    check_gradients(
+        "smooth_l1_loss " + rs,
+        [r](const std::vector<Tensor>& in) { return ops::smooth_l1_loss(in[0], in[1], r, 0.4); },
+        {rand_f64({3, 4}, 32, -1, 1), rand_f64({3, 4}, 33, -1, 1)}, {.kink = 1e-3});
+    check_gradients("bce_with_logits " + rs,
+                    [r](const std::vector<Tensor>& in) {
+                      return ops::binary_cross_entropy_with_logits(in[0], in[1], r);
+                    },
+                    {rand_f64({3, 4}, 34, -4, 4), rand_f64({3, 4}, 35, 0, 1)});
+  }
+  check_gradients(
+      "bce_with_logits pos_weight",
+      [](const std::vector<Tensor>& in) {
+        return ops::binary_cross_entropy_with_logits(in[0], in[1], Reduction::mean, in[2]);
+      },
+      {rand_f64({3, 4}, 36, -4, 4), rand_f64({3, 4}, 37, 0, 1), rand_f64({4}, 38, 0.5, 3)});
+  // Exactly zero logits (a zero-initialised head): d/dx = sigmoid(0) - y.
+  Tensor x = zeros({3}, {.dtype = DType::f64});
+  x.set_requires_grad(true);
+  ops::binary_cross_entropy_with_logits(x, lit({1.0, 0.0, 0.25}, {3}), Reduction::sum).backward();
+  expect_close(x.grad(), lit({-0.5, 0.5, 0.25}, {3}), 1e-12, 0);
+}
+
+}  // namespace
+}  // namespace tcv

@@ -1,0 +1,96 @@
+// upsample: PyTorch 1.13 values for nearest and bilinear (align_corners
+// true/false), down- and up-sampling gradients.
+#include <gtest/gtest.h>
+
+#include "support/gradcheck.h"
+
+namespace tcv {
+namespace {
+
+using ops::InterpMode;
+using testing::check_gradients;
+using testing::expect_close;
+using testing::rand_f64;
+
+Tensor lit(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
+  return from_vector<double>(v, s).to(dt);
+}
+
+// torch.arange(6).reshape(1, 1, 2, 3) * 1.5 - 2
+Tensor input(DType dt) {
+  return lit({-2.0, -0.5, 1.0, 2.5, 4.0, 5.5}, {1, 1, 2, 3}, dt);
+}
+
+TEST(Upsample, NearestMatchesPyTorch) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    expect_close(ops::upsample(input(dt), {5, 4}, InterpMode::nearest),
+                 lit({-2.0, -2.0, -0.5, 1.0, -2.0, -2.0, -0.5, 1.0, -2.0, -2.0,
+                      -0.5, 1.0,  2.5,  2.5, 4.0,  5.5,  2.5,  2.5, 4.0,  5.5},
+                     {1, 1, 5, 4}));
+    expect_close(ops::upsample(input(dt), {3, 7}, InterpMode::nearest),
+                 lit({-2.0, -2.0, -2.0, -0.5, -0.5, 1.0, 1.0, -2.0, -2.0, -2.0, -0.5,
+                      -0.5, 1.0,  1.0,  2.5,  2.5,  2.5, 4.0, 4.0,  5.5,  5.5},
+                     {1, 1, 3, 7}));
+  }
+}
+
+TEST(Upsample, BilinearMatchesPyTorch) {
+  const Tensor x = input(DType::f32);
+  expect_close(
+      ops::upsample(x, {3, 5}, InterpMode::bilinear, false),
+      lit({-2.0, -1.4, -0.5, 0.4, 1.0, 0.25, 0.85, 1.75, 2.65, 3.25, 2.5, 3.1, 4.0, 4.9, 5.5},
+          {1, 1, 3, 5}),
+      1e-5, 1e-5, "3x5 align_corners=false");
+  expect_close(
+      ops::upsample(x, {3, 5}, InterpMode::bilinear, true),
+      lit({-2.0, -1.25, -0.5, 0.25, 1.0, 0.25, 1.0, 1.75, 2.5, 3.25, 2.5, 3.25, 4.0, 4.75, 5.5},
+          {1, 1, 3, 5}),
+      1e-5, 1e-5, "3x5 align_corners=true");
+  expect_close(ops::upsample(x, {1, 2}, InterpMode::bilinear, false),
+               lit({0.625, 2.875}, {1, 1, 1, 2}), 1e-6, 1e-6, "downsample");
+  expect_close(
+      ops::upsample(x, {4, 6}, InterpMode::bilinear, false),
+      lit({-2.0,  -1.625, -0.875, -0.125, 0.625, 1.0,   -0.875, -0.5,  0.25,  1.0,   1.75,  2.125,
+           1.375, 1.75,   2.5,    3.25,   4.0,   4.375, 2.5,    2.875, 3.625, 4.375, 5.125, 5.5},
+          {1, 1, 4, 6}),
+      1e-5, 1e-5, "2x");
+}
+
+TEST(Upsample, SameSizeIsIdentityAndChannelsAreIndependent) {
+  Tensor x = rand_f64({2, 3, 4, 5}, 1, -1, 1, false);
+  expect_close(ops::upsample(x, {4, 5}, InterpMode::bilinear, false), x, 0, 0);
+  expect_close(ops::upsample(x, {4, 5}, InterpMode::nearest), x, 0, 0);
+  Tensor y = ops::upsample(x, {7, 9}, InterpMode::bilinear, true);
+  Tensor y1 = ops::upsample(x.narrow(1, 2, 1).narrow(0, 1, 1), {7, 9}, InterpMode::bilinear, true);
+  expect_close(y.narrow(1, 2, 1).narrow(0, 1, 1), y1, 0, 0);
+}
+
+TEST(Upsample, Errors) {
+  EXPECT_THROW(ops::upsample(zeros({3, 4, 5}), {2, 2}, InterpMode::nearest), Error);
+  EXPECT_THROW(ops::upsample(zeros({1, 1, 2, 2}), {0, 2}, InterpMode::bilinear), Error);
+  EXPECT_THROW(ops::upsample(zeros({1, 1, 2, 2}), {4, 4}, InterpMode::nearest, true), Error);
+}
+
+TEST(Upsample, Gradients) {
+  struct Case {
+    const char* name;
+    std::array<int64_t, 2> size;
+    InterpMode mode;
+    bool align;
+  };
+  for (const Case& c : {Case{"nearest up", {5, 7}, InterpMode::nearest, false},
+                        Case{"nearest 2x", {6, 8}, InterpMode::nearest, false},
+                        Case{"nearest down", {2, 3}, InterpMode::nearest, false},
+                        Case{"bilinear up", {5, 7}, InterpMode::bilinear, false},
+                        Case{"bilinear up aligned", {5, 7}, InterpMode::bilinear, true},
+                        Case{"bilinear down", {2, 3}, InterpMode::bilinear, false},
+                        Case{"bilinear down aligned", {2, 1}, InterpMode::bilinear, true}})
+    check_gradients(std::string("upsample ") + c.name,
+                    [c](const std::vector<Tensor>& in) {
+                      return ops::upsample(in[0], c.size, c.mode, c.align);
+                    },
+                    {rand_f64({2, 2, 3, 4}, 10)});
+}
+
+}  // namespace
+}  // namespace tcv
