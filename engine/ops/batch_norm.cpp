@@ -1,0 +1,120 @@
+// batch_norm: batch statistics and running-stat update in training, running
+// statistics in eval, and the backward of both.
+#include "kernels/cpu/batch_norm.h"
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/ops.h"
+
+namespace tcv::ops {
+
+namespace {
+
+void check_param(const char* what, const Tensor& t, const Tensor& x) {
+  if (!t.defined()) return;
+  TCV_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "[batch_norm] ", what, " ", t.shape_str(),
+            " must be (", x.size(1), ") for input ", x.shape_str());
+  TCV_CHECK(t.device() == x.device(), "[batch_norm] ", what, " on ", t.device().str(),
+            " but input on ", x.device().str());
+}
+
+kernels::KTensor opt_k(const Tensor& t) {
+  return t.defined() ? t.k() : kernels::KTensor{};
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
+                  Tensor running_var, bool training, double momentum, double eps) {
+  TCV_CHECK(x.dim() >= 2, "[batch_norm] expects input (N, C, ...), got ", x.shape_str());
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
+            "[batch_norm] supports f32 and f64, got ", dtype_name(x.dtype()));
+  check_param("weight", weight, x);
+  check_param("bias", bias, x);
+  check_param("running_mean", running_mean, x);
+  check_param("running_var", running_var, x);
+  TCV_CHECK(running_mean.defined() == running_var.defined(),
+            "[batch_norm] running_mean and running_var must be both defined or both undefined");
+  for (const Tensor* t : {&weight, &bias})
+    TCV_CHECK(!t->defined() || t->dtype() == x.dtype(), "[batch_norm] weight/bias are ",
+              dtype_name(t->dtype()), " but input is ", dtype_name(x.dtype()));
+  TCV_CHECK(eps > 0, "[batch_norm] eps must be positive, got ", eps);
+  backend::require_cpu("batch_norm", x);
+
+  kernels::BatchNormGeom g;
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.l = x.numel() / std::max<int64_t>(g.n * g.c, 1);
+  g.eps = eps;
+  // Without running statistics eval also normalizes with the batch (PyTorch's
+  // track_running_stats=False).
+  const bool batch_stats = training || !running_mean.defined();
+  const int64_t count = g.n * g.l;
+  TCV_CHECK(!batch_stats || count > 1,
+            "[batch_norm] expected more than 1 value per channel when training, got input ",
+            x.shape_str());
+
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const kernels::KTensor wk = opt_k(wc), bk = opt_k(bc);
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  Tensor y = empty(x.shape(), opts);
+  Tensor mean, var;  // (C); biased var
+  if (batch_stats) {
+    mean = empty({g.c}, opts);
+    var = empty({g.c}, opts);
+    if (x.numel() > 0)
+      kernels::cpu::batch_norm_forward_train(g, xc.k(), wc.defined() ? &wk : nullptr,
+                                             bc.defined() ? &bk : nullptr, y.k(), mean.k(),
+                                             var.k());
+    if (training && running_mean.defined()) {
+      NoGradGuard no_grad;
+      const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+      running_mean.mul_(1.0 - momentum);
+      running_mean.add_(mean.to(running_mean.dtype()), momentum);
+      running_var.mul_(1.0 - momentum);
+      running_var.add_(var.to(running_var.dtype()), momentum * unbias);
+    }
+  } else {
+    // Copies, so a later training step updating the running stats in place does
+    // not invalidate this graph.
+    mean = running_mean.detach().to(x.dtype()).contiguous().clone();
+    var = running_var.detach().to(x.dtype()).contiguous().clone();
+    if (x.numel() > 0)
+      kernels::cpu::batch_norm_forward_eval(g, xc.k(), wc.defined() ? &wk : nullptr,
+                                            bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k());
+  }
+
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    autograd::record("batch_norm", {x, weight, bias}, {y},
+                     [g, batch_stats, need_dx, need_dw, need_db, sx = SavedTensor(xc),
+                      sw = SavedTensor(wc), mean, var](std::vector<Tensor>& grads) {
+                       Tensor dy = grads[0].contiguous();
+                       const Tensor xv = sx.get();
+                       const Tensor wv = sw.defined() ? sw.get() : Tensor();
+                       const TensorOptions o{.dtype = dy.dtype(), .device = dy.device()};
+                       Tensor dx = need_dx ? empty(xv.shape(), o) : Tensor();
+                       Tensor dweight = need_dw ? empty({g.c}, o) : Tensor();
+                       Tensor dbias = need_db ? empty({g.c}, o) : Tensor();
+                       if (dy.numel() == 0) {
+                         for (Tensor* t : {&dx, &dweight, &dbias})
+                           if (t->defined()) t->zero_();
+                       } else {
+                         backend::require_cpu("batch_norm_backward", dy);
+                         const kernels::KTensor wk2 = opt_k(wv), dxk = opt_k(dx),
+                                                dwk = opt_k(dweight), dbk = opt_k(dbias);
+                         kernels::cpu::batch_norm_backward(
+                             g, batch_stats, xv.k(), dy.k(), wv.defined() ? &wk2 : nullptr,
+                             mean.k(), var.k(), need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
+                             need_db ? &dbk : nullptr);
+                       }
+                       return std::vector<Tensor>{dx, dweight, dbias};
+                     });
+  }
+  return y;
+}
+
+}  // namespace tcv::ops

@@ -1,0 +1,108 @@
+// conv2d: shape checks, dispatch to the CPU kernels, and its backward.
+#include "kernels/cpu/conv.h"
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/ops.h"
+
+namespace tcv::ops {
+
+namespace {
+
+kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                              const Conv2dParams& p) {
+  TCV_CHECK(x.dim() == 4, "[conv2d] expects 4-D input (N, C, H, W), got ", x.shape_str());
+  TCV_CHECK(weight.dim() == 4, "[conv2d] weight must be 4-D (K, C/groups, R, S), got ",
+            weight.shape_str());
+  TCV_CHECK(p.groups >= 1, "[conv2d] groups must be >= 1, got ", p.groups);
+  for (int i = 0; i < 2; ++i) {
+    TCV_CHECK(p.stride[i] >= 1 && p.dilation[i] >= 1 && p.padding[i] >= 0,
+              "[conv2d] stride and dilation must be >= 1 and padding >= 0, got stride (",
+              p.stride[0], ", ", p.stride[1], "), padding (", p.padding[0], ", ", p.padding[1],
+              "), dilation (", p.dilation[0], ", ", p.dilation[1], ")");
+  }
+  kernels::Conv2dGeom g;
+  g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
+  g.k = weight.size(0), g.r = weight.size(2), g.s = weight.size(3);
+  g.groups = p.groups;
+  TCV_CHECK(g.c % g.groups == 0 && g.k % g.groups == 0, "[conv2d] groups ", g.groups,
+            " must divide input channels ", g.c, " and output channels ", g.k);
+  TCV_CHECK(weight.size(1) * g.groups == g.c, "[conv2d] weight ", weight.shape_str(),
+            " expects input channels ", weight.size(1) * g.groups, " (groups ", g.groups,
+            "), got input ", x.shape_str());
+  TCV_CHECK(x.dtype() == weight.dtype(), "[conv2d] input is ", dtype_name(x.dtype()),
+            " but weight is ", dtype_name(weight.dtype()));
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
+            "[conv2d] supports f32 and f64, got ", dtype_name(x.dtype()));
+  TCV_CHECK(x.device() == weight.device(), "[conv2d] input on ", x.device().str(),
+            " but weight on ", weight.device().str());
+  if (bias.defined()) {
+    TCV_CHECK(bias.dim() == 1 && bias.size(0) == g.k, "[conv2d] bias ", bias.shape_str(),
+              " must be (", g.k, ") for weight ", weight.shape_str());
+    TCV_CHECK(bias.dtype() == x.dtype(), "[conv2d] bias is ", dtype_name(bias.dtype()),
+              " but input is ", dtype_name(x.dtype()));
+  }
+  g.has_bias = bias.defined();
+  for (int i = 0; i < 2; ++i) {
+    g.stride[i] = p.stride[i];
+    g.pad[i] = p.padding[i];
+    g.dilation[i] = p.dilation[i];
+  }
+  const int64_t eff_r = (g.r - 1) * g.dilation[0] + 1, eff_s = (g.s - 1) * g.dilation[1] + 1;
+  TCV_CHECK(g.h + 2 * g.pad[0] >= eff_r && g.w + 2 * g.pad[1] >= eff_s, "[conv2d] input ",
+            x.shape_str(), " padded by (", g.pad[0], ", ", g.pad[1],
+            ") is smaller than the dilated kernel (", eff_r, ", ", eff_s, ")");
+  g.oh = (g.h + 2 * g.pad[0] - eff_r) / g.stride[0] + 1;
+  g.ow = (g.w + 2 * g.pad[1] - eff_s) / g.stride[1] + 1;
+  return g;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  const kernels::Conv2dGeom g = conv_geom(x, weight, bias, p);
+  backend::require_cpu("conv2d", x);
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = weight.detach().contiguous();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor y =
+      empty({g.n, g.k, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});  // (N, K, OH, OW)
+  if (y.numel() > 0) {
+    const kernels::KTensor bk = bc.defined() ? bc.k() : kernels::KTensor{};
+    kernels::cpu::conv2d_forward(g, xc.k(), wc.k(), bc.defined() ? &bk : nullptr, y.k());
+  }
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    // Save only what the wanted gradients read: x for dweight, weight for dx.
+    autograd::record(
+        "conv2d", {x, weight, bias}, {y},
+        [g, need_dx, need_dw, need_db, sx = SavedTensor(need_dw ? xc : Tensor()),
+         sw = SavedTensor(need_dx ? wc : Tensor())](std::vector<Tensor>& grads) {
+          Tensor dy = grads[0].contiguous();  // (N, K, OH, OW)
+          const Tensor xv = sx.defined() ? sx.get() : Tensor();
+          const Tensor wv = sw.defined() ? sw.get() : Tensor();
+          const TensorOptions opts{.dtype = dy.dtype(), .device = dy.device()};
+          Tensor dx = need_dx ? empty({g.n, g.c, g.h, g.w}, opts) : Tensor();
+          Tensor dweight = need_dw ? empty({g.k, g.c / g.groups, g.r, g.s}, opts) : Tensor();
+          Tensor dbias = need_db ? empty({g.k}, opts) : Tensor();
+          if (dy.numel() == 0) {
+            for (Tensor* t : {&dx, &dweight, &dbias})
+              if (t->defined()) t->zero_();
+          } else {
+            backend::require_cpu("conv2d_backward", dy);
+            const kernels::KTensor dxk = dx.defined() ? dx.k() : kernels::KTensor{};
+            const kernels::KTensor dwk = dweight.defined() ? dweight.k() : kernels::KTensor{};
+            const kernels::KTensor dbk = dbias.defined() ? dbias.k() : kernels::KTensor{};
+            kernels::cpu::conv2d_backward(g, xv.defined() ? xv.k() : kernels::KTensor{},
+                                          wv.defined() ? wv.k() : kernels::KTensor{}, dy.k(),
+                                          need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
+                                          need_db ? &dbk : nullptr);
+          }
+          return std::vector<Tensor>{dx, dweight, dbias};
+        });
+  }
+  return y;
+}
+
+}  // namespace tcv::ops

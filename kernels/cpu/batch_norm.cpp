@@ -1,0 +1,276 @@
+// Batch norm: direct per-channel SIMD loops for every float dtype.
+//
+// Measured for (64, 32, 28, 28) forward+backward on 2 threads: these loops take
+// 0.7-0.9 ms, oneDNN 2.6's plain-NCHW batch norm (ncsp_bnorm) 5.5-9.6 ms, and its
+// blocked kernel needs four reorders around it. PyTorch 1.13 takes about 2 ms.
+// The oneDNN path stays available (the *_onednn functions) as a cross-check.
+#include "kernels/cpu/batch_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/loops.h"
+
+namespace tcv::kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+using namespace dnnl_util;
+
+template <typename T>
+const T* opt_ptr(const KTensor* t) {
+  return t ? t->ptr<T>() : nullptr;
+}
+template <typename T>
+T* opt_mut(const KTensor* t) {
+  return t ? t->ptr<T>() : nullptr;
+}
+
+// ------------------------------------------------------------- reference
+
+// Channels are independent, so threads split them. Each (n, c) plane is reduced
+// with SIMD lanes in T, planes are combined in double.
+template <typename T>
+void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w, const T* b, T* y,
+                   T* mean, T* var) {
+  const int64_t count = g.n * g.l, l = g.l;
+  parallel_for(g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t c = lo; c < hi; ++c) {
+                   if (training) {
+                     double s = 0;
+                     for (int64_t n = 0; n < g.n; ++n) {
+                       const T* xp = x + (n * g.c + c) * l;
+                       T ps = 0;
+#pragma omp simd reduction(+ : ps)
+                       for (int64_t i = 0; i < l; ++i) ps += xp[i];
+                       s += ps;
+                     }
+                     const T m = static_cast<T>(s / static_cast<double>(count));
+                     double ss = 0;
+                     for (int64_t n = 0; n < g.n; ++n) {
+                       const T* xp = x + (n * g.c + c) * l;
+                       T ps = 0;
+#pragma omp simd reduction(+ : ps)
+                       for (int64_t i = 0; i < l; ++i) ps += (xp[i] - m) * (xp[i] - m);
+                       ss += ps;
+                     }
+                     mean[c] = m;
+                     var[c] = static_cast<T>(ss / static_cast<double>(count));
+                   }
+                   const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
+                   const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
+                   const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) -
+                                                  mean[c] * static_cast<double>(scale));
+                   for (int64_t n = 0; n < g.n; ++n) {
+                     const T* xp = x + (n * g.c + c) * l;
+                     T* yp = y + (n * g.c + c) * l;
+#pragma omp simd
+                     for (int64_t i = 0; i < l; ++i) yp[i] = xp[i] * scale + shift;
+                   }
+                 }
+               });
+}
+
+template <typename T>
+void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* dy, const T* w,
+                    const T* mean, const T* var, T* dx, T* dw, T* db) {
+  const double count = static_cast<double>(g.n * g.l);
+  const int64_t l = g.l;
+  parallel_for(g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t c = lo; c < hi; ++c) {
+                   const T m = mean[c];
+                   const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
+                   double sum_dy = 0, sum_dy_xc = 0;
+                   for (int64_t n = 0; n < g.n; ++n) {
+                     const T* xp = x + (n * g.c + c) * l;
+                     const T* dyp = dy + (n * g.c + c) * l;
+                     T a = 0, bsum = 0;
+#pragma omp simd reduction(+ : a, bsum)
+                     for (int64_t i = 0; i < l; ++i) {
+                       a += dyp[i];
+                       bsum += dyp[i] * (xp[i] - m);
+                     }
+                     sum_dy += a;
+                     sum_dy_xc += bsum;
+                   }
+                   const double sum_dy_xhat = sum_dy_xc * invstd;
+                   if (dw) dw[c] = static_cast<T>(sum_dy_xhat);
+                   if (db) db[c] = static_cast<T>(sum_dy);
+                   if (!dx) continue;
+                   const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
+                   // dx = scale · (dy - mean(dy) - xhat · mean(dy · xhat)) in training.
+                   const T k_dy = static_cast<T>(scale);
+                   const T k_x =
+                       training ? static_cast<T>(scale * sum_dy_xhat * invstd / count) : T(0);
+                   const T k_0 = training ? static_cast<T>(scale * sum_dy / count) : T(0);
+                   for (int64_t n = 0; n < g.n; ++n) {
+                     const T* xp = x + (n * g.c + c) * l;
+                     const T* dyp = dy + (n * g.c + c) * l;
+                     T* dxp = dx + (n * g.c + c) * l;
+#pragma omp simd
+                     for (int64_t i = 0; i < l; ++i)
+                       dxp[i] = dyp[i] * k_dy - (xp[i] - m) * k_x - k_0;
+                   }
+                 }
+               });
+}
+
+// ------------------------------------------------------------- oneDNN
+
+struct BnEntry {
+  dnnl::batch_normalization_forward::primitive_desc fwd_pd;
+  dnnl::batch_normalization_forward fwd;
+  dnnl::batch_normalization_backward::primitive_desc bwd_pd;
+  dnnl::batch_normalization_backward bwd;
+  memory::desc data_md, stat_md;
+};
+
+Cache<BnEntry>& bn_cache() {
+  static Cache<BnEntry> cache;
+  return cache;
+}
+
+const BnEntry& entry(const BatchNormGeom& g, bool training, bool has_w, bool has_b) {
+  int64_t eps_bits;
+  const double eps = g.eps;
+  static_assert(sizeof(eps_bits) == sizeof(eps));
+  std::memcpy(&eps_bits, &eps, sizeof(eps));
+  const Key key{g.n, g.c, g.l, eps_bits, training, has_w, has_b};
+  return bn_cache().get(key, [&] {
+    auto e = std::make_unique<BnEntry>();
+    e->data_md = plain_md({g.n, g.c, g.l, 1});
+    e->stat_md = plain_md({g.c});
+    auto flags = dnnl::normalization_flags::none;
+    if (has_w) flags |= dnnl::normalization_flags::use_scale;
+    if (has_b) flags |= dnnl::normalization_flags::use_shift;
+    if (!training) flags |= dnnl::normalization_flags::use_global_stats;
+    const dnnl::primitive_attr attr = default_attr();
+    const float eps_f = static_cast<float>(g.eps);
+    e->fwd_pd = dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, e->data_md,
+                                                eps_f, flags),
+        attr, engine());
+    e->fwd = dnnl::batch_normalization_forward(e->fwd_pd);
+    const auto bwd_prop =
+        has_w || has_b ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data;
+    e->bwd_pd = dnnl::batch_normalization_backward::primitive_desc(
+        dnnl::batch_normalization_backward::desc(bwd_prop, e->data_md, e->data_md, eps_f, flags),
+        attr, engine(), e->fwd_pd);
+    e->bwd = dnnl::batch_normalization_backward(e->bwd_pd);
+    return e;
+  });
+}
+
+void forward_dnnl(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor* w,
+                  const KTensor* b, const KTensor& y, const KTensor& mean, const KTensor& var) {
+  try {
+    const BnEntry& e = entry(g, training, w != nullptr, b != nullptr);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.data_md, x.data)},
+                                         {DNNL_ARG_DST, wrap(e.data_md, y.data)},
+                                         {DNNL_ARG_MEAN, wrap(e.stat_md, mean.data)},
+                                         {DNNL_ARG_VARIANCE, wrap(e.stat_md, var.data)},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(e.fwd_pd)}};
+    if (w) args.emplace(DNNL_ARG_SCALE, wrap(e.stat_md, w->data));
+    if (b) args.emplace(DNNL_ARG_SHIFT, wrap(e.stat_md, b->data));
+    e.fwd.execute(stream(), args);
+  } catch (const dnnl::error& err) {
+    rethrow("batch_norm", err);
+  }
+}
+
+void check_f32(const KTensor& t) {
+  TCV_CHECK(t.dtype == DType::f32 && t.is_contiguous(),
+            "[batch_norm] oneDNN path expects contiguous f32 tensors, got ", dtype_name(t.dtype));
+}
+
+}  // namespace
+
+void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
+                              const KTensor* bias, const KTensor& y, const KTensor& mean,
+                              const KTensor& var) {
+  TCV_DISPATCH_FLOAT(x.dtype, "batch_norm", {
+    forward_loops<scalar_t>(g, true, x.ptr<scalar_t>(), opt_ptr<scalar_t>(weight),
+                            opt_ptr<scalar_t>(bias), y.ptr<scalar_t>(), mean.ptr<scalar_t>(),
+                            var.ptr<scalar_t>());
+  });
+}
+
+void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
+                             const KTensor* bias, const KTensor& mean, const KTensor& var,
+                             const KTensor& y) {
+  TCV_DISPATCH_FLOAT(x.dtype, "batch_norm", {
+    forward_loops<scalar_t>(g, false, x.ptr<scalar_t>(), opt_ptr<scalar_t>(weight),
+                            opt_ptr<scalar_t>(bias), y.ptr<scalar_t>(), mean.ptr<scalar_t>(),
+                            var.ptr<scalar_t>());
+  });
+}
+
+void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
+                         const KTensor* weight, const KTensor& mean, const KTensor& var,
+                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
+  TCV_DISPATCH_FLOAT(x.dtype, "batch_norm_backward", {
+    backward_loops<scalar_t>(g, training, x.ptr<scalar_t>(), dy.ptr<scalar_t>(),
+                             opt_ptr<scalar_t>(weight), mean.ptr<scalar_t>(), var.ptr<scalar_t>(),
+                             opt_mut<scalar_t>(dx), opt_mut<scalar_t>(dweight),
+                             opt_mut<scalar_t>(dbias));
+  });
+}
+
+void batch_norm_forward_train_onednn(const BatchNormGeom& g, const KTensor& x,
+                                     const KTensor* weight, const KTensor* bias, const KTensor& y,
+                                     const KTensor& mean, const KTensor& var) {
+  check_f32(x);
+  forward_dnnl(g, true, x, weight, bias, y, mean, var);
+}
+
+void batch_norm_forward_eval_onednn(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
+                                    const KTensor* bias, const KTensor& mean, const KTensor& var,
+                                    const KTensor& y) {
+  check_f32(x);
+  forward_dnnl(g, false, x, weight, bias, y, mean, var);
+}
+
+void batch_norm_backward_onednn(const BatchNormGeom& g, bool training, const KTensor& x,
+                                const KTensor& dy, const KTensor* weight, const KTensor& mean,
+                                const KTensor& var, const KTensor* dx, const KTensor* dweight,
+                                const KTensor* dbias) {
+  check_f32(x);
+  check_f32(dy);
+  // The primitive's flags come from which affine parameters exist; gradients
+  // nobody asked for land in scratch buffers.
+  const bool has_w = weight != nullptr, has_b = dbias != nullptr;
+  TCV_CHECK(has_w || !dweight, "[batch_norm_backward] dweight requested without weight");
+  try {
+    const BnEntry& e = entry(g, training, has_w, has_b);
+    const size_t data_bytes = e.data_md.get_size(), stat_bytes = e.stat_md.get_size();
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, wrap(e.data_md, x.data)},
+        {DNNL_ARG_DIFF_DST, wrap(e.data_md, dy.data)},
+        {DNNL_ARG_MEAN, wrap(e.stat_md, mean.data)},
+        {DNNL_ARG_VARIANCE, wrap(e.stat_md, var.data)},
+        {DNNL_ARG_DIFF_SRC, wrap(e.data_md, dx ? dx->data : buffer(Buf::diff_src, data_bytes))},
+        {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_pd)}};
+    if (has_w) {
+      args.emplace(DNNL_ARG_SCALE, wrap(e.stat_md, weight->data));
+      args.emplace(
+          DNNL_ARG_DIFF_SCALE,
+          wrap(e.stat_md, dweight ? dweight->data : buffer(Buf::diff_weights, stat_bytes)));
+    }
+    if (has_b) {
+      // The primitive takes the shift as an argument although no gradient reads it.
+      args.emplace(DNNL_ARG_SHIFT, wrap(e.stat_md, buffer(Buf::dst, stat_bytes)));
+      args.emplace(DNNL_ARG_DIFF_SHIFT, wrap(e.stat_md, dbias->data));
+    }
+    e.bwd.execute(stream(), args);
+  } catch (const dnnl::error& err) {
+    rethrow("batch_norm_backward", err);
+  }
+}
+
+}  // namespace tcv::kernels::cpu

@@ -1,0 +1,301 @@
+// Convolution: oneDNN for f32, direct loops for f64 (and as the oracle).
+//
+// Measured on this repo's 2-thread AVX-512 box (bench/bench_conv.cpp shapes):
+// oneDNN's plain-NCHW convolutions fall back to im2col+GEMM (92 and 176 GFLOP/s
+// fwd+bwd), its blocked nChw16c kernels run at 208 and 231 GFLOP/s including the
+// reorders in and out. So primitives are created with format_tag::any and the
+// NCHW tensors are reordered at the boundary, with the reorders cached too.
+#include "kernels/cpu/conv.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/loops.h"
+
+namespace tcv::kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+using namespace dnnl_util;
+
+// ------------------------------------------------------------- reference
+
+template <typename T>
+void forward_ref(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y) {
+  const int64_t cg = g.c / g.groups, kg = g.k / g.groups;
+  parallel_for(g.n * g.k,
+               std::max<int64_t>(1, kGrain / std::max<int64_t>(g.oh * g.ow * cg * g.r * g.s, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t nk = lo; nk < hi; ++nk) {
+                   const int64_t n = nk / g.k, k = nk % g.k, grp = k / kg;
+                   T* yp = y + nk * g.oh * g.ow;
+                   for (int64_t oy = 0; oy < g.oh; ++oy)
+                     for (int64_t ox = 0; ox < g.ow; ++ox) {
+                       T acc = b ? b[k] : T(0);
+                       for (int64_t c = 0; c < cg; ++c) {
+                         const T* xp = x + (n * g.c + grp * cg + c) * g.h * g.w;
+                         const T* wp = w + (k * cg + c) * g.r * g.s;
+                         for (int64_t r = 0; r < g.r; ++r) {
+                           const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
+                           if (iy < 0 || iy >= g.h) continue;
+                           for (int64_t s = 0; s < g.s; ++s) {
+                             const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
+                             if (ix < 0 || ix >= g.w) continue;
+                             acc += xp[iy * g.w + ix] * wp[r * g.s + s];
+                           }
+                         }
+                       }
+                       yp[oy * g.ow + ox] = acc;
+                     }
+                 }
+               });
+}
+
+template <typename T>
+void backward_ref(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
+  const int64_t cg = g.c / g.groups, kg = g.k / g.groups;
+  const int64_t plane = g.oh * g.ow;
+  if (dx) {
+    // Each thread owns whole images, so the scatter into dx needs no atomics.
+    parallel_for(
+        g.n,
+        std::max<int64_t>(1, kGrain / std::max<int64_t>(g.k * g.oh * g.ow * cg * g.r * g.s, 1)),
+        [&](int64_t lo, int64_t hi) {
+          std::fill(dx + lo * g.c * g.h * g.w, dx + hi * g.c * g.h * g.w, T(0));
+          for (int64_t n = lo; n < hi; ++n)
+            for (int64_t k = 0; k < g.k; ++k) {
+              const int64_t grp = k / kg;
+              const T* dyp = dy + (n * g.k + k) * plane;
+              for (int64_t oy = 0; oy < g.oh; ++oy)
+                for (int64_t ox = 0; ox < g.ow; ++ox) {
+                  const T d = dyp[oy * g.ow + ox];
+                  for (int64_t c = 0; c < cg; ++c) {
+                    T* dxp = dx + (n * g.c + grp * cg + c) * g.h * g.w;
+                    const T* wp = w + (k * cg + c) * g.r * g.s;
+                    for (int64_t r = 0; r < g.r; ++r) {
+                      const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
+                      if (iy < 0 || iy >= g.h) continue;
+                      for (int64_t s = 0; s < g.s; ++s) {
+                        const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
+                        if (ix < 0 || ix >= g.w) continue;
+                        dxp[iy * g.w + ix] += d * wp[r * g.s + s];
+                      }
+                    }
+                  }
+                }
+            }
+        });
+  }
+  if (dw || db) {
+    parallel_for(
+        g.k,
+        std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.oh * g.ow * cg * g.r * g.s, 1)),
+        [&](int64_t lo, int64_t hi) {
+          for (int64_t k = lo; k < hi; ++k) {
+            const int64_t grp = k / kg;
+            T* dwp = dw ? dw + k * cg * g.r * g.s : nullptr;
+            if (dwp) std::fill(dwp, dwp + cg * g.r * g.s, T(0));
+            T bias_acc = 0;
+            for (int64_t n = 0; n < g.n; ++n) {
+              const T* dyp = dy + (n * g.k + k) * plane;
+              for (int64_t oy = 0; oy < g.oh; ++oy)
+                for (int64_t ox = 0; ox < g.ow; ++ox) {
+                  const T d = dyp[oy * g.ow + ox];
+                  bias_acc += d;
+                  if (!dwp) continue;
+                  for (int64_t c = 0; c < cg; ++c) {
+                    const T* xp = x + (n * g.c + grp * cg + c) * g.h * g.w;
+                    for (int64_t r = 0; r < g.r; ++r) {
+                      const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
+                      if (iy < 0 || iy >= g.h) continue;
+                      for (int64_t s = 0; s < g.s; ++s) {
+                        const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
+                        if (ix < 0 || ix >= g.w) continue;
+                        dwp[(c * g.r + r) * g.s + s] += d * xp[iy * g.w + ix];
+                      }
+                    }
+                  }
+                }
+            }
+            if (db) db[k] = bias_acc;
+          }
+        });
+  }
+}
+
+// ------------------------------------------------------------- oneDNN
+
+struct ConvEntry {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  Layout x_fwd, w_fwd, y_fwd;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  dnnl::convolution_backward_data bwd_data;
+  Layout dy_bd, w_bd, dx_bd;
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+  dnnl::convolution_backward_weights bwd_weights;
+  Layout x_bw, dy_bw, dw_bw;
+  memory::desc bias_md;
+};
+
+Cache<ConvEntry>& conv_cache() {
+  static Cache<ConvEntry> cache;
+  return cache;
+}
+
+std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g) {
+  const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.k, g.oh, g.ow};
+  const memory::dims w_dims =
+      g.groups == 1 ? memory::dims{g.k, g.c, g.r, g.s}
+                    : memory::dims{g.groups, g.k / g.groups, g.c / g.groups, g.r, g.s};
+  const memory::dims strides{g.stride[0], g.stride[1]};
+  const memory::dims dil{g.dilation[0] - 1, g.dilation[1] - 1};
+  const memory::dims pad_l{g.pad[0], g.pad[1]};
+  // Right padding that makes oneDNN's output size equal ours (floor division).
+  const memory::dims pad_r{
+      (g.oh - 1) * g.stride[0] + (g.r - 1) * g.dilation[0] + 1 - g.h - g.pad[0],
+      (g.ow - 1) * g.stride[1] + (g.s - 1) * g.dilation[1] + 1 - g.w - g.pad[1]};
+  const auto f32 = memory::data_type::f32;
+  const auto any = memory::format_tag::any;
+  const memory::desc x_any(x_dims, f32, any), y_any(y_dims, f32, any), w_any(w_dims, f32, any);
+  const memory::desc b_md = g.has_bias ? plain_md({g.k}) : memory::desc();
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const dnnl::primitive_attr attr = default_attr();
+
+  auto e = std::make_unique<ConvEntry>();
+  e->bias_md = b_md;
+  e->fwd_pd = dnnl::convolution_forward::primitive_desc(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any, w_any, b_md,
+                                      y_any, strides, dil, pad_l, pad_r),
+      attr, engine());
+  e->fwd = dnnl::convolution_forward(e->fwd_pd);
+  const memory::desc x_plain = plain_md(x_dims), y_plain = plain_md(y_dims),
+                     w_plain = plain_md(w_dims);
+  e->x_fwd = Layout(x_plain, e->fwd_pd.src_desc(), true, false);
+  e->w_fwd = Layout(w_plain, e->fwd_pd.weights_desc(), true, false);
+  e->y_fwd = Layout(y_plain, e->fwd_pd.dst_desc(), false, true);
+
+  e->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
+      dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
+      attr, engine(), e->fwd_pd);
+  e->bwd_data = dnnl::convolution_backward_data(e->bwd_data_pd);
+  e->dy_bd = Layout(y_plain, e->bwd_data_pd.diff_dst_desc(), true, false);
+  e->w_bd = Layout(w_plain, e->bwd_data_pd.weights_desc(), true, false);
+  e->dx_bd = Layout(x_plain, e->bwd_data_pd.diff_src_desc(), false, true);
+
+  e->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+      dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b_md, y_any, strides, dil, pad_l,
+                                               pad_r),
+      attr, engine(), e->fwd_pd);
+  e->bwd_weights = dnnl::convolution_backward_weights(e->bwd_weights_pd);
+  e->x_bw = Layout(x_plain, e->bwd_weights_pd.src_desc(), true, false);
+  e->dy_bw = Layout(y_plain, e->bwd_weights_pd.diff_dst_desc(), true, false);
+  e->dw_bw = Layout(w_plain, e->bwd_weights_pd.diff_weights_desc(), false, true);
+  return e;
+}
+
+const ConvEntry& entry(const Conv2dGeom& g) {
+  const Key key{g.n,      g.c,           g.h,           g.w,         g.k,
+                g.r,      g.s,           g.stride[0],   g.stride[1], g.pad[0],
+                g.pad[1], g.dilation[0], g.dilation[1], g.groups,    g.has_bias};
+  return conv_cache().get(key, [&] { return make_entry(g); });
+}
+
+void check_f32(const char* op, const KTensor& t) {
+  TCV_CHECK(t.dtype == DType::f32, "[", op, "] oneDNN path expects f32, got ", dtype_name(t.dtype));
+  TCV_CHECK(t.is_contiguous(), "[", op, "] expects contiguous tensors");
+}
+
+}  // namespace
+
+void conv2d_forward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                        const KTensor* bias, const KTensor& y) {
+  TCV_DISPATCH_FLOAT(x.dtype, "conv2d", {
+    forward_ref<scalar_t>(g, x.ptr<scalar_t>(), weight.ptr<scalar_t>(),
+                          bias && g.has_bias ? bias->ptr<scalar_t>() : nullptr, y.ptr<scalar_t>());
+  });
+}
+
+void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                         const KTensor& dy, const KTensor* dx, const KTensor* dweight,
+                         const KTensor* dbias) {
+  TCV_DISPATCH_FLOAT(dy.dtype, "conv2d_backward", {
+    backward_ref<scalar_t>(g, x.ptr<scalar_t>(), weight.ptr<scalar_t>(), dy.ptr<scalar_t>(),
+                           dx ? dx->ptr<scalar_t>() : nullptr,
+                           dweight ? dweight->ptr<scalar_t>() : nullptr,
+                           dbias ? dbias->ptr<scalar_t>() : nullptr);
+  });
+}
+
+void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                    const KTensor* bias, const KTensor& y) {
+  if (x.dtype != DType::f32) return conv2d_forward_ref(g, x, weight, bias, y);
+  check_f32("conv2d", x);
+  check_f32("conv2d", weight);
+  check_f32("conv2d", y);
+  try {
+    const ConvEntry& e = entry(g);
+    memory xm = e.x_fwd.in(x.data, Buf::src);
+    memory wm = e.w_fwd.in(weight.data, Buf::weights);
+    memory ym = e.y_fwd.out(y.data, Buf::dst);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
+                                         {DNNL_ARG_WEIGHTS, wm},
+                                         {DNNL_ARG_DST, ym},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(e.fwd_pd)}};
+    if (g.has_bias) {
+      TCV_CHECK(bias && bias->dtype == DType::f32, "[conv2d] bias must be f32");
+      args.emplace(DNNL_ARG_BIAS, wrap(e.bias_md, bias->data));
+    }
+    e.fwd.execute(stream(), args);
+    e.y_fwd.finish(ym, y.data);
+  } catch (const dnnl::error& err) {
+    rethrow("conv2d", err);
+  }
+}
+
+void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                     const KTensor& dy, const KTensor* dx, const KTensor* dweight,
+                     const KTensor* dbias) {
+  if (dy.dtype != DType::f32) return conv2d_backward_ref(g, x, weight, dy, dx, dweight, dbias);
+  check_f32("conv2d_backward", dy);
+  TCV_CHECK(!dbias || g.has_bias, "[conv2d_backward] dbias requested for a conv without bias");
+  try {
+    const ConvEntry& e = entry(g);
+    // dy is reordered once and shared when both passes want the same layout.
+    memory dym = e.dy_bd.in(dy.data, Buf::diff_dst);
+    if (dx) {
+      memory wm = e.w_bd.in(weight.data, Buf::weights);
+      memory dxm = e.dx_bd.out(dx->data, Buf::diff_src);
+      e.bwd_data.execute(stream(), {{DNNL_ARG_DIFF_DST, dym},
+                                    {DNNL_ARG_WEIGHTS, wm},
+                                    {DNNL_ARG_DIFF_SRC, dxm},
+                                    {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_data_pd)}});
+      e.dx_bd.finish(dxm, dx->data);
+    }
+    if (dweight || dbias) {
+      memory dym_w = e.dy_bw.want == e.dy_bd.want ? dym : e.dy_bw.in(dy.data, Buf::bwd_src);
+      memory xm = e.x_bw.in(x.data, Buf::src);
+      void* dw_data = dweight ? dweight->data : buffer(Buf::weights, e.dw_bw.plain.get_size());
+      memory dwm = e.dw_bw.out(dw_data, Buf::diff_weights);
+      std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
+                                           {DNNL_ARG_DIFF_DST, dym_w},
+                                           {DNNL_ARG_DIFF_WEIGHTS, dwm},
+                                           {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_weights_pd)}};
+      if (g.has_bias) {
+        void* db_data = dbias ? dbias->data : buffer(Buf::dst, static_cast<size_t>(g.k) * 4);
+        args.emplace(DNNL_ARG_DIFF_BIAS, wrap(e.bias_md, db_data));
+      }
+      e.bwd_weights.execute(stream(), args);
+      if (dweight) e.dw_bw.finish(dwm, dweight->data);
+    }
+  } catch (const dnnl::error& err) {
+    rethrow("conv2d_backward", err);
+  }
+}
+
+size_t conv2d_cache_size() {
+  return conv_cache().size();
+}
+
+}  // namespace tcv::kernels::cpu

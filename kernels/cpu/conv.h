@@ -1,0 +1,52 @@
+// 2-D convolution on the CPU: forward, backward-data and backward-weights.
+//
+// f32 runs through oneDNN (blocked layouts inside, NCHW at the boundary); f64
+// runs through direct reference loops that serve the gradient checks.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/base.h"
+
+namespace tcv::kernels {
+
+/// Shapes and parameters of one convolution. All tensors are contiguous NCHW:
+/// x (n, c, h, w), weight (k, c/groups, r, s), bias (k), y (n, k, oh, ow).
+struct Conv2dGeom {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t k = 0, r = 0, s = 0;
+  int64_t oh = 0, ow = 0;
+  int64_t stride[2] = {1, 1};
+  int64_t pad[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+  bool has_bias = false;
+  /// Multiply-adds of one pass times two.
+  double flops() const { return 2.0 * n * k * (c / groups) * r * s * oh * ow; }
+};
+
+}  // namespace tcv::kernels
+
+namespace tcv::kernels::cpu {
+
+/// y = conv(x, weight) + bias; `bias` may be null (or ignored when !has_bias).
+void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                    const KTensor* bias, const KTensor& y);
+
+/// Gradients of conv2d_forward given dy (n, k, oh, ow). Each output pointer may be
+/// null when that gradient is not wanted; x is read only for dweight, weight only for dx.
+void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                     const KTensor& dy, const KTensor* dx, const KTensor* dweight,
+                     const KTensor* dbias);
+
+/// Direct-loop reference (f32 or f64), used for f64 and as the test oracle.
+void conv2d_forward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                        const KTensor* bias, const KTensor& y);
+void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                         const KTensor& dy, const KTensor* dx, const KTensor* dweight,
+                         const KTensor* dbias);
+
+/// Number of distinct convolution configurations whose primitives are cached.
+size_t conv2d_cache_size();
+
+}  // namespace tcv::kernels::cpu

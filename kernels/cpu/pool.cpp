@@ -1,0 +1,304 @@
+// Pooling: oneDNN for f32 on plain NCHW (memory-bound, so reordering to a blocked
+// layout and back would cost more than it saves), direct loops for f64 and for
+// average pooling whose ceil-mode overhang PyTorch leaves out of the divisor.
+#include "kernels/cpu/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/loops.h"
+
+namespace tcv::kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+using namespace dnnl_util;
+
+// ------------------------------------------------------------- reference
+
+template <typename T>
+void pool_forward_ref(const Pool2dGeom& g, const T* x, T* y, int64_t* idx) {
+  const bool is_max = g.kind == PoolKind::max;
+  parallel_for(g.n * g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.h * g.w, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t p = lo; p < hi; ++p) {
+                   const T* xp = x + p * g.h * g.w;
+                   for (int64_t oy = 0; oy < g.oh; ++oy)
+                     for (int64_t ox = 0; ox < g.ow; ++ox) {
+                       int64_t y0 = oy * g.stride[0] - g.pad[0], x0 = ox * g.stride[1] - g.pad[1];
+                       int64_t y1 = std::min(y0 + g.kernel[0], g.h + g.pad[0]);
+                       int64_t x1 = std::min(x0 + g.kernel[1], g.w + g.pad[1]);
+                       const int64_t padded_count = (y1 - y0) * (x1 - x0);
+                       y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
+                       y1 = std::min(y1, g.h), x1 = std::min(x1, g.w);
+                       const int64_t o = p * g.oh * g.ow + oy * g.ow + ox;
+                       if (is_max) {
+                         T best = -std::numeric_limits<T>::infinity();
+                         int64_t arg = y0 * g.w + x0;
+                         for (int64_t iy = y0; iy < y1; ++iy)
+                           for (int64_t ix = x0; ix < x1; ++ix) {
+                             const T v = xp[iy * g.w + ix];
+                             if (v > best || std::isnan(v)) {
+                               best = v;
+                               arg = iy * g.w + ix;
+                               if (std::isnan(v)) iy = y1, ix = x1;  // NaN wins, as in PyTorch
+                             }
+                           }
+                         y[o] = best;
+                         if (idx) idx[o] = arg;
+                       } else {
+                         T acc = 0;
+                         for (int64_t iy = y0; iy < y1; ++iy)
+                           for (int64_t ix = x0; ix < x1; ++ix) acc += xp[iy * g.w + ix];
+                         const int64_t count = g.kind == PoolKind::avg_include_pad
+                                                   ? padded_count
+                                                   : (y1 - y0) * (x1 - x0);
+                         y[o] = count > 0 ? acc / static_cast<T>(count) : T(0);
+                       }
+                     }
+                 }
+               });
+}
+
+template <typename T>
+void pool_backward_ref(const Pool2dGeom& g, const T* dy, T* dx, const int64_t* idx) {
+  parallel_for(g.n * g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.h * g.w, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t p = lo; p < hi; ++p) {
+                   T* dxp = dx + p * g.h * g.w;
+                   std::fill(dxp, dxp + g.h * g.w, T(0));
+                   const T* dyp = dy + p * g.oh * g.ow;
+                   for (int64_t oy = 0; oy < g.oh; ++oy)
+                     for (int64_t ox = 0; ox < g.ow; ++ox) {
+                       const int64_t o = oy * g.ow + ox;
+                       if (g.kind == PoolKind::max) {
+                         dxp[idx[p * g.oh * g.ow + o]] += dyp[o];
+                         continue;
+                       }
+                       int64_t y0 = oy * g.stride[0] - g.pad[0], x0 = ox * g.stride[1] - g.pad[1];
+                       int64_t y1 = std::min(y0 + g.kernel[0], g.h + g.pad[0]);
+                       int64_t x1 = std::min(x0 + g.kernel[1], g.w + g.pad[1]);
+                       const int64_t padded_count = (y1 - y0) * (x1 - x0);
+                       y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
+                       y1 = std::min(y1, g.h), x1 = std::min(x1, g.w);
+                       const int64_t count = g.kind == PoolKind::avg_include_pad
+                                                 ? padded_count
+                                                 : (y1 - y0) * (x1 - x0);
+                       if (count == 0) continue;
+                       const T d = dyp[o] / static_cast<T>(count);
+                       for (int64_t iy = y0; iy < y1; ++iy)
+                         for (int64_t ix = x0; ix < x1; ++ix) dxp[iy * g.w + ix] += d;
+                     }
+                 }
+               });
+}
+
+// oneDNN divides include-pad averages by the full kernel area; PyTorch clips the
+// window at h + pad first. They differ only where a ceil-mode window overhangs.
+bool dnnl_can(const Pool2dGeom& g) {
+  if (g.kind != PoolKind::avg_include_pad) return true;
+  return (g.oh - 1) * g.stride[0] - g.pad[0] + g.kernel[0] <= g.h + g.pad[0] &&
+         (g.ow - 1) * g.stride[1] - g.pad[1] + g.kernel[1] <= g.w + g.pad[1];
+}
+
+// ------------------------------------------------------------- oneDNN
+
+struct PoolEntry {
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  dnnl::pooling_backward::primitive_desc bwd_pd;
+  dnnl::pooling_backward bwd;
+  memory::desc x_md, y_md, ws_md;
+};
+
+Cache<PoolEntry>& pool_cache() {
+  static Cache<PoolEntry> cache;
+  return cache;
+}
+
+const PoolEntry& entry(const Pool2dGeom& g) {
+  const Key key{g.n,
+                g.c,
+                g.h,
+                g.w,
+                g.oh,
+                g.ow,
+                g.kernel[0],
+                g.kernel[1],
+                g.stride[0],
+                g.stride[1],
+                g.pad[0],
+                g.pad[1],
+                static_cast<int64_t>(g.kind)};
+  return pool_cache().get(key, [&] {
+    auto e = std::make_unique<PoolEntry>();
+    e->x_md = plain_md({g.n, g.c, g.h, g.w});
+    e->y_md = plain_md({g.n, g.c, g.oh, g.ow});
+    const memory::dims strides{g.stride[0], g.stride[1]}, kernel{g.kernel[0], g.kernel[1]};
+    const memory::dims pad_l{g.pad[0], g.pad[1]};
+    const memory::dims pad_r{(g.oh - 1) * g.stride[0] + g.kernel[0] - g.h - g.pad[0],
+                             (g.ow - 1) * g.stride[1] + g.kernel[1] - g.w - g.pad[1]};
+    const dnnl::algorithm algo = g.kind == PoolKind::max ? dnnl::algorithm::pooling_max
+                                 : g.kind == PoolKind::avg_include_pad
+                                     ? dnnl::algorithm::pooling_avg_include_padding
+                                     : dnnl::algorithm::pooling_avg_exclude_padding;
+    const dnnl::primitive_attr attr = default_attr();
+    e->fwd_pd = dnnl::pooling_forward::primitive_desc(
+        dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algo, e->x_md, e->y_md,
+                                    strides, kernel, pad_l, pad_r),
+        attr, engine());
+    e->fwd = dnnl::pooling_forward(e->fwd_pd);
+    e->ws_md = e->fwd_pd.workspace_desc();
+    e->bwd_pd = dnnl::pooling_backward::primitive_desc(
+        dnnl::pooling_backward::desc(algo, e->x_md, e->y_md, strides, kernel, pad_l, pad_r), attr,
+        engine(), e->fwd_pd);
+    e->bwd = dnnl::pooling_backward(e->bwd_pd);
+    return e;
+  });
+}
+
+bool use_dnnl(const Pool2dGeom& g, DType dt) {
+  return dt == DType::f32 && dnnl_can(g);
+}
+
+}  // namespace
+
+size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
+  if (g.kind != PoolKind::max) return 0;
+  if (!use_dnnl(g, dtype)) return static_cast<size_t>(g.n * g.c * g.oh * g.ow) * sizeof(int64_t);
+  try {
+    return entry(g).ws_md.get_size();
+  } catch (const dnnl::error& err) {
+    rethrow("max_pool2d", err);
+  }
+}
+
+void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
+                    const KTensor* workspace) {
+  const char* op = g.kind == PoolKind::max ? "max_pool2d" : "avg_pool2d";
+  TCV_CHECK(x.is_contiguous() && y.is_contiguous(), "[", op, "] expects contiguous tensors");
+  if (!use_dnnl(g, x.dtype)) {
+    TCV_DISPATCH_FLOAT(x.dtype, op, {
+      pool_forward_ref<scalar_t>(g, x.ptr<scalar_t>(), y.ptr<scalar_t>(),
+                                 workspace ? workspace->ptr<int64_t>() : nullptr);
+    });
+    return;
+  }
+  try {
+    const PoolEntry& e = entry(g);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.x_md, x.data)},
+                                         {DNNL_ARG_DST, wrap(e.y_md, y.data)},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(e.fwd_pd)}};
+    if (g.kind == PoolKind::max) {
+      void* ws = workspace ? workspace->data : buffer(Buf::diff_dst, e.ws_md.get_size());
+      args.emplace(DNNL_ARG_WORKSPACE, wrap(e.ws_md, ws));
+    }
+    e.fwd.execute(stream(), args);
+  } catch (const dnnl::error& err) {
+    rethrow(op, err);
+  }
+}
+
+void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
+                     const KTensor* workspace) {
+  const char* op = g.kind == PoolKind::max ? "max_pool2d_backward" : "avg_pool2d_backward";
+  TCV_CHECK(dy.is_contiguous() && dx.is_contiguous(), "[", op, "] expects contiguous tensors");
+  TCV_CHECK(g.kind != PoolKind::max || workspace, "[", op, "] needs the forward's workspace");
+  if (!use_dnnl(g, dy.dtype)) {
+    TCV_DISPATCH_FLOAT(dy.dtype, op, {
+      pool_backward_ref<scalar_t>(g, dy.ptr<scalar_t>(), dx.ptr<scalar_t>(),
+                                  workspace ? workspace->ptr<int64_t>() : nullptr);
+    });
+    return;
+  }
+  try {
+    const PoolEntry& e = entry(g);
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(e.y_md, dy.data)},
+                                         {DNNL_ARG_DIFF_SRC, wrap(e.x_md, dx.data)},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_pd)}};
+    if (g.kind == PoolKind::max) args.emplace(DNNL_ARG_WORKSPACE, wrap(e.ws_md, workspace->data));
+    e.bwd.execute(stream(), args);
+  } catch (const dnnl::error& err) {
+    rethrow(op, err);
+  }
+}
+
+// ------------------------------------------------------------- adaptive
+
+namespace {
+
+inline int64_t bin_start(int64_t o, int64_t in, int64_t out) {
+  return (o * in) / out;
+}
+inline int64_t bin_end(int64_t o, int64_t in, int64_t out) {
+  return ((o + 1) * in + out - 1) / out;
+}
+
+template <typename T>
+void adaptive_forward(const T* x, T* y, int64_t planes, int64_t h, int64_t w, int64_t oh,
+                      int64_t ow) {
+  parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(h * w, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t p = lo; p < hi; ++p) {
+                   const T* xp = x + p * h * w;
+                   T* yp = y + p * oh * ow;
+                   for (int64_t oy = 0; oy < oh; ++oy) {
+                     const int64_t y0 = bin_start(oy, h, oh), y1 = bin_end(oy, h, oh);
+                     for (int64_t ox = 0; ox < ow; ++ox) {
+                       const int64_t x0 = bin_start(ox, w, ow), x1 = bin_end(ox, w, ow);
+                       T acc = 0;
+                       for (int64_t iy = y0; iy < y1; ++iy)
+                         for (int64_t ix = x0; ix < x1; ++ix) acc += xp[iy * w + ix];
+                       yp[oy * ow + ox] = acc / static_cast<T>((y1 - y0) * (x1 - x0));
+                     }
+                   }
+                 }
+               });
+}
+
+template <typename T>
+void adaptive_backward(const T* dy, T* dx, int64_t planes, int64_t h, int64_t w, int64_t oh,
+                       int64_t ow) {
+  parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(h * w, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t p = lo; p < hi; ++p) {
+                   T* dxp = dx + p * h * w;
+                   const T* dyp = dy + p * oh * ow;
+                   std::fill(dxp, dxp + h * w, T(0));
+                   for (int64_t oy = 0; oy < oh; ++oy) {
+                     const int64_t y0 = bin_start(oy, h, oh), y1 = bin_end(oy, h, oh);
+                     for (int64_t ox = 0; ox < ow; ++ox) {
+                       const int64_t x0 = bin_start(ox, w, ow), x1 = bin_end(ox, w, ow);
+                       const T d = dyp[oy * ow + ox] / static_cast<T>((y1 - y0) * (x1 - x0));
+                       for (int64_t iy = y0; iy < y1; ++iy)
+                         for (int64_t ix = x0; ix < x1; ++ix) dxp[iy * w + ix] += d;
+                     }
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+void adaptive_avg_pool2d_forward(const KTensor& x, const KTensor& y) {
+  TCV_CHECK(x.is_contiguous() && y.is_contiguous(),
+            "[adaptive_avg_pool2d] expects contiguous tensors");
+  TCV_DISPATCH_FLOAT(x.dtype, "adaptive_avg_pool2d", {
+    adaptive_forward<scalar_t>(x.ptr<scalar_t>(), y.ptr<scalar_t>(), x.sizes[0] * x.sizes[1],
+                               x.sizes[2], x.sizes[3], y.sizes[2], y.sizes[3]);
+  });
+}
+
+void adaptive_avg_pool2d_backward(const KTensor& dy, const KTensor& dx) {
+  TCV_CHECK(dy.is_contiguous() && dx.is_contiguous(),
+            "[adaptive_avg_pool2d_backward] expects contiguous tensors");
+  TCV_DISPATCH_FLOAT(dy.dtype, "adaptive_avg_pool2d_backward", {
+    adaptive_backward<scalar_t>(dy.ptr<scalar_t>(), dx.ptr<scalar_t>(), dx.sizes[0] * dx.sizes[1],
+                                dx.sizes[2], dx.sizes[3], dy.sizes[2], dy.sizes[3]);
+  });
+}
+
+}  // namespace tcv::kernels::cpu

@@ -1,0 +1,191 @@
+// batch_norm: known values, running-stat updates as PyTorch does them, f64
+// gradient checks, and the f32 path against the f64 reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "kernels/cpu/batch_norm.h"
+#include "support/gradcheck.h"
+
+namespace tcv {
+namespace {
+
+using testing::check_gradients;
+using testing::expect_close;
+using testing::rand_f64;
+
+TEST(BatchNorm, KnownValuesTraining) {
+  // One channel holding 1, 2, 3, 4: mean 2.5, biased var 1.25.
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 1, 2, 1});
+  Tensor w = full({1}, 2.0), b = full({1}, 0.5);
+  Tensor y = ops::batch_norm(x, w, b, Tensor(), Tensor(), /*training=*/true, 0.1, 0.0 + 1e-5);
+  const double invstd = 1.0 / std::sqrt(1.25 + 1e-5);
+  const std::vector<float> got = y.to_vector<float>();
+  const double xs[] = {1, 2, 3, 4};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[i], (xs[i] - 2.5) * invstd * 2.0 + 0.5, 1e-5);
+}
+
+TEST(BatchNorm, RunningStatsUpdateLikePyTorch) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = rand_f64({4, 3, 5, 2}, 1, -2, 3, false).to(dt);
+    Tensor rm = from_vector<double>({0.5, -1.0, 2.0}).to(dt);
+    Tensor rv = from_vector<double>({1.0, 2.0, 0.5}).to(dt);
+    const uint32_t v_mean = rm.version(), v_var = rv.version();
+    ops::batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/true, /*momentum=*/0.2);
+    EXPECT_GT(rm.version(), v_mean);
+    EXPECT_GT(rv.version(), v_var);
+    // Closed form: momentum-weighted with the batch mean and the unbiased variance.
+    const Tensor xd = x.to(DType::f64);
+    const std::vector<double> mean = ops::mean(xd, {0, 2, 3}).to_vector<double>();
+    const std::vector<double> uvar = ops::var(xd, {0, 2, 3}, /*correction=*/1).to_vector<double>();
+    const double rm0[] = {0.5, -1.0, 2.0}, rv0[] = {1.0, 2.0, 0.5};
+    const std::vector<double> rmv = rm.to_vector<double>(), rvv = rv.to_vector<double>();
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_NEAR(rmv[c], 0.8 * rm0[c] + 0.2 * mean[c], 1e-5);
+      EXPECT_NEAR(rvv[c], 0.8 * rv0[c] + 0.2 * uvar[c], 1e-5);
+    }
+  }
+}
+
+TEST(BatchNorm, EvalUsesRunningStats) {
+  Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});  // (N, C)
+  Tensor rm = from_vector<float>({1, 2}), rv = from_vector<float>({4, 9});
+  Tensor w = from_vector<float>({1, 2}), b = from_vector<float>({0, 1});
+  Tensor y = ops::batch_norm(x, w, b, rm, rv, /*training=*/false, 0.1, 1e-5);
+  const std::vector<float> got = y.to_vector<float>();
+  const float xs[] = {1, 2, 3, 4, 5, 6};
+  for (int i = 0; i < 6; ++i) {
+    const int c = i % 2;
+    const double expect = (xs[i] - (c ? 2 : 1)) / std::sqrt((c ? 9 : 4) + 1e-5) * (c ? 2 : 1) + c;
+    EXPECT_NEAR(got[i], expect, 1e-5) << i;
+  }
+  // Eval leaves the running statistics alone.
+  EXPECT_EQ(rm.to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(rv.to_vector<float>(), (std::vector<float>{4, 9}));
+}
+
+struct Case {
+  const char* name;
+  Shape x;
+  bool affine;
+  bool training;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"train_affine_4d", {3, 4, 3, 2}, true, true}, {"train_plain_4d", {2, 3, 2, 3}, false, true},
+      {"eval_affine_4d", {2, 3, 3, 3}, true, false}, {"eval_plain_4d", {2, 3, 2, 2}, false, false},
+      {"train_affine_2d", {6, 5}, true, true},       {"train_affine_3d", {2, 3, 7}, true, true}};
+}
+
+Tensor run_bn(const Case& c, const std::vector<Tensor>& in) {
+  // Running statistics are fresh per call, so repeated evaluations agree.
+  const int64_t ch = c.x[1];
+  Tensor rm = c.training ? zeros({ch}, {.dtype = in[0].dtype()})
+                         : from_vector<double>(std::vector<double>(ch, 0.1)).to(in[0].dtype());
+  Tensor rv = c.training ? ones({ch}, {.dtype = in[0].dtype()})
+                         : from_vector<double>(std::vector<double>(ch, 0.7)).to(in[0].dtype());
+  return ops::batch_norm(in[0], c.affine ? in[1] : Tensor(), c.affine ? in[2] : Tensor(), rm, rv,
+                         c.training, 0.1, 1e-5);
+}
+
+TEST(BatchNorm, GradCheckF64) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> in{rand_f64(c.x, 1), rand_f64({c.x[1]}, 2, 0.5, 1.5),
+                           rand_f64({c.x[1]}, 3)};
+    check_gradients(std::string("batch_norm/") + c.name,
+                    [&](const std::vector<Tensor>& v) { return run_bn(c, v); }, in,
+                    {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5});
+  }
+}
+
+TEST(BatchNorm, F32MatchesReference) {
+  std::vector<Case> all = cases();
+  all.push_back({"train_affine_c32", {8, 32, 7, 5}, true, true});
+  all.push_back({"eval_affine_c32", {4, 32, 6, 6}, true, false});
+  uint64_t seed = 100;
+  for (const Case& c : all) {
+    SCOPED_TRACE(c.name);
+    seed += 10;
+    std::vector<Tensor> in64{rand_f64(c.x, seed, -2, 3), rand_f64({c.x[1]}, seed + 1, 0.5, 1.5),
+                             rand_f64({c.x[1]}, seed + 2)};
+    std::vector<Tensor> in32;
+    for (const Tensor& t : in64) {
+      Tensor f = t.detach().to(DType::f32);
+      f.set_requires_grad(true);
+      in32.push_back(f);
+    }
+    Tensor y64 = run_bn(c, in64);
+    Tensor dy = rand_f64(y64.shape(), seed + 3, -1, 1, false);
+    y64.backward(dy);
+    Tensor y32 = run_bn(c, in32);
+    y32.backward(dy.to(DType::f32));
+    expect_close(y32, y64, 1e-4, 1e-4, std::string(c.name) + " y");
+    expect_close(in32[0].grad(), in64[0].grad(), 1e-4, 1e-3, std::string(c.name) + " dx");
+    if (c.affine) {
+      expect_close(in32[1].grad(), in64[1].grad(), 1e-3, 1e-4, std::string(c.name) + " dweight");
+      expect_close(in32[2].grad(), in64[2].grad(), 1e-3, 1e-4, std::string(c.name) + " dbias");
+    }
+  }
+}
+
+// The direct loops against oneDNN's batch norm on the same f32 data.
+TEST(BatchNorm, LoopsMatchOneDnn) {
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval");
+    const kernels::BatchNormGeom g{.n = 4, .c = 5, .l = 21, .eps = 1e-5};
+    Tensor x = rand_f64({4, 5, 21}, 1, -2, 3, false).to(DType::f32);
+    Tensor dy = rand_f64({4, 5, 21}, 2, -1, 1, false).to(DType::f32);
+    Tensor w = rand_f64({5}, 3, 0.5, 1.5, false).to(DType::f32);
+    Tensor b = rand_f64({5}, 4, -1, 1, false).to(DType::f32);
+    Tensor stats[2][2], y[2], dx[2], dw[2], db[2];
+    for (int impl = 0; impl < 2; ++impl) {
+      for (int k = 0; k < 2; ++k)
+        stats[impl][k] =
+            training ? zeros({5}) : rand_f64({5}, 5 + k, 0.2, 1.0, false).to(DType::f32);
+      y[impl] = empty({4, 5, 21});
+      dx[impl] = empty({4, 5, 21});
+      dw[impl] = empty({5});
+      db[impl] = empty({5});
+      const kernels::KTensor wk = w.k(), bk = b.k(), dxk = dx[impl].k(), dwk = dw[impl].k(),
+                             dbk = db[impl].k();
+      const kernels::KTensor mk = stats[impl][0].k(), vk = stats[impl][1].k();
+      if (impl == 0) {
+        if (training)
+          kernels::cpu::batch_norm_forward_train(g, x.k(), &wk, &bk, y[impl].k(), mk, vk);
+        else
+          kernels::cpu::batch_norm_forward_eval(g, x.k(), &wk, &bk, mk, vk, y[impl].k());
+        kernels::cpu::batch_norm_backward(g, training, x.k(), dy.k(), &wk, mk, vk, &dxk, &dwk,
+                                          &dbk);
+      } else {
+        if (training)
+          kernels::cpu::batch_norm_forward_train_onednn(g, x.k(), &wk, &bk, y[impl].k(), mk, vk);
+        else
+          kernels::cpu::batch_norm_forward_eval_onednn(g, x.k(), &wk, &bk, mk, vk, y[impl].k());
+        kernels::cpu::batch_norm_backward_onednn(g, training, x.k(), dy.k(), &wk, mk, vk, &dxk,
+                                                 &dwk, &dbk);
+      }
+    }
+    expect_close(stats[0][0], stats[1][0], 1e-5, 1e-5, "mean");
+    expect_close(stats[0][1], stats[1][1], 1e-5, 1e-5, "var");
+    expect_close(y[0], y[1], 1e-5, 1e-5, "y");
+    expect_close(dx[0], dx[1], 1e-5, 1e-4, "dx");
+    expect_close(dw[0], dw[1], 1e-4, 1e-5, "dweight");
+    expect_close(db[0], db[1], 1e-4, 1e-5, "dbias");
+  }
+}
+
+TEST(BatchNorm, Errors) {
+  Tensor x = zeros({2, 3, 4, 4});
+  EXPECT_THROW(ops::batch_norm(x, zeros({4}), Tensor(), Tensor(), Tensor(), true), Error);
+  EXPECT_THROW(ops::batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
+  EXPECT_THROW(ops::batch_norm(zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
+  EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), zeros({3}), Tensor(), true), Error);
+}
+
+}  // namespace
+}  // namespace tcv

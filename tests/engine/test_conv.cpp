@@ -1,0 +1,198 @@
+// conv2d: known values, f64 gradient checks against central differences, and the
+// oneDNN f32 path against the f64 reference loops, forward and every gradient.
+#include <gtest/gtest.h>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "kernels/cpu/conv.h"
+#include "support/gradcheck.h"
+
+namespace tcv {
+namespace {
+
+using testing::check_gradients;
+using testing::expect_close;
+using testing::rand_f64;
+
+struct Case {
+  const char* name;
+  Shape x;  // (N, C, H, W)
+  Shape w;  // (K, C/groups, R, S)
+  bool bias;
+  ops::Conv2dParams p;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"basic_pad1", {2, 3, 7, 9}, {4, 3, 3, 3}, true, {}},
+      {"stride2", {2, 3, 8, 7}, {4, 3, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
+      {"dilation2", {1, 2, 9, 8}, {3, 2, 3, 3}, true, {.padding = {2, 2}, .dilation = {2, 2}}},
+      {"groups2", {2, 4, 6, 6}, {6, 2, 3, 3}, true, {.padding = {1, 1}, .groups = 2}},
+      {"depthwise", {2, 4, 7, 7}, {4, 1, 3, 3}, true, {.padding = {1, 1}, .groups = 4}},
+      {"depthwise_mult2", {1, 3, 6, 5}, {6, 1, 3, 3}, false, {.stride = {2, 1}, .groups = 3}},
+      {"no_bias", {2, 3, 5, 5}, {2, 3, 3, 3}, false, {.padding = {1, 1}}},
+      {"odd_1x1", {3, 5, 3, 4}, {7, 5, 1, 1}, true, {}},
+      {"odd_5x3_asym", {1, 2, 9, 6}, {3, 2, 5, 3}, true, {.stride = {2, 3}, .padding = {2, 0}}},
+  };
+}
+
+Tensor run_conv(const Case& c, const std::vector<Tensor>& in) {
+  return ops::conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.p);
+}
+
+TEST(Conv2d, KnownValuesOnes) {
+  Tensor x = ones({1, 1, 4, 4});
+  Tensor w = ones({1, 1, 3, 3});
+  Tensor b = full({1}, 0.5);
+  Tensor y = ops::conv2d(x, w, b, {.padding = {1, 1}});
+  ASSERT_EQ(y.shape(), (Shape{1, 1, 4, 4}));
+  // Corners see 4 inputs, edges 6, the inside 9; plus the bias.
+  const std::vector<float> expect{4.5, 6.5, 6.5, 4.5, 6.5, 9.5, 9.5, 6.5,
+                                  6.5, 9.5, 9.5, 6.5, 4.5, 6.5, 6.5, 4.5};
+  EXPECT_EQ(y.to_vector<float>(), expect);
+}
+
+TEST(Conv2d, KnownValuesStrideDilation) {
+  // x[i] = i over a 5x5 plane; a 2x2 kernel of ones dilated by 2, stride 2:
+  // y[0,0] = x[0,0] + x[0,2] + x[2,0] + x[2,2] = 0 + 2 + 10 + 12.
+  Tensor x = arange(0, 25, 1, {.dtype = DType::f32}).reshape({1, 1, 5, 5});
+  Tensor w = ones({1, 1, 2, 2});
+  Tensor y = ops::conv2d(x, w, Tensor(), {.stride = {2, 2}, .dilation = {2, 2}});
+  ASSERT_EQ(y.shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{24, 32, 64, 72}));
+}
+
+TEST(Conv2d, OutputShapes) {
+  Tensor x = zeros({2, 4, 11, 10});
+  EXPECT_EQ(
+      ops::conv2d(x, zeros({8, 4, 3, 3}), Tensor(), {.stride = {2, 2}, .padding = {1, 1}}).shape(),
+      (Shape{2, 8, 6, 5}));
+  EXPECT_EQ(
+      ops::conv2d(x, zeros({8, 2, 3, 3}), Tensor(), {.dilation = {2, 3}, .groups = 2}).shape(),
+      (Shape{2, 8, 7, 4}));
+}
+
+TEST(Conv2d, GradCheckF64) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> in{rand_f64(c.x, 1), rand_f64(c.w, 2), rand_f64({c.w[0]}, 3)};
+    if (!c.bias) in[2] = Tensor();
+    const int64_t checked =
+        check_gradients(std::string("conv2d/") + c.name,
+                        [&](const std::vector<Tensor>& v) { return run_conv(c, v); }, in,
+                        {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5});
+    EXPECT_GT(checked, 0);
+  }
+}
+
+// The f32 oneDNN path against the f64 reference, forward and all gradients.
+void compare_f32_with_f64(const Case& c, uint64_t seed) {
+  std::vector<Tensor> in64{rand_f64(c.x, seed), rand_f64(c.w, seed + 1),
+                           c.bias ? rand_f64({c.w[0]}, seed + 2) : Tensor()};
+  std::vector<Tensor> in32;
+  for (const Tensor& t : in64) {
+    if (!t.defined()) {
+      in32.emplace_back();
+      continue;
+    }
+    Tensor f = t.detach().to(DType::f32);
+    f.set_requires_grad(true);
+    in32.push_back(f);
+  }
+  Tensor y64 = run_conv(c, in64);
+  Tensor dy64 = rand_f64(y64.shape(), seed + 3, -1, 1, false);
+  y64.backward(dy64);
+  Tensor y32 = run_conv(c, in32);
+  ASSERT_EQ(y32.dtype(), DType::f32);
+  y32.backward(dy64.to(DType::f32));
+  expect_close(y32, y64, 1e-4, 1e-4, std::string(c.name) + " y");
+  const char* names[] = {"dx", "dweight", "dbias"};
+  for (size_t i = 0; i < in64.size(); ++i) {
+    if (!in64[i].defined()) continue;
+    ASSERT_TRUE(in32[i].grad().defined()) << c.name << " " << names[i];
+    expect_close(in32[i].grad(), in64[i].grad(), 2e-4, 2e-4, std::string(c.name) + " " + names[i]);
+  }
+}
+
+TEST(Conv2d, OneDnnF32MatchesReference) {
+  uint64_t seed = 10;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    compare_f32_with_f64(c, seed += 10);
+  }
+}
+
+TEST(Conv2d, OneDnnF32MatchesReferenceBlockedShapes) {
+  // Channel counts that are multiples of 16 take oneDNN's blocked JIT kernels.
+  const std::vector<Case> big{
+      {"c32_k48_pad1", {2, 32, 10, 9}, {48, 32, 3, 3}, true, {.padding = {1, 1}}},
+      {"c32_stride2", {2, 32, 9, 9}, {32, 32, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
+      {"c64_1x1", {2, 64, 5, 5}, {16, 64, 1, 1}, false, {}},
+      {"dw32", {2, 32, 8, 8}, {32, 1, 3, 3}, true, {.padding = {1, 1}, .groups = 32}},
+      {"g2_c32",
+       {1, 32, 7, 7},
+       {32, 16, 3, 3},
+       true,
+       {.padding = {2, 2}, .dilation = {2, 2}, .groups = 2}},
+  };
+  uint64_t seed = 500;
+  for (const Case& c : big) {
+    SCOPED_TRACE(c.name);
+    compare_f32_with_f64(c, seed += 10);
+  }
+}
+
+TEST(Conv2d, NonContiguousInput) {
+  Tensor base = rand_f64({2, 6, 5, 3}, 7, -1, 1, false);  // (N, H, W, C) memory
+  Tensor x = base.permute({0, 3, 1, 2});                  // (N, C, H, W) view
+  ASSERT_FALSE(x.is_contiguous());
+  Tensor w = rand_f64({4, 3, 3, 3}, 8, -1, 1, false);
+  Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+  Tensor y_ref = ops::conv2d(x.contiguous(), w, Tensor(), {.padding = {1, 1}});
+  expect_close(y, y_ref, 0, 0, "f64 view");
+  Tensor y32 = ops::conv2d(x.to(DType::f32), w.to(DType::f32), Tensor(), {.padding = {1, 1}});
+  expect_close(y32, y_ref, 1e-5, 1e-5, "f32 view");
+}
+
+TEST(Conv2d, OnlyRequestedGradients) {
+  Tensor x = rand_f64({1, 2, 5, 5}, 1, -1, 1, false).to(DType::f32);
+  Tensor w = rand_f64({3, 2, 3, 3}, 2).to(DType::f32).detach();
+  w.set_requires_grad(true);
+  Tensor y = ops::conv2d(x, w);
+  ops::sum(y).backward();
+  EXPECT_FALSE(x.grad().defined());
+  ASSERT_TRUE(w.grad().defined());
+  // d sum(y) / dw[k, c, r, s] = sum of the x window the tap sees.
+  Tensor xs = x.narrow(1, 0, 1).narrow(2, 0, 3).narrow(3, 0, 3);  // channel 0
+  EXPECT_NEAR(w.grad().to_vector<float>()[0], ops::sum(xs).item(), 1e-4);
+}
+
+TEST(Conv2d, PrimitivesAreCached) {
+  Tensor x = rand_f64({2, 16, 6, 6}, 3, -1, 1, false).to(DType::f32);
+  Tensor w = rand_f64({16, 16, 3, 3}, 4, -1, 1, false).to(DType::f32);
+  ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+  const size_t n = kernels::cpu::conv2d_cache_size();
+  for (int i = 0; i < 3; ++i) ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+  EXPECT_EQ(kernels::cpu::conv2d_cache_size(), n);
+  ops::conv2d(x, w, Tensor(), {.stride = {2, 2}, .padding = {1, 1}});
+  EXPECT_EQ(kernels::cpu::conv2d_cache_size(), n + 1);
+}
+
+TEST(Conv2d, Errors) {
+  Tensor x = zeros({1, 4, 5, 5});
+  EXPECT_THROW(ops::conv2d(x, zeros({2, 3, 3, 3})), Error);                           // channels
+  EXPECT_THROW(ops::conv2d(x, zeros({3, 2, 3, 3}), Tensor(), {.groups = 2}), Error);  // K % groups
+  EXPECT_THROW(ops::conv2d(x, zeros({2, 4, 3, 3}), zeros({3})), Error);               // bias
+  EXPECT_THROW(ops::conv2d(zeros({4, 5, 5}), zeros({2, 4, 3, 3})), Error);            // 3-D input
+  EXPECT_THROW(ops::conv2d(x, zeros({2, 4, 7, 7})), Error);                           // too small
+  EXPECT_THROW(ops::conv2d(x, zeros({2, 4, 3, 3}, {.dtype = DType::f64})), Error);    // dtypes
+  try {
+    ops::conv2d(x, zeros({2, 3, 3, 3}));
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[conv2d]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(2, 3, 3, 3)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tcv

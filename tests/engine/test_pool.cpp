@@ -1,0 +1,193 @@
+// Pooling: known values, PyTorch's output-size rules, f64 gradient checks, and
+// the oneDNN f32 path against the f64 reference.
+#include <gtest/gtest.h>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "support/gradcheck.h"
+
+namespace tcv {
+namespace {
+
+using testing::check_gradients;
+using testing::expect_close;
+using testing::rand_f64;
+
+Tensor plane_4x4() {
+  return arange(0, 16, 1, {.dtype = DType::f32}).reshape({1, 1, 4, 4});
+}
+
+TEST(Pool, MaxKnownValuesAndArgmaxRouting) {
+  Tensor x = plane_4x4();
+  x.set_requires_grad(true);
+  Tensor y = ops::max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}});
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{5, 7, 13, 15}));
+  y.backward(from_vector<float>({1, 2, 3, 4}, {1, 1, 2, 2}));
+  // Each dy lands on its window's maximum, everything else gets zero.
+  std::vector<float> expect(16, 0.f);
+  expect[5] = 1, expect[7] = 2, expect[13] = 3, expect[15] = 4;
+  EXPECT_EQ(x.grad().to_vector<float>(), expect);
+}
+
+TEST(Pool, AvgKnownValuesPadding) {
+  Tensor x = ones({1, 1, 3, 3});
+  // 3x3 windows, stride 1, padding 1: corners see 4 real values of 9.
+  Tensor inc = ops::avg_pool2d(x, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}});
+  EXPECT_NEAR(inc.to_vector<float>()[0], 4.0 / 9.0, 1e-6);
+  EXPECT_NEAR(inc.to_vector<float>()[4], 1.0, 1e-6);
+  Tensor exc = ops::avg_pool2d(
+      x, {.kernel = {3, 3}, .stride = {1, 1}, .padding = {1, 1}, .count_include_pad = false});
+  EXPECT_EQ(exc.to_vector<float>(), std::vector<float>(9, 1.f));
+}
+
+TEST(Pool, CeilModeShapesLikePyTorch) {
+  Tensor x = zeros({1, 1, 5, 5});
+  EXPECT_EQ(ops::max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}}).shape(), (Shape{1, 1, 2, 2}));
+  EXPECT_EQ(ops::max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true}).shape(),
+            (Shape{1, 1, 3, 3}));
+  // The last window would start in the right padding: PyTorch drops it.
+  Tensor x6 = zeros({1, 1, 6, 6});
+  EXPECT_EQ(ops::max_pool2d(
+                x6, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+                .shape(),
+            (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(
+      ops::avg_pool2d(zeros({1, 1, 7, 7}),
+                      {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true})
+          .shape(),
+      (Shape{1, 1, 4, 4}));
+}
+
+TEST(Pool, AvgCeilModeDivisorLikePyTorch) {
+  // torch.nn.functional.avg_pool2d(torch.ones(1, 1, 4, 4), 3, 2, 1, ceil_mode=True) is
+  // [[4/9, 6/9, 3/9], [6/9, 1, 1/2], [3/9, 1/2, 1/4]]: the last window (rows 3..5)
+  // overhangs h + pad = 5, so its divisor counts 2 rows, not the kernel's 3.
+  Tensor y =
+      ops::avg_pool2d(ones({1, 1, 4, 4}),
+                      {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true});
+  ASSERT_EQ(y.shape(), (Shape{1, 1, 3, 3}));
+  const std::vector<float> got = y.to_vector<float>();
+  EXPECT_NEAR(got[0], 4.0 / 9.0, 1e-6);
+  EXPECT_NEAR(got[4], 1.0, 1e-6);
+  EXPECT_NEAR(got[8], 0.25, 1e-6);
+  EXPECT_NEAR(got[5], 0.5, 1e-6);
+  EXPECT_NEAR(got[2], 3.0 / 9.0, 1e-6);
+}
+
+TEST(Pool, AdaptiveKnownValues) {
+  // 5 -> 3 bins: [0, 2), [1, 4), [3, 5) (PyTorch's floor/ceil edges).
+  Tensor x = arange(0, 5, 1, {.dtype = DType::f32}).reshape({1, 1, 1, 5});
+  Tensor y = ops::adaptive_avg_pool2d(x, {1, 3});
+  const std::vector<float> got = y.to_vector<float>();
+  EXPECT_NEAR(got[0], 0.5, 1e-6);
+  EXPECT_NEAR(got[1], 2.0, 1e-6);
+  EXPECT_NEAR(got[2], 3.5, 1e-6);
+  Tensor g = ops::adaptive_avg_pool2d(rand_f64({2, 3, 7, 6}, 1, -1, 1, false), {1, 1});
+  expect_close(g, ops::mean(rand_f64({2, 3, 7, 6}, 1, -1, 1, false), {2, 3}, true), 1e-12, 1e-12,
+               "global pool");
+}
+
+struct Case {
+  const char* name;
+  Shape x;
+  ops::Pool2dParams p;
+  int kind;  // 0 max, 1 avg, 2 adaptive
+  std::array<int64_t, 2> out{1, 1};
+};
+
+std::vector<Case> cases() {
+  return {
+      {"max_2x2", {2, 3, 6, 6}, {.kernel = {2, 2}, .stride = {2, 2}}, 0},
+      {"max_3x3_s2_p1", {2, 2, 7, 8}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, 0},
+      {"max_ceil", {1, 2, 7, 7}, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true}, 0},
+      {"max_ceil_pad",
+       {1, 2, 8, 7},
+       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true},
+       0},
+      {"max_rect", {2, 2, 9, 5}, {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}}, 0},
+      {"avg_2x2", {2, 3, 6, 6}, {.kernel = {2, 2}, .stride = {2, 2}}, 1},
+      {"avg_pad_include", {2, 2, 7, 6}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, 1},
+      {"avg_pad_exclude",
+       {2, 2, 7, 6},
+       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false},
+       1},
+      {"avg_ceil", {1, 2, 7, 7}, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true}, 1},
+      {"avg_ceil_pad_include",
+       {1, 2, 6, 8},
+       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true},
+       1},
+      {"avg_ceil_pad_exclude",
+       {1, 2, 6, 8},
+       {.kernel = {3, 3},
+        .stride = {2, 2},
+        .padding = {1, 1},
+        .ceil_mode = true,
+        .count_include_pad = false},
+       1},
+      {"adaptive_5x7_to_3x2", {2, 3, 5, 7}, {}, 2, {3, 2}},
+      {"adaptive_6x6_to_4x5", {1, 2, 6, 6}, {}, 2, {4, 5}},
+      {"adaptive_global", {2, 3, 4, 5}, {}, 2, {1, 1}},
+      {"adaptive_upsample", {1, 2, 3, 2}, {}, 2, {5, 4}},
+  };
+}
+
+Tensor run_pool(const Case& c, const Tensor& x) {
+  if (c.kind == 0) return ops::max_pool2d(x, c.p);
+  if (c.kind == 1) return ops::avg_pool2d(x, c.p);
+  return ops::adaptive_avg_pool2d(x, c.out);
+}
+
+TEST(Pool, GradCheckF64) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    // Distinct values keep max pooling away from ties (its kinks).
+    Tensor x = rand_f64(c.x, 7);
+    check_gradients(std::string("pool/") + c.name,
+                    [&](const std::vector<Tensor>& v) { return run_pool(c, v[0]); }, {x},
+                    {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5, .kink = 1e-4});
+  }
+}
+
+TEST(Pool, OneDnnF32MatchesReference) {
+  std::vector<Case> all = cases();
+  all.push_back(
+      {"max_c32", {4, 32, 12, 12}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, 0});
+  all.push_back({"avg_c32_ceil",
+                 {4, 32, 11, 11},
+                 {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true},
+                 1});
+  uint64_t seed = 40;
+  for (const Case& c : all) {
+    SCOPED_TRACE(c.name);
+    Tensor x64 = rand_f64(c.x, seed += 3);
+    Tensor x32 = x64.detach().to(DType::f32);
+    x32.set_requires_grad(true);
+    Tensor y64 = run_pool(c, x64);
+    Tensor dy = rand_f64(y64.shape(), seed + 1, -1, 1, false);
+    y64.backward(dy);
+    Tensor y32 = run_pool(c, x32);
+    y32.backward(dy.to(DType::f32));
+    expect_close(y32, y64, 1e-6, 1e-5, std::string(c.name) + " y");
+    expect_close(x32.grad(), x64.grad(), 1e-6, 1e-5, std::string(c.name) + " dx");
+  }
+}
+
+TEST(Pool, NonContiguousInput) {
+  Tensor base = rand_f64({2, 6, 6, 3}, 9, -1, 1, false).to(DType::f32);
+  Tensor x = base.permute({0, 3, 1, 2});
+  ASSERT_FALSE(x.is_contiguous());
+  const ops::Pool2dParams p{.kernel = {2, 2}, .stride = {2, 2}};
+  expect_close(ops::max_pool2d(x, p), ops::max_pool2d(x.contiguous(), p), 0, 0, "max view");
+  expect_close(ops::avg_pool2d(x, p), ops::avg_pool2d(x.contiguous(), p), 0, 0, "avg view");
+}
+
+TEST(Pool, Errors) {
+  Tensor x = zeros({1, 1, 4, 4});
+  EXPECT_THROW(ops::max_pool2d(x, {.kernel = {2, 2}, .stride = {2, 2}, .padding = {2, 2}}), Error);
+  EXPECT_THROW(ops::max_pool2d(zeros({1, 4, 4}), {}), Error);
+  EXPECT_THROW(ops::max_pool2d(x, {.kernel = {5, 5}, .stride = {1, 1}}), Error);
+  EXPECT_THROW(ops::adaptive_avg_pool2d(x, {0, 2}), Error);
+}
+
+}  // namespace
+}  // namespace tcv
