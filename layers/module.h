@@ -2,6 +2,7 @@
 // and children in torchvision's naming ("layer1.0.conv1.weight").
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,6 +16,21 @@ namespace tcv::nn {
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
 enum class Strict : uint8_t { no, yes };
+
+/// A (height, width) pair that a single number also fills, like PyTorch's
+/// `kernel_size=3` vs `kernel_size=(3, 5)`: `Size2 k = 3;` or `Size2 k = {3, 5};`.
+struct Size2 {
+  int64_t h = 0, w = 0;
+  constexpr Size2() = default;
+  constexpr Size2(int64_t v) : h(v), w(v) {}  // NOLINT: implicit, like torch's int-or-tuple
+  constexpr Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  std::array<int64_t, 2> arr() const { return {h, w}; }
+  bool operator==(const Size2&) const = default;
+  /// "3" when square, "(3, 5)" otherwise, as PyTorch prints int-or-tuple arguments.
+  std::string str() const;
+  /// Always "(3, 3)", as PyTorch prints Conv2d's normalised tuples.
+  std::string tuple_str() const;
+};
 
 class Module {
  public:
@@ -83,5 +99,8 @@ class Module {
 };
 
 using ModulePtr = std::shared_ptr<Module>;
+
+/// A double as Python's repr writes it ("1e-05", "0.1", "2.0"), for extra_repr().
+std::string repr_float(double v);
 
 }  // namespace tcv::nn

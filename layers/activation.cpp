@@ -1,0 +1,11 @@
+#include "layers/activation.h"
+
+#include "engine/ops/elementwise.h"
+
+namespace tcv::nn {
+
+Tensor ReLU::forward(const Tensor& x) {
+  return ops::relu(x);
+}
+
+}  // namespace tcv::nn

@@ -1,0 +1,26 @@
+// Dropout, as torch.nn.Dropout.
+#pragma once
+
+#include "layers/module.h"
+
+namespace tcv {
+class Generator;
+}
+
+namespace tcv::nn {
+
+/// In training, zeroes each element with probability p and scales the rest by
+/// 1/(1-p); in eval, the identity.
+class Dropout : public Module {
+ public:
+  /// gen: the generator masks are drawn from (the default one when null).
+  explicit Dropout(double p = 0.5, Generator* gen = nullptr);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+
+  double p;
+  Generator* generator;
+};
+
+}  // namespace tcv::nn

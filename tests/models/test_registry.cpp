@@ -1,0 +1,148 @@
+// The model registry and the Fashion-MNIST models: names, errors, shapes,
+// parameter counts and key names equal to the PyTorch equivalents, init, and a
+// few training steps that lower the loss.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/ops.h"
+#include "models/cls/fmnist.h"
+#include "models/registry.h"
+#include "support/gradcheck.h"
+#include "train/optim.h"
+
+namespace tcv {
+namespace {
+
+std::vector<std::string> keys(const nn::StateDict& sd) {
+  std::vector<std::string> k;
+  for (const auto& [n, t] : sd) k.push_back(n);
+  return k;
+}
+
+bool has_key(const nn::StateDict& sd, const std::string& key) {
+  return std::any_of(sd.begin(), sd.end(), [&](const auto& p) { return p.first == key; });
+}
+
+TEST(Registry, ListsBuiltinsWithDescriptions) {
+  models::register_builtin_models();
+  models::register_builtin_models();  // idempotent
+  const auto names = models::model_names();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  EXPECT_NE(std::find(names.begin(), names.end(), "fmnist_cnn"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "fmnist_resnet"), names.end());
+  EXPECT_NE(models::model_description("fmnist_cnn").find("421,642"), std::string::npos);
+  EXPECT_FALSE(models::model_description("fmnist_resnet").empty());
+}
+
+TEST(Registry, UnknownNameListsKnownOnes) {
+  models::register_builtin_models();
+  try {
+    models::create_model("resnet9000", {});
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("unknown model \"resnet9000\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find("fmnist_cnn"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("fmnist_resnet"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(models::model_description("nope"), Error);
+  EXPECT_THROW(models::create_model("fmnist_cnn", {.num_classes = 0}), Error);
+}
+
+TEST(Registry, CustomModelsAndDuplicates) {
+  models::register_model(
+      "test_linear",
+      [](const models::ModelOptions& o) {
+        return std::make_shared<nn::Linear>(o.in_channels, o.num_classes);
+      },
+      "a linear layer for tests");
+  auto m = models::create_model("test_linear", {.num_classes = 4, .in_channels = 6});
+  EXPECT_EQ(m->num_parameters(), 6 * 4 + 4);
+  EXPECT_EQ(models::model_description("test_linear"), "a linear layer for tests");
+  EXPECT_THROW(models::register_model(
+                   "test_linear",
+                   [](const models::ModelOptions&) { return std::make_shared<nn::ReLU>(); }, ""),
+               Error);
+}
+
+TEST(FmnistCnn, ShapesCountsAndNames) {
+  models::register_builtin_models();
+  auto m = models::create_model("fmnist_cnn", {.num_classes = 10, .in_channels = 1});
+  EXPECT_EQ(m->num_parameters(), 421642);
+  EXPECT_EQ(m->forward(randn({2, 1, 28, 28})).shape(), (Shape{2, 10}));
+  auto rgb = models::create_model("fmnist_cnn", {.num_classes = 5, .in_channels = 3});
+  const auto sd = rgb->state_dict();
+  EXPECT_EQ(sd[0].second.shape(), (Shape{32, 3, 3, 3}));
+  EXPECT_EQ(sd[4].first, "7.weight");  // the keys of bench/compare/fmnist_cnn_torch.py
+  EXPECT_EQ(sd[4].second.shape(), (Shape{128, 3136}));
+  EXPECT_EQ(sd[7].second.shape(), (Shape{5}));
+  EXPECT_EQ(rgb->num_parameters(), 421642 + 32 * 2 * 9 - 5 * 129);
+  EXPECT_THROW(m->forward(randn({2, 1, 32, 32})), Error);
+}
+
+TEST(FmnistResNet, ShapesCountsNamesAndInit) {
+  manual_seed(0);
+  models::register_builtin_models();
+  auto m = models::create_model("fmnist_resnet", {.num_classes = 10, .in_channels = 1});
+  // The same count and number of entries as the torch.nn equivalent (PyTorch 1.13).
+  EXPECT_EQ(m->num_parameters(), 696042);
+  const auto sd = m->state_dict();
+  EXPECT_EQ(sd.size(), 92u);
+  const auto names = keys(sd);
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 8),
+            (std::vector<std::string>{"conv1.weight", "bn1.weight", "bn1.bias", "bn1.running_mean",
+                                      "bn1.running_var", "bn1.num_batches_tracked",
+                                      "layer1.0.conv1.weight", "layer1.0.bn1.weight"}));
+  EXPECT_TRUE(has_key(sd, "layer2.0.downsample.0.weight"));
+  EXPECT_TRUE(has_key(sd, "layer3.0.downsample.1.running_var"));
+  EXPECT_TRUE(has_key(sd, "layer3.1.bn2.num_batches_tracked"));
+  EXPECT_FALSE(has_key(sd, "layer1.0.downsample.0.weight"));
+  EXPECT_FALSE(has_key(sd, "layer2.1.downsample.0.weight"));
+  EXPECT_EQ(sd.back().first, "fc.bias");
+
+  auto* net = dynamic_cast<models::cls::FmnistResNet*>(m.get());
+  ASSERT_NE(net, nullptr);
+  // torchvision's init: kaiming_normal_(fan_out, relu) convs; BN weight 1, bias 0.
+  auto block = net->layer3->at<models::cls::BasicBlock>(1);
+  const auto w = block->conv2->weight.to_vector<double>();
+  double ss = 0;
+  for (double v : w) ss += v * v;
+  const double want = std::sqrt(2.0 / (128 * 9));
+  EXPECT_NEAR(std::sqrt(ss / static_cast<double>(w.size())), want, 0.02 * want);
+  EXPECT_EQ(block->bn2->weight.to_vector<float>(), std::vector<float>(128, 1.0f));
+  EXPECT_EQ(block->bn2->bias.to_vector<float>(), std::vector<float>(128, 0.0f));
+
+  Tensor x = randn({2, 1, 28, 28});
+  EXPECT_EQ(m->forward(x).shape(), (Shape{2, 10}));
+  m->eval();
+  testing::expect_close(m->forward(x), m->forward(x), 0, 0, "eval is deterministic");
+  EXPECT_NE(m->str().find("(downsample): Sequential("), std::string::npos);
+}
+
+TEST(FmnistModels, TrainingStepsLowerTheLoss) {
+  manual_seed(3);
+  models::register_builtin_models();
+  Tensor x = randn({8, 1, 28, 28});
+  Tensor y = from_vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7});
+  for (const char* name : {"fmnist_cnn", "fmnist_resnet"}) {
+    auto m = models::create_model(name, {.num_classes = 10, .in_channels = 1});
+    train::SGD opt(m->named_parameters(), {.lr = 0.05, .momentum = 0.9});
+    double first = 0, last = 0;
+    for (int it = 0; it < 5; ++it) {
+      opt.zero_grad();
+      Tensor loss = ops::cross_entropy(m->forward(x), y);
+      loss.backward();
+      opt.step();
+      (it == 0 ? first : last) = loss.item();
+    }
+    EXPECT_NEAR(first, std::log(10.0), 1.0) << name;
+    EXPECT_LT(last, 0.85 * first) << name << ": " << first << " -> " << last;
+  }
+}
+
+}  // namespace
+}  // namespace tcv

@@ -1,0 +1,255 @@
+#include "train/optim.h"
+
+#include <cmath>
+#include <map>
+
+#include "engine/autograd.h"
+#include "engine/ops/elementwise.h"
+#include "kernels/cpu/optim.h"
+
+namespace tcv::train {
+
+namespace {
+
+/// Whether the fused CPU loop can run over p, its grad and its state.
+bool fused_ok(const Tensor& p, const Tensor& g) {
+  return p.device().is_cpu() && (p.dtype() == DType::f32 || p.dtype() == DType::f64) &&
+         p.is_contiguous() && g.dtype() == p.dtype() && g.device() == p.device();
+}
+
+/// State tensor for `p`: same dtype/device, contiguous, owned (not an alias of `src`).
+Tensor adopt_state(const Tensor& src, const Tensor& p) {
+  return src.detach().to(p.device()).to(p.dtype()).clone().detach();
+}
+
+std::map<std::string, Tensor> to_map(const nn::StateDict& state) {
+  std::map<std::string, Tensor> m;
+  for (const auto& [k, t] : state) m[k] = t;
+  return m;
+}
+
+int64_t load_step(const char* op, std::map<std::string, Tensor>& state) {
+  auto it = state.find("step");
+  TCV_CHECK(it != state.end(), "[", op, "::load_state_dict] missing entry \"step\"");
+  TCV_CHECK(it->second.defined() && it->second.numel() == 1, "[", op,
+            "::load_state_dict] \"step\" must hold one value, got shape ",
+            it->second.defined() ? it->second.shape_str() : std::string("undefined"));
+  const int64_t step = static_cast<int64_t>(it->second.item());
+  TCV_CHECK(step >= 0, "[", op, "::load_state_dict] \"step\" is negative: ", step);
+  state.erase(it);
+  return step;
+}
+
+/// Takes "<prefix>.<param name>" out of `state`, checked against the parameter's shape.
+Tensor take_state(const char* op, std::map<std::string, Tensor>& state, const std::string& prefix,
+                  const std::string& name, const Tensor& p) {
+  const std::string key = prefix + "." + name;
+  auto it = state.find(key);
+  if (it == state.end()) return Tensor();
+  Tensor t = it->second;
+  state.erase(it);
+  TCV_CHECK(t.defined() && t.shape() == p.shape(), "[", op, "::load_state_dict] \"", key,
+            "\" has shape ", t.defined() ? t.shape_str() : std::string("undefined"),
+            " but parameter \"", name, "\" has shape ", p.shape_str());
+  return adopt_state(t, p);
+}
+
+void check_no_leftovers(const char* op, const std::map<std::string, Tensor>& state,
+                        const char* valid) {
+  if (state.empty()) return;
+  std::string keys;
+  for (const auto& [k, t] : state) keys += (keys.empty() ? "\"" : ", \"") + k + "\"";
+  TCV_THROW("[", op, "::load_state_dict] unexpected keys: ", keys, " (expected \"step\" and ",
+            valid, " for this optimizer's parameters)");
+}
+
+Tensor step_tensor(int64_t step) {
+  return scalar_tensor(static_cast<double>(step), {.dtype = DType::i64});
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Optimizer
+
+Optimizer::Optimizer(nn::StateDict named_params, double lr)
+    : params_(std::move(named_params)), lr_(lr) {
+  TCV_CHECK(lr >= 0.0, "[Optimizer] learning rate must be non-negative, got ", lr);
+  std::map<std::string, int> seen;
+  for (const auto& [name, p] : params_) {
+    TCV_CHECK(p.defined(), "[Optimizer] parameter \"", name, "\" is undefined");
+    TCV_CHECK(is_floating(p.dtype()), "[Optimizer] parameter \"", name, "\" must be floating, got ",
+              dtype_name(p.dtype()));
+    TCV_CHECK(seen[name]++ == 0, "[Optimizer] parameter name \"", name, "\" appears twice");
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& [name, p] : params_) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      g.zero_();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- SGD
+
+SGD::SGD(nn::StateDict named_params, SGDOptions opts)
+    : Optimizer(std::move(named_params), opts.lr), opts_(opts), momentum_(params_.size()) {
+  TCV_CHECK(opts.momentum >= 0.0, "[SGD] momentum must be non-negative, got ", opts.momentum);
+  TCV_CHECK(opts.weight_decay >= 0.0, "[SGD] weight_decay must be non-negative, got ",
+            opts.weight_decay);
+  TCV_CHECK(!opts.nesterov || (opts.momentum > 0.0 && opts.dampening == 0.0),
+            "[SGD] nesterov needs momentum > 0 and dampening 0, got momentum ", opts.momentum,
+            ", dampening ", opts.dampening);
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  const double lr = lr_;
+  const double mom = opts_.momentum;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const bool first = !momentum_[i].defined();
+    if (mom != 0.0 && first)
+      momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+    if (fused_ok(p, g)) {
+      if (!g.is_contiguous()) g = g.contiguous();
+      TCV_DISPATCH_FLOAT(p.dtype(), "SGD", {
+        kernels::cpu::sgd_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
+                                         mom != 0.0 ? momentum_[i].data<scalar_t>() : nullptr,
+                                         p.numel(), lr, mom, opts_.dampening, opts_.weight_decay,
+                                         opts_.nesterov, first);
+      });
+      p.bump_version();
+      if (mom != 0.0) momentum_[i].bump_version();
+      continue;
+    }
+    // Any other device or dtype: the same rule with tensor ops.
+    Tensor d = opts_.weight_decay != 0.0 ? ops::add(g, ops::mul(p, opts_.weight_decay)) : g;
+    if (mom != 0.0) {
+      Tensor& buf = momentum_[i];
+      if (first) {
+        buf.copy_(d);
+      } else {
+        buf.mul_(mom);
+        buf.add_(d, 1.0 - opts_.dampening);
+      }
+      d = opts_.nesterov ? ops::add(d, ops::mul(buf, mom)) : buf;
+    }
+    p.add_(d, -lr);
+  }
+  ++step_count_;
+}
+
+nn::StateDict SGD::state_dict() const {
+  nn::StateDict out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (momentum_[i].defined())
+      out.emplace_back("momentum_buffer." + params_[i].first, momentum_[i].detach());
+  out.emplace_back("step", step_tensor(step_count_));
+  return out;
+}
+
+void SGD::load_state_dict(const nn::StateDict& state) {
+  auto m = to_map(state);
+  const int64_t step = load_step("SGD", m);
+  std::vector<Tensor> bufs(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    bufs[i] = take_state("SGD", m, "momentum_buffer", params_[i].first, params_[i].second);
+  check_no_leftovers("SGD", m, "\"momentum_buffer.<param>\"");
+  momentum_ = std::move(bufs);
+  step_count_ = step;
+}
+
+// ---------------------------------------------------------------- AdamW
+
+AdamW::AdamW(nn::StateDict named_params, AdamWOptions opts)
+    : Optimizer(std::move(named_params), opts.lr),
+      opts_(opts),
+      exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()) {
+  TCV_CHECK(opts.beta1 >= 0.0 && opts.beta1 < 1.0 && opts.beta2 >= 0.0 && opts.beta2 < 1.0,
+            "[AdamW] betas must be in [0, 1), got (", opts.beta1, ", ", opts.beta2, ")");
+  TCV_CHECK(opts.eps >= 0.0, "[AdamW] eps must be non-negative, got ", opts.eps);
+  TCV_CHECK(opts.weight_decay >= 0.0, "[AdamW] weight_decay must be non-negative, got ",
+            opts.weight_decay);
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  // One step count for all parameters (torch keeps one per parameter; they agree
+  // unless a parameter skips steps for lack of a gradient).
+  const int64_t step = step_count_ + 1;
+  const double lr = lr_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!exp_avg_[i].defined()) {
+      exp_avg_[i] = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+      exp_avg_sq_[i] = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+    }
+    Tensor& m = exp_avg_[i];
+    Tensor& v = exp_avg_sq_[i];
+    if (fused_ok(p, g)) {
+      if (!g.is_contiguous()) g = g.contiguous();
+      TCV_DISPATCH_FLOAT(p.dtype(), "AdamW", {
+        kernels::cpu::adamw_step<scalar_t>(
+            p.data<scalar_t>(), g.data<scalar_t>(), m.data<scalar_t>(), v.data<scalar_t>(),
+            p.numel(), lr, opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay, step);
+      });
+      p.bump_version();
+      m.bump_version();
+      v.bump_version();
+      continue;
+    }
+    const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step));
+    p.mul_(1.0 - lr * opts_.weight_decay);
+    m.mul_(opts_.beta1);
+    m.add_(g, 1.0 - opts_.beta1);
+    v.mul_(opts_.beta2);
+    v.add_(ops::mul(g, g), 1.0 - opts_.beta2);
+    Tensor denom = ops::add(ops::sqrt(v) / std::sqrt(bc2), opts_.eps);
+    p.add_(ops::div(m, denom), -lr / bc1);
+  }
+  step_count_ = step;
+}
+
+nn::StateDict AdamW::state_dict() const {
+  nn::StateDict out;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (exp_avg_[i].defined())
+      out.emplace_back("exp_avg." + params_[i].first, exp_avg_[i].detach());
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (exp_avg_sq_[i].defined())
+      out.emplace_back("exp_avg_sq." + params_[i].first, exp_avg_sq_[i].detach());
+  out.emplace_back("step", step_tensor(step_count_));
+  return out;
+}
+
+void AdamW::load_state_dict(const nn::StateDict& state) {
+  auto m = to_map(state);
+  const int64_t step = load_step("AdamW", m);
+  std::vector<Tensor> avg(params_.size()), avg_sq(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    avg[i] = take_state("AdamW", m, "exp_avg", name, p);
+    avg_sq[i] = take_state("AdamW", m, "exp_avg_sq", name, p);
+    TCV_CHECK(avg[i].defined() == avg_sq[i].defined(), "[AdamW::load_state_dict] missing entry \"",
+              avg[i].defined() ? "exp_avg_sq." : "exp_avg.", name,
+              "\" (the other moment is present)");
+  }
+  check_no_leftovers("AdamW", m, "\"exp_avg.<param>\", \"exp_avg_sq.<param>\"");
+  exp_avg_ = std::move(avg);
+  exp_avg_sq_ = std::move(avg_sq);
+  step_count_ = step;
+}
+
+}  // namespace tcv::train
