@@ -103,8 +103,8 @@ Edge gradient_edge(const Tensor& t);
 
 /// Records `outputs` as made by a node running `fn` over `inputs`. Does nothing
 /// unless needs_grad(inputs). fn returns one gradient per input.
-void record(const char* name, const std::vector<Tensor>& inputs,
-            const std::vector<Tensor>& outputs, BackwardFn fn);
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn fn);
 
 /// Runs backward from `roots` seeded with `grads` (ones for scalars when undefined).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {},

@@ -30,7 +30,8 @@ void fill(const Tensor& dst, double value) {
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
-  TCV_CHECK(dst.shape() == src.shape(), "[copy] shape ", src.shape_str(), " into ", dst.shape_str());
+  TCV_CHECK(dst.shape() == src.shape(), "[copy] shape ", src.shape_str(), " into ",
+            dst.shape_str());
   if (dst.numel() == 0) return;
   if (dst.device().is_cpu() && src.device().is_cpu()) {
     kernels::cpu::copy(dst.k(), src.k());

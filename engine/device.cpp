@@ -18,7 +18,11 @@ Device Device::parse(const std::string& s) {
   TCV_THROW("[device] unknown device '", s, "' (valid: cpu, cuda, cuda:N)");
 }
 
-bool cuda_is_available() { return kernels::cuda::device_count() > 0; }
-int cuda_device_count() { return kernels::cuda::device_count(); }
+bool cuda_is_available() {
+  return kernels::cuda::device_count() > 0;
+}
+int cuda_device_count() {
+  return kernels::cuda::device_count();
+}
 
 }  // namespace tcv

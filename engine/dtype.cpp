@@ -7,14 +7,22 @@ namespace tcv {
 namespace {
 int rank(DType t) {
   switch (t) {
-    case DType::b8: return 0;
-    case DType::u8: return 1;
-    case DType::i32: return 2;
-    case DType::i64: return 3;
-    case DType::f16: return 4;
-    case DType::bf16: return 5;
-    case DType::f32: return 6;
-    case DType::f64: return 7;
+    case DType::b8:
+      return 0;
+    case DType::u8:
+      return 1;
+    case DType::i32:
+      return 2;
+    case DType::i64:
+      return 3;
+    case DType::f16:
+      return 4;
+    case DType::bf16:
+      return 5;
+    case DType::f32:
+      return 6;
+    case DType::f64:
+      return 7;
   }
   return 0;
 }
@@ -23,7 +31,8 @@ int rank(DType t) {
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   // f16 with bf16 has no common 16-bit type: use f32, as PyTorch does.
-  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16)) return DType::f32;
+  if ((a == DType::f16 && b == DType::bf16) || (a == DType::bf16 && b == DType::f16))
+    return DType::f32;
   return rank(a) >= rank(b) ? a : b;
 }
 
