@@ -99,12 +99,14 @@ void sgemm_dnnl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha
   stream.wait();
 }
 
-// Which library runs f32 GEMMs when the caller does not say (bench/bench_gemm.cpp,
-// 2 cores): on an idle machine oneDNN's AVX-512 kernels beat OpenBLAS by ~15% on
-// 1024^3 (210 vs 180 GFLOP/s) and tie on the linear-layer shapes, but when other
-// processes share the cores each oneDNN call pays for OpenMP barriers (3 GFLOP/s
-// against OpenBLAS's 41 on the classifier-head GEMMs). OpenBLAS degrades gracefully.
-constexpr GemmLib kDefaultF32 = GemmLib::openblas;
+// Which library runs f32 GEMMs when the caller does not say. oneDNN: it runs on
+// the same OpenMP pool as every other kernel. OpenBLAS (pthreads build) brings a
+// second pool, and in a training step its threads compete with OpenMP workers
+// still spinning after the previous elementwise loop: the Fashion-MNIST CNN step
+// (bench FmnistCnnTrainStep, 2 cores) ran 3.4x faster with oneDNN GEMMs than with
+// OpenBLAS ones (1130 vs 330 images/s, same run). On an idle machine oneDNN's
+// AVX-512 kernels also win on 1024^3 (210 vs 180 GFLOP/s).
+constexpr GemmLib kDefaultF32 = GemmLib::onednn;
 
 template <typename T>
 void scale_c(T* c, int64_t m, int64_t n, int64_t ldc, double beta) {
