@@ -11,30 +11,15 @@
 namespace tcv {
 namespace {
 
+using testing::error_of;
+using testing::iota;
+
 using testing::check_gradients;
 using testing::expect_close;
 using testing::rand_f64;
 
 const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
                             DType::i32, DType::i64, DType::u8,  DType::b8};
-
-Tensor iota(const Shape& shape, DType dt, double start = 0.0) {
-  Tensor t =
-      arange(start, start + static_cast<double>(shape_numel(shape)), 1.0, {.dtype = DType::f64})
-          .reshape(shape);
-  if (dt == DType::b8) t = ops::gt(t, start + 1.5);
-  return t.to(dt);
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // ---------------------------------------------------------------- index_select
 

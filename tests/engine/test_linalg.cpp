@@ -9,11 +9,8 @@ namespace {
 
 using testing::check_gradients;
 using testing::expect_close;
+using testing::lit;
 using testing::rand_f64;
-
-Tensor lit(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
-  return from_vector<double>(v, s).to(dt);
-}
 
 // Reference product of contiguous (B, m, k) and (B, k, n) tensors by plain loops.
 Tensor naive_bmm(const Tensor& a, const Tensor& b) {

@@ -12,11 +12,9 @@ namespace {
 using ops::Reduction;
 using testing::check_gradients;
 using testing::expect_close;
+using testing::lit;
 using testing::rand_f64;
 
-Tensor lit(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
-  return from_vector<double>(v, s).to(dt);
-}
 Tensor idx(const std::vector<int64_t>& v, const Shape& s = {}) {
   return from_vector<int64_t>(v, s);
 }
@@ -109,8 +107,8 @@ TEST(CrossEntropy, EqualsNllOfLogSoftmaxOracle) {
     expect_close(ops::cross_entropy(x, t, r, -100, 0.0, w),
                  ops::nll_loss(ops::log_softmax(x, 1), t, r, -100, w), 1e-12, 1e-12);
   // A single sample: (C) logits and a 0-d target.
-  EXPECT_NEAR(ops::cross_entropy(lit({1.0, 2.0, 0.5, -1.0}, {4}), idx({0}).squeeze(0)).item(), 1.4951819,
-              1e-7);
+  EXPECT_NEAR(ops::cross_entropy(lit({1.0, 2.0, 0.5, -1.0}, {4}), idx({0}).squeeze(0)).item(),
+              1.4951819, 1e-7);
 }
 
 TEST(CrossEntropy, ErrorsNameTheTarget) {

@@ -11,11 +11,8 @@ namespace {
 
 using testing::check_gradients;
 using testing::expect_close;
+using testing::lit;
 using testing::rand_f64;
-
-Tensor lit(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
-  return from_vector<double>(v, s).to(dt);
-}
 
 const std::vector<double> kX = {1.0, 2.0, 0.5, -1.0, 0.3, -0.2, 2.5, 1.0, -1.5, 0.0, 0.7, 0.2};
 

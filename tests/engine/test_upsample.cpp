@@ -10,11 +10,8 @@ namespace {
 using ops::InterpMode;
 using testing::check_gradients;
 using testing::expect_close;
+using testing::lit;
 using testing::rand_f64;
-
-Tensor lit(const std::vector<double>& v, const Shape& s, DType dt = DType::f64) {
-  return from_vector<double>(v, s).to(dt);
-}
 
 // torch.arange(6).reshape(1, 1, 2, 3) * 1.5 - 2
 Tensor input(DType dt) {

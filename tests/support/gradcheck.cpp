@@ -17,6 +17,18 @@ Tensor rand_f64(const Shape& shape, uint64_t seed, double lo, double hi, bool re
   return t;
 }
 
+Tensor lit(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  return from_vector<double>(values, shape).to(dtype);
+}
+
+Tensor iota(const Shape& shape, DType dtype, double start) {
+  Tensor t =
+      arange(start, start + static_cast<double>(shape_numel(shape)), 1.0, {.dtype = DType::f64})
+          .reshape(shape);
+  if (dtype == DType::b8) t = ops::gt(t, start + 1.5);
+  return t.to(dtype);
+}
+
 void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol,
                   const std::string& what) {
   ASSERT_EQ(actual.shape(), expected.shape())

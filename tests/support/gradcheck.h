@@ -38,6 +38,24 @@ void expect_close(const Tensor& actual, const Tensor& expected, double atol = 1e
 Tensor rand_f64(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0,
                 bool requires_grad = true);
 
+/// A tensor from literal values (given as doubles) in the given shape and dtype.
+Tensor lit(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
+
+/// 0, 1, 2, ... (from `start`) in the given shape and dtype; bool gets a mix of
+/// false and true.
+Tensor iota(const Shape& shape, DType dtype, double start = 0.0);
+
+/// The message of the tcv::Error that f throws, or "<no error>".
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 /// Number of ops gradient-checked in this process (for the summary line).
 int& gradcheck_count();
 
