@@ -1,0 +1,102 @@
+// tcv-train: trains a model from a TOML config.
+//
+//   tcv-train --config FILE [--set key=value]... [--out DIR] [--list-models] [--help]
+//
+// Exit status: 0 on success, 2 for a bad command line or config, 1 otherwise.
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "models/registry.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tcv-train --config FILE [--set key=value]... [--out DIR] [--list-models] [--help]\n"
+    "\n"
+    "Trains a model as the TOML config FILE says (see configs/).\n"
+    "\n"
+    "  --config FILE      the config (TOML; unknown keys are errors)\n"
+    "  --set key=value    overrides one key, value in TOML syntax (repeatable):\n"
+    "                       --set solver.lr.base_lr=0.05 --set network.model_name=fmnist_resnet\n"
+    "  --out DIR          run directory (default: runs/<config name>); receives\n"
+    "                     config.toml (resolved), metrics.jsonl and checkpoints/\n"
+    "  --list-models      prints the registered models and exits\n"
+    "  --help             prints this and exits\n"
+    "\n"
+    "Resume a run with --set network.resume=DIR/checkpoints/latest.json.\n";
+
+struct UsageError {
+  std::string msg;
+};
+
+int run(int argc, char** argv) {
+  std::string config_path, out_dir;
+  std::vector<std::string> sets;
+  bool list_models = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const std::string& flag) -> std::string {
+      const std::string prefix = flag + "=";
+      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
+      if (i + 1 >= argc) throw UsageError{flag + " needs a value"};
+      return argv[++i];
+    };
+    auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a == "--list-models") {
+      list_models = true;
+    } else if (is("--config")) {
+      config_path = value("--config");
+    } else if (is("--set")) {
+      sets.push_back(value("--set"));
+    } else if (is("--out")) {
+      out_dir = value("--out");
+    } else {
+      throw UsageError{"unknown argument '" + a + "'"};
+    }
+  }
+  if (list_models) {
+    tcv::models::register_builtin_models();
+    for (const auto& n : tcv::models::model_names())
+      std::cout << n << "  " << tcv::models::model_description(n) << "\n";
+    return 0;
+  }
+  if (config_path.empty()) throw UsageError{"--config FILE is required"};
+
+  tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
+  for (const auto& s : sets) cfg.set_override(s);
+  cfg.validate();
+  if (out_dir.empty())
+    out_dir = (std::filesystem::path("runs") / std::filesystem::path(config_path).stem()).string();
+
+  tcv::train::TrainOptions opts;
+  opts.out_dir = out_dir;
+  opts.log = &std::cout;
+  tcv::train::Trainer trainer(std::move(cfg), opts);
+  trainer.run();
+  std::cout << "run directory: " << out_dir << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "tcv-train: error: " << e.msg << "\n" << kUsage;
+    return 2;
+  } catch (const tcv::train::ConfigError& e) {
+    std::cerr << "tcv-train: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "\ntcv-train: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,201 @@
+#include "data/dataset.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/idx.h"
+#include "engine/rng.h"
+
+namespace tcv::data {
+
+ImageClassificationDataset::ImageClassificationDataset(Tensor images, Tensor labels,
+                                                       int64_t num_classes, std::string name)
+    : num_classes_(num_classes), name_(std::move(name)) {
+  TCV_CHECK(images.dtype() == DType::u8, name_, ": images must be u8, got ",
+            dtype_name(images.dtype()));
+  if (images.dim() == 3) images = images.unsqueeze(1);
+  TCV_CHECK(images.dim() == 4, name_, ": images must be (N, C, H, W) or (N, H, W), got ",
+            images.shape_str());
+  TCV_CHECK(labels.dim() == 1 && !is_floating(labels.dtype()), name_,
+            ": labels must be a 1-D integer tensor, got ", dtype_name(labels.dtype()), " ",
+            labels.shape_str());
+  TCV_CHECK(labels.size(0) == images.size(0), name_, ": ", images.size(0), " images but ",
+            labels.size(0), " labels");
+  TCV_CHECK(num_classes > 0, name_, ": num_classes must be positive, got ", num_classes);
+  images_ = images.contiguous();
+  labels_ = labels.dtype() == DType::i64 ? labels.contiguous() : labels.to(DType::i64);
+  const int64_t* y = labels_.data<int64_t>();
+  for (int64_t i = 0; i < labels_.numel(); ++i)
+    TCV_CHECK(y[i] >= 0 && y[i] < num_classes, name_, ": label ", y[i], " of sample ", i,
+              " is outside [0, ", num_classes, ")");
+}
+
+ImageClassificationDataset ImageClassificationDataset::from_idx(const std::string& images_path,
+                                                                const std::string& labels_path,
+                                                                int64_t num_classes) {
+  Tensor images = read_idx(images_path);
+  Tensor labels = read_idx(labels_path);
+  TCV_CHECK(images.dtype() == DType::u8 && (images.dim() == 3 || images.dim() == 4), images_path,
+            ": expected u8 images (N, H, W) or (N, C, H, W), got ", dtype_name(images.dtype()), " ",
+            images.shape_str());
+  TCV_CHECK(labels.dim() == 1, labels_path, ": expected labels (N), got ", labels.shape_str());
+  TCV_CHECK(labels.size(0) == images.size(0), labels_path, ": ", labels.size(0), " labels, but ",
+            images_path, " has ", images.size(0), " images");
+  return ImageClassificationDataset(images, labels, num_classes, images_path);
+}
+
+ImageClassificationDataset ImageClassificationDataset::head(int64_t n) const {
+  n = std::clamp<int64_t>(n, 0, size());
+  return ImageClassificationDataset(images_.narrow(0, 0, n), labels_.narrow(0, 0, n), num_classes_,
+                                    name_);
+}
+
+Batch ImageClassificationDataset::get_batch(const int64_t* indices, int64_t n,
+                                            const Normalize& norm) const {
+  const int64_t C = channels(), HW = height() * width();
+  auto per_channel = [&](const std::vector<double>& v, const char* what, int64_t c) {
+    TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what, " has ",
+              v.size(), " values for ", C, " channels (give 1 or ", C, ")");
+    return v.size() == 1 ? v[0] : v[c];
+  };
+  std::vector<float> scale(C), shift(C);
+  for (int64_t c = 0; c < C; ++c) {
+    const double m = per_channel(norm.mean, "mean", c), s = per_channel(norm.std, "std", c);
+    scale[c] = static_cast<float>(1.0 / (norm.div_value * s));
+    shift[c] = static_cast<float>(-m / s);
+  }
+  Batch b;
+  b.x = empty({n, C, height(), width()});  // (B, C, H, W)
+  b.y = empty({n}, {.dtype = DType::i64});
+  float* x = b.x.data<float>();
+  int64_t* y = b.y.data<int64_t>();
+  const uint8_t* src = images_.data<uint8_t>();
+  const int64_t* lab = labels_.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = indices[i];
+    TCV_CHECK(j >= 0 && j < size(), name_, ": sample index ", j, " out of range [0, ", size(), ")");
+    y[i] = lab[j];
+    for (int64_t c = 0; c < C; ++c) {
+      const uint8_t* s = src + (j * C + c) * HW;
+      float* d = x + (i * C + c) * HW;
+      const float a = scale[c], o = shift[c];
+      for (int64_t k = 0; k < HW; ++k) d[k] = static_cast<float>(s[k]) * a + o;
+    }
+  }
+  return b;
+}
+
+IdxFiles find_idx_files(const std::string& data_dir) {
+  namespace fs = std::filesystem;
+  auto find = [&](const std::string& stem) {
+    for (const char* ext : {".gz", ""}) {
+      const fs::path p = fs::path(data_dir) / (stem + ext);
+      if (fs::exists(p)) return p.string();
+    }
+    TCV_THROW(data_dir, ": no ", stem, "(.gz) in this directory");
+  };
+  return {find("train-images-idx3-ubyte"), find("train-labels-idx1-ubyte"),
+          find("t10k-images-idx3-ubyte"), find("t10k-labels-idx1-ubyte")};
+}
+
+std::vector<int64_t> EpochSampler::indices(int64_t epoch) const {
+  if (!shuffle_) {
+    std::vector<int64_t> v(n_);
+    for (int64_t i = 0; i < n_; ++i) v[i] = i;
+    return v;
+  }
+  // Each epoch draws from its own disjoint range of the Philox stream, so the
+  // order depends only on (seed, epoch), not on what ran before.
+  Generator gen(seed_);
+  gen.set_offset(static_cast<uint64_t>(epoch) * static_cast<uint64_t>(std::max<int64_t>(n_, 1)));
+  return randperm(n_, &gen).to_vector<int64_t>();
+}
+
+DataLoader::DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset,
+                       LoaderOptions opts)
+    : dataset_(std::move(dataset)),
+      opts_(std::move(opts)),
+      sampler_(dataset_->size(), opts_.seed, opts_.shuffle) {
+  TCV_CHECK(opts_.batch_size > 0, "[DataLoader] batch_size must be positive, got ",
+            opts_.batch_size);
+  TCV_CHECK(opts_.workers >= 0, "[DataLoader] workers must be >= 0, got ", opts_.workers);
+}
+
+DataLoader::~DataLoader() {
+  stop_workers();
+}
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = dataset_->size(), b = opts_.batch_size;
+  return opts_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+Batch DataLoader::make_batch(int64_t b) const {
+  const int64_t start = b * opts_.batch_size;
+  const int64_t n = std::min<int64_t>(opts_.batch_size, dataset_->size() - start);
+  return dataset_->get_batch(order_.data() + start, n, opts_.normalize);
+}
+
+void DataLoader::stop_workers() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  ready_.clear();
+  stop_ = false;
+  error_.clear();
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
+  stop_workers();
+  order_ = sampler_.indices(epoch);
+  end_ = num_batches();
+  next_ = std::clamp<int64_t>(skip, 0, end_);
+  claim_ = next_;
+  for (int i = 0; i < opts_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+}
+
+void DataLoader::worker_loop() {
+  const int64_t depth = 2 * static_cast<int64_t>(opts_.workers);
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    cv_.wait(l, [&] { return stop_ || claim_ >= end_ || claim_ < next_ + depth; });
+    if (stop_ || claim_ >= end_) return;
+    const int64_t b = claim_++;
+    l.unlock();
+    Batch batch;
+    std::string err;
+    try {
+      batch = make_batch(b);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    l.lock();
+    if (!err.empty() && error_.empty()) error_ = err;
+    ready_.emplace(b, std::move(batch));
+    cv_.notify_all();
+  }
+}
+
+bool DataLoader::next(Batch& out) {
+  if (next_ >= end_) return false;
+  if (threads_.empty()) {
+    out = make_batch(next_++);
+    return true;
+  }
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return ready_.count(next_) > 0 || !error_.empty(); });
+  TCV_CHECK(error_.empty(), error_);
+  auto it = ready_.find(next_);
+  out = std::move(it->second);
+  ready_.erase(it);
+  ++next_;
+  l.unlock();
+  cv_.notify_all();
+  return true;
+}
+
+}  // namespace tcv::data

@@ -1,0 +1,139 @@
+// In-memory image classification data: a dataset of u8 images with i64
+// labels, an epoch-seeded sampler, and a batch loader that assembles
+// normalised f32 batches, ahead of time on worker threads when asked.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace tcv::data {
+
+/// x = (pixel / div_value - mean[c]) / std[c]; one mean/std entry, or one per channel.
+struct Normalize {
+  double div_value = 255.0;
+  std::vector<double> mean{0.0};
+  std::vector<double> std{1.0};
+};
+
+/// One batch: x f32 (B, C, H, W), y i64 (B).
+struct Batch {
+  Tensor x;
+  Tensor y;
+};
+
+/// Images u8 (N, C, H, W) and labels i64 (N), all in memory.
+class ImageClassificationDataset {
+ public:
+  /// images: u8 (N, C, H, W) or (N, H, W) (one channel); labels: integer (N), each in
+  /// [0, num_classes). `name` appears in error messages.
+  ImageClassificationDataset(Tensor images, Tensor labels, int64_t num_classes,
+                             std::string name = "dataset");
+
+  /// Loads an IDX pair (e.g. train-images-idx3-ubyte.gz + train-labels-idx1-ubyte.gz);
+  /// errors name the file at fault.
+  static ImageClassificationDataset from_idx(const std::string& images_path,
+                                             const std::string& labels_path, int64_t num_classes);
+
+  int64_t size() const { return images_.size(0); }
+  int64_t channels() const { return images_.size(1); }
+  int64_t height() const { return images_.size(2); }
+  int64_t width() const { return images_.size(3); }
+  int64_t num_classes() const { return num_classes_; }
+  const std::string& name() const { return name_; }
+  const Tensor& images() const { return images_; }  // u8 (N, C, H, W)
+  const Tensor& labels() const { return labels_; }  // i64 (N)
+
+  /// The first n samples (a view; n clipped to size()).
+  ImageClassificationDataset head(int64_t n) const;
+
+  /// Gathers samples `indices[0..n)` into a normalised batch.
+  Batch get_batch(const int64_t* indices, int64_t n, const Normalize& norm) const;
+
+ private:
+  Tensor images_;
+  Tensor labels_;
+  int64_t num_classes_;
+  std::string name_;
+};
+
+/// Where the files of a known IDX dataset live under `data_dir`:
+/// "fashion_mnist" and "mnist" use the standard names, with or without ".gz".
+struct IdxFiles {
+  std::string train_images, train_labels, test_images, test_labels;
+};
+IdxFiles find_idx_files(const std::string& data_dir);
+
+/// The order of the samples in one epoch: a permutation of [0, n) that depends
+/// only on (seed, epoch), or the identity when not shuffling.
+class EpochSampler {
+ public:
+  EpochSampler(int64_t n, uint64_t seed, bool shuffle) : n_(n), seed_(seed), shuffle_(shuffle) {}
+  std::vector<int64_t> indices(int64_t epoch) const;
+  int64_t size() const { return n_; }
+
+ private:
+  int64_t n_;
+  uint64_t seed_;
+  bool shuffle_;
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = false;
+  /// 0: batches are assembled on the calling thread. N > 0: N worker threads
+  /// assemble up to 2·N batches ahead of the consumer.
+  int workers = 0;
+  uint64_t seed = 0;
+  Normalize normalize;
+};
+
+/// Iterates one epoch at a time over a dataset in batches, in sampler order.
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset, LoaderOptions opts);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Batches per epoch (the last partial one counts unless drop_last).
+  int64_t num_batches() const;
+  /// Starts `epoch`, skipping its first `skip` batches (to resume mid-epoch).
+  /// Stops any epoch in progress.
+  void start_epoch(int64_t epoch, int64_t skip = 0);
+  /// The next batch of the current epoch; false once the epoch is done.
+  bool next(Batch& out);
+  const ImageClassificationDataset& dataset() const { return *dataset_; }
+  const LoaderOptions& options() const { return opts_; }
+
+ private:
+  Batch make_batch(int64_t b) const;
+  void stop_workers();
+  void worker_loop();
+
+  std::shared_ptr<const ImageClassificationDataset> dataset_;
+  LoaderOptions opts_;
+  EpochSampler sampler_;
+  std::vector<int64_t> order_;
+  int64_t next_ = 0;  // next batch index the consumer takes
+  int64_t end_ = 0;   // batches in this epoch
+
+  // Worker state, guarded by mu_.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;
+  std::map<int64_t, Batch> ready_;
+  int64_t claim_ = 0;  // next batch index a worker takes
+  bool stop_ = false;
+  std::string error_;  // first worker error, rethrown on the consumer thread
+};
+
+}  // namespace tcv::data

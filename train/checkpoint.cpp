@@ -1,0 +1,105 @@
+#include "train/checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/json.h"
+#include "engine/serialize.h"
+
+namespace tcv::train {
+
+namespace fs = std::filesystem;
+
+void save_checkpoint(const std::string& stem, const nn::Module& model, const Optimizer* optim,
+                     const TrainerState& s) {
+  NamedTensors tensors;
+  for (auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
+  if (optim)
+    for (auto& [name, t] : optim->state_dict()) tensors.emplace_back("optim." + name, t);
+  save_safetensors(stem + ".safetensors", tensors, {{"format", "tcv"}, {"model", s.model_name}});
+
+  Json j = Json::object();
+  j["weights"] = fs::path(stem).filename().string() + ".safetensors";
+  j["model_name"] = s.model_name;
+  j["epoch"] = s.epoch;
+  j["epoch_iter"] = s.epoch_iter;
+  j["iter"] = s.iter;
+  j["lr"] = s.lr;
+  // u64 as strings: JSON integers are i64 here, and offsets may not fit.
+  j["rng_seed"] = std::to_string(s.rng_seed);
+  j["rng_offset"] = std::to_string(s.rng_offset);
+  j["best_top1"] = s.best_top1;
+  j["last_top1"] = s.last_top1;
+  j["elapsed_s"] = s.elapsed_s;
+  write_file_atomic(stem + ".json", j.dump(2) + "\n");
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) {
+    if (fs::exists(p / "latest.json")) return (p / "latest").string();
+    if (fs::exists(p / "checkpoints" / "latest.json"))
+      return (p / "checkpoints" / "latest").string();
+    TCV_THROW(path, ": directory holds no latest.json (nor checkpoints/latest.json)");
+  }
+  const std::string ext = p.extension().string();
+  const std::string stem =
+      (ext == ".json" || ext == ".safetensors") ? (p.parent_path() / p.stem()).string() : path;
+  TCV_CHECK(fs::exists(stem + ".json"), path, ": no checkpoint here (", stem,
+            ".json does not exist)");
+  TCV_CHECK(fs::exists(stem + ".safetensors"), path, ": checkpoint weights ", stem,
+            ".safetensors do not exist");
+  return stem;
+}
+
+TrainerState load_trainer_state(const std::string& stem) {
+  const std::string file = stem + ".json";
+  std::ifstream f(file);
+  TCV_CHECK(f.good(), file, ": cannot open trainer state");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  TrainerState s;
+  try {
+    const Json j = Json::parse(ss.str());
+    s.model_name = j.at("model_name").as_string();
+    s.epoch = j.at("epoch").as_int();
+    s.epoch_iter = j.at("epoch_iter").as_int();
+    s.iter = j.at("iter").as_int();
+    s.lr = j.at("lr").as_double();
+    s.rng_seed = std::stoull(j.at("rng_seed").as_string());
+    s.rng_offset = std::stoull(j.at("rng_offset").as_string());
+    s.best_top1 = j.at("best_top1").as_double();
+    s.last_top1 = j.at("last_top1").as_double();
+    s.elapsed_s = j.at("elapsed_s").as_double();
+  } catch (const std::exception& e) {
+    TCV_THROW(file, ": bad trainer state: ", e.what());
+  }
+  TCV_CHECK(s.epoch >= 0 && s.epoch_iter >= 0 && s.iter >= 0, file,
+            ": negative epoch/epoch_iter/iter");
+  return s;
+}
+
+TrainerState load_checkpoint(const std::string& stem, nn::Module& model, Optimizer* optim) {
+  TrainerState s = load_trainer_state(stem);
+  const std::string file = stem + ".safetensors";
+  SafetensorsFile st = load_safetensors(file);
+  nn::StateDict model_state, optim_state;
+  for (auto& [name, t] : st.tensors) {
+    if (name.rfind("model.", 0) == 0)
+      model_state.emplace_back(name.substr(6), t);
+    else if (name.rfind("optim.", 0) == 0)
+      optim_state.emplace_back(name.substr(6), t);
+    else
+      TCV_THROW(file, ": unexpected tensor '", name, "' (expected model.* or optim.*)");
+  }
+  try {
+    model.load_state_dict(model_state, nn::Strict::yes);
+    if (optim) optim->load_state_dict(optim_state);
+  } catch (const Error& e) {
+    TCV_THROW(file, ": ", e.what());
+  }
+  return s;
+}
+
+}  // namespace tcv::train

@@ -1,0 +1,566 @@
+#include "train/config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tcv::train {
+
+namespace {
+
+using VT = ValueType;
+using Doubles = std::vector<double>;
+using Ints = std::vector<int64_t>;
+
+std::vector<KeySpec> make_schema() {
+  return {
+      {"seed", VT::integer, int64_t{0}, "seeds parameter init, shuffling and dropout"},
+      {"device", VT::string, std::string("auto"), "cpu | cuda | auto"},
+      {"data.dataset", VT::string, std::string("fashion_mnist"), "fashion_mnist | mnist"},
+      {"data.data_dir", VT::string, std::string(""),
+       "IDX files; \"\" = /usr/share/datasets/<dataset>"},
+      {"data.num_classes", VT::integer, int64_t{10}, ""},
+      {"data.workers", VT::integer, int64_t{1}, "threads assembling batches ahead; 0 = inline"},
+      {"data.normalize.div_value", VT::floating, 255.0, "pixels are divided by this first"},
+      {"data.normalize.mean", VT::float_array, Doubles{0.2860}, "one value or one per channel"},
+      {"data.normalize.std", VT::float_array, Doubles{0.3530}, "one value or one per channel"},
+      {"train.batch_size", VT::integer, int64_t{64}, ""},
+      {"train.drop_last", VT::boolean, true, ""},
+      {"val.batch_size", VT::integer, int64_t{500}, ""},
+      {"val.max_images", VT::integer, int64_t{0}, "evaluate on the first N test images; 0 = all"},
+      {"network.model_name", VT::string, std::string("fmnist_cnn"), "see tcv-train --list-models"},
+      {"network.distributed", VT::boolean, false, "data-parallel training (not yet available)"},
+      {"network.resume", VT::string, std::string(""), "checkpoint to continue from; \"\" = none"},
+      {"solver.max_epoch", VT::integer, int64_t{10}, ""},
+      {"solver.max_iters", VT::integer, int64_t{0}, "stop after N iterations; 0 = by epochs"},
+      {"solver.display_iter", VT::integer, int64_t{50}, "log training loss every N iterations"},
+      {"solver.test_interval", VT::integer, int64_t{0},
+       "evaluate every N iterations; 0 = per epoch"},
+      {"solver.save_epoch", VT::integer, int64_t{1}, "epoch checkpoint every N epochs; 0 = none"},
+      {"solver.save_iters", VT::integer, int64_t{0}, "also save `latest` every N iterations"},
+      {"solver.lr.base_lr", VT::floating, 0.1, ""},
+      {"solver.lr.lr_policy", VT::string, std::string("fixed"),
+       "fixed | step | multistep | cosine | lambda_poly"},
+      {"solver.lr.metric", VT::string, std::string("epoch"),
+       "unit of step_size and stepvalue: epoch | iters"},
+      {"solver.lr.step.gamma", VT::floating, 0.1, ""},
+      {"solver.lr.step.step_size", VT::integer, int64_t{30}, ""},
+      {"solver.lr.multistep.gamma", VT::floating, 0.1, ""},
+      {"solver.lr.multistep.stepvalue", VT::int_array, Ints{}, "increasing"},
+      {"solver.lr.lambda_poly.power", VT::floating, 0.9, ""},
+      {"solver.lr.is_warm", VT::boolean, false, "linear warm-up"},
+      {"solver.lr.warm.warm_iters", VT::integer, int64_t{0}, ""},
+      {"solver.optim.optim_method", VT::string, std::string("sgd"), "sgd | adamw"},
+      {"solver.optim.sgd.momentum", VT::floating, 0.9, ""},
+      {"solver.optim.sgd.weight_decay", VT::floating, 0.0, ""},
+      {"solver.optim.sgd.nesterov", VT::boolean, false, ""},
+      {"solver.optim.adamw.betas", VT::float_array, Doubles{0.9, 0.999}, ""},
+      {"solver.optim.adamw.eps", VT::floating, 1e-8, ""},
+      {"solver.optim.adamw.weight_decay", VT::floating, 0.01, ""},
+      {"loss.label_smoothing", VT::floating, 0.0, "in [0, 1)"},
+      {"checkpoints.keep_last", VT::integer, int64_t{3}, "epoch checkpoints kept; 0 = all"},
+  };
+}
+
+const KeySpec* find_spec(const std::string& key) {
+  for (const auto& s : config_schema())
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string last_part(const std::string& k) {
+  const auto p = k.rfind('.');
+  return p == std::string::npos ? k : k.substr(p + 1);
+}
+
+std::string unknown_key_message(const std::string& key) {
+  std::string msg = "unknown key '" + key + "'";
+  std::vector<std::string> below;
+  for (const auto& s : config_schema())
+    if (s.key.rfind(key + ".", 0) == 0) below.push_back(s.key);
+  if (!below.empty()) {
+    msg += " (it is a table, not a value; its keys: ";
+    for (size_t i = 0; i < below.size(); ++i) msg += (i ? ", " : "") + below[i];
+    return msg + ")";
+  }
+  const std::string near = closest_key(key);
+  if (!near.empty()) msg += " (did you mean '" + near + "'?)";
+  return msg;
+}
+
+const char* node_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "nothing";
+  }
+}
+
+const char* expected_name(ValueType t) {
+  switch (t) {
+    case VT::boolean:
+      return "a boolean";
+    case VT::integer:
+      return "an integer";
+    case VT::floating:
+      return "a number";
+    case VT::string:
+      return "a string";
+    case VT::float_array:
+      return "an array of numbers";
+    case VT::int_array:
+      return "an array of integers";
+  }
+  return "?";
+}
+
+// Converts a TOML node to the spec's type; returns an error text when it does not fit.
+std::string convert(const toml::node& n, ValueType t, ConfigValue& out) {
+  const std::string got =
+      std::string("expected ") + expected_name(t) + ", got " + node_type_name(n);
+  switch (t) {
+    case VT::boolean:
+      if (!n.is_boolean()) return got;
+      out = *n.value<bool>();
+      return "";
+    case VT::integer:
+      if (!n.is_integer()) return got;
+      out = *n.value<int64_t>();
+      return "";
+    case VT::floating:
+      if (!n.is_number()) return got;
+      out = *n.value<double>();
+      return "";
+    case VT::string:
+      if (!n.is_string()) return got;
+      out = *n.value<std::string>();
+      return "";
+    case VT::float_array:
+    case VT::int_array: {
+      if (!n.is_array()) return got;
+      Doubles d;
+      Ints i;
+      for (const auto& e : *n.as_array()) {
+        if (t == VT::int_array ? !e.is_integer() : !e.is_number())
+          return std::string("expected ") + expected_name(t) + ", got an array holding a " +
+                 node_type_name(e);
+        if (t == VT::int_array)
+          i.push_back(*e.value<int64_t>());
+        else
+          d.push_back(*e.value<double>());
+      }
+      if (t == VT::int_array)
+        out = i;
+      else
+        out = d;
+      return "";
+    }
+  }
+  return got;
+}
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string quote(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof(b), "\\u%04x", c);
+          o += b;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o + "\"";
+}
+
+std::string format_value(const ConfigValue& v) {
+  struct V {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const { return format_double(d); }
+    std::string operator()(const std::string& s) const { return quote(s); }
+    std::string operator()(const Doubles& a) const {
+      std::string o = "[";
+      for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + format_double(a[i]);
+      return o + "]";
+    }
+    std::string operator()(const Ints& a) const {
+      std::string o = "[";
+      for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + std::to_string(a[i]);
+      return o + "]";
+    }
+  };
+  return std::visit(V{}, v);
+}
+
+bool type_matches(const ConfigValue& v, ValueType t) {
+  switch (t) {
+    case VT::boolean:
+      return std::holds_alternative<bool>(v);
+    case VT::integer:
+      return std::holds_alternative<int64_t>(v);
+    case VT::floating:
+      return std::holds_alternative<double>(v);
+    case VT::string:
+      return std::holds_alternative<std::string>(v);
+    case VT::float_array:
+      return std::holds_alternative<Doubles>(v);
+    case VT::int_array:
+      return std::holds_alternative<Ints>(v);
+  }
+  return false;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string o;
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + v[i];
+  return o;
+}
+
+}  // namespace
+
+const char* value_type_name(ValueType t) {
+  switch (t) {
+    case VT::boolean:
+      return "boolean";
+    case VT::integer:
+      return "integer";
+    case VT::floating:
+      return "float";
+    case VT::string:
+      return "string";
+    case VT::float_array:
+      return "float array";
+    case VT::int_array:
+      return "integer array";
+  }
+  return "?";
+}
+
+const std::vector<KeySpec>& config_schema() {
+  static const std::vector<KeySpec> schema = make_schema();
+  return schema;
+}
+
+std::string closest_key(const std::string& key) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& s : config_schema()) {
+    // A key in the wrong table ("batch_size" for "train.batch_size") is close too.
+    size_t d = edit_distance(key, s.key);
+    if (last_part(key) == last_part(s.key)) d = std::min<size_t>(d, 1);
+    if (d < best_d) {
+      best_d = d;
+      best = s.key;
+    }
+  }
+  const size_t limit = std::max<size_t>(3, key.size() / 3);
+  return best_d <= limit ? best : "";
+}
+
+Config::Config() {
+  for (const auto& s : config_schema()) {
+    values_[s.key] = s.default_value;
+    sources_[s.key] = "default";
+  }
+}
+
+void Config::fail(const std::string& key, const std::string& msg) const {
+  const auto it = sources_.find(key);
+  const std::string src = it == sources_.end() || it->second == "default" ? "" : it->second + ": ";
+  throw ConfigError(src + key + ": " + msg);
+}
+
+void Config::load_table(const void* table_ptr, const std::string& prefix, const std::string& file) {
+  const auto& table = *static_cast<const toml::table*>(table_ptr);
+  for (const auto& [k, node] : table) {
+    const std::string key =
+        prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    const auto line = node.source().begin.line ? node.source().begin.line : k.source().begin.line;
+    const std::string where = file + ":" + std::to_string(line);
+    const KeySpec* spec = find_spec(key);
+    if (!spec && node.is_table()) {
+      load_table(node.as_table(), key, file);
+      continue;
+    }
+    if (!spec) throw ConfigError(where + ": " + unknown_key_message(key));
+    ConfigValue v;
+    const std::string err = convert(node, spec->type, v);
+    if (!err.empty()) throw ConfigError(where + ": " + key + ": " + err);
+    values_[key] = std::move(v);
+    sources_[key] = where;
+  }
+}
+
+Config Config::from_string(const std::string& text, const std::string& name) {
+  Config c;
+  c.path_ = name;
+  toml::table tbl;
+  try {
+    tbl = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(name + ":" + std::to_string(e.source().begin.line) + ":" +
+                      std::to_string(e.source().begin.column) + ": " +
+                      std::string(e.description()));
+  }
+  c.load_table(&tbl, "", name);
+  return c;
+}
+
+Config Config::from_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f.good()) throw ConfigError(path + ": cannot open config file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_string(ss.str(), path);
+}
+
+void Config::set_override(const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos) throw ConfigError("--set " + assignment + ": expected key=value");
+  auto trim = [](std::string s) {
+    const auto b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  const std::string key = trim(assignment.substr(0, eq));
+  const std::string text = trim(assignment.substr(eq + 1));
+  const std::string where = "--set " + key;
+  const KeySpec* spec = find_spec(key);
+  if (!spec) throw ConfigError(where + ": " + unknown_key_message(key));
+  ConfigValue v;
+  std::string err;
+  try {
+    toml::table t = toml::parse("v = " + text);
+    err = convert(*t.get("v"), spec->type, v);
+  } catch (const toml::parse_error& e) {
+    // A bare word is a convenience for strings: --set solver.lr.lr_policy=cosine.
+    if (spec->type == VT::string)
+      v = text;
+    else
+      err = std::string("cannot parse '") + text + "' as TOML (" + std::string(e.description()) +
+            "); expected " + expected_name(spec->type);
+  }
+  if (!err.empty()) throw ConfigError(where + ": " + err);
+  values_[key] = std::move(v);
+  sources_[key] = "--set";
+}
+
+void Config::set(const std::string& key, ConfigValue value, const std::string& source) {
+  const KeySpec* spec = find_spec(key);
+  if (!spec) throw ConfigError(unknown_key_message(key));
+  if (spec->type == VT::floating && std::holds_alternative<int64_t>(value))
+    value = static_cast<double>(std::get<int64_t>(value));
+  if (!type_matches(value, spec->type))
+    throw ConfigError(key + ": expected " + expected_name(spec->type));
+  values_[key] = std::move(value);
+  sources_[key] = source;
+}
+
+const ConfigValue& Config::get(const std::string& key) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) throw ConfigError(unknown_key_message(key));
+  return it->second;
+}
+
+std::string Config::source(const std::string& key) const {
+  get(key);
+  return sources_.at(key);
+}
+
+template <typename T>
+static const T& get_as(const Config& c, const std::string& key) {
+  const ConfigValue& v = c.get(key);
+  if (!std::holds_alternative<T>(v))
+    throw ConfigError(key + ": is a " + value_type_name(find_spec(key)->type) + " key");
+  return std::get<T>(v);
+}
+
+bool Config::get_bool(const std::string& key) const {
+  return get_as<bool>(*this, key);
+}
+int64_t Config::get_int(const std::string& key) const {
+  return get_as<int64_t>(*this, key);
+}
+double Config::get_double(const std::string& key) const {
+  const ConfigValue& v = get(key);
+  if (std::holds_alternative<int64_t>(v)) return static_cast<double>(std::get<int64_t>(v));
+  return get_as<double>(*this, key);
+}
+const std::string& Config::get_string(const std::string& key) const {
+  return get_as<std::string>(*this, key);
+}
+std::vector<double> Config::get_doubles(const std::string& key) const {
+  return get_as<Doubles>(*this, key);
+}
+std::vector<int64_t> Config::get_ints(const std::string& key) const {
+  return get_as<Ints>(*this, key);
+}
+
+void Config::validate() const {
+  auto choice = [&](const std::string& key, const std::vector<std::string>& valid) {
+    const std::string& v = get_string(key);
+    if (std::find(valid.begin(), valid.end(), v) == valid.end())
+      fail(key, "unknown value '" + v + "' (valid: " + join(valid) + ")");
+  };
+  auto at_least = [&](const std::string& key, int64_t lo) {
+    if (get_int(key) < lo)
+      fail(key, "must be " +
+                    std::string(lo == 0   ? ">= 0"
+                                : lo == 1 ? "positive"
+                                          : ">= " + std::to_string(lo)) +
+                    ", got " + std::to_string(get_int(key)));
+  };
+  auto positive = [&](const std::string& key) {
+    const double v = get_double(key);
+    if (!(v > 0) || !std::isfinite(v)) fail(key, "must be positive, got " + format_double(v));
+  };
+  auto in_unit = [&](const std::string& key, double v) {
+    if (!(v >= 0 && v < 1)) fail(key, "must be in [0, 1), got " + format_double(v));
+  };
+  auto non_negative = [&](const std::string& key) {
+    const double v = get_double(key);
+    if (!(v >= 0) || !std::isfinite(v)) fail(key, "must be >= 0, got " + format_double(v));
+  };
+
+  at_least("seed", 0);
+  choice("device", {"cpu", "cuda", "auto"});
+  choice("data.dataset", {"fashion_mnist", "mnist"});
+  at_least("data.num_classes", 1);
+  at_least("data.workers", 0);
+  positive("data.normalize.div_value");
+  if (get_doubles("data.normalize.mean").empty()) fail("data.normalize.mean", "must not be empty");
+  const auto stds = get_doubles("data.normalize.std");
+  if (stds.empty()) fail("data.normalize.std", "must not be empty");
+  for (double s : stds)
+    if (!(s > 0)) fail("data.normalize.std", "values must be positive, got " + format_double(s));
+  at_least("train.batch_size", 1);
+  at_least("val.batch_size", 1);
+  at_least("val.max_images", 0);
+  if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
+  if (get_bool("network.distributed"))
+    fail("network.distributed",
+         "data-parallel training arrives with the distributed backend (dist/); set it to false");
+  at_least("solver.max_epoch", 1);
+  at_least("solver.max_iters", 0);
+  at_least("solver.display_iter", 1);
+  at_least("solver.test_interval", 0);
+  at_least("solver.save_epoch", 0);
+  at_least("solver.save_iters", 0);
+  positive("solver.lr.base_lr");
+  choice("solver.lr.lr_policy", {"fixed", "step", "multistep", "cosine", "lambda_poly"});
+  choice("solver.lr.metric", {"epoch", "iters"});
+  positive("solver.lr.step.gamma");
+  at_least("solver.lr.step.step_size", 1);
+  positive("solver.lr.multistep.gamma");
+  const auto steps = get_ints("solver.lr.multistep.stepvalue");
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i] <= 0 || (i > 0 && steps[i] <= steps[i - 1]))
+      fail("solver.lr.multistep.stepvalue", "must be positive and increasing");
+  if (get_string("solver.lr.lr_policy") == "multistep" && steps.empty())
+    fail("solver.lr.multistep.stepvalue", "must not be empty with lr_policy \"multistep\"");
+  non_negative("solver.lr.lambda_poly.power");
+  at_least("solver.lr.warm.warm_iters", 0);
+  if (get_bool("solver.lr.is_warm") && get_int("solver.lr.warm.warm_iters") == 0)
+    fail("solver.lr.warm.warm_iters", "must be positive when solver.lr.is_warm is true");
+  choice("solver.optim.optim_method", {"sgd", "adamw"});
+  in_unit("solver.optim.sgd.momentum", get_double("solver.optim.sgd.momentum"));
+  non_negative("solver.optim.sgd.weight_decay");
+  if (get_bool("solver.optim.sgd.nesterov") && !(get_double("solver.optim.sgd.momentum") > 0))
+    fail("solver.optim.sgd.nesterov", "needs solver.optim.sgd.momentum > 0");
+  const auto betas = get_doubles("solver.optim.adamw.betas");
+  if (betas.size() != 2)
+    fail("solver.optim.adamw.betas", "expected 2 values, got " + std::to_string(betas.size()));
+  for (double b : betas) in_unit("solver.optim.adamw.betas", b);
+  positive("solver.optim.adamw.eps");
+  non_negative("solver.optim.adamw.weight_decay");
+  in_unit("loss.label_smoothing", get_double("loss.label_smoothing"));
+  at_least("checkpoints.keep_last", 0);
+}
+
+std::string Config::to_toml() const {
+  // Group keys by their table, tables in the order they first appear in the schema.
+  std::vector<std::string> tables;
+  std::map<std::string, std::vector<const KeySpec*>> by_table;
+  for (const auto& s : config_schema()) {
+    const auto p = s.key.rfind('.');
+    const std::string t = p == std::string::npos ? "" : s.key.substr(0, p);
+    if (!by_table.count(t)) tables.push_back(t);
+    by_table[t].push_back(&s);
+  }
+  std::ostringstream os;
+  os << "# Resolved tcv-train config" << (path_.empty() ? "" : " (from " + path_ + ")") << "\n";
+  for (const auto& t : tables) {
+    if (!t.empty()) os << "\n[" << t << "]\n";
+    for (const KeySpec* s : by_table[t]) {
+      os << last_part(s->key) << " = " << format_value(values_.at(s->key));
+      if (!s->help.empty()) os << "  # " << s->help;
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+}  // namespace tcv::train

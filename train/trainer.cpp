@@ -1,0 +1,444 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+
+#include "data/dataset.h"
+#include "engine/autograd.h"
+#include "engine/json.h"
+#include "engine/ops.h"
+#include "engine/rng.h"
+#include "engine/serialize.h"
+#include "models/registry.h"
+#include "train/checkpoint.h"
+#include "train/lr_policy.h"
+#include "train/metrics.h"
+#include "train/optim.h"
+
+namespace tcv::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string resolve_data_dir(const Config& cfg) {
+  const std::string& dir = cfg.get_string("data.data_dir");
+  if (!dir.empty()) return dir;
+  return cfg.get_string("data.dataset") == "mnist" ? "/usr/share/datasets/mnist"
+                                                   : "/usr/share/datasets/fashion-mnist";
+}
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string hms(double s) {
+  if (!std::isfinite(s) || s < 0) return "--:--";
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof(buf), "%02lld:%02lld", static_cast<long long>(t / 60),
+                  static_cast<long long>(t % 60));
+  return buf;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+// "file:line: key" (or just "key" for a default), to start an error about that key.
+std::string at_key(const Config& cfg, const std::string& key) {
+  const std::string src = cfg.source(key);
+  return (src == "default" ? "" : src + ": ") + key;
+}
+
+Device pick_device(const Config& cfg) {
+  const std::string& d = cfg.get_string("device");
+  if (d == "cpu") return kCPU;
+  if (d == "cuda") {
+    if (!cuda_is_available())
+      throw ConfigError(
+          at_key(cfg, "device") + ": \"cuda\" requested, but " +
+          (cuda_device_count() == 0 ? "no CUDA device is available" : "CUDA is not usable") +
+          " (use \"cpu\" or \"auto\")");
+    return Device(DeviceType::CUDA, 0);
+  }
+  return cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params) {
+  const double lr = cfg.get_double("solver.lr.base_lr");
+  if (cfg.get_string("solver.optim.optim_method") == "adamw") {
+    const auto betas = cfg.get_doubles("solver.optim.adamw.betas");
+    AdamWOptions o;
+    o.lr = lr;
+    o.beta1 = betas.at(0);
+    o.beta2 = betas.at(1);
+    o.eps = cfg.get_double("solver.optim.adamw.eps");
+    o.weight_decay = cfg.get_double("solver.optim.adamw.weight_decay");
+    return std::make_unique<AdamW>(params, o);
+  }
+  SGDOptions o;
+  o.lr = lr;
+  o.momentum = cfg.get_double("solver.optim.sgd.momentum");
+  o.weight_decay = cfg.get_double("solver.optim.sgd.weight_decay");
+  o.nesterov = cfg.get_bool("solver.optim.sgd.nesterov");
+  return std::make_unique<SGD>(params, o);
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  Config cfg;
+  TrainOptions opts;
+  Device device;
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<Optimizer> optim;
+  std::unique_ptr<data::DataLoader> train_loader, val_loader;
+  std::unique_ptr<LrPolicy> lr_policy;
+  TrainerState state;
+  int64_t iters_per_epoch = 0, max_iters = 0, max_epochs = 0;
+  double label_smoothing = 0;
+  std::ofstream metrics;
+  fs::path ckpt_dir;
+  bool bar = false;
+  Clock::time_point t0;
+  double elapsed_before = 0;  // from earlier runs (resume)
+  TrainSummary summary;
+
+  std::ostream* log() const { return opts.progress == ProgressMode::quiet ? nullptr : opts.log; }
+
+  double elapsed() const { return elapsed_before + seconds_since(t0); }
+
+  void write_metrics(const Json& j) {
+    metrics << j.dump() << "\n";
+    metrics.flush();
+  }
+
+  void setup() {
+    cfg.validate();
+    device = pick_device(cfg);
+    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(omp_get_num_procs());
+    manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
+    label_smoothing = cfg.get_double("loss.label_smoothing");
+
+    // Data.
+    const std::string dir = resolve_data_dir(cfg);
+    data::IdxFiles files;
+    try {
+      files = data::find_idx_files(dir);
+    } catch (const Error& e) {
+      throw ConfigError(at_key(cfg, "data.data_dir") + ": " + e.what());
+    }
+    const int64_t num_classes = cfg.get_int("data.num_classes");
+    auto train_ds = std::make_shared<data::ImageClassificationDataset>(
+        data::ImageClassificationDataset::from_idx(files.train_images, files.train_labels,
+                                                   num_classes));
+    auto val_ds = std::make_shared<data::ImageClassificationDataset>(
+        data::ImageClassificationDataset::from_idx(files.test_images, files.test_labels,
+                                                   num_classes));
+    if (const int64_t m = cfg.get_int("val.max_images"); m > 0)
+      val_ds = std::make_shared<data::ImageClassificationDataset>(val_ds->head(m));
+    data::Normalize norm{cfg.get_double("data.normalize.div_value"),
+                         cfg.get_doubles("data.normalize.mean"),
+                         cfg.get_doubles("data.normalize.std")};
+    for (const char* k : {"data.normalize.mean", "data.normalize.std"}) {
+      const size_t n = cfg.get_doubles(k).size();
+      if (n != 1 && static_cast<int64_t>(n) != train_ds->channels())
+        throw ConfigError(at_key(cfg, k) + ": " + std::to_string(n) + " values for " +
+                          std::to_string(train_ds->channels()) + " channels (give 1 or " +
+                          std::to_string(train_ds->channels()) + ")");
+    }
+    const int workers = static_cast<int>(cfg.get_int("data.workers"));
+    const auto seed = static_cast<uint64_t>(cfg.get_int("seed"));
+    train_loader = std::make_unique<data::DataLoader>(
+        train_ds, data::LoaderOptions{cfg.get_int("train.batch_size"), true,
+                                      cfg.get_bool("train.drop_last"), workers, seed, norm});
+    val_loader = std::make_unique<data::DataLoader>(
+        val_ds,
+        data::LoaderOptions{cfg.get_int("val.batch_size"), false, false, workers, seed, norm});
+    iters_per_epoch = train_loader->num_batches();
+    if (iters_per_epoch == 0)
+      throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
+                        std::to_string(train_ds->size()) + " images) with train.drop_last");
+    max_iters = cfg.get_int("solver.max_iters") > 0
+                    ? cfg.get_int("solver.max_iters")
+                    : cfg.get_int("solver.max_epoch") * iters_per_epoch;
+
+    // Model and optimizer.
+    models::register_builtin_models();
+    const std::string& name = cfg.get_string("network.model_name");
+    try {
+      model = models::create_model(name, {num_classes, train_ds->channels()});
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(at_key(cfg, "network.model_name") + ": " + e.what());
+    }
+    model->to(device);
+    optim = make_optimizer(cfg, model->named_parameters());
+    max_epochs = (max_iters + iters_per_epoch - 1) / iters_per_epoch;
+    lr_policy = std::make_unique<LrPolicy>(LrPolicy::from_config(cfg, iters_per_epoch, max_iters));
+    state.model_name = name;
+
+    // Output directory.
+    ckpt_dir = fs::path(opts.out_dir) / "checkpoints";
+    fs::create_directories(ckpt_dir);
+    write_file_atomic((fs::path(opts.out_dir) / "config.toml").string(), cfg.to_toml());
+
+    const std::string& resume = cfg.get_string("network.resume");
+    if (!resume.empty()) {
+      const std::string stem = resolve_checkpoint(resume);
+      const TrainerState s = load_trainer_state(stem);
+      if (s.model_name != name)
+        throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem + " holds a \"" +
+                          s.model_name + "\", but network.model_name is \"" + name + "\"");
+      state = load_checkpoint(stem, *model, optim.get());
+      // The loader's epoch length may differ if batch_size changed; clamp to it.
+      state.epoch_iter = std::min(state.epoch_iter, iters_per_epoch);
+      elapsed_before = state.elapsed_s;
+      default_generator().manual_seed(state.rng_seed);
+      default_generator().set_offset(state.rng_offset);
+    }
+    metrics.open(fs::path(opts.out_dir) / "metrics.jsonl",
+                 resume.empty() ? std::ios::trunc : std::ios::app);
+    if (!metrics.good()) TCV_THROW(opts.out_dir, "/metrics.jsonl: cannot open for writing");
+
+    bar = opts.progress == ProgressMode::bar ||
+          (opts.progress == ProgressMode::automatic && opts.log && isatty(STDOUT_FILENO));
+    if (auto* os = log()) {
+      *os << "tcv-train: " << name << " (" << model->num_parameters() << " parameters) on "
+          << device.str() << ", " << omp_get_max_threads() << " threads; " << train_ds->size()
+          << " train / " << val_ds->size() << " val images, " << iters_per_epoch << " iters/epoch, "
+          << max_iters << " iters";
+      if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
+      *os << "\n" << std::flush;
+    }
+  }
+
+  // Evaluates on the whole val split; logs a "val" line and saves `best`.
+  void evaluate() {
+    model->eval();
+    AccuracyMeter acc;
+    AverageMeter loss_meter;
+    {
+      NoGradGuard no_grad;
+      val_loader->start_epoch(0);
+      data::Batch b;
+      while (val_loader->next(b)) {
+        const Tensor x = b.x.to(device), y = b.y.to(device);
+        const Tensor logits = model->forward(x);
+        const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
+        loss_meter.update(loss.item(), y.size(0));
+        acc.update(logits, y);
+      }
+    }
+    model->train();
+    summary.top1 = acc.top1();
+    summary.top5 = acc.top5();
+    summary.val_loss = loss_meter.mean();
+    state.last_top1 = acc.top1();
+    Json j = Json::object();
+    j["split"] = "val";
+    j["epoch"] = state.epoch + 1;  // 1-based, as people count
+    j["iter"] = state.iter;
+    j["top1"] = acc.top1();
+    j["top5"] = acc.top5();
+    j["loss"] = loss_meter.mean();
+    j["images"] = acc.count();
+    j["time"] = elapsed();
+    write_metrics(j);
+    if (auto* os = log()) {
+      if (bar) *os << "\r\033[K";
+      *os << "val   epoch " << state.epoch + 1 << " iter " << state.iter << ": top1 "
+          << fixed(acc.top1(), 2) << "% top5 " << fixed(acc.top5(), 2) << "% loss "
+          << fixed(loss_meter.mean(), 4) << " (" << hms(elapsed()) << ")\n"
+          << std::flush;
+    }
+    if (acc.top1() > state.best_top1) {
+      state.best_top1 = acc.top1();
+      save("best");
+    }
+  }
+
+  void save(const std::string& name) {
+    state.rng_seed = default_generator().seed();
+    state.rng_offset = default_generator().offset();
+    state.elapsed_s = elapsed();
+    save_checkpoint((ckpt_dir / name).string(), *model, optim.get(), state);
+  }
+
+  void save_epoch_checkpoint(int64_t epochs_done) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "epoch_%04lld", static_cast<long long>(epochs_done));
+    save(name);
+    const int64_t keep = cfg.get_int("checkpoints.keep_last");
+    if (keep == 0) return;
+    std::vector<std::string> stems;
+    for (const auto& e : fs::directory_iterator(ckpt_dir)) {
+      const std::string f = e.path().filename().string();
+      if (f.rfind("epoch_", 0) == 0 && e.path().extension() == ".json")
+        stems.push_back((ckpt_dir / e.path().stem()).string());
+    }
+    std::sort(stems.begin(), stems.end());
+    for (size_t i = 0; i + keep < stems.size(); ++i) {
+      fs::remove(stems[i] + ".json");  // the marker first: weights alone are never taken as valid
+      fs::remove(stems[i] + ".safetensors");
+    }
+  }
+
+  void draw_bar(double loss, double ips, double run_s, int64_t run_iters) {
+    auto* os = log();
+    if (!os) return;
+    const int width = 24;
+    const double frac =
+        static_cast<double>(state.epoch_iter) / static_cast<double>(iters_per_epoch);
+    const int fill = static_cast<int>(frac * width);
+    std::string b(width, ' ');
+    for (int i = 0; i < fill; ++i) b[i] = '=';
+    if (fill < width) b[fill] = '>';
+    const double eta = run_iters > 0 ? run_s / static_cast<double>(run_iters) *
+                                           static_cast<double>(max_iters - state.iter)
+                                     : NAN;
+    *os << "\repoch " << state.epoch + 1 << "/" << max_epochs << " [" << b << "] "
+        << state.epoch_iter << "/" << iters_per_epoch << " loss " << fixed(loss, 4) << " "
+        << fixed(ips, 0) << " img/s ETA " << hms(eta) << "\033[K" << std::flush;
+  }
+
+  TrainSummary run() {
+    t0 = Clock::now();
+    summary.start_iter = state.iter;
+    const int64_t display = cfg.get_int("solver.display_iter");
+    const int64_t test_interval = cfg.get_int("solver.test_interval");
+    const int64_t save_iters = cfg.get_int("solver.save_iters");
+    const int64_t save_epoch = cfg.get_int("solver.save_epoch");
+    int64_t evaluated_at = -1;
+
+    // Window since the last training line.
+    AverageMeter win_loss;
+    int64_t win_images = 0;
+    auto win_t0 = Clock::now();
+    auto last_draw = Clock::now() - std::chrono::seconds(1);
+    int64_t run_images = 0;
+    double run_compute_s = 0;
+
+    model->train();
+    while (state.iter < max_iters) {
+      train_loader->start_epoch(state.epoch, state.epoch_iter);
+      data::Batch batch;
+      while (state.iter < max_iters && train_loader->next(batch)) {
+        const auto step_t0 = Clock::now();
+        state.lr = lr_policy->lr_at(state.iter);
+        optim->set_lr(state.lr);
+        const Tensor x = batch.x.to(device), y = batch.y.to(device);  // (B, C, H, W), (B)
+        const Tensor logits = model->forward(x);
+        const Tensor loss =
+            ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
+        optim->zero_grad();
+        loss.backward();
+        optim->step();
+        const double loss_v = loss.item();
+        TCV_CHECK(std::isfinite(loss_v), "training diverged: loss is ", loss_v, " at epoch ",
+                  state.epoch, " iter ", state.iter + 1, " (lr ", state.lr,
+                  "); lower solver.lr.base_lr");
+        ++state.iter;
+        ++state.epoch_iter;
+        const int64_t bs = y.size(0);
+        win_loss.update(loss_v, bs);
+        win_images += bs;
+        run_images += bs;
+        run_compute_s += seconds_since(step_t0);
+
+        if (state.iter % display == 0) {
+          const double ips = static_cast<double>(win_images) / seconds_since(win_t0);
+          Json j = Json::object();
+          j["split"] = "train";
+          j["epoch"] = state.epoch + 1;  // 1-based, as people count
+          j["iter"] = state.iter;
+          j["loss"] = win_loss.mean();
+          j["lr"] = state.lr;
+          j["images_per_sec"] = ips;
+          j["time"] = elapsed();
+          write_metrics(j);
+          if (!bar)
+            if (auto* os = log())
+              *os << "train epoch " << state.epoch + 1 << " iter " << state.iter << "/" << max_iters
+                  << ": loss " << fixed(win_loss.mean(), 4) << " lr " << state.lr << " "
+                  << fixed(ips, 1) << " img/s (" << hms(elapsed()) << ")\n"
+                  << std::flush;
+          win_loss.reset();
+          win_images = 0;
+          win_t0 = Clock::now();
+        }
+        if (bar && seconds_since(last_draw) > 0.1) {
+          last_draw = Clock::now();
+          const double run_s = seconds_since(t0);
+          draw_bar(win_loss.count() ? win_loss.mean() : loss_v,
+                   static_cast<double>(run_images) / std::max(run_compute_s, 1e-9), run_s,
+                   state.iter - summary.start_iter);
+        }
+        if (test_interval > 0 && state.iter % test_interval == 0) {
+          evaluate();
+          evaluated_at = state.iter;
+        }
+        if (save_iters > 0 && state.iter % save_iters == 0) save("latest");
+      }
+      if (state.epoch_iter < iters_per_epoch) break;  // stopped by max_iters mid-epoch
+      // The epoch is complete.
+      if (test_interval == 0 && evaluated_at != state.iter) {
+        evaluate();
+        evaluated_at = state.iter;
+      }
+      ++state.epoch;
+      state.epoch_iter = 0;
+      save("latest");
+      if (save_epoch > 0 && state.epoch % save_epoch == 0) save_epoch_checkpoint(state.epoch);
+    }
+    if (evaluated_at != state.iter) evaluate();
+    save("latest");
+    if (bar)
+      if (auto* os = log()) *os << "\n" << std::flush;
+
+    summary.epochs = state.epoch;
+    summary.iters = state.iter;
+    summary.best_top1 = state.best_top1;
+    summary.wall_s = seconds_since(t0);
+    summary.train_images_per_sec =
+        run_compute_s > 0 ? static_cast<double>(run_images) / run_compute_s : 0.0;
+    if (auto* os = log())
+      *os << "done: " << state.epoch << " epochs, " << state.iter << " iters, top1 "
+          << fixed(summary.top1, 2) << "% (best " << fixed(state.best_top1, 2) << "%), "
+          << fixed(summary.wall_s, 1) << " s, " << fixed(summary.train_images_per_sec, 0)
+          << " train img/s\n"
+          << std::flush;
+    return summary;
+  }
+};
+
+Trainer::Trainer(Config cfg, TrainOptions opts) : impl_(std::make_unique<Impl>()) {
+  impl_->cfg = std::move(cfg);
+  impl_->opts = std::move(opts);
+  impl_->setup();
+}
+
+Trainer::~Trainer() = default;
+
+TrainSummary Trainer::run() {
+  return impl_->run();
+}
+
+}  // namespace tcv::train

@@ -1,0 +1,68 @@
+// The classification training loop behind tcv-train: data, model, optimizer,
+// LR policy, evaluation, logging (metrics.jsonl + progress) and checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "train/config.h"
+
+namespace tcv::train {
+
+enum class ProgressMode : uint8_t {
+  automatic,  ///< a redrawn bar when stdout is a terminal, plain lines otherwise
+  bar,
+  lines,
+  quiet,
+};
+
+struct TrainOptions {
+  /// Run directory: receives config.toml, metrics.jsonl and checkpoints/.
+  std::string out_dir = "runs/default";
+  ProgressMode progress = ProgressMode::automatic;
+  /// Where progress and log lines go (null = nowhere).
+  std::ostream* log = nullptr;
+};
+
+/// What a run did.
+struct TrainSummary {
+  int64_t epochs = 0;                          ///< epochs completed in all
+  int64_t iters = 0;                           ///< iterations completed in all
+  int64_t start_iter = 0;                      ///< where this run began (> 0 when resumed)
+  double top1 = -1, top5 = -1, val_loss = -1;  ///< last evaluation
+  double best_top1 = -1;
+  double wall_s = 0;  ///< this run's wall time
+  double train_images_per_sec = 0;
+};
+
+/// Trains an image classifier as `cfg` says (cfg is validated first).
+///
+/// Iterations count from 1, and so do epochs in metrics.jsonl and the log
+/// ("epoch": 1 is the first epoch); `solver.display_iter` logs a training line every N
+/// iterations, `solver.test_interval` evaluates on the whole test split every N
+/// iterations (0: after each epoch, and always at the end). Checkpoints in
+/// out_dir/checkpoints: `latest` after each epoch and at the end, `best` by val
+/// top-1, `epoch_NNNN` every `solver.save_epoch` epochs (the last
+/// `checkpoints.keep_last` kept). `network.resume` continues a run exactly
+/// where its checkpoint stands (same batches, LR and random stream).
+class Trainer {
+ public:
+  Trainer(Config cfg, TrainOptions opts);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainSummary run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The directory of the IDX files for a config: data.data_dir, or the Debian
+/// dataset package's directory for data.dataset.
+std::string resolve_data_dir(const Config& cfg);
+
+}  // namespace tcv::train
