@@ -111,14 +111,111 @@ std::vector<int64_t> EpochSampler::indices(int64_t epoch) const {
   return randperm(n_, &gen).to_vector<int64_t>();
 }
 
+Sample InMemoryDataset::get(int64_t i, Rng& rng) const {
+  TCV_CHECK(i >= 0 && i < size(), data_->name(), ": sample index ", i, " out of range [0, ", size(),
+            ")");
+  Sample s{data_->images().select(0, i), data_->labels().data<int64_t>()[i]};
+  if (transform_) s.image = transform_(s.image, rng);
+  return s;
+}
+
+namespace {
+
+void check_loader_options(const LoaderOptions& o) {
+  TCV_CHECK(o.batch_size > 0, "[DataLoader] batch_size must be positive, got ", o.batch_size);
+  TCV_CHECK(o.workers >= 0, "[DataLoader] workers must be >= 0, got ", o.workers);
+  TCV_CHECK(o.prefetch >= 1, "[DataLoader] prefetch must be >= 1, got ", o.prefetch);
+}
+
+// Per-sample augmentation streams use their own key, apart from the sampler's.
+constexpr uint64_t kAugmentKey = 0x9E3779B97F4A7C15ull;
+
+}  // namespace
+
 DataLoader::DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset,
                        LoaderOptions opts)
     : dataset_(std::move(dataset)),
       opts_(std::move(opts)),
       sampler_(dataset_->size(), opts_.seed, opts_.shuffle) {
-  TCV_CHECK(opts_.batch_size > 0, "[DataLoader] batch_size must be positive, got ",
-            opts_.batch_size);
-  TCV_CHECK(opts_.workers >= 0, "[DataLoader] workers must be >= 0, got ", opts_.workers);
+  check_loader_options(opts_);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opts)
+    : source_(std::move(dataset)),
+      opts_(std::move(opts)),
+      sampler_(source_->size(), opts_.seed, opts_.shuffle) {
+  check_loader_options(opts_);
+}
+
+const ImageClassificationDataset& DataLoader::dataset() const {
+  TCV_CHECK(dataset_ != nullptr, "[DataLoader] dataset(): this loader reads a generic Dataset (",
+            source_->name(), "), not an in-memory one");
+  return *dataset_;
+}
+
+int64_t DataLoader::size() const {
+  return dataset_ ? dataset_->size() : source_->size();
+}
+
+Batch DataLoader::collate(const int64_t* indices, int64_t n) const {
+  const uint64_t aug_seed = opts_.seed ^ kAugmentKey;
+  const auto N = static_cast<uint64_t>(size());
+  std::vector<Sample> samples;
+  samples.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    Rng rng(aug_seed, static_cast<uint64_t>(epoch_) * N + static_cast<uint64_t>(indices[i]));
+    Sample s = source_->get(indices[i], rng);
+    if (!s.image.defined()) continue;  // skipped (corrupt) sample
+    if (s.image.dim() == 2) s.image = s.image.unsqueeze(0);
+    TCV_CHECK(s.image.dim() == 3 && (s.image.dtype() == DType::u8 || s.image.dtype() == DType::f32),
+              source_->name(), ": sample ", indices[i],
+              " is not a u8/f32 (C, H, W) image: ", dtype_name(s.image.dtype()), " ",
+              s.image.shape_str());
+    if (!samples.empty())
+      TCV_CHECK(s.image.shape() == samples[0].image.shape(), source_->name(), ": sample ",
+                indices[i], " has shape ", s.image.shape_str(), " but the batch has ",
+                samples[0].image.shape_str(), " (add a Resize/CenterCrop/RandomResizedCrop)");
+    samples.push_back(std::move(s));
+  }
+  Batch b;
+  const auto B = static_cast<int64_t>(samples.size());
+  if (B == 0) {
+    b.x = empty({0, 0, 0, 0});
+    b.y = empty({0}, {.dtype = DType::i64});
+    return b;
+  }
+  const Shape& chw = samples[0].image.shape();
+  const int64_t C = chw[0], HW = chw[1] * chw[2];
+  std::vector<float> scale(C), shift(C);
+  const Normalize& norm = opts_.normalize;
+  for (int64_t c = 0; c < C; ++c) {
+    auto pick = [&](const std::vector<double>& v, const char* what) {
+      TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what, " has ",
+                v.size(), " values for ", C, " channels (give 1 or ", C, ")");
+      return v.size() == 1 ? v[0] : v[c];
+    };
+    const double m = pick(norm.mean, "mean"), sd = pick(norm.std, "std");
+    scale[c] = static_cast<float>(1.0 / (norm.div_value * sd));
+    shift[c] = static_cast<float>(-m / sd);
+  }
+  b.x = empty({B, C, chw[1], chw[2]});  // (B, C, H, W)
+  b.y = empty({B}, {.dtype = DType::i64});
+  float* x = b.x.data<float>();
+  int64_t* y = b.y.data<int64_t>();
+  for (int64_t i = 0; i < B; ++i) {
+    const Tensor img = samples[i].image.contiguous();
+    y[i] = samples[i].label;
+    float* d = x + i * C * HW;
+    if (img.dtype() == DType::f32) {
+      std::copy_n(img.data<float>(), C * HW, d);
+      continue;
+    }
+    const uint8_t* src = img.data<uint8_t>();
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < HW; ++k)
+        d[c * HW + k] = static_cast<float>(src[c * HW + k]) * scale[c] + shift[c];
+  }
+  return b;
 }
 
 DataLoader::~DataLoader() {
@@ -126,13 +223,14 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::num_batches() const {
-  const int64_t n = dataset_->size(), b = opts_.batch_size;
+  const int64_t n = size(), b = opts_.batch_size;
   return opts_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 Batch DataLoader::make_batch(int64_t b) const {
   const int64_t start = b * opts_.batch_size;
-  const int64_t n = std::min<int64_t>(opts_.batch_size, dataset_->size() - start);
+  const int64_t n = std::min<int64_t>(opts_.batch_size, size() - start);
+  if (!dataset_) return collate(order_.data() + start, n);
   return dataset_->get_batch(order_.data() + start, n, opts_.normalize);
 }
 
@@ -151,6 +249,7 @@ void DataLoader::stop_workers() {
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   stop_workers();
+  epoch_ = epoch;
   order_ = sampler_.indices(epoch);
   end_ = num_batches();
   next_ = std::clamp<int64_t>(skip, 0, end_);
@@ -159,7 +258,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
 }
 
 void DataLoader::worker_loop() {
-  const int64_t depth = 2 * static_cast<int64_t>(opts_.workers);
+  const int64_t depth = static_cast<int64_t>(opts_.prefetch) * opts_.workers;
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
     cv_.wait(l, [&] { return stop_ || claim_ >= end_ || claim_ < next_ + depth; });

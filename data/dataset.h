@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/transforms.h"
 #include "engine/tensor.h"
 
 namespace tcv::data {
@@ -64,6 +65,43 @@ class ImageClassificationDataset {
   std::string name_;
 };
 
+/// One decoded, transformed sample: image (C, H, W) u8 or f32 and its class.
+/// An undefined image marks a sample that was skipped (a corrupt file, when the
+/// dataset is told to skip those); the DataLoader leaves it out of the batch.
+struct Sample {
+  Tensor image;
+  int64_t label = 0;
+};
+
+/// A dataset that makes samples on demand (decode + transform), for the DataLoader.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t num_classes() const = 0;
+  /// Sample i; random transforms draw from `rng` only. Must be safe to call from
+  /// several threads at once.
+  virtual Sample get(int64_t i, Rng& rng) const = 0;
+  /// Samples skipped so far (corrupt files); 0 for datasets that never skip.
+  virtual int64_t skipped() const { return 0; }
+  virtual std::string name() const { return "dataset"; }
+};
+
+/// An in-memory dataset (e.g. CIFAR, IDX) seen through a per-sample transform.
+class InMemoryDataset : public Dataset {
+ public:
+  InMemoryDataset(std::shared_ptr<const ImageClassificationDataset> data, Transform transform = {})
+      : data_(std::move(data)), transform_(std::move(transform)) {}
+  int64_t size() const override { return data_->size(); }
+  int64_t num_classes() const override { return data_->num_classes(); }
+  Sample get(int64_t i, Rng& rng) const override;
+  std::string name() const override { return data_->name(); }
+
+ private:
+  std::shared_ptr<const ImageClassificationDataset> data_;
+  Transform transform_;
+};
+
 /// Where the files of a known IDX dataset live under `data_dir`:
 /// "fashion_mnist" and "mnist" use the standard names, with or without ".gz".
 struct IdxFiles {
@@ -90,16 +128,25 @@ struct LoaderOptions {
   bool shuffle = true;
   bool drop_last = false;
   /// 0: batches are assembled on the calling thread. N > 0: N worker threads
-  /// assemble up to 2·N batches ahead of the consumer.
+  /// assemble up to prefetch·N batches ahead of the consumer.
   int workers = 0;
   uint64_t seed = 0;
+  /// In-memory datasets, and u8 samples of a Dataset: how pixels become f32.
+  /// f32 samples (already normalised by their transform) are copied as they are.
   Normalize normalize;
+  /// Batches each worker may assemble ahead of the consumer (queue bound = workers x this).
+  int prefetch = 2;
 };
 
-/// Iterates one epoch at a time over a dataset in batches, in sampler order.
+/// Iterates one epoch at a time over a dataset in batches, in sampler order,
+/// delivering batches in order whatever the number of workers. Sample j of
+/// epoch e is transformed with Rng(seed', e * size + j), so augmentation
+/// depends only on (seed, epoch, index).
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset, LoaderOptions opts);
+  /// Over any Dataset: samples (all the same shape) are stacked into f32 (B, C, H, W).
+  DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opts);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -111,20 +158,28 @@ class DataLoader {
   void start_epoch(int64_t epoch, int64_t skip = 0);
   /// The next batch of the current epoch; false once the epoch is done.
   bool next(Batch& out);
-  const ImageClassificationDataset& dataset() const { return *dataset_; }
+  /// The in-memory dataset (the first constructor only).
+  const ImageClassificationDataset& dataset() const;
+  /// Samples left out of batches so far (the Dataset's skipped() count).
+  int64_t skipped() const { return source_ ? source_->skipped() : 0; }
+  /// Samples in the dataset.
+  int64_t size() const;
   const LoaderOptions& options() const { return opts_; }
 
  private:
   Batch make_batch(int64_t b) const;
+  Batch collate(const int64_t* indices, int64_t n) const;
   void stop_workers();
   void worker_loop();
 
-  std::shared_ptr<const ImageClassificationDataset> dataset_;
+  std::shared_ptr<const ImageClassificationDataset> dataset_;  // in-memory, or null
+  std::shared_ptr<const Dataset> source_;                      // generic, or null
   LoaderOptions opts_;
   EpochSampler sampler_;
   std::vector<int64_t> order_;
   int64_t next_ = 0;  // next batch index the consumer takes
   int64_t end_ = 0;   // batches in this epoch
+  int64_t epoch_ = 0;
 
   // Worker state, guarded by mu_.
   std::mutex mu_;

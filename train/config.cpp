@@ -46,9 +46,10 @@ std::vector<KeySpec> make_schema() {
       {"solver.save_iters", VT::integer, int64_t{0}, "also save `latest` every N iterations"},
       {"solver.lr.base_lr", VT::floating, 0.1, ""},
       {"solver.lr.lr_policy", VT::string, std::string("fixed"),
-       "fixed | step | multistep | cosine | lambda_poly"},
+       "fixed | step | multistep | cosine | lambda_poly (= poly)"},
       {"solver.lr.metric", VT::string, std::string("epoch"),
-       "unit of step_size and stepvalue: epoch | iters"},
+       "epoch | iters: unit of step_size and stepvalue, and how often cosine and "
+       "lambda_poly change"},
       {"solver.lr.step.gamma", VT::floating, 0.1, ""},
       {"solver.lr.step.step_size", VT::integer, int64_t{30}, ""},
       {"solver.lr.multistep.gamma", VT::floating, 0.1, ""},
@@ -56,13 +57,20 @@ std::vector<KeySpec> make_schema() {
       {"solver.lr.lambda_poly.power", VT::floating, 0.9, ""},
       {"solver.lr.is_warm", VT::boolean, false, "linear warm-up"},
       {"solver.lr.warm.warm_iters", VT::integer, int64_t{0}, ""},
-      {"solver.optim.optim_method", VT::string, std::string("sgd"), "sgd | adamw"},
+      {"solver.clip_grad_norm", VT::floating, 0.0,
+       "clip gradients to this global L2 norm before each step; 0 = off"},
+      {"solver.optim.optim_method", VT::string, std::string("sgd"), "sgd | adam | adamw"},
+      {"solver.optim.nodecay_bn_bias", VT::boolean, false,
+       "no weight decay on parameters with dim <= 1 (BatchNorm weights, biases)"},
       {"solver.optim.sgd.momentum", VT::floating, 0.9, ""},
       {"solver.optim.sgd.weight_decay", VT::floating, 0.0, ""},
       {"solver.optim.sgd.nesterov", VT::boolean, false, ""},
+      {"solver.optim.adam.betas", VT::float_array, Doubles{0.9, 0.999}, ""},
+      {"solver.optim.adam.eps", VT::floating, 1e-8, ""},
+      {"solver.optim.adam.weight_decay", VT::floating, 0.0, "L2, added to the gradient"},
       {"solver.optim.adamw.betas", VT::float_array, Doubles{0.9, 0.999}, ""},
       {"solver.optim.adamw.eps", VT::floating, 1e-8, ""},
-      {"solver.optim.adamw.weight_decay", VT::floating, 0.01, ""},
+      {"solver.optim.adamw.weight_decay", VT::floating, 0.01, "decoupled"},
       {"loss.label_smoothing", VT::floating, 0.0, "in [0, 1)"},
       {"checkpoints.keep_last", VT::integer, int64_t{3}, "epoch checkpoints kept; 0 = all"},
   };
@@ -510,7 +518,7 @@ void Config::validate() const {
   at_least("solver.save_epoch", 0);
   at_least("solver.save_iters", 0);
   positive("solver.lr.base_lr");
-  choice("solver.lr.lr_policy", {"fixed", "step", "multistep", "cosine", "lambda_poly"});
+  choice("solver.lr.lr_policy", {"fixed", "step", "multistep", "cosine", "lambda_poly", "poly"});
   choice("solver.lr.metric", {"epoch", "iters"});
   positive("solver.lr.step.gamma");
   at_least("solver.lr.step.step_size", 1);
@@ -525,17 +533,20 @@ void Config::validate() const {
   at_least("solver.lr.warm.warm_iters", 0);
   if (get_bool("solver.lr.is_warm") && get_int("solver.lr.warm.warm_iters") == 0)
     fail("solver.lr.warm.warm_iters", "must be positive when solver.lr.is_warm is true");
-  choice("solver.optim.optim_method", {"sgd", "adamw"});
+  non_negative("solver.clip_grad_norm");
+  choice("solver.optim.optim_method", {"sgd", "adam", "adamw"});
   in_unit("solver.optim.sgd.momentum", get_double("solver.optim.sgd.momentum"));
   non_negative("solver.optim.sgd.weight_decay");
   if (get_bool("solver.optim.sgd.nesterov") && !(get_double("solver.optim.sgd.momentum") > 0))
     fail("solver.optim.sgd.nesterov", "needs solver.optim.sgd.momentum > 0");
-  const auto betas = get_doubles("solver.optim.adamw.betas");
-  if (betas.size() != 2)
-    fail("solver.optim.adamw.betas", "expected 2 values, got " + std::to_string(betas.size()));
-  for (double b : betas) in_unit("solver.optim.adamw.betas", b);
-  positive("solver.optim.adamw.eps");
-  non_negative("solver.optim.adamw.weight_decay");
+  for (const std::string opt : {"adam", "adamw"}) {
+    const std::string key = "solver.optim." + opt + ".betas";
+    const auto betas = get_doubles(key);
+    if (betas.size() != 2) fail(key, "expected 2 values, got " + std::to_string(betas.size()));
+    for (double b : betas) in_unit(key, b);
+    positive("solver.optim." + opt + ".eps");
+    non_negative("solver.optim." + opt + ".weight_decay");
+  }
   in_unit("loss.label_smoothing", get_double("loss.label_smoothing"));
   at_least("checkpoints.keep_last", 0);
 }

@@ -13,8 +13,9 @@ LrPolicyKind parse_lr_policy(const std::string& name) {
   if (name == "step") return LrPolicyKind::step;
   if (name == "multistep") return LrPolicyKind::multistep;
   if (name == "cosine") return LrPolicyKind::cosine;
-  if (name == "lambda_poly") return LrPolicyKind::lambda_poly;
-  TCV_THROW("unknown lr_policy '", name, "' (valid: fixed, step, multistep, cosine, lambda_poly)");
+  if (name == "lambda_poly" || name == "poly") return LrPolicyKind::lambda_poly;
+  TCV_THROW("unknown lr_policy '", name,
+            "' (valid: fixed, step, multistep, cosine, lambda_poly, poly)");
 }
 
 LrPolicy::LrPolicy(LrPolicyOptions opts) : opts_(std::move(opts)) {
@@ -29,7 +30,9 @@ LrPolicy LrPolicy::from_config(const Config& cfg, int64_t iters_per_epoch, int64
   LrPolicyOptions o;
   o.kind = parse_lr_policy(cfg.get_string("solver.lr.lr_policy"));
   o.base_lr = cfg.get_double("solver.lr.base_lr");
-  o.iters_per_unit = cfg.get_string("solver.lr.metric") == "epoch" ? iters_per_epoch : 1;
+  const bool per_epoch = cfg.get_string("solver.lr.metric") == "epoch";
+  o.iters_per_unit = per_epoch ? iters_per_epoch : 1;
+  o.decay = per_epoch ? LrPolicyOptions::Decay::per_unit : LrPolicyOptions::Decay::per_iter;
   o.max_iters = max_iters;
   o.step_gamma = cfg.get_double("solver.lr.step.gamma");
   o.step_size = cfg.get_int("solver.lr.step.step_size");
@@ -43,8 +46,11 @@ LrPolicy LrPolicy::from_config(const Config& cfg, int64_t iters_per_epoch, int64
 double LrPolicy::lr_at(int64_t iter) const {
   iter = std::max<int64_t>(iter, 0);
   const int64_t unit = iter / opts_.iters_per_unit;
+  const int64_t max_units = (opts_.max_iters + opts_.iters_per_unit - 1) / opts_.iters_per_unit;
   const double frac =
-      std::min(1.0, static_cast<double>(iter) / static_cast<double>(opts_.max_iters));
+      opts_.decay == LrPolicyOptions::Decay::per_unit
+          ? std::min(1.0, static_cast<double>(unit) / static_cast<double>(max_units))
+          : std::min(1.0, static_cast<double>(iter) / static_cast<double>(opts_.max_iters));
   double lr = opts_.base_lr;
   switch (opts_.kind) {
     case LrPolicyKind::fixed:

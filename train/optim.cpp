@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
 #include "kernels/cpu/optim.h"
 
 namespace tcv::train {
@@ -83,6 +84,35 @@ Optimizer::Optimizer(nn::StateDict named_params, double lr)
   }
 }
 
+void Optimizer::make_groups(double weight_decay, NoDecay no_decay) {
+  ParamGroup decay{"decay", weight_decay, {}}, skip{"no_decay", 0.0, {}};
+  for (size_t i = 0; i < params_.size(); ++i)
+    (no_decay == NoDecay::bn_and_bias && params_[i].second.dim() <= 1 ? skip : decay)
+        .params.push_back(i);
+  groups_.clear();
+  groups_.push_back(std::move(decay));
+  if (no_decay == NoDecay::bn_and_bias) groups_.push_back(std::move(skip));
+}
+
+double clip_grad_norm(const nn::StateDict& params, double max_norm) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  double sum_sq = 0.0;
+  for (const auto& [name, p] : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    sum_sq += ops::sum(ops::mul(g, g)).item();
+    grads.push_back(g);
+  }
+  const double norm = std::sqrt(sum_sq);
+  if (max_norm > 0.0) {
+    const double coef = max_norm / (norm + 1e-6);
+    if (coef < 1.0)
+      for (Tensor& g : grads) g.mul_(coef);
+  }
+  return norm;
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& [name, p] : params_) {
     Tensor g = p.grad();
@@ -102,6 +132,7 @@ SGD::SGD(nn::StateDict named_params, SGDOptions opts)
   TCV_CHECK(opts.momentum >= 0.0, "[SGD] momentum must be non-negative, got ", opts.momentum);
   TCV_CHECK(opts.weight_decay >= 0.0, "[SGD] weight_decay must be non-negative, got ",
             opts.weight_decay);
+  make_groups(opts.weight_decay, opts.no_decay);
   TCV_CHECK(!opts.nesterov || (opts.momentum > 0.0 && opts.dampening == 0.0),
             "[SGD] nesterov needs momentum > 0 and dampening 0, got momentum ", opts.momentum,
             ", dampening ", opts.dampening);
@@ -111,40 +142,43 @@ void SGD::step() {
   NoGradGuard no_grad;
   const double lr = lr_;
   const double mom = opts_.momentum;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const bool first = !momentum_[i].defined();
-    if (mom != 0.0 && first)
-      momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
-    if (fused_ok(p, g)) {
-      if (!g.is_contiguous()) g = g.contiguous();
-      TCV_DISPATCH_FLOAT(p.dtype(), "SGD", {
-        kernels::cpu::sgd_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
-                                         mom != 0.0 ? momentum_[i].data<scalar_t>() : nullptr,
-                                         p.numel(), lr, mom, opts_.dampening, opts_.weight_decay,
-                                         opts_.nesterov, first);
-      });
-      p.bump_version();
-      if (mom != 0.0) momentum_[i].bump_version();
-      continue;
-    }
-    // Any other device or dtype: the same rule with tensor ops.
-    Tensor d = opts_.weight_decay != 0.0 ? ops::add(g, ops::mul(p, opts_.weight_decay)) : g;
-    if (mom != 0.0) {
-      Tensor& buf = momentum_[i];
-      if (first) {
-        buf.copy_(d);
-      } else {
-        buf.mul_(mom);
-        buf.add_(d, 1.0 - opts_.dampening);
-      }
-      d = opts_.nesterov ? ops::add(d, ops::mul(buf, mom)) : buf;
-    }
-    p.add_(d, -lr);
-  }
+  for (const ParamGroup& group : groups_)
+    for (const size_t i : group.params) step_one(i, lr, mom, group.weight_decay);
   ++step_count_;
+}
+
+void SGD::step_one(size_t i, double lr, double mom, double wd) {
+  Tensor& p = params_[i].second;
+  Tensor g = p.grad();
+  if (!g.defined()) return;
+  const bool first = !momentum_[i].defined();
+  if (mom != 0.0 && first)
+    momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+  if (fused_ok(p, g)) {
+    if (!g.is_contiguous()) g = g.contiguous();
+    TCV_DISPATCH_FLOAT(p.dtype(), "SGD", {
+      kernels::cpu::sgd_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
+                                       mom != 0.0 ? momentum_[i].data<scalar_t>() : nullptr,
+                                       p.numel(), lr, mom, opts_.dampening, wd, opts_.nesterov,
+                                       first);
+    });
+    p.bump_version();
+    if (mom != 0.0) momentum_[i].bump_version();
+    return;
+  }
+  // Any other device or dtype: the same rule with tensor ops.
+  Tensor d = wd != 0.0 ? ops::add(g, ops::mul(p, wd)) : g;
+  if (mom != 0.0) {
+    Tensor& buf = momentum_[i];
+    if (first) {
+      buf.copy_(d);
+    } else {
+      buf.mul_(mom);
+      buf.add_(d, 1.0 - opts_.dampening);
+    }
+    d = opts_.nesterov ? ops::add(d, ops::mul(buf, mom)) : buf;
+  }
+  p.add_(d, -lr);
 }
 
 nn::StateDict SGD::state_dict() const {
@@ -167,62 +201,78 @@ void SGD::load_state_dict(const nn::StateDict& state) {
   step_count_ = step;
 }
 
-// ---------------------------------------------------------------- AdamW
+// ---------------------------------------------------------------- Adam, AdamW
 
-AdamW::AdamW(nn::StateDict named_params, AdamWOptions opts)
+Adam::Adam(nn::StateDict named_params, AdamOptions opts)
+    : Adam(std::move(named_params), opts, false, "Adam") {}
+
+Adam::Adam(nn::StateDict named_params, AdamOptions opts, bool decoupled, const char* name)
     : Optimizer(std::move(named_params), opts.lr),
       opts_(opts),
+      decoupled_(decoupled),
+      name_(name),
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {
-  TCV_CHECK(opts.beta1 >= 0.0 && opts.beta1 < 1.0 && opts.beta2 >= 0.0 && opts.beta2 < 1.0,
-            "[AdamW] betas must be in [0, 1), got (", opts.beta1, ", ", opts.beta2, ")");
-  TCV_CHECK(opts.eps >= 0.0, "[AdamW] eps must be non-negative, got ", opts.eps);
-  TCV_CHECK(opts.weight_decay >= 0.0, "[AdamW] weight_decay must be non-negative, got ",
+  TCV_CHECK(opts.beta1 >= 0.0 && opts.beta1 < 1.0 && opts.beta2 >= 0.0 && opts.beta2 < 1.0, "[",
+            name, "] betas must be in [0, 1), got (", opts.beta1, ", ", opts.beta2, ")");
+  TCV_CHECK(opts.eps >= 0.0, "[", name, "] eps must be non-negative, got ", opts.eps);
+  TCV_CHECK(opts.weight_decay >= 0.0, "[", name, "] weight_decay must be non-negative, got ",
             opts.weight_decay);
+  make_groups(opts.weight_decay, opts.no_decay);
 }
 
-void AdamW::step() {
+AdamW::AdamW(nn::StateDict named_params, AdamWOptions o)
+    : Adam(std::move(named_params),
+           AdamOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.no_decay}, true, "AdamW") {}
+
+void Adam::step() {
   NoGradGuard no_grad;
   // One step count for all parameters (torch keeps one per parameter; they agree
   // unless a parameter skips steps for lack of a gradient).
   const int64_t step = step_count_ + 1;
   const double lr = lr_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (!exp_avg_[i].defined()) {
-      exp_avg_[i] = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
-      exp_avg_sq_[i] = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+  const auto mode = decoupled_ ? kernels::cpu::AdamDecay::decoupled : kernels::cpu::AdamDecay::l2;
+  for (const ParamGroup& group : groups_)
+    for (const size_t i : group.params) {
+      const double wd = group.weight_decay;
+      Tensor& p = params_[i].second;
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (!exp_avg_[i].defined()) {
+        exp_avg_[i] = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+        exp_avg_sq_[i] = zeros(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+      }
+      Tensor& m = exp_avg_[i];
+      Tensor& v = exp_avg_sq_[i];
+      if (fused_ok(p, g)) {
+        if (!g.is_contiguous()) g = g.contiguous();
+        TCV_DISPATCH_FLOAT(p.dtype(), "Adam", {
+          kernels::cpu::adam_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
+                                            m.data<scalar_t>(), v.data<scalar_t>(), p.numel(), lr,
+                                            opts_.beta1, opts_.beta2, opts_.eps, wd, mode, step);
+        });
+        p.bump_version();
+        m.bump_version();
+        v.bump_version();
+        continue;
+      }
+      const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step));
+      const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step));
+      if (decoupled_)
+        p.mul_(1.0 - lr * wd);
+      else if (wd != 0.0)
+        g = ops::add(g, ops::mul(p, wd));
+      m.mul_(opts_.beta1);
+      m.add_(g, 1.0 - opts_.beta1);
+      v.mul_(opts_.beta2);
+      v.add_(ops::mul(g, g), 1.0 - opts_.beta2);
+      Tensor denom = ops::add(ops::sqrt(v) / std::sqrt(bc2), opts_.eps);
+      p.add_(ops::div(m, denom), -lr / bc1);
     }
-    Tensor& m = exp_avg_[i];
-    Tensor& v = exp_avg_sq_[i];
-    if (fused_ok(p, g)) {
-      if (!g.is_contiguous()) g = g.contiguous();
-      TCV_DISPATCH_FLOAT(p.dtype(), "AdamW", {
-        kernels::cpu::adamw_step<scalar_t>(
-            p.data<scalar_t>(), g.data<scalar_t>(), m.data<scalar_t>(), v.data<scalar_t>(),
-            p.numel(), lr, opts_.beta1, opts_.beta2, opts_.eps, opts_.weight_decay, step);
-      });
-      p.bump_version();
-      m.bump_version();
-      v.bump_version();
-      continue;
-    }
-    const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step));
-    const double bc2 = 1.0 - std::pow(opts_.beta2, static_cast<double>(step));
-    p.mul_(1.0 - lr * opts_.weight_decay);
-    m.mul_(opts_.beta1);
-    m.add_(g, 1.0 - opts_.beta1);
-    v.mul_(opts_.beta2);
-    v.add_(ops::mul(g, g), 1.0 - opts_.beta2);
-    Tensor denom = ops::add(ops::sqrt(v) / std::sqrt(bc2), opts_.eps);
-    p.add_(ops::div(m, denom), -lr / bc1);
-  }
   step_count_ = step;
 }
 
-nn::StateDict AdamW::state_dict() const {
+nn::StateDict Adam::state_dict() const {
   nn::StateDict out;
   for (size_t i = 0; i < params_.size(); ++i)
     if (exp_avg_[i].defined())
@@ -234,19 +284,19 @@ nn::StateDict AdamW::state_dict() const {
   return out;
 }
 
-void AdamW::load_state_dict(const nn::StateDict& state) {
+void Adam::load_state_dict(const nn::StateDict& state) {
   auto m = to_map(state);
-  const int64_t step = load_step("AdamW", m);
+  const int64_t step = load_step(name_, m);
   std::vector<Tensor> avg(params_.size()), avg_sq(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
-    avg[i] = take_state("AdamW", m, "exp_avg", name, p);
-    avg_sq[i] = take_state("AdamW", m, "exp_avg_sq", name, p);
-    TCV_CHECK(avg[i].defined() == avg_sq[i].defined(), "[AdamW::load_state_dict] missing entry \"",
-              avg[i].defined() ? "exp_avg_sq." : "exp_avg.", name,
-              "\" (the other moment is present)");
+    avg[i] = take_state(name_, m, "exp_avg", name, p);
+    avg_sq[i] = take_state(name_, m, "exp_avg_sq", name, p);
+    TCV_CHECK(avg[i].defined() == avg_sq[i].defined(), "[", name_,
+              "::load_state_dict] missing entry \"", avg[i].defined() ? "exp_avg_sq." : "exp_avg.",
+              name, "\" (the other moment is present)");
   }
-  check_no_leftovers("AdamW", m, "\"exp_avg.<param>\", \"exp_avg_sq.<param>\"");
+  check_no_leftovers(name_, m, "\"exp_avg.<param>\", \"exp_avg_sq.<param>\"");
   exp_avg_ = std::move(avg);
   exp_avg_sq_ = std::move(avg_sq);
   step_count_ = step;

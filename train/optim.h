@@ -1,5 +1,6 @@
-// Optimizers: SGD (momentum, nesterov, weight decay) and AdamW, with the same
-// update rules as torch.optim, and state that checkpoints save and restore.
+// Optimizers: SGD (momentum, nesterov, weight decay), Adam and AdamW, with the
+// same update rules as torch.optim, parameter groups for weight decay, gradient
+// clipping by global norm, and state that checkpoints save and restore.
 #pragma once
 
 #include <string>
@@ -8,6 +9,19 @@
 #include "layers/module.h"
 
 namespace tcv::train {
+
+/// Which parameters weight decay applies to.
+enum class NoDecay : uint8_t {
+  none,         ///< every parameter decays
+  bn_and_bias,  ///< parameters with dim <= 1 (BatchNorm weights and biases, all biases) do not
+};
+
+/// Parameters that share a weight decay (torch.optim's param_groups).
+struct ParamGroup {
+  std::string name;            ///< "decay" or "no_decay"
+  double weight_decay = 0.0;   ///< for the parameters of this group
+  std::vector<size_t> params;  ///< indices into Optimizer::params()
+};
 
 class Optimizer {
  public:
@@ -30,12 +44,24 @@ class Optimizer {
   virtual void load_state_dict(const nn::StateDict& state) = 0;
 
   const nn::StateDict& params() const { return params_; }
+  /// The weight-decay groups; every parameter is in exactly one.
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
 
  protected:
+  /// Splits the parameters into a "decay" group (weight_decay) and, with
+  /// NoDecay::bn_and_bias, a "no_decay" group (0) of the parameters with dim <= 1.
+  void make_groups(double weight_decay, NoDecay no_decay);
+
   nn::StateDict params_;
+  std::vector<ParamGroup> groups_;
   double lr_;
   int64_t step_count_ = 0;
 };
+
+/// torch.nn.utils.clip_grad_norm_: when the L2 norm of all gradients together
+/// exceeds max_norm, scales every gradient by max_norm / (norm + 1e-6). Returns
+/// the norm before clipping. max_norm <= 0 only measures.
+double clip_grad_norm(const nn::StateDict& params, double max_norm);
 
 struct SGDOptions {
   double lr = 0.01;
@@ -43,6 +69,7 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  NoDecay no_decay = NoDecay::none;
 };
 
 class SGD final : public Optimizer {
@@ -53,28 +80,52 @@ class SGD final : public Optimizer {
   void load_state_dict(const nn::StateDict& state) override;
 
  private:
+  void step_one(size_t i, double lr, double momentum, double weight_decay);
+
   SGDOptions opts_;
   std::vector<Tensor> momentum_;  // per parameter; undefined until first used
 };
 
+/// torch.optim.Adam: weight decay is L2, added to the gradient.
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  NoDecay no_decay = NoDecay::none;
+};
+
+/// torch.optim.AdamW: weight decay is decoupled (p *= 1 - lr·weight_decay).
 struct AdamWOptions {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 1e-2;
+  NoDecay no_decay = NoDecay::none;
 };
 
-class AdamW final : public Optimizer {
+class Adam : public Optimizer {
  public:
-  AdamW(nn::StateDict named_params, AdamWOptions opts);
+  Adam(nn::StateDict named_params, AdamOptions opts);
   void step() override;
   nn::StateDict state_dict() const override;
   void load_state_dict(const nn::StateDict& state) override;
 
+ protected:
+  Adam(nn::StateDict named_params, AdamOptions opts, bool decoupled, const char* name);
+
  private:
-  AdamWOptions opts_;
+  AdamOptions opts_;
+  bool decoupled_;
+  const char* name_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
+};
+
+class AdamW final : public Adam {
+ public:
+  AdamW(nn::StateDict named_params, AdamWOptions opts);
 };
 
 }  // namespace tcv::train

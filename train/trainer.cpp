@@ -22,6 +22,7 @@
 #include "train/lr_policy.h"
 #include "train/metrics.h"
 #include "train/optim.h"
+#include "train/report.h"
 
 namespace tcv::train {
 
@@ -80,27 +81,35 @@ Device pick_device(const Config& cfg) {
   return cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
 }
 
+}  // namespace
+
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params) {
   const double lr = cfg.get_double("solver.lr.base_lr");
-  if (cfg.get_string("solver.optim.optim_method") == "adamw") {
-    const auto betas = cfg.get_doubles("solver.optim.adamw.betas");
-    AdamWOptions o;
+  const NoDecay no_decay =
+      cfg.get_bool("solver.optim.nodecay_bn_bias") ? NoDecay::bn_and_bias : NoDecay::none;
+  const std::string& method = cfg.get_string("solver.optim.optim_method");
+  if (method == "adam" || method == "adamw") {
+    const std::string k = "solver.optim." + method + ".";
+    const auto betas = cfg.get_doubles(k + "betas");
+    AdamOptions o;
     o.lr = lr;
     o.beta1 = betas.at(0);
     o.beta2 = betas.at(1);
-    o.eps = cfg.get_double("solver.optim.adamw.eps");
-    o.weight_decay = cfg.get_double("solver.optim.adamw.weight_decay");
-    return std::make_unique<AdamW>(params, o);
+    o.eps = cfg.get_double(k + "eps");
+    o.weight_decay = cfg.get_double(k + "weight_decay");
+    o.no_decay = no_decay;
+    if (method == "adam") return std::make_unique<Adam>(params, o);
+    return std::make_unique<AdamW>(
+        params, AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.no_decay});
   }
   SGDOptions o;
   o.lr = lr;
+  o.no_decay = no_decay;
   o.momentum = cfg.get_double("solver.optim.sgd.momentum");
   o.weight_decay = cfg.get_double("solver.optim.sgd.weight_decay");
   o.nesterov = cfg.get_bool("solver.optim.sgd.nesterov");
   return std::make_unique<SGD>(params, o);
 }
-
-}  // namespace
 
 struct Trainer::Impl {
   Config cfg;
@@ -119,6 +128,7 @@ struct Trainer::Impl {
   Clock::time_point t0;
   double elapsed_before = 0;  // from earlier runs (resume)
   TrainSummary summary;
+  std::vector<ReportSample> samples;  // of the latest evaluation, for report.html
 
   std::ostream* log() const { return opts.progress == ProgressMode::quiet ? nullptr : opts.log; }
 
@@ -235,13 +245,18 @@ struct Trainer::Impl {
     model->eval();
     AccuracyMeter acc;
     AverageMeter loss_meter;
+    samples.clear();
     {
       NoGradGuard no_grad;
       val_loader->start_epoch(0);
       data::Batch b;
+      int64_t seen = 0;  // the val loader does not shuffle: row i is image seen + i
       while (val_loader->next(b)) {
         const Tensor x = b.x.to(device), y = b.y.to(device);
         const Tensor logits = model->forward(x);
+        if (static_cast<int64_t>(samples.size()) < kReportSamples)
+          add_samples(seen, ops::argmax(logits, 1).to(kCPU), b.y);
+        seen += b.y.size(0);
         const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
         loss_meter.update(loss.item(), y.size(0));
         acc.update(logits, y);
@@ -262,6 +277,7 @@ struct Trainer::Impl {
     j["images"] = acc.count();
     j["time"] = elapsed();
     write_metrics(j);
+    write_report_html();
     if (auto* os = log()) {
       if (bar) *os << "\r\033[K";
       *os << "val   epoch " << state.epoch + 1 << " iter " << state.iter << ": top1 "
@@ -273,6 +289,32 @@ struct Trainer::Impl {
       state.best_top1 = acc.top1();
       save("best");
     }
+  }
+
+  static constexpr int64_t kReportSamples = 24;
+
+  // Keeps the first images of a val batch (rows from `first` on) with their labels.
+  void add_samples(int64_t first, const Tensor& pred, const Tensor& label) {
+    const Tensor& images = val_loader->dataset().images();  // u8 (N, C, H, W)
+    const auto p = pred.to_vector<int64_t>(), l = label.to_vector<int64_t>();
+    const int64_t c = images.size(1), h = images.size(2), w = images.size(3);
+    for (size_t i = 0; i < p.size() && static_cast<int64_t>(samples.size()) < kReportSamples; ++i) {
+      const Tensor img = images.select(0, first + static_cast<int64_t>(i)).contiguous();
+      const auto* px = static_cast<const uint8_t*>(img.data_ptr());
+      samples.push_back({std::vector<uint8_t>(px, px + c * h * w), c, h, w, l[i], p[i]});
+    }
+  }
+
+  void write_report_html() {
+    const fs::path dir(opts.out_dir);
+    ReportInputs in;
+    in.title = "tcv-train: " + cfg.get_string("network.model_name") + " (" + dir.string() + ")";
+    in.config_toml = cfg.to_toml();
+    in.metrics = read_jsonl((dir / "metrics.jsonl").string());
+    in.samples = samples;
+    in.class_names =
+        dataset_class_names(cfg.get_string("data.dataset"), cfg.get_int("data.num_classes"));
+    write_report((dir / "report.html").string(), in);
   }
 
   void save(const std::string& name) {
@@ -326,6 +368,10 @@ struct Trainer::Impl {
     const int64_t test_interval = cfg.get_int("solver.test_interval");
     const int64_t save_iters = cfg.get_int("solver.save_iters");
     const int64_t save_epoch = cfg.get_int("solver.save_epoch");
+    const double clip_norm = cfg.get_double("solver.clip_grad_norm");
+    // Where this run stops: the end, or an interruption asked for by the caller.
+    const int64_t stop_at =
+        opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
     int64_t evaluated_at = -1;
 
     // Window since the last training line.
@@ -337,10 +383,10 @@ struct Trainer::Impl {
     double run_compute_s = 0;
 
     model->train();
-    while (state.iter < max_iters) {
+    while (state.iter < stop_at) {
       train_loader->start_epoch(state.epoch, state.epoch_iter);
       data::Batch batch;
-      while (state.iter < max_iters && train_loader->next(batch)) {
+      while (state.iter < stop_at && train_loader->next(batch)) {
         const auto step_t0 = Clock::now();
         state.lr = lr_policy->lr_at(state.iter);
         optim->set_lr(state.lr);
@@ -350,6 +396,7 @@ struct Trainer::Impl {
             ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
         optim->zero_grad();
         loss.backward();
+        if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
         optim->step();
         const double loss_v = loss.item();
         TCV_CHECK(std::isfinite(loss_v), "training diverged: loss is ", loss_v, " at epoch ",
@@ -397,7 +444,7 @@ struct Trainer::Impl {
         }
         if (save_iters > 0 && state.iter % save_iters == 0) save("latest");
       }
-      if (state.epoch_iter < iters_per_epoch) break;  // stopped by max_iters mid-epoch
+      if (state.epoch_iter < iters_per_epoch) break;  // stopped mid-epoch
       // The epoch is complete.
       if (test_interval == 0 && evaluated_at != state.iter) {
         evaluate();
@@ -408,7 +455,9 @@ struct Trainer::Impl {
       save("latest");
       if (save_epoch > 0 && state.epoch % save_epoch == 0) save_epoch_checkpoint(state.epoch);
     }
-    if (evaluated_at != state.iter) evaluate();
+    // An interruption leaves the state as a kill after the last save would, without
+    // the final evaluation.
+    if (state.iter == max_iters && evaluated_at != state.iter) evaluate();
     save("latest");
     if (bar)
       if (auto* os = log()) *os << "\n" << std::flush;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "layers/module.h"
 #include "train/config.h"
 
 namespace tcv::train {
@@ -19,11 +20,14 @@ enum class ProgressMode : uint8_t {
 };
 
 struct TrainOptions {
-  /// Run directory: receives config.toml, metrics.jsonl and checkpoints/.
+  /// Run directory: receives config.toml, metrics.jsonl, report.html and checkpoints/.
   std::string out_dir = "runs/default";
   ProgressMode progress = ProgressMode::automatic;
   /// Where progress and log lines go (null = nowhere).
   std::ostream* log = nullptr;
+  /// Stops once `iter` reaches this (saving `latest`, without the final
+  /// evaluation), as an interruption would; 0 = run to the end. For resume tests.
+  int64_t stop_at_iter = 0;
 };
 
 /// What a run did.
@@ -46,7 +50,8 @@ struct TrainSummary {
 /// out_dir/checkpoints: `latest` after each epoch and at the end, `best` by val
 /// top-1, `epoch_NNNN` every `solver.save_epoch` epochs (the last
 /// `checkpoints.keep_last` kept). `network.resume` continues a run exactly
-/// where its checkpoint stands (same batches, LR and random stream).
+/// where its checkpoint stands (same batches, LR and random stream): on the CPU,
+/// to the bit. report.html is rewritten after each evaluation.
 class Trainer {
  public:
   Trainer(Config cfg, TrainOptions opts);
@@ -60,6 +65,10 @@ class Trainer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+class Optimizer;
+/// The optimizer a config asks for (solver.optim.*), over `params`.
+std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params);
 
 /// The directory of the IDX files for a config: data.data_dir, or the Debian
 /// dataset package's directory for data.dataset.

@@ -40,12 +40,14 @@ void sgd_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, i
 }
 
 template <typename T>
-void adamw_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-                int64_t n, double lr, double beta1, double beta2, double eps, double weight_decay,
-                int64_t step) {
+void adam_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
+               int64_t n, double lr, double beta1, double beta2, double eps, double weight_decay,
+               AdamDecay mode, int64_t step) {
   const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const T decay = static_cast<T>(1.0 - lr * weight_decay);
+  const bool decoupled = mode == AdamDecay::decoupled;
+  const T decay = static_cast<T>(decoupled ? 1.0 - lr * weight_decay : 1.0);
+  const T wd = static_cast<T>(decoupled ? 0.0 : weight_decay);
   const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
   const T a1 = static_cast<T>(1.0 - beta1), a2 = static_cast<T>(1.0 - beta2);
   const T step_size = static_cast<T>(lr / bc1);
@@ -53,7 +55,7 @@ void adamw_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T
   const T e = static_cast<T>(eps);
   parallel_for(n, kOptimGrain, [&](int64_t b, int64_t end) {
     for (int64_t i = b; i < end; ++i) {
-      const T gi = g[i];
+      const T gi = wd != T(0) ? g[i] + wd * p[i] : g[i];
       const T mi = b1 * m[i] + a1 * gi;
       const T vi = b2 * v[i] + a2 * gi * gi;
       m[i] = mi;
@@ -68,9 +70,9 @@ template void sgd_step<float>(float*, const float*, float*, int64_t, double, dou
                               bool, bool);
 template void sgd_step<double>(double*, const double*, double*, int64_t, double, double, double,
                                double, bool, bool);
-template void adamw_step<float>(float*, const float*, float*, float*, int64_t, double, double,
-                                double, double, double, int64_t);
-template void adamw_step<double>(double*, const double*, double*, double*, int64_t, double, double,
-                                 double, double, double, int64_t);
+template void adam_step<float>(float*, const float*, float*, float*, int64_t, double, double,
+                               double, double, double, AdamDecay, int64_t);
+template void adam_step<double>(double*, const double*, double*, double*, int64_t, double, double,
+                                double, double, double, AdamDecay, int64_t);
 
 }  // namespace tcv::kernels::cpu

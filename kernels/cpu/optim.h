@@ -16,12 +16,17 @@ template <typename T>
 void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening,
               double weight_decay, bool nesterov, bool first);
 
-/// torch.optim.AdamW for one parameter of n elements, at step `step` (1-based):
-///   p *= 1 - lr·weight_decay
+/// How Adam applies weight decay: added to the gradient (torch.optim.Adam) or
+/// to the parameter directly (torch.optim.AdamW).
+enum class AdamDecay : uint8_t { l2, decoupled };
+
+/// torch.optim.Adam / AdamW for one parameter of n elements, at step `step` (1-based):
+///   l2:        g = g + weight_decay·p
+///   decoupled: p *= 1 - lr·weight_decay
 ///   m = beta1·m + (1 - beta1)·g;  v = beta2·v + (1 - beta2)·g²
 ///   p -= lr / (1 - beta1^step) · m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
 template <typename T>
-void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
-                double eps, double weight_decay, int64_t step);
+void adam_step(T* p, const T* g, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
+               double eps, double weight_decay, AdamDecay decay, int64_t step);
 
 }  // namespace tcv::kernels::cpu

@@ -3,15 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "data/dataset.h"
 #include "data/idx.h"
+#include "data/image.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/predict.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -66,6 +70,39 @@ void write_idx_head(const Tensor& t, int64_t n, const fs::path& p) {
   const int64_t per = t.numel() / t.size(0);
   out.append(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(n * per));
   std::ofstream(p, std::ios::binary) << out;
+}
+
+// Every tensor of two checkpoints (model and optimizer state) holds the same bytes.
+void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
+  const auto wa = load_safetensors(a.string()).tensors;
+  const auto wb = load_safetensors(b.string()).tensors;
+  ASSERT_EQ(wa.size(), wb.size());
+  int optim = 0;
+  for (size_t i = 0; i < wa.size(); ++i) {
+    ASSERT_EQ(wa[i].first, wb[i].first);
+    const Tensor& x = wa[i].second;
+    const Tensor& y = wb[i].second;
+    ASSERT_EQ(x.shape(), y.shape()) << wa[i].first;
+    ASSERT_EQ(x.dtype(), y.dtype()) << wa[i].first;
+    ASSERT_TRUE(x.is_contiguous() && y.is_contiguous());
+    EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()), 0) << wa[i].first;
+    optim += wa[i].first.rfind("optim.", 0) == 0;
+  }
+  EXPECT_GT(optim, 0);
+}
+
+// The first n images of each Fashion-MNIST split, as IDX files in `dir`.
+void write_small_fmnist(const fs::path& dir, int64_t n_train, int64_t n_test) {
+  fs::create_directories(dir);
+  const std::string src = "/usr/share/datasets/fashion-mnist/";
+  write_idx_head(data::read_idx(src + "train-images-idx3-ubyte.gz"), n_train,
+                 dir / "train-images-idx3-ubyte");
+  write_idx_head(data::read_idx(src + "train-labels-idx1-ubyte.gz"), n_train,
+                 dir / "train-labels-idx1-ubyte");
+  write_idx_head(data::read_idx(src + "t10k-images-idx3-ubyte.gz"), n_test,
+                 dir / "t10k-images-idx3-ubyte");
+  write_idx_head(data::read_idx(src + "t10k-labels-idx1-ubyte.gz"), n_test,
+                 dir / "t10k-labels-idx1-ubyte");
 }
 
 }  // namespace
@@ -165,19 +202,7 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
               {.out_dir = b.string(), .progress = ProgressMode::quiet, .log = nullptr});
     t.run();
   }
-  const auto wa = load_safetensors((ck / "latest.safetensors").string()).tensors;
-  const auto wb = load_safetensors((b / "checkpoints" / "latest.safetensors").string()).tensors;
-  ASSERT_EQ(wa.size(), wb.size());
-  for (size_t i = 0; i < wa.size(); ++i) {
-    ASSERT_EQ(wa[i].first, wb[i].first);
-    if (!is_floating(wa[i].second.dtype())) continue;
-    const auto x = wa[i].second.to_vector<double>(), y = wb[i].second.to_vector<double>();
-    ASSERT_EQ(x.size(), y.size());
-    double worst = 0;
-    for (size_t k = 0; k < x.size(); ++k)
-      worst = std::max(worst, std::abs(x[k] - y[k]) / (1e-3 + std::abs(y[k])));
-    EXPECT_LT(worst, 1e-3) << wa[i].first;
-  }
+  expect_bitwise_equal(ck / "latest.safetensors", b / "checkpoints" / "latest.safetensors");
   fs::remove_all(root);
 }
 
@@ -206,16 +231,7 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   const fs::path root = fs::temp_directory_path() / ("tcv_e2e_ep_" + std::to_string(::getpid()));
   fs::remove_all(root);
   const fs::path data = root / "data", out = root / "run";
-  fs::create_directories(data);
-  const std::string src = "/usr/share/datasets/fashion-mnist/";
-  write_idx_head(data::read_idx(src + "train-images-idx3-ubyte.gz"), 256,
-                 data / "train-images-idx3-ubyte");
-  write_idx_head(data::read_idx(src + "train-labels-idx1-ubyte.gz"), 256,
-                 data / "train-labels-idx1-ubyte");
-  write_idx_head(data::read_idx(src + "t10k-images-idx3-ubyte.gz"), 200,
-                 data / "t10k-images-idx3-ubyte");
-  write_idx_head(data::read_idx(src + "t10k-labels-idx1-ubyte.gz"), 200,
-                 data / "t10k-labels-idx1-ubyte");
+  write_small_fmnist(data, 256, 200);
 
   Config c = Config::from_file(source_dir() + "/configs/cls/fmnist_cnn.toml");
   c.set_override("data.data_dir=\"" + data.string() + "\"");
@@ -235,10 +251,12 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
 
   std::vector<int64_t> val_epochs, val_iters;
   double best = -1;
+  int64_t best_iter = -1;  // the first evaluation with the best top-1
   for (const auto& j : read_jsonl(out / "metrics.jsonl"))
     if (j.at("split").as_string() == "val") {
       val_epochs.push_back(j.at("epoch").as_int());
       val_iters.push_back(j.at("iter").as_int());
+      if (j.at("top1").as_double() > best) best_iter = j.at("iter").as_int();
       best = std::max(best, j.at("top1").as_double());
       EXPECT_EQ(j.at("images").as_int(), 200);
     }
@@ -261,7 +279,135 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   EXPECT_EQ(latest.iter, 20);
   EXPECT_NEAR(latest.best_top1, best, 1e-9);
   EXPECT_NEAR(load_trainer_state((ck / "best").string()).best_top1, best, 1e-9);
+  EXPECT_EQ(load_trainer_state((ck / "best").string()).iter, best_iter);  // saved when reached
+  // report.html: charts, the config, and sample validation images as PNG data URIs.
+  const std::string html = slurp(out / "report.html");
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  size_t svgs = 0, imgs = 0;
+  for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
+  for (size_t p = html.find("<img alt=\"sample\" src=\"data:image/png;base64,iVBORw0KGgo");
+       p != std::string::npos;
+       p = html.find("<img alt=\"sample\" src=\"data:image/png;base64,iVBORw0KGgo", p + 1))
+    ++imgs;
+  EXPECT_EQ(svgs, 4u);
+  EXPECT_EQ(imgs, 24u);
+  EXPECT_NE(html.find("model_name = \"fmnist_cnn\""), std::string::npos);
+  EXPECT_NE(html.find("keep_last = 2"), std::string::npos);
+  EXPECT_NE(html.find("true: "), std::string::npos);
   // A run directory resolves to its latest checkpoint.
   EXPECT_EQ(resolve_checkpoint(out.string()), (ck / "latest").string());
+
+  // tcv-predict's Predictor, from `best` and the run's resolved config, gets the
+  // best top-1 again on the 200 test images, one image at a time.
+  const Config resolved = Config::from_file((out / "config.toml").string());
+  const Predictor pred(resolved, (ck / "best.json").string());
+  EXPECT_EQ(pred.in_channels(), 1);
+  const auto test = data::ImageClassificationDataset::from_idx(
+      (data / "t10k-images-idx3-ubyte").string(), (data / "t10k-labels-idx1-ubyte").string(), 10);
+  int64_t correct = 0;
+  const auto labels = test.labels().to_vector<int64_t>();
+  for (int64_t i = 0; i < test.size(); ++i) {
+    const auto top = pred.predict(test.images().select(0, i), 5);
+    ASSERT_EQ(top.size(), 5u);
+    double sum = 0;
+    for (size_t r = 0; r < top.size(); ++r) {
+      if (r) {
+        EXPECT_GE(top[r - 1].prob, top[r].prob);
+      }
+      sum += top[r].prob;
+    }
+    EXPECT_LE(sum, 1.0 + 1e-5);
+    correct += top[0].index == labels[static_cast<size_t>(i)];
+  }
+  EXPECT_NEAR(100.0 * static_cast<double>(correct) / static_cast<double>(test.size()), best, 1e-9);
+  // A PNG of a test image predicts as the image itself; an RGB copy is taken to gray.
+  const Tensor img0 = test.images().select(0, 0).contiguous();  // u8 (1, 28, 28)
+  data::write_image((root / "img0.png").string(), img0);
+  const auto from_file =
+      pred.predict(data::read_image((root / "img0.png").string(), data::ImageMode::gray));
+  const auto direct = pred.predict(img0);
+  ASSERT_EQ(from_file.size(), direct.size());
+  for (size_t r = 0; r < direct.size(); ++r) {
+    EXPECT_EQ(from_file[r].index, direct[r].index);
+    EXPECT_EQ(from_file[r].name, direct[r].name);
+    EXPECT_DOUBLE_EQ(from_file[r].prob, direct[r].prob);
+  }
+  EXPECT_EQ(pred.predict(img0.expand({3, 28, 28}).contiguous())[0].index, direct[0].index);
+  fs::remove_all(root);
+}
+
+// 2N steps equal N steps, an interruption, a resume from `latest` and N more
+// steps, to the bit: parameters, BatchNorm-free fmnist_cnn, Adam moments, with
+// cosine + warm-up (which depends on the whole run's length), gradient
+// clipping, parameter groups, and an interruption mid-epoch whose resume
+// crosses an epoch boundary (sampler position and epoch reshuffle).
+TEST(TrainE2E, ResumeIsBitIdenticalAcrossAnEpochBoundary) {
+  const fs::path root = fs::temp_directory_path() / ("tcv_e2e_bit_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const fs::path data = root / "data";
+  write_small_fmnist(data, 320, 100);  // 5 batches of 64 per epoch
+
+  auto config = [&](const std::string& optim) {
+    Config c = Config::from_file(source_dir() + "/configs/cls/fmnist_cnn.toml");
+    c.set_override("data.data_dir=\"" + data.string() + "\"");
+    c.set_override("solver.max_iters=14");  // 2N, N = 7: stop in epoch 2, resume into epoch 3
+    c.set_override("solver.display_iter=1");
+    c.set_override("solver.lr.lr_policy=cosine");
+    c.set_override("solver.lr.metric=iters");
+    c.set_override("solver.lr.is_warm=true");
+    c.set_override("solver.lr.warm.warm_iters=3");
+    c.set_override("solver.optim.optim_method=" + optim);
+    c.set_override("solver.lr.base_lr=" + std::string(optim == "sgd" ? "0.05" : "0.002"));
+    c.set_override("solver.optim.nodecay_bn_bias=true");
+    c.set_override("solver.optim.adam.weight_decay=1e-3");
+    c.set_override("solver.clip_grad_norm=2.0");
+    c.set_override("data.workers=2");
+    c.set_override("device=cpu");
+    return c;
+  };
+  for (const std::string optim : {"adam", "sgd"}) {
+    const fs::path a = root / (optim + "_a"), b = root / (optim + "_b");
+    {
+      Trainer t(config(optim), {.out_dir = a.string(),
+                                .progress = ProgressMode::quiet,
+                                .log = nullptr,
+                                .stop_at_iter = 7});
+      const TrainSummary s = t.run();
+      EXPECT_EQ(s.iters, 7);
+      EXPECT_EQ(s.epochs, 1);
+    }
+    const TrainerState mid = load_trainer_state((a / "checkpoints" / "latest").string());
+    EXPECT_EQ(mid.iter, 7);
+    EXPECT_EQ(mid.epoch, 1);
+    EXPECT_EQ(mid.epoch_iter, 2);
+    {
+      Config r = config(optim);
+      r.set_override("network.resume=\"" + a.string() + "\"");
+      Trainer t(r, {.out_dir = a.string(), .progress = ProgressMode::quiet, .log = nullptr});
+      const TrainSummary s = t.run();
+      EXPECT_EQ(s.start_iter, 7);
+      EXPECT_EQ(s.iters, 14);
+      EXPECT_EQ(s.epochs, 2);
+    }
+    {
+      Trainer t(config(optim),
+                {.out_dir = b.string(), .progress = ProgressMode::quiet, .log = nullptr});
+      EXPECT_EQ(t.run().iters, 14);
+    }
+    SCOPED_TRACE(optim);
+    expect_bitwise_equal(a / "checkpoints" / "latest.safetensors",
+                         b / "checkpoints" / "latest.safetensors");
+    // The learning rates logged after the resume are those of the unbroken run.
+    std::vector<double> lr_a, lr_b;
+    for (const auto& j : read_jsonl(a / "metrics.jsonl"))
+      if (j.at("split").as_string() == "train") lr_a.push_back(j.at("lr").as_double());
+    for (const auto& j : read_jsonl(b / "metrics.jsonl"))
+      if (j.at("split").as_string() == "train") lr_b.push_back(j.at("lr").as_double());
+    EXPECT_EQ(lr_a, lr_b);
+    ASSERT_EQ(lr_b.size(), 14u);
+    EXPECT_LT(lr_b[0], lr_b[2]);   // warm-up
+    EXPECT_GT(lr_b[3], lr_b[13]);  // cosine decay
+  }
   fs::remove_all(root);
 }

@@ -170,3 +170,31 @@ TEST(Config, ShippedConfigsAreValid) {
     EXPECT_EQ(c.get_string("data.dataset"), "fashion_mnist") << f;
   }
 }
+
+TEST(Config, SolverKeysForAdamGroupsAndClipping) {
+  Config c = Config::from_string(
+      "[solver]\nclip_grad_norm = 5.0\n[solver.optim]\noptim_method = \"adam\"\n"
+      "nodecay_bn_bias = true\nadam.betas = [0.8, 0.99]\nadam.weight_decay = 1e-4\n",
+      "a.toml");
+  c.validate();
+  EXPECT_DOUBLE_EQ(c.get_double("solver.clip_grad_norm"), 5.0);
+  EXPECT_EQ(c.get_string("solver.optim.optim_method"), "adam");
+  EXPECT_TRUE(c.get_bool("solver.optim.nodecay_bn_bias"));
+  EXPECT_EQ(c.get_doubles("solver.optim.adam.betas"), (std::vector<double>{0.8, 0.99}));
+  EXPECT_DOUBLE_EQ(c.get_double("solver.optim.adam.eps"), 1e-8);
+  EXPECT_DOUBLE_EQ(Config().get_double("solver.optim.adam.weight_decay"), 0.0);  // torch's default
+  EXPECT_DOUBLE_EQ(Config().get_double("solver.clip_grad_norm"), 0.0);           // off
+
+  Config bad;
+  bad.set_override("solver.optim.adam.betas=[0.9]");
+  EXPECT_TRUE(has(error_of([&] { bad.validate(); }), "solver.optim.adam.betas: expected 2 values"));
+  Config neg;
+  neg.set_override("solver.clip_grad_norm=-1");
+  EXPECT_TRUE(has(error_of([&] { neg.validate(); }), "solver.clip_grad_norm: must be >= 0"));
+  Config opt;
+  opt.set_override("solver.optim.optim_method=rmsprop");
+  EXPECT_TRUE(has(error_of([&] { opt.validate(); }), "(valid: sgd, adam, adamw)"));
+  Config poly;
+  poly.set_override("solver.lr.lr_policy=poly");
+  poly.validate();
+}

@@ -2,6 +2,7 @@
 // fixed gradients, plus state_dict round trips.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -60,6 +61,9 @@ void check_against_torch(const MakeOpt& make, const Rows& want, const std::strin
 
 MakeOpt sgd(train::SGDOptions o) {
   return [o](nn::StateDict ps) { return std::make_unique<train::SGD>(std::move(ps), o); };
+}
+MakeOpt adam(train::AdamOptions o) {
+  return [o](nn::StateDict ps) { return std::make_unique<train::Adam>(std::move(ps), o); };
 }
 MakeOpt adamw(train::AdamWOptions o) {
   return [o](nn::StateDict ps) { return std::make_unique<train::AdamW>(std::move(ps), o); };
@@ -187,6 +191,7 @@ TEST(Optimizer, StateDictRoundTripContinuesIdentically) {
   check_round_trip(adamw({.lr = 0.01}), false);
   check_round_trip(sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3}), true);
   check_round_trip(adamw({.lr = 0.05, .weight_decay = 0.2}), true);
+  check_round_trip(adam({.lr = 0.05, .weight_decay = 0.2}), true);
 }
 
 TEST(Optimizer, LoadStateDictErrorsNameTheEntry) {
@@ -242,7 +247,7 @@ TEST(Optimizer, TensorOpPathMatchesFusedLoop) {
   for (const MakeOpt& make :
        {sgd({.lr = 0.1, .momentum = 0.9, .weight_decay = 0.05, .nesterov = true}),
         sgd({.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}),
-        adamw({.lr = 0.01, .weight_decay = 0.1})}) {
+        adamw({.lr = 0.01, .weight_decay = 0.1}), adam({.lr = 0.01, .weight_decay = 0.1})}) {
     const std::vector<float> init = {0.5f, -1.0f, 2.0f, 0.1f, 0.3f, -0.7f};
     Tensor fused = from_vector(init, {2, 3});
     fused.set_requires_grad(true);
@@ -279,6 +284,104 @@ TEST(Optimizer, LargeParameterTakesTheParallelPath) {
   const auto v = p.to_vector<float>();
   for (int64_t i = 0; i < n; i += 9973) EXPECT_NEAR(v[i], 0.8266f, 1e-6f) << i;
   EXPECT_NEAR(v[n - 1], 0.8266f, 1e-6f);
+}
+
+// torch.optim.Adam written out in f64, one element at a time (an independent oracle).
+Rows adam_reference(double lr, double b1, double b2, double eps, double wd, bool decoupled) {
+  std::vector<double> p(kP0.begin(), kP0.end()), m(4, 0.0), v(4, 0.0);
+  Rows out;
+  for (int k = 1; k <= 3; ++k) {
+    const auto g0 = grad_at(k);
+    std::vector<float> row;
+    for (size_t i = 0; i < 4; ++i) {
+      double g = g0[i];
+      if (decoupled)
+        p[i] *= 1.0 - lr * wd;
+      else
+        g += wd * p[i];
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      const double mh = m[i] / (1 - std::pow(b1, k)), vh = v[i] / (1 - std::pow(b2, k));
+      p[i] -= lr * mh / (std::sqrt(vh) + eps);
+      row.push_back(static_cast<float>(p[i]));
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+TEST(Adam, L2WeightDecayMatchesReference) {
+  const Rows want = adam_reference(0.1, 0.9, 0.999, 1e-8, 0.5, false);
+  // Step 1 moves every element by lr against the sign of g + wd·p:
+  // g1 + 0.5·p0 = (0.35, -0.7, 0.8, -0.0) + ... -> p0 -/+ 0.1.
+  EXPECT_NEAR(want[0][0], 0.4f, 1e-6);
+  EXPECT_NEAR(want[0][1], -0.9f, 1e-6);
+  EXPECT_NEAR(want[0][2], 1.9f, 1e-6);
+  check_against_torch(adam({.lr = 0.1, .weight_decay = 0.5}), want, "adam l2");
+  check_against_torch(adam({.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6}),
+                      adam_reference(0.05, 0.8, 0.95, 1e-6, 0.0, false), "adam no wd");
+  // AdamW agrees with the same oracle in decoupled mode.
+  check_against_torch(adamw({.lr = 0.01, .weight_decay = 0.1}),
+                      adam_reference(0.01, 0.9, 0.999, 1e-8, 0.1, true), "adamw oracle");
+}
+
+TEST(Adam, L2AndDecoupledDiffer) {
+  Tensor a = make_param(), b = make_param();
+  train::Adam l2({{"w", a}}, {.lr = 0.1, .weight_decay = 0.5});
+  train::AdamW dec({{"w", b}}, {.lr = 0.1, .weight_decay = 0.5});
+  set_grad_at(a, 1);
+  set_grad_at(b, 1);
+  l2.step();
+  dec.step();
+  EXPECT_NE(a.to_vector<float>(), b.to_vector<float>());
+}
+
+TEST(Optimizer, NoDecayGroupSkipsVectorsAndBiases) {
+  // A matrix decays, a vector (bias / BN weight) does not: with zero gradients
+  // plain SGD changes only the matrix, by lr·wd·p.
+  Tensor w = from_vector<float>({1.0f, 2.0f, -1.0f, 4.0f}, {2, 2}), bias = from_vector(kP0);
+  w.set_requires_grad(true);
+  bias.set_requires_grad(true);
+  train::SGD opt({{"fc.weight", w}, {"fc.bias", bias}},
+                 {.lr = 0.1, .weight_decay = 0.5, .no_decay = train::NoDecay::bn_and_bias});
+  ASSERT_EQ(opt.param_groups().size(), 2u);
+  EXPECT_EQ(opt.param_groups()[0].name, "decay");
+  EXPECT_EQ(opt.param_groups()[0].params, std::vector<size_t>{0});
+  EXPECT_DOUBLE_EQ(opt.param_groups()[0].weight_decay, 0.5);
+  EXPECT_EQ(opt.param_groups()[1].params, std::vector<size_t>{1});
+  EXPECT_DOUBLE_EQ(opt.param_groups()[1].weight_decay, 0.0);
+  w.set_grad(zeros({2, 2}));
+  bias.set_grad(zeros({4}));
+  opt.step();
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.95f, 1.9f, -0.95f, 3.8f}));
+  EXPECT_EQ(bias.to_vector<float>(), kP0);
+
+  // Without the option, both decay; Adam honours the groups too.
+  train::SGD all({{"b", bias}}, {.lr = 0.1, .weight_decay = 0.5});
+  ASSERT_EQ(all.param_groups().size(), 1u);
+  all.step();
+  EXPECT_NEAR(bias.to_vector<float>()[0], 0.475f, 1e-7);
+  Tensor v = from_vector(kP0);
+  v.set_requires_grad(true);
+  v.set_grad(zeros({4}));
+  train::Adam adam_nd({{"v", v}},
+                      {.lr = 0.1, .weight_decay = 0.5, .no_decay = train::NoDecay::bn_and_bias});
+  adam_nd.step();
+  EXPECT_EQ(v.to_vector<float>(), kP0);  // zero grad, no decay: m = 0, no move
+}
+
+TEST(Optimizer, ClipGradNormScalesAllGradientsTogether) {
+  Tensor a = make_param(), b = make_param();
+  a.set_grad(from_vector<float>({3.0f, 0.0f, 0.0f, 0.0f}));
+  b.set_grad(from_vector<float>({0.0f, 4.0f, 0.0f, 0.0f}));
+  const nn::StateDict ps = {{"a", a}, {"b", b}};
+  EXPECT_NEAR(train::clip_grad_norm(ps, 10.0), 5.0, 1e-6);  // under the limit: unchanged
+  EXPECT_EQ(a.grad().to_vector<float>()[0], 3.0f);
+  EXPECT_NEAR(train::clip_grad_norm(ps, 1.0), 5.0, 1e-6);
+  EXPECT_NEAR(a.grad().to_vector<float>()[0], 0.6f, 1e-6);
+  EXPECT_NEAR(b.grad().to_vector<float>()[1], 0.8f, 1e-6);
+  EXPECT_NEAR(train::clip_grad_norm(ps, 0.0), 1.0, 1e-5);  // 0: measures only
+  EXPECT_NEAR(b.grad().to_vector<float>()[1], 0.8f, 1e-6);
 }
 
 }  // namespace

@@ -1,0 +1,103 @@
+// Datasets of image files decoded on demand: ImageFolder (root/<class>/<image>,
+// as torchvision's) and a list file ("relative/path label" per line).
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/image.h"
+
+namespace tcv::data {
+
+/// What a corrupt or missing image does when a sample is read.
+enum class OnCorrupt {
+  error,  ///< throw a tcv::Error naming the file (the default)
+  skip,   ///< return an empty Sample (left out of the batch) and count it
+};
+
+struct ImageFileOptions {
+  /// Accepted file extensions, lower case with the dot; matched case-insensitively.
+  std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm"};
+  ImageMode mode = ImageMode::rgb;
+  OnCorrupt on_corrupt = OnCorrupt::error;
+};
+
+/// Image files with labels, decoded and transformed when a sample is read.
+class ImageFileDataset : public Dataset {
+ public:
+  ImageFileDataset(std::vector<std::pair<std::string, int64_t>> samples, int64_t num_classes,
+                   Transform transform, ImageFileOptions opts, std::string name);
+
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  int64_t num_classes() const override { return num_classes_; }
+  /// Reads, decodes and transforms file i. A bad file is an error naming it,
+  /// or with OnCorrupt::skip an empty Sample counted in skipped().
+  Sample get(int64_t i, Rng& rng) const override;
+  int64_t skipped() const override { return skipped_.load(); }
+  std::string name() const override { return name_; }
+
+  /// (path, label) of every sample, in dataset order.
+  const std::vector<std::pair<std::string, int64_t>>& samples() const { return samples_; }
+  /// The first skipped file and its error (empty when none).
+  std::string first_skipped() const;
+
+ private:
+  std::vector<std::pair<std::string, int64_t>> samples_;
+  int64_t num_classes_;
+  Transform transform_;
+  ImageFileOptions opts_;
+  std::string name_;
+  mutable std::atomic<int64_t> skipped_{0};
+  mutable std::mutex skip_mu_;
+  mutable std::string first_skipped_;
+};
+
+/// torchvision's ImageFolder: every sub-directory of `root` is a class, sorted by
+/// name (byte order); its files (recursively, following links), sorted by
+/// directory then name, are the samples. Errors: no class directories, or a
+/// class without any file with an accepted extension.
+class ImageFolder : public ImageFileDataset {
+ public:
+  ImageFolder(const std::string& root, Transform transform = {}, ImageFileOptions opts = {});
+  const std::vector<std::string>& classes() const { return classes_; }
+  const std::map<std::string, int64_t>& class_to_idx() const { return class_to_idx_; }
+
+ private:
+  struct Scan {
+    std::vector<std::string> classes;
+    std::vector<std::pair<std::string, int64_t>> samples;
+  };
+  static Scan scan(const std::string& root, const ImageFileOptions& opts);
+  ImageFolder(Scan scan, const std::string& root, Transform transform, ImageFileOptions opts);
+
+  std::vector<std::string> classes_;
+  std::map<std::string, int64_t> class_to_idx_;
+};
+
+/// A list file: one "relative/path label" per line (the path may contain spaces;
+/// the label is the last field), paths relative to `root` (default: the list
+/// file's directory). Blank lines and lines starting with '#' are ignored.
+/// `num_classes` 0 means max label + 1. Errors name the file and the line.
+class ListFileDataset : public ImageFileDataset {
+ public:
+  ListFileDataset(const std::string& list_path, const std::string& root = "",
+                  int64_t num_classes = 0, Transform transform = {}, ImageFileOptions opts = {});
+
+  /// Parses a list file into (full path, label) pairs; errors name the file and line
+  /// (also a label >= num_classes when num_classes > 0).
+  static std::vector<std::pair<std::string, int64_t>> parse(const std::string& list_path,
+                                                            const std::string& root,
+                                                            int64_t num_classes = 0);
+
+ private:
+  using Parsed = std::pair<std::vector<std::pair<std::string, int64_t>>, int64_t>;
+  ListFileDataset(Parsed parsed, const std::string& list_path, Transform transform,
+                  ImageFileOptions opts);
+};
+
+}  // namespace tcv::data

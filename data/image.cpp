@@ -1,0 +1,165 @@
+#include "data/image.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+// stb is compiled into this one file, with internal linkage so it cannot clash
+// with another copy elsewhere in a program, and without our warning flags.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wall"
+#pragma GCC diagnostic ignored "-Wextra"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO
+#define STBI_FAILURE_USERMSG
+#include <stb/stb_image.h>
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+namespace tcv::data {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  TCV_CHECK(std::filesystem::exists(path, ec), path, ": image file not found");
+  std::ifstream f(path, std::ios::binary);
+  TCV_CHECK(f.good(), path, ": cannot open image file for reading");
+  std::ostringstream os;
+  os << f.rdbuf();
+  TCV_CHECK(!f.bad(), path, ": read error");
+  return os.str();
+}
+
+uint32_t le32(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (int k = 3; k >= 0; --k) v = (v << 8) | static_cast<uint8_t>(b[at + static_cast<size_t>(k)]);
+  return v;
+}
+
+// stb_image reads past the end of a truncated uncompressed BMP as zeros; this
+// checks that the pixel array the headers promise is all there.
+bool bmp_truncated(const std::string& b) {
+  if (b.size() < 34 || b[0] != 'B' || b[1] != 'M') return false;
+  const uint32_t off = le32(b, 10), header = le32(b, 14);
+  if (header < 40) return false;  // old OS/2 headers: leave to stb
+  const auto w = static_cast<int32_t>(le32(b, 18)), h = static_cast<int32_t>(le32(b, 22));
+  const uint32_t bpp = static_cast<uint8_t>(b[28]) | (static_cast<uint8_t>(b[29]) << 8);
+  const uint32_t compression = le32(b, 30);
+  if (compression != 0 && compression != 3) return false;  // RLE: stb checks as it goes
+  const uint64_t stride =
+      (static_cast<uint64_t>(std::abs(static_cast<int64_t>(w))) * bpp + 31) / 32 * 4;
+  return b.size() < off + stride * static_cast<uint64_t>(std::abs(static_cast<int64_t>(h)));
+}
+
+void append_bytes(void* ctx, void* data, int size) {
+  static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+}
+
+}  // namespace
+
+Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode mode) {
+  TCV_CHECK(!bytes.empty(), name, ": cannot decode image: the file is empty");
+  TCV_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), name,
+            ": cannot decode image: file too large (", bytes.size(), " bytes)");
+  // stb_image pads a truncated JPEG's entropy data with zeros instead of failing;
+  // PIL calls such a file truncated, and so do we.
+  const bool jpeg = bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0xFF &&
+                    static_cast<uint8_t>(bytes[1]) == 0xD8;
+  TCV_CHECK(!jpeg || bytes.rfind("\xFF\xD9") != std::string::npos, name,
+            ": cannot decode image: truncated JPEG (no end-of-image marker)");
+  TCV_CHECK(!bmp_truncated(bytes), name,
+            ": cannot decode image: truncated BMP (pixel data shorter than the header says)");
+  const auto* buf = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int len = static_cast<int>(bytes.size());
+  int w = 0, h = 0, stored = 0;
+  if (!stbi_info_from_memory(buf, len, &w, &h, &stored))
+    TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
+  int want = 3;
+  if (mode == ImageMode::gray) want = 1;
+  if (mode == ImageMode::keep) want = stored <= 2 ? 1 : 3;
+  stbi_uc* px = stbi_load_from_memory(buf, len, &w, &h, &stored, want);
+  if (!px) TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
+  // stb gives (H, W, C) interleaved; we store (C, H, W).
+  Tensor img = empty({want, h, w}, {.dtype = DType::u8});
+  uint8_t* dst = img.data<uint8_t>();
+  const int64_t hw = static_cast<int64_t>(h) * w;
+  if (want == 1) {
+    std::memcpy(dst, px, static_cast<size_t>(hw));
+  } else {
+    for (int64_t k = 0; k < hw; ++k)
+      for (int c = 0; c < want; ++c) dst[c * hw + k] = px[k * want + c];
+  }
+  stbi_image_free(px);
+  return img;
+}
+
+Tensor read_image(const std::string& path, ImageMode mode) {
+  return decode_image(read_file(path), path, mode);
+}
+
+ImageFormat format_from_extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".png") return ImageFormat::png;
+  if (ext == ".jpg" || ext == ".jpeg") return ImageFormat::jpeg;
+  if (ext == ".bmp") return ImageFormat::bmp;
+  TCV_THROW(path, ": cannot tell the image format from extension '", ext,
+            "' (known: .png, .jpg, .jpeg, .bmp)");
+}
+
+std::string encode_image(const Tensor& image, ImageFormat format, int jpeg_quality) {
+  Tensor img = image.dim() == 2 ? image.unsqueeze(0) : image;
+  TCV_CHECK(img.dtype() == DType::u8 && img.dim() == 3, "[encode_image] expects a u8 (C, H, W) ",
+            "or (H, W) image, got ", dtype_name(image.dtype()), " ", image.shape_str());
+  const int64_t C = img.size(0), H = img.size(1), W = img.size(2);
+  TCV_CHECK(C == 1 || C == 3 || C == 4, "[encode_image] expects 1, 3 or 4 channels, got ", C);
+  TCV_CHECK(H > 0 && W > 0 && H < (1 << 16) && W < (1 << 16), "[encode_image] bad image size ",
+            img.shape_str());
+  TCV_CHECK(jpeg_quality >= 1 && jpeg_quality <= 100,
+            "[encode_image] jpeg_quality must be in [1, 100], got ", jpeg_quality);
+  const Tensor hwc = img.permute({1, 2, 0}).contiguous();  // (H, W, C)
+  const void* px = hwc.data<uint8_t>();
+  const int w = static_cast<int>(W), h = static_cast<int>(H), c = static_cast<int>(C);
+  std::string out;
+  int ok = 0;
+  switch (format) {
+    case ImageFormat::png:
+      ok = stbi_write_png_to_func(append_bytes, &out, w, h, c, px, w * c);
+      break;
+    case ImageFormat::jpeg:
+      ok = stbi_write_jpg_to_func(append_bytes, &out, w, h, c, px, jpeg_quality);
+      break;
+    case ImageFormat::bmp:
+      ok = stbi_write_bmp_to_func(append_bytes, &out, w, h, c, px);
+      break;
+  }
+  TCV_CHECK(ok != 0, "[encode_image] stb_image_write failed for image ", img.shape_str());
+  return out;
+}
+
+void write_image(const std::string& path, const Tensor& image, int jpeg_quality) {
+  const std::string bytes = encode_image(image, format_from_extension(path), jpeg_quality);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  TCV_CHECK(f.good(), path, ": cannot open for writing");
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.close();
+  TCV_CHECK(f.good(), path, ": write failed");
+}
+
+}  // namespace tcv::data

@@ -1,0 +1,169 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/image.h"
+
+using namespace tcv;
+using namespace tcv::data;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("tcv_test_image_" + std::to_string(::getpid()) + "_" + std::to_string(count_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static inline int count_ = 0;
+  fs::path path_;
+};
+
+// u8 (C, H, W) with every value different enough to catch a transposed layout.
+Tensor pattern(int64_t C, int64_t H, int64_t W) {
+  std::vector<uint8_t> v;
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x)
+        v.push_back(static_cast<uint8_t>((c * 97 + y * 31 + x * 7) % 256));
+  return from_vector(v, {C, H, W});
+}
+
+// A smooth image (JPEG-friendly).
+Tensor smooth(int64_t H, int64_t W) {
+  std::vector<uint8_t> v;
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x)
+        v.push_back(static_cast<uint8_t>(40 + c * 50 + y * 4 + x * 3));
+  return from_vector(v, {3, H, W});
+}
+
+void truncate_file(const std::string& path, double keep) {
+  std::ifstream in(path, std::ios::binary);
+  std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(b.data(), static_cast<std::streamsize>(static_cast<double>(b.size()) * keep));
+}
+
+// The message of the tcv::Error that f throws ("" if none).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Image, PngRoundTripIsExact) {
+  TempDir dir;
+  const Tensor img = pattern(3, 5, 7);
+  const std::string path = dir.file("a.png");
+  write_image(path, img);
+  const Tensor back = read_image(path);
+  EXPECT_EQ(back.dtype(), DType::u8);
+  EXPECT_EQ(back.shape(), (Shape{3, 5, 7}));
+  EXPECT_EQ(back.to_vector<uint8_t>(), img.to_vector<uint8_t>());
+  // In memory too.
+  EXPECT_EQ(decode_image(encode_image(img, ImageFormat::png), "mem").to_vector<uint8_t>(),
+            img.to_vector<uint8_t>());
+}
+
+TEST(Image, GrayscaleModes) {
+  TempDir dir;
+  const Tensor g = pattern(1, 4, 6);
+  const std::string path = dir.file("g.png");
+  write_image(path, g);
+  const Tensor keep = read_image(path, ImageMode::keep);
+  EXPECT_EQ(keep.shape(), (Shape{1, 4, 6}));
+  EXPECT_EQ(keep.to_vector<uint8_t>(), g.to_vector<uint8_t>());
+  const Tensor rgb = read_image(path, ImageMode::rgb);  // grey replicated
+  ASSERT_EQ(rgb.shape(), (Shape{3, 4, 6}));
+  for (int64_t c = 0; c < 3; ++c)
+    EXPECT_EQ(rgb.select(0, c).contiguous().to_vector<uint8_t>(), g.to_vector<uint8_t>());
+  // RGB forced to one channel: stb's luma (77 R + 150 G + 29 B) >> 8.
+  const Tensor c3 = from_vector(std::vector<uint8_t>{200, 100, 50}, {3, 1, 1});
+  write_image(dir.file("c.png"), c3);
+  const Tensor one = read_image(dir.file("c.png"), ImageMode::gray);
+  ASSERT_EQ(one.shape(), (Shape{1, 1, 1}));
+  EXPECT_EQ(one.to_vector<uint8_t>()[0], (200 * 77 + 100 * 150 + 50 * 29) >> 8);
+  EXPECT_EQ(read_image(dir.file("c.png"), ImageMode::keep).size(0), 3);
+}
+
+TEST(Image, BmpRoundTripIsExact) {
+  TempDir dir;
+  const Tensor img = pattern(3, 6, 5);
+  write_image(dir.file("a.BMP"), img);  // extension matched case-insensitively
+  EXPECT_EQ(read_image(dir.file("a.BMP")).to_vector<uint8_t>(), img.to_vector<uint8_t>());
+}
+
+TEST(Image, JpegRoundTripWithinTolerance) {
+  TempDir dir;
+  const Tensor img = smooth(24, 32);
+  write_image(dir.file("a.jpg"), img, 95);
+  const Tensor back = read_image(dir.file("a.jpg"));
+  ASSERT_EQ(back.shape(), (Shape{3, 24, 32}));
+  const auto a = img.to_vector<uint8_t>(), b = back.to_vector<uint8_t>();
+  double sum = 0;
+  int worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const int d = std::abs(static_cast<int>(a[i]) - static_cast<int>(b[i]));
+    sum += d;
+    worst = std::max(worst, d);
+  }
+  EXPECT_LT(sum / static_cast<double>(a.size()), 2.0);
+  EXPECT_LE(worst, 16);
+}
+
+TEST(Image, TruncatedFilesAreErrorsNamingTheFile) {
+  TempDir dir;
+  for (const char* name : {"t.png", "t.jpg", "t.bmp"}) {
+    const std::string path = dir.file(name);
+    write_image(path, smooth(32, 32));
+    ASSERT_NO_THROW(read_image(path));
+    truncate_file(path, 0.5);
+    const std::string msg = error_of([&] { read_image(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << name << ": " << msg;
+    EXPECT_NE(msg.find("cannot decode image"), std::string::npos) << name << ": " << msg;
+  }
+}
+
+TEST(Image, MissingAndGarbageFilesAreErrors) {
+  TempDir dir;
+  const std::string missing = dir.file("none.png");
+  std::string msg = error_of([&] { read_image(missing); });
+  EXPECT_NE(msg.find(missing), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not found"), std::string::npos) << msg;
+
+  const std::string junk = dir.file("junk.png");
+  std::ofstream(junk) << "this is not an image at all";
+  msg = error_of([&] { read_image(junk); });
+  EXPECT_NE(msg.find(junk), std::string::npos) << msg;
+  EXPECT_GT(msg.size(), junk.size() + 25) << "stb's reason missing: " << msg;
+
+  const std::string empty_file = dir.file("empty.jpg");
+  std::ofstream(empty_file).close();
+  EXPECT_NE(error_of([&] { read_image(empty_file); }).find("empty"), std::string::npos);
+
+  EXPECT_THROW(write_image(dir.file("a.gif"), pattern(3, 2, 2)), Error);  // unknown format
+  EXPECT_THROW(encode_image(pattern(2, 2, 2), ImageFormat::png), Error);  // 2 channels
+}
