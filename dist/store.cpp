@@ -1,0 +1,655 @@
+#include "dist/store.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <list>
+#include <map>
+#include <system_error>
+
+#include "kernels/base.h"
+
+namespace tcv::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+enum class Op : uint8_t { set = 1, get = 2, add = 3, check = 4, wait = 5, del = 6 };
+enum class Status : uint8_t { ok = 0, error = 1 };
+
+// Frames larger than this are a protocol error (the connection is dropped).
+constexpr uint32_t kMaxFrame = 1u << 30;
+
+// A blocking call that ran out of time (as opposed to a lost connection).
+class StoreTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
+std::string errno_str(int err) {
+  return std::system_category().message(err);
+}
+
+void put_u32(Bytes& b, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put_i64(Bytes& b, int64_t v) {
+  const auto u = static_cast<uint64_t>(v);
+  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(u >> (8 * i)));
+}
+void put_bytes(Bytes& b, const void* data, size_t n) {
+  put_u32(b, static_cast<uint32_t>(n));
+  const auto* p = static_cast<const uint8_t*>(data);
+  b.insert(b.end(), p, p + n);
+}
+void put_str(Bytes& b, std::string_view s) {
+  put_bytes(b, s.data(), s.size());
+}
+
+uint32_t read_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// Bounds-checked reading of one message body.
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint8_t u8() {
+    need(1);
+    return p_[pos_++];
+  }
+  uint32_t u32() {
+    need(4);
+    const uint32_t v = read_u32(p_ + pos_);
+    pos_ += 4;
+    return v;
+  }
+  int64_t i64() {
+    need(8);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
+    pos_ += 8;
+    return static_cast<int64_t>(v);
+  }
+  Bytes bytes() {
+    const uint32_t n = u32();
+    need(n);
+    Bytes b(p_ + pos_, p_ + pos_ + n);
+    pos_ += n;
+    return b;
+  }
+  std::string str() {
+    const Bytes b = bytes();
+    return std::string(b.begin(), b.end());
+  }
+  std::vector<std::string> strs() {
+    const uint32_t n = u32();
+    need(n);  // every key costs at least its 4-byte length; rejects absurd counts early
+    std::vector<std::string> v;
+    for (uint32_t i = 0; i < n; ++i) v.push_back(str());
+    return v;
+  }
+  bool done() const { return pos_ == n_; }
+
+ private:
+  void need(size_t k) const {
+    TCV_CHECK(n_ - pos_ >= k, "[TcpStore] malformed message: needs ", k, " more bytes at offset ",
+              pos_, " of ", n_);
+  }
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+std::string keys_str(const std::vector<std::string>& keys) {
+  std::string s = "[";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i) s += ", ";
+    s.append("'").append(keys[i]).append("'");
+  }
+  return s + "]";
+}
+
+int64_t ms_left(Clock::time_point deadline) {
+  return std::max<int64_t>(
+      0, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count());
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace
+
+// ---- server -------------------------------------------------------------------
+
+/// The store itself: one thread polling the listening socket and every client
+/// connection, so requests are applied one at a time without locks.
+class StoreServer {
+ public:
+  StoreServer(const std::string& host, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    const std::string port_s = std::to_string(port);
+    const int gai = getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res);
+    TCV_CHECK(gai == 0, "[TcpStore] cannot listen on ", host, ":", port, ": ", gai_strerror(gai));
+    std::string err = "no address";
+    for (addrinfo* a = res; a && listen_fd_ < 0; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        err = errno_str(errno);
+        continue;
+      }
+      int one = 1;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        err = errno_str(errno);
+        close(fd);
+        continue;
+      }
+      listen_fd_ = fd;
+    }
+    freeaddrinfo(res);
+    TCV_CHECK(listen_fd_ >= 0, "[TcpStore] cannot listen on ", host, ":", port, ": ", err);
+
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
+    port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    if (pipe2(wake_, O_NONBLOCK | O_CLOEXEC) != 0) {
+      const int e = errno;
+      close(listen_fd_);
+      TCV_THROW("[TcpStore] cannot create the server's wake-up pipe: ", errno_str(e));
+    }
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~StoreServer() {
+    const char c = 0;
+    while (write(wake_[1], &c, 1) < 0 && errno == EINTR) {
+    }
+    thread_.join();
+    for (Conn& c : conns_) close(c.fd);
+    close(listen_fd_);
+    close(wake_[0]);
+    close(wake_[1]);
+  }
+
+  int port() const { return port_; }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    Bytes in;
+    Bytes out;
+    size_t out_pos = 0;
+    bool dead = false;
+    // A GET or WAIT whose keys do not all exist yet; the connection's later
+    // requests wait behind it, so replies stay in order.
+    bool waiting = false;
+    Op pending_op = Op::wait;
+    std::vector<std::string> pending_keys;
+  };
+
+  void run() {
+    try {
+      loop();
+    } catch (...) {
+      // Out of memory or similar: stop serving; the destructor closes every
+      // connection, so clients fail instead of hanging.
+    }
+  }
+
+  void loop() {
+    std::vector<pollfd> fds;
+    while (true) {
+      fds.clear();
+      fds.push_back({wake_[0], POLLIN, 0});
+      fds.push_back({listen_fd_, POLLIN, 0});
+      for (const Conn& c : conns_) {
+        const short ev = static_cast<short>(POLLIN | (c.out_pos < c.out.size() ? POLLOUT : 0));
+        fds.push_back({c.fd, ev, 0});
+      }
+      if (poll(fds.data(), fds.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[0].revents) return;  // shutdown
+      size_t i = 2;
+      bool changed = false;
+      for (Conn& c : conns_) {
+        const short re = fds[i++].revents;
+        if (re & (POLLIN | POLLHUP | POLLERR)) changed |= on_readable(c);
+        if (!c.dead && (re & POLLOUT)) flush(c);
+      }
+      while (changed) changed = serve_waiters();
+      conns_.remove_if([](const Conn& c) {
+        if (c.dead) close(c.fd);
+        return c.dead;
+      });
+      if (fds[1].revents & POLLIN) accept_all();
+    }
+  }
+
+  void accept_all() {
+    while (true) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or a connection that went away before we took it
+      set_nodelay(fd);
+      conns_.emplace_back().fd = fd;
+    }
+  }
+
+  // Reads what arrived and serves complete requests; true when the data changed.
+  bool on_readable(Conn& c) {
+    uint8_t buf[65536];
+    while (true) {
+      const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+      if (n > 0) {
+        c.in.insert(c.in.end(), buf, buf + n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      c.dead = true;  // closed by the client, or reset
+      return false;
+    }
+    return serve_requests(c);
+  }
+
+  // Serves the complete requests buffered on c until one has to wait.
+  bool serve_requests(Conn& c) {
+    bool changed = false;
+    size_t pos = 0;
+    while (!c.waiting && !c.dead && c.in.size() - pos >= 4) {
+      const uint32_t len = read_u32(c.in.data() + pos);
+      if (len > kMaxFrame || len == 0) {
+        c.dead = true;
+        break;
+      }
+      if (c.in.size() - pos - 4 < len) break;
+      try {
+        changed |= serve(c, Reader(c.in.data() + pos + 4, len));
+      } catch (const Error&) {
+        c.dead = true;  // malformed request: not a tcv client
+      }
+      pos += 4 + len;
+    }
+    c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(pos));
+    return changed;
+  }
+
+  bool serve(Conn& c, Reader r) {
+    const auto op = static_cast<Op>(r.u8());
+    switch (op) {
+      case Op::set: {
+        std::string key = r.str();
+        data_[std::move(key)] = r.bytes();
+        reply(c, Status::ok, {});
+        return true;
+      }
+      case Op::get:
+      case Op::wait: {
+        c.pending_op = op;
+        c.pending_keys = op == Op::get ? std::vector<std::string>{r.str()} : r.strs();
+        c.waiting = true;
+        try_answer(c);
+        return false;
+      }
+      case Op::add: {
+        const std::string key = r.str();
+        const int64_t delta = r.i64();
+        int64_t v = 0;
+        auto it = data_.find(key);
+        if (it != data_.end()) {
+          const auto* first = reinterpret_cast<const char*>(it->second.data());
+          const auto* last = first + it->second.size();
+          auto [ptr, ec] = std::from_chars(first, last, v);
+          if (ec != std::errc() || ptr != last || it->second.empty()) {
+            const std::string msg = "[TcpStore] add('" + key +
+                                    "'): the key holds a value that is not a counter (" +
+                                    std::to_string(it->second.size()) + " bytes)";
+            reply(c, Status::error, Bytes(msg.begin(), msg.end()));
+            return false;
+          }
+        }
+        v += delta;
+        const std::string s = std::to_string(v);
+        data_[key] = Bytes(s.begin(), s.end());
+        Bytes out;
+        put_i64(out, v);
+        reply(c, Status::ok, out);
+        return true;
+      }
+      case Op::check: {
+        const auto keys = r.strs();
+        const bool all = std::all_of(keys.begin(), keys.end(),
+                                     [&](const std::string& k) { return data_.count(k) != 0; });
+        reply(c, Status::ok, Bytes{static_cast<uint8_t>(all)});
+        return false;
+      }
+      case Op::del: {
+        const bool existed = data_.erase(r.str()) != 0;
+        reply(c, Status::ok, Bytes{static_cast<uint8_t>(existed)});
+        return existed;
+      }
+    }
+    const std::string msg = "[TcpStore] unknown request op " + std::to_string(static_cast<int>(op));
+    reply(c, Status::error, Bytes(msg.begin(), msg.end()));
+    return false;
+  }
+
+  // Answers c's pending GET/WAIT when its keys exist; true when answered.
+  bool try_answer(Conn& c) {
+    for (const std::string& k : c.pending_keys)
+      if (!data_.count(k)) return false;
+    c.waiting = false;
+    reply(c, Status::ok, c.pending_op == Op::get ? data_[c.pending_keys[0]] : Bytes{});
+    c.pending_keys.clear();
+    return true;
+  }
+
+  // Answers the waiters whose keys now exist and serves what queued behind them.
+  bool serve_waiters() {
+    bool changed = false;
+    for (Conn& c : conns_)
+      if (c.waiting && !c.dead && try_answer(c)) changed |= serve_requests(c);
+    return changed;
+  }
+
+  void reply(Conn& c, Status status, const Bytes& payload) {
+    put_u32(c.out, static_cast<uint32_t>(payload.size() + 1));
+    c.out.push_back(static_cast<uint8_t>(status));
+    c.out.insert(c.out.end(), payload.begin(), payload.end());
+    flush(c);
+  }
+
+  void flush(Conn& c) {
+    while (c.out_pos < c.out.size()) {
+      const ssize_t n =
+          send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_pos += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      c.dead = true;
+      return;
+    }
+    c.out.clear();
+    c.out_pos = 0;
+  }
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  int wake_[2] = {-1, -1};
+  std::list<Conn> conns_;
+  std::map<std::string, Bytes> data_;
+  std::thread thread_;
+};
+
+// ---- client -------------------------------------------------------------------
+
+TcpStore::TcpStore(std::string host, int port, TcpStoreOptions options)
+    : host_(std::move(host)), port_(port), options_(options) {
+  TCV_CHECK(port_ >= 0 && port_ <= 65535, "[TcpStore] port ", port_, " for ", host_,
+            " is not in [0, 65535]");
+  TCV_CHECK(options_.is_server || port_ != 0, "[TcpStore] a client needs the server's port for ",
+            host_, ", got 0");
+  TCV_CHECK(options_.world_size >= 1, "[TcpStore] world_size must be at least 1, got ",
+            options_.world_size);
+  TCV_CHECK(options_.timeout.count() > 0, "[TcpStore] timeout must be positive, got ",
+            options_.timeout.count(), " ms");
+  if (options_.is_server) {
+    server_ = std::make_unique<StoreServer>(host_, port_);
+    port_ = server_->port();
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  connect(Clock::now() + options_.timeout);
+}
+
+TcpStore::~TcpStore() {
+  disconnect();
+  server_.reset();
+}
+
+std::string TcpStore::where() const {
+  return host_ + ":" + std::to_string(port_);
+}
+
+void TcpStore::disconnect() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void TcpStore::connect(Clock::time_point deadline) {
+  std::string last_error = "no attempt";
+  milliseconds backoff(10);
+  while (true) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string port_s = std::to_string(port_);
+    const int gai = getaddrinfo(host_.c_str(), port_s.c_str(), &hints, &res);
+    if (gai != 0) last_error = std::string("cannot resolve host: ") + gai_strerror(gai);
+    for (addrinfo* a = gai == 0 ? res : nullptr; a; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        last_error = errno_str(errno);
+        continue;
+      }
+      int err = 0;
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        err = errno;
+        if (err == EINPROGRESS) {
+          pollfd p{fd, POLLOUT, 0};
+          const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms_left(deadline), 1000)));
+          socklen_t len = sizeof(err);
+          if (rc == 1) {
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+          } else {
+            err = ETIMEDOUT;
+          }
+        }
+      }
+      if (err == 0) {
+        set_nodelay(fd);
+        fd_ = fd;
+        freeaddrinfo(res);
+        return;
+      }
+      last_error = errno_str(err);
+      close(fd);
+    }
+    if (res) freeaddrinfo(res);
+    const int64_t left = ms_left(deadline);
+    TCV_CHECK(left > 0, "[TcpStore] could not connect to the store at ", where(), " within ",
+              options_.timeout.count(), " ms (last error: ", last_error, ")");
+    std::this_thread::sleep_for(std::min(backoff, milliseconds(left)));
+    backoff = std::min(backoff * 2, milliseconds(500));
+  }
+}
+
+Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, const std::string& what,
+                          milliseconds timeout) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (fd_ < 0) connect(Clock::now() + options_.timeout);
+
+  auto timed_out = [&] {
+    disconnect();  // the server drops the pending request with the connection
+    throw StoreTimeout(detail::str_cat("[TcpStore] ", what, " timed out after ", timeout.count(),
+                                       " ms (store at ", where(), ")"));
+  };
+  auto lost = [&](const std::string& why) {
+    disconnect();
+    TCV_THROW("[TcpStore] lost the connection to the store at ", where(), " during ", what, ": ",
+              why, " (has the server on rank 0 exited?)");
+  };
+  // Waits for `events` on the socket until the deadline; false on timeout.
+  auto wait_for = [&](short events) {
+    while (true) {
+      pollfd p{fd_, events, 0};
+      const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms_left(deadline), 1 << 30)));
+      if (rc > 0) return true;
+      if (rc == 0) return false;
+      if (errno != EINTR) lost(errno_str(errno));
+    }
+  };
+
+  Bytes frame;
+  frame.reserve(request.size() + 4);
+  put_u32(frame, static_cast<uint32_t>(request.size()));
+  frame.insert(frame.end(), request.begin(), request.end());
+  size_t sent = 0;
+  while (sent < frame.size()) {
+    const ssize_t n = send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_for(POLLOUT)) timed_out();
+    } else if (!(n < 0 && errno == EINTR)) {
+      lost(n < 0 ? errno_str(errno) : "send failed");
+    }
+  }
+
+  auto recv_exact = [&](uint8_t* dst, size_t want) {
+    size_t got = 0;
+    while (got < want) {
+      const ssize_t n = recv(fd_, dst + got, want - got, 0);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (n == 0) {
+        lost("connection closed by the server");
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!wait_for(POLLIN)) timed_out();
+      } else if (errno != EINTR) {
+        lost(errno_str(errno));
+      }
+    }
+  };
+  uint8_t head[4];
+  recv_exact(head, 4);
+  const uint32_t len = read_u32(head);
+  if (len == 0 || len > kMaxFrame) lost("malformed reply of " + std::to_string(len) + " bytes");
+  Bytes body(len);
+  recv_exact(body.data(), len);
+  if (static_cast<Status>(body[0]) != Status::ok)
+    TCV_THROW(std::string(body.begin() + 1, body.end()), " (store at ", where(), ")");
+  body.erase(body.begin());
+  return body;
+}
+
+void TcpStore::set(const std::string& key, const Bytes& value) {
+  Bytes req{static_cast<uint8_t>(Op::set)};
+  put_str(req, key);
+  put_bytes(req, value.data(), value.size());
+  roundtrip(req, Clock::now() + options_.timeout, "set('" + key + "')", options_.timeout);
+}
+
+void TcpStore::set(const std::string& key, std::string_view value) {
+  set(key, Bytes(value.begin(), value.end()));
+}
+
+Bytes TcpStore::get(const std::string& key) {
+  return get(key, options_.timeout);
+}
+
+Bytes TcpStore::get(const std::string& key, milliseconds timeout) {
+  Bytes req{static_cast<uint8_t>(Op::get)};
+  put_str(req, key);
+  return roundtrip(req, Clock::now() + timeout, "get('" + key + "')", timeout);
+}
+
+std::string TcpStore::get_string(const std::string& key) {
+  const Bytes b = get(key);
+  return std::string(b.begin(), b.end());
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  Bytes req{static_cast<uint8_t>(Op::add)};
+  put_str(req, key);
+  put_i64(req, delta);
+  const Bytes rep =
+      roundtrip(req, Clock::now() + options_.timeout, "add('" + key + "')", options_.timeout);
+  Reader r(rep.data(), rep.size());
+  return r.i64();
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  Bytes req{static_cast<uint8_t>(Op::check)};
+  put_u32(req, static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) put_str(req, k);
+  const Bytes rep = roundtrip(req, Clock::now() + options_.timeout, "check(" + keys_str(keys) + ")",
+                              options_.timeout);
+  TCV_CHECK(rep.size() == 1, "[TcpStore] malformed reply to check (store at ", where(), ")");
+  return rep[0] != 0;
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys) {
+  wait(keys, options_.timeout);
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) {
+  Bytes req{static_cast<uint8_t>(Op::wait)};
+  put_u32(req, static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) put_str(req, k);
+  roundtrip(req, Clock::now() + timeout, "wait(" + keys_str(keys) + ")", timeout);
+}
+
+bool TcpStore::delete_key(const std::string& key) {
+  Bytes req{static_cast<uint8_t>(Op::del)};
+  put_str(req, key);
+  const Bytes rep = roundtrip(req, Clock::now() + options_.timeout, "delete_key('" + key + "')",
+                              options_.timeout);
+  TCV_CHECK(rep.size() == 1, "[TcpStore] malformed reply to delete_key (store at ", where(), ")");
+  return rep[0] != 0;
+}
+
+void TcpStore::barrier() {
+  barrier(options_.timeout);
+}
+
+void TcpStore::barrier(milliseconds timeout) {
+  int64_t gen;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    gen = barrier_generation_++;
+  }
+  const std::string key = "/tcv/barrier/" + std::to_string(gen);
+  const std::string done = key + "/done";
+  if (add(key, 1) == options_.world_size) set(done, std::string_view("1"));
+  try {
+    wait({done}, timeout);
+  } catch (const StoreTimeout&) {
+    // Only a timeout leaves a server to ask; a lost connection is reported as it is.
+    int64_t arrived = -1;
+    try {
+      arrived = add(key, 0);
+    } catch (const Error&) {
+    }
+    if (arrived < 0) throw;
+    TCV_THROW("[TcpStore] barrier #", gen, " timed out after ", timeout.count(), " ms: ", arrived,
+              " of ", options_.world_size, " ranks arrived (store at ", where(), ")");
+  }
+}
+
+}  // namespace tcv::dist

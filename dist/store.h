@@ -1,0 +1,116 @@
+// A TCP key-value store for rendezvous, in the manner of PyTorch's TCPStore:
+// rank 0 hosts the server, every rank (rank 0 included) talks to it as a client.
+// Values are arbitrary bytes, so the NCCL unique id and the Gloo bootstrap can
+// travel through it.
+//
+// Wire protocol (all integers little-endian): every message is a frame
+//   u32 body_length | body
+// A request body is u8 op followed by its fields; a string field is
+// u32 length | bytes, a count is u32, a number is i64:
+//   SET    key value          -> OK
+//   GET    key                -> OK value        (answered once the key exists)
+//   ADD    key i64 delta      -> OK i64 new_value
+//   CHECK  u32 n key*n        -> OK u8 all_exist
+//   WAIT   u32 n key*n        -> OK              (answered once all keys exist)
+//   DELETE key                -> OK u8 existed
+// A reply body is u8 status (0 OK, 1 error) followed by the fields above, or by
+// the error message.
+//
+// Blocking calls time out on the client: after a timeout the client drops its
+// connection (the server forgets the pending request) and reconnects on the
+// next call. A server that goes away closes the connection, so a client blocked
+// in get/wait fails with an error at once instead of waiting for its timeout.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace tcv::dist {
+
+class StoreServer;
+
+/// Bytes stored under a key.
+using Bytes = std::vector<uint8_t>;
+
+/// How a TcpStore is set up.
+struct TcpStoreOptions {
+  /// True on the rank that hosts the server (rank 0); it also connects as a client.
+  bool is_server = false;
+  /// Processes taking part; barrier() waits for this many arrivals.
+  int world_size = 1;
+  /// Limit for connecting (with retries) and the default limit of get/wait/barrier.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+};
+
+/// A client of rank 0's key-value store, and on rank 0 the server too.
+/// Thread-safe: calls from several threads are serialised on one connection.
+class TcpStore {
+ public:
+  /// Connects to host:port, retrying until options.timeout passes. With
+  /// is_server, first listens on host:port (port 0: the OS picks a free port,
+  /// see port()). Throws tcv::Error naming host:port when listening fails or no
+  /// server answers within the timeout.
+  TcpStore(std::string host, int port, TcpStoreOptions options = {});
+  /// Closes the connection; on the server rank, stops the server, which closes
+  /// every client's connection.
+  ~TcpStore();
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  /// Stores value under key, replacing any earlier value.
+  void set(const std::string& key, const Bytes& value);
+  void set(const std::string& key, std::string_view value);
+  /// The value of key, waiting until it is set or the timeout passes.
+  Bytes get(const std::string& key);
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout);
+  /// get() as a string.
+  std::string get_string(const std::string& key);
+  /// Adds delta to the counter under key (0 when absent; kept as decimal text,
+  /// so get() reads it as e.g. "3") and returns the new value. Atomic across clients.
+  int64_t add(const std::string& key, int64_t delta);
+  /// True when every key exists; never blocks on the keys.
+  bool check(const std::vector<std::string>& keys);
+  /// Waits until every key exists or the timeout passes.
+  void wait(const std::vector<std::string>& keys);
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  /// Removes key; true when it existed.
+  bool delete_key(const std::string& key);
+  /// Returns once world_size processes have called barrier() the same number of
+  /// times (every rank must call it in the same order), or throws after the timeout.
+  void barrier();
+  void barrier(std::chrono::milliseconds timeout);
+
+  const std::string& host() const { return host_; }
+  /// The server's port (the OS's choice when constructed with port 0).
+  int port() const { return port_; }
+  int world_size() const { return options_.world_size; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // Sends one request and reads its reply body (status byte stripped) before
+  // `deadline`; `what` describes the call in error messages.
+  Bytes roundtrip(const Bytes& request, Clock::time_point deadline, const std::string& what,
+                  std::chrono::milliseconds timeout);
+  void connect(Clock::time_point deadline);
+  void disconnect();
+  std::string where() const;
+
+  std::string host_;
+  int port_ = 0;
+  TcpStoreOptions options_;
+  std::unique_ptr<StoreServer> server_;
+  std::mutex mu_;
+  int fd_ = -1;
+  int64_t barrier_generation_ = 0;
+};
+
+}  // namespace tcv::dist
