@@ -8,4 +8,8 @@ Tensor ReLU::forward(const Tensor& x) {
   return ops::relu(x);
 }
 
+Tensor ReLU6::forward(const Tensor& x) {
+  return ops::clamp(x, 0.0, 6.0);
+}
+
 }  // namespace tcv::nn

@@ -13,4 +13,14 @@ class ReLU : public Module {
   std::string type_name() const override { return "ReLU"; }
 };
 
+/// min(max(x, 0), 6), as torch.nn.ReLU6 (MobileNetV2). The gradient passes for
+/// 0 <= x <= 6 (torch's hardtanh passes it for 0 < x < 6; they differ only at
+/// exactly 0 and 6).
+class ReLU6 : public Module {
+ public:
+  ReLU6() = default;
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "ReLU6"; }
+};
+
 }  // namespace tcv::nn

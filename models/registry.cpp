@@ -4,6 +4,9 @@
 #include <mutex>
 
 #include "models/cls/fmnist.h"
+#include "models/cls/mobilenet_v2.h"
+#include "models/cls/resnet.h"
+#include "models/cls/vgg.h"
 
 namespace tcv::models {
 
@@ -29,6 +32,83 @@ std::string known_names(const std::map<std::string, Entry>& entries) {
   std::string s;
   for (const auto& [name, e] : entries) s += (s.empty() ? "" : ", ") + name;
   return s;
+}
+
+void register_zoo_models() {
+  using cls::ResNetOptions;
+  using cls::ResNetStem;
+  using ResNetFn = std::shared_ptr<cls::ResNet> (*)(ResNetOptions);
+  struct ResNetEntry {
+    const char* name;
+    ResNetFn fn;
+    const char* description;
+  };
+  const ResNetEntry resnets[] = {
+      {"resnet18", cls::resnet18, "ResNet-18 (BasicBlock 2-2-2-2), 11,689,512 parameters"},
+      {"resnet34", cls::resnet34, "ResNet-34 (BasicBlock 3-4-6-3), 21,797,672 parameters"},
+      {"resnet50", cls::resnet50, "ResNet-50 (Bottleneck 3-4-6-3), 25,557,032 parameters"},
+      {"resnet101", cls::resnet101, "ResNet-101 (Bottleneck 3-4-23-3), 44,549,160 parameters"},
+  };
+  for (const auto& r : resnets) {
+    const ResNetFn fn = r.fn;
+    register_model(
+        r.name,
+        [fn](const ModelOptions& o) {
+          return fn({.num_classes = o.num_classes, .in_channels = o.in_channels});
+        },
+        std::string(r.description) +
+            " at 1000 classes; torchvision's architecture and names, 7x7 stem for 224x224 "
+            "inputs");
+    if (std::string(r.name) == "resnet101") continue;
+    register_model(
+        std::string(r.name) + "_cifar",
+        [fn](const ModelOptions& o) {
+          return fn({.num_classes = o.num_classes,
+                     .in_channels = o.in_channels,
+                     .stem = ResNetStem::cifar});
+        },
+        std::string(r.description).substr(0, std::string(r.description).find(',')) +
+            " with a CIFAR stem (3x3 stride-1 conv1, no max-pool) for 32x32 inputs; "
+            "torchvision's names");
+  }
+
+  using VggFn = std::shared_ptr<cls::VGG> (*)(cls::VggOptions);
+  struct VggEntry {
+    const char* name;
+    VggFn fn;
+    bool batch_norm;
+    const char* description;
+  };
+  const VggEntry vggs[] = {
+      {"vgg11", cls::vgg11, false, "VGG-11, 132,863,336 parameters"},
+      {"vgg11_bn", cls::vgg11, true, "VGG-11 with batch norm, 132,868,840 parameters"},
+      {"vgg13", cls::vgg13, false, "VGG-13, 133,047,848 parameters"},
+      {"vgg13_bn", cls::vgg13, true, "VGG-13 with batch norm, 133,053,736 parameters"},
+      {"vgg16", cls::vgg16, false, "VGG-16, 138,357,544 parameters"},
+      {"vgg16_bn", cls::vgg16, true, "VGG-16 with batch norm, 138,365,992 parameters"},
+      {"vgg19", cls::vgg19, false, "VGG-19, 143,667,240 parameters"},
+      {"vgg19_bn", cls::vgg19, true, "VGG-19 with batch norm, 143,678,248 parameters"},
+  };
+  for (const auto& v : vggs) {
+    const VggFn fn = v.fn;
+    const bool bn = v.batch_norm;
+    register_model(
+        v.name,
+        [fn, bn](const ModelOptions& o) {
+          return fn({.num_classes = o.num_classes, .in_channels = o.in_channels, .batch_norm = bn});
+        },
+        std::string(v.description) +
+            " at 1000 classes; torchvision's architecture and names (features.N, classifier.N)");
+  }
+
+  register_model(
+      "mobilenet_v2",
+      [](const ModelOptions& o) {
+        return std::make_shared<cls::MobileNetV2>(
+            cls::MobileNetV2Options{.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "MobileNetV2 (width 1.0, ReLU6, dropout 0.2), 3,504,872 parameters at 1000 classes; "
+      "torchvision's architecture and names");
 }
 
 }  // namespace
@@ -93,6 +173,7 @@ void register_builtin_models() {
         },
         "small CIFAR-style ResNet for 28x28 images: 3x3 stem, BasicBlocks x2 at 32/64/128 "
         "channels, global average pool, fc");
+    register_zoo_models();
   });
 }
 

@@ -22,9 +22,21 @@ std::vector<KeySpec> make_schema() {
   return {
       {"seed", VT::integer, int64_t{0}, "seeds parameter init, shuffling and dropout"},
       {"device", VT::string, std::string("auto"), "cpu | cuda | auto"},
-      {"data.dataset", VT::string, std::string("fashion_mnist"), "fashion_mnist | mnist"},
+      {"data.dataset", VT::string, std::string("fashion_mnist"),
+       "fashion_mnist | mnist | cifar10 | cifar100 | image_folder | list"},
       {"data.data_dir", VT::string, std::string(""),
-       "IDX files; \"\" = /usr/share/datasets/<dataset>"},
+       "IDX or CIFAR binary files; \"\" = /usr/share/datasets/<dataset> (IDX only)"},
+      {"data.train_dir", VT::string, std::string(""), "image_folder: root/<class>/<image>"},
+      {"data.val_dir", VT::string, std::string(""), "image_folder: root/<class>/<image>"},
+      {"data.train_list", VT::string, std::string(""), "list: \"relative/path label\" per line"},
+      {"data.val_list", VT::string, std::string(""), "list: \"relative/path label\" per line"},
+      {"data.image_root", VT::string, std::string(""),
+       "list: paths are relative to this; \"\" = the list file's directory"},
+      {"data.input_size", VT::int_array, Ints{},
+       "[h, w] the model sees; [] = the dataset's own (28 x 28 IDX, 32 x 32 CIFAR)"},
+      {"data.channels", VT::integer, int64_t{0}, "1 | 3; 0 = the dataset's own (1 IDX, 3 else)"},
+      {"data.skip_corrupt", VT::boolean, false,
+       "skip and count corrupt or missing images instead of stopping with an error"},
       {"data.num_classes", VT::integer, int64_t{10}, ""},
       {"data.workers", VT::integer, int64_t{1}, "threads assembling batches ahead; 0 = inline"},
       {"data.normalize.div_value", VT::floating, 255.0, "pixels are divided by this first"},
@@ -32,8 +44,23 @@ std::vector<KeySpec> make_schema() {
       {"data.normalize.std", VT::float_array, Doubles{0.3530}, "one value or one per channel"},
       {"train.batch_size", VT::integer, int64_t{64}, ""},
       {"train.drop_last", VT::boolean, true, ""},
+      {"train.mixup_alpha", VT::floating, 0.0, "mixup with lambda ~ Beta(a, a); 0 = off"},
+      {"train.aug.resize_shorter", VT::integer, int64_t{0},
+       "resize the shorter side to N first; 0 = off"},
+      {"train.aug.random_resized_crop.enable", VT::boolean, false,
+       "RandomResizedCrop to data.input_size"},
+      {"train.aug.random_resized_crop.scale", VT::float_array, Doubles{0.08, 1.0}, ""},
+      {"train.aug.random_resized_crop.ratio", VT::float_array, Doubles{3.0 / 4.0, 4.0 / 3.0}, ""},
+      {"train.aug.random_crop.enable", VT::boolean, false, "RandomCrop to data.input_size"},
+      {"train.aug.random_crop.padding", VT::integer, int64_t{0}, "zeros on every side first"},
+      {"train.aug.hflip", VT::floating, 0.0, "horizontal flip probability; 0 = off"},
+      {"train.aug.color_jitter", VT::float_array, Doubles{0.0, 0.0, 0.0, 0.0},
+       "[brightness, contrast, saturation, hue]; zeros = off"},
       {"val.batch_size", VT::integer, int64_t{500}, ""},
       {"val.max_images", VT::integer, int64_t{0}, "evaluate on the first N test images; 0 = all"},
+      {"val.aug.resize_shorter", VT::integer, int64_t{0},
+       "resize the shorter side to N first; 0 = off"},
+      {"val.aug.center_crop", VT::boolean, false, "central crop of data.input_size"},
       {"network.model_name", VT::string, std::string("fmnist_cnn"), "see tcv-train --list-models"},
       {"network.distributed", VT::boolean, false, "data-parallel training (not yet available)"},
       {"network.resume", VT::string, std::string(""), "checkpoint to continue from; \"\" = none"},
@@ -57,6 +84,8 @@ std::vector<KeySpec> make_schema() {
       {"solver.lr.lambda_poly.power", VT::floating, 0.9, ""},
       {"solver.lr.is_warm", VT::boolean, false, "linear warm-up"},
       {"solver.lr.warm.warm_iters", VT::integer, int64_t{0}, ""},
+      {"solver.lr.warm.warm_epochs", VT::integer, int64_t{0},
+       "warm-up length in epochs (instead of warm_iters); 0 = use warm_iters"},
       {"solver.clip_grad_norm", VT::floating, 0.0,
        "clip gradients to this global L2 norm before each step; 0 = off"},
       {"solver.optim.optim_method", VT::string, std::string("sgd"), "sgd | adam | adamw"},
@@ -495,7 +524,32 @@ void Config::validate() const {
 
   at_least("seed", 0);
   choice("device", {"cpu", "cuda", "auto"});
-  choice("data.dataset", {"fashion_mnist", "mnist"});
+  choice("data.dataset", {"fashion_mnist", "mnist", "cifar10", "cifar100", "image_folder", "list"});
+  const std::string& dataset = get_string("data.dataset");
+  auto required = [&](const std::string& key) {
+    if (get_string(key).empty()) fail(key, "must be set with data.dataset \"" + dataset + "\"");
+  };
+  if (dataset == "image_folder") {
+    required("data.train_dir");
+    required("data.val_dir");
+  } else if (dataset == "list") {
+    required("data.train_list");
+    required("data.val_list");
+  } else if (dataset == "cifar10" || dataset == "cifar100") {
+    required("data.data_dir");
+  }
+  const auto size = get_ints("data.input_size");
+  if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0))
+    fail("data.input_size", "expected [h, w] with positive values, got " + format_value(size));
+  if (size.empty() && (dataset == "image_folder" || dataset == "list"))
+    fail("data.input_size", "must be set ([h, w]) with data.dataset \"" + dataset + "\"");
+  const int64_t channels = get_int("data.channels");
+  if (channels != 0 && channels != 1 && channels != 3)
+    fail("data.channels", "must be 0 (the dataset's own), 1 or 3, got " + std::to_string(channels));
+  const bool idx = dataset == "fashion_mnist" || dataset == "mnist";
+  if (idx && channels == 3) fail("data.channels", "IDX datasets have 1 channel, got 3");
+  if ((dataset == "cifar10" || dataset == "cifar100") && channels == 1)
+    fail("data.channels", "CIFAR has 3 channels, got 1");
   at_least("data.num_classes", 1);
   at_least("data.workers", 0);
   positive("data.normalize.div_value");
@@ -507,6 +561,30 @@ void Config::validate() const {
   at_least("train.batch_size", 1);
   at_least("val.batch_size", 1);
   at_least("val.max_images", 0);
+  non_negative("train.mixup_alpha");
+  at_least("train.aug.resize_shorter", 0);
+  at_least("val.aug.resize_shorter", 0);
+  for (const std::string k : {"scale", "ratio"}) {
+    const std::string key = "train.aug.random_resized_crop." + k;
+    const auto v = get_doubles(key);
+    if (v.size() != 2 || !(v[0] > 0) || !(v[0] <= v[1]) || (k == "scale" && v[1] > 1))
+      fail(key, "expected [low, high] with 0 < low <= high" +
+                    std::string(k == "scale" ? " <= 1" : "") + ", got " + format_value(v));
+  }
+  if (get_bool("train.aug.random_resized_crop.enable") && get_bool("train.aug.random_crop.enable"))
+    fail("train.aug.random_crop.enable",
+         "set only one of train.aug.random_crop and train.aug.random_resized_crop");
+  at_least("train.aug.random_crop.padding", 0);
+  if (const double p = get_double("train.aug.hflip"); !(p >= 0 && p <= 1))
+    fail("train.aug.hflip", "must be a probability in [0, 1], got " + format_double(p));
+  const auto jitter = get_doubles("train.aug.color_jitter");
+  if (jitter.size() != 4)
+    fail("train.aug.color_jitter",
+         "expected [brightness, contrast, saturation, hue], got " + format_value(jitter));
+  for (double v : jitter)
+    if (!(v >= 0))
+      fail("train.aug.color_jitter", "values must be >= 0, got " + format_value(jitter));
+  if (jitter[3] > 0.5) fail("train.aug.color_jitter", "hue must be in [0, 0.5]");
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
   if (get_bool("network.distributed"))
     fail("network.distributed",
@@ -531,8 +609,11 @@ void Config::validate() const {
     fail("solver.lr.multistep.stepvalue", "must not be empty with lr_policy \"multistep\"");
   non_negative("solver.lr.lambda_poly.power");
   at_least("solver.lr.warm.warm_iters", 0);
-  if (get_bool("solver.lr.is_warm") && get_int("solver.lr.warm.warm_iters") == 0)
-    fail("solver.lr.warm.warm_iters", "must be positive when solver.lr.is_warm is true");
+  at_least("solver.lr.warm.warm_epochs", 0);
+  if (get_bool("solver.lr.is_warm") && get_int("solver.lr.warm.warm_iters") == 0 &&
+      get_int("solver.lr.warm.warm_epochs") == 0)
+    fail("solver.lr.warm.warm_iters",
+         "must be positive when solver.lr.is_warm is true (or set solver.lr.warm.warm_epochs)");
   non_negative("solver.clip_grad_norm");
   choice("solver.optim.optim_method", {"sgd", "adam", "adamw"});
   in_unit("solver.optim.sgd.momentum", get_double("solver.optim.sgd.momentum"));

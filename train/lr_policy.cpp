@@ -39,7 +39,10 @@ LrPolicy LrPolicy::from_config(const Config& cfg, int64_t iters_per_epoch, int64
   o.multistep_gamma = cfg.get_double("solver.lr.multistep.gamma");
   o.stepvalue = cfg.get_ints("solver.lr.multistep.stepvalue");
   o.poly_power = cfg.get_double("solver.lr.lambda_poly.power");
-  o.warm_iters = cfg.get_bool("solver.lr.is_warm") ? cfg.get_int("solver.lr.warm.warm_iters") : 0;
+  const int64_t warm_epochs = cfg.get_int("solver.lr.warm.warm_epochs");
+  o.warm_iters = !cfg.get_bool("solver.lr.is_warm") ? 0
+                 : warm_epochs > 0                  ? warm_epochs * iters_per_epoch
+                                                    : cfg.get_int("solver.lr.warm.warm_iters");
   return LrPolicy(o);
 }
 

@@ -7,18 +7,20 @@
 #include "engine/ops.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
+#include "train/data_setup.h"
 #include "train/report.h"
 
 namespace tcv::train {
 
 Predictor::Predictor(const Config& cfg, const std::string& checkpoint) {
   cfg.validate();
-  // The IDX datasets tcv-train reads are 28 x 28, one channel.
-  const std::string& dataset = cfg.get_string("data.dataset");
-  channels_ = (dataset == "fashion_mnist" || dataset == "mnist") ? 1 : 3;
-  height_ = width_ = 28;
+  const InputSpec in = input_spec(cfg);
+  channels_ = in.channels;
+  height_ = in.height;
+  width_ = in.width;
+  preprocess_ = eval_transform(cfg);
   const int64_t num_classes = cfg.get_int("data.num_classes");
-  names_ = dataset_class_names(dataset, num_classes);
+  names_ = config_class_names(cfg);
   div_ = cfg.get_double("data.normalize.div_value");
   mean_ = cfg.get_doubles("data.normalize.mean");
   std_ = cfg.get_doubles("data.normalize.std");
@@ -83,7 +85,8 @@ std::vector<ClassScore> Predictor::predict(const Tensor& image, int64_t k) const
     img = img.expand({3, img.size(1), img.size(2)}).contiguous();
   TCV_CHECK(img.size(0) == channels_, "[Predictor] image has ", img.size(0),
             " channels; the model takes ", channels_);
-  if (img.size(1) != height_ || img.size(2) != width_) img = data::resize(img, height_, width_);
+  data::Rng rng(0, 0);  // evaluation preprocessing draws nothing
+  img = preprocess_(img.contiguous(), rng);
   return predict_batch(img.unsqueeze(0), k).front();
 }
 

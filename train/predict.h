@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/transforms.h"
 #include "engine/tensor.h"
 #include "layers/module.h"
 #include "train/config.h"
@@ -28,9 +29,11 @@ class Predictor {
   Predictor(const Config& cfg, const std::string& checkpoint);
 
   /// The top-k classes (k clipped to the number of classes), best first, for a u8
-  /// image (C, H, W) or (H, W). Images of another size are resized to
-  /// input_height() x input_width(); colour images given to a one-channel model
-  /// are converted to grayscale, and gray ones replicated for three channels.
+  /// image (C, H, W) or (H, W), preprocessed as validation images are
+  /// (val.aug.resize_shorter, val.aug.center_crop, then a resize to
+  /// input_height() x input_width() = data.input_size when still needed); colour
+  /// images given to a one-channel model are converted to grayscale, and gray ones
+  /// replicated for three channels.
   std::vector<ClassScore> predict(const Tensor& image, int64_t k = 5) const;
   /// The same for a batch of images of the model's size, u8 (N, C, H, W).
   std::vector<std::vector<ClassScore>> predict_batch(const Tensor& images, int64_t k = 5) const;
@@ -47,6 +50,7 @@ class Predictor {
   std::vector<double> mean_, std_;
   double div_ = 255.0;
   int64_t channels_ = 1, height_ = 28, width_ = 28;
+  data::Transform preprocess_;  // u8 (C, H, W) -> u8 (C, height_, width_)
   std::string stem_;
 };
 

@@ -196,6 +196,9 @@ std::vector<std::string> dataset_class_names(const std::string& dataset, int64_t
   if (dataset == "fashion_mnist")
     names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
              "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  else if (dataset == "cifar10")
+    names = {"airplane", "automobile", "bird",  "cat",  "deer",
+             "dog",      "frog",       "horse", "ship", "truck"};
   else if (dataset == "mnist")
     for (int i = 0; i < 10; ++i) names.push_back(std::to_string(i));
   names.resize(static_cast<size_t>(std::max<int64_t>(num_classes, 0)));

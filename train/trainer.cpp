@@ -12,6 +12,7 @@
 #include <ostream>
 
 #include "data/dataset.h"
+#include "data/folder.h"
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops.h"
@@ -19,6 +20,7 @@
 #include "engine/serialize.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
+#include "train/data_setup.h"
 #include "train/lr_policy.h"
 #include "train/metrics.h"
 #include "train/optim.h"
@@ -30,6 +32,9 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::string resolve_data_dir(const Config& cfg) {
+  if (cfg.get_string("data.dataset") != "fashion_mnist" &&
+      cfg.get_string("data.dataset") != "mnist")
+    return cfg.get_string("data.data_dir");
   const std::string& dir = cfg.get_string("data.data_dir");
   if (!dir.empty()) return dir;
   return cfg.get_string("data.dataset") == "mnist" ? "/usr/share/datasets/mnist"
@@ -83,6 +88,13 @@ Device pick_device(const Config& cfg) {
 
 }  // namespace
 
+Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target) {
+  TCV_CHECK(logits.dim() == 2 && target.shape() == logits.shape(),
+            "[soft_target_cross_entropy] expects logits (N, C) and targets of the same shape, got ",
+            logits.shape_str(), " and ", target.shape_str());
+  return ops::neg(ops::mean(ops::sum(ops::mul(target, ops::log_softmax(logits, 1)), {1})));
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params) {
   const double lr = cfg.get_double("solver.lr.base_lr");
   const NoDecay no_decay =
@@ -122,6 +134,23 @@ struct Trainer::Impl {
   TrainerState state;
   int64_t iters_per_epoch = 0, max_iters = 0, max_epochs = 0;
   double label_smoothing = 0;
+  double mixup_alpha = 0;
+  InputSpec input;
+  std::shared_ptr<const data::Dataset> train_files, val_files;  // image files, or null
+  bool val_in_memory = false;
+  bool skip_corrupt = false;
+  std::vector<std::string> class_names;
+
+  // Corrupt images skipped so far (data.skip_corrupt), train and val.
+  int64_t skipped() const { return train_loader->skipped() + val_loader->skipped(); }
+
+  // The first skipped file and why ("" when none).
+  std::string first_skipped() const {
+    for (const auto& f : {train_files, val_files})
+      if (const auto* d = dynamic_cast<const data::ImageFileDataset*>(f.get()))
+        if (!d->first_skipped().empty()) return d->first_skipped();
+    return "";
+  }
   std::ofstream metrics;
   fs::path ckpt_dir;
   bool bar = false;
@@ -147,44 +176,21 @@ struct Trainer::Impl {
     label_smoothing = cfg.get_double("loss.label_smoothing");
 
     // Data.
-    const std::string dir = resolve_data_dir(cfg);
-    data::IdxFiles files;
-    try {
-      files = data::find_idx_files(dir);
-    } catch (const Error& e) {
-      throw ConfigError(at_key(cfg, "data.data_dir") + ": " + e.what());
-    }
     const int64_t num_classes = cfg.get_int("data.num_classes");
-    auto train_ds = std::make_shared<data::ImageClassificationDataset>(
-        data::ImageClassificationDataset::from_idx(files.train_images, files.train_labels,
-                                                   num_classes));
-    auto val_ds = std::make_shared<data::ImageClassificationDataset>(
-        data::ImageClassificationDataset::from_idx(files.test_images, files.test_labels,
-                                                   num_classes));
-    if (const int64_t m = cfg.get_int("val.max_images"); m > 0)
-      val_ds = std::make_shared<data::ImageClassificationDataset>(val_ds->head(m));
-    data::Normalize norm{cfg.get_double("data.normalize.div_value"),
-                         cfg.get_doubles("data.normalize.mean"),
-                         cfg.get_doubles("data.normalize.std")};
-    for (const char* k : {"data.normalize.mean", "data.normalize.std"}) {
-      const size_t n = cfg.get_doubles(k).size();
-      if (n != 1 && static_cast<int64_t>(n) != train_ds->channels())
-        throw ConfigError(at_key(cfg, k) + ": " + std::to_string(n) + " values for " +
-                          std::to_string(train_ds->channels()) + " channels (give 1 or " +
-                          std::to_string(train_ds->channels()) + ")");
-    }
-    const int workers = static_cast<int>(cfg.get_int("data.workers"));
-    const auto seed = static_cast<uint64_t>(cfg.get_int("seed"));
-    train_loader = std::make_unique<data::DataLoader>(
-        train_ds, data::LoaderOptions{cfg.get_int("train.batch_size"), true,
-                                      cfg.get_bool("train.drop_last"), workers, seed, norm});
-    val_loader = std::make_unique<data::DataLoader>(
-        val_ds,
-        data::LoaderOptions{cfg.get_int("val.batch_size"), false, false, workers, seed, norm});
+    DataSources src = make_data(cfg);
+    train_loader = std::move(src.train);
+    val_loader = std::move(src.val);
+    input = src.input;
+    train_files = src.train_files;
+    val_files = src.val_files;
+    mixup_alpha = cfg.get_double("train.mixup_alpha");
+    val_in_memory = src.val_in_memory;
+    skip_corrupt = cfg.get_bool("data.skip_corrupt");
+    class_names = config_class_names(cfg);
     iters_per_epoch = train_loader->num_batches();
     if (iters_per_epoch == 0)
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
-                        std::to_string(train_ds->size()) + " images) with train.drop_last");
+                        std::to_string(train_loader->size()) + " images) with train.drop_last");
     max_iters = cfg.get_int("solver.max_iters") > 0
                     ? cfg.get_int("solver.max_iters")
                     : cfg.get_int("solver.max_epoch") * iters_per_epoch;
@@ -193,7 +199,7 @@ struct Trainer::Impl {
     models::register_builtin_models();
     const std::string& name = cfg.get_string("network.model_name");
     try {
-      model = models::create_model(name, {num_classes, train_ds->channels()});
+      model = models::create_model(name, {num_classes, input.channels});
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
@@ -232,9 +238,10 @@ struct Trainer::Impl {
           (opts.progress == ProgressMode::automatic && opts.log && isatty(STDOUT_FILENO));
     if (auto* os = log()) {
       *os << "tcv-train: " << name << " (" << model->num_parameters() << " parameters) on "
-          << device.str() << ", " << omp_get_max_threads() << " threads; " << train_ds->size()
-          << " train / " << val_ds->size() << " val images, " << iters_per_epoch << " iters/epoch, "
-          << max_iters << " iters";
+          << device.str() << ", " << omp_get_max_threads() << " threads; " << src.train_size
+          << " train / " << src.val_size << " val images (" << cfg.get_string("data.dataset")
+          << ", " << input.channels << "x" << input.height << "x" << input.width << "), "
+          << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
       if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
       *os << "\n" << std::flush;
     }
@@ -252,10 +259,11 @@ struct Trainer::Impl {
       data::Batch b;
       int64_t seen = 0;  // the val loader does not shuffle: row i is image seen + i
       while (val_loader->next(b)) {
+        if (b.y.size(0) == 0) continue;  // every image of the batch was skipped as corrupt
         const Tensor x = b.x.to(device), y = b.y.to(device);
         const Tensor logits = model->forward(x);
         if (static_cast<int64_t>(samples.size()) < kReportSamples)
-          add_samples(seen, ops::argmax(logits, 1).to(kCPU), b.y);
+          add_samples(seen, ops::argmax(logits, 1).to(kCPU), b);
         seen += b.y.size(0);
         const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
         loss_meter.update(loss.item(), y.size(0));
@@ -276,14 +284,16 @@ struct Trainer::Impl {
     j["loss"] = loss_meter.mean();
     j["images"] = acc.count();
     j["time"] = elapsed();
+    if (skip_corrupt) j["skipped"] = skipped();
     write_metrics(j);
     write_report_html();
     if (auto* os = log()) {
       if (bar) *os << "\r\033[K";
       *os << "val   epoch " << state.epoch + 1 << " iter " << state.iter << ": top1 "
           << fixed(acc.top1(), 2) << "% top5 " << fixed(acc.top5(), 2) << "% loss "
-          << fixed(loss_meter.mean(), 4) << " (" << hms(elapsed()) << ")\n"
-          << std::flush;
+          << fixed(loss_meter.mean(), 4);
+      if (skip_corrupt) *os << ", " << skipped() << " corrupt images skipped so far";
+      *os << " (" << hms(elapsed()) << ")\n" << std::flush;
     }
     if (acc.top1() > state.best_top1) {
       state.best_top1 = acc.top1();
@@ -292,16 +302,39 @@ struct Trainer::Impl {
   }
 
   static constexpr int64_t kReportSamples = 24;
+  static constexpr uint64_t kMixupKey = 0x6d69787570ULL;  // "mixup"
 
-  // Keeps the first images of a val batch (rows from `first` on) with their labels.
-  void add_samples(int64_t first, const Tensor& pred, const Tensor& label) {
-    const Tensor& images = val_loader->dataset().images();  // u8 (N, C, H, W)
-    const auto p = pred.to_vector<int64_t>(), l = label.to_vector<int64_t>();
-    const int64_t c = images.size(1), h = images.size(2), w = images.size(3);
+  // Keeps the first images of a val batch (rows from `first` on) with their labels:
+  // the stored u8 images of an in-memory dataset, or the batch itself de-normalised.
+  void add_samples(int64_t first, const Tensor& pred, const data::Batch& b) {
+    const auto p = pred.to_vector<int64_t>(), l = b.y.to_vector<int64_t>();
+    if (val_in_memory) {
+      const Tensor& images = val_loader->dataset().images();  // u8 (N, C, H, W)
+      const int64_t c = images.size(1), h = images.size(2), w = images.size(3);
+      for (size_t i = 0; i < p.size() && static_cast<int64_t>(samples.size()) < kReportSamples;
+           ++i) {
+        const Tensor img = images.select(0, first + static_cast<int64_t>(i)).contiguous();
+        const auto* px = static_cast<const uint8_t*>(img.data_ptr());
+        samples.push_back({std::vector<uint8_t>(px, px + c * h * w), c, h, w, l[i], p[i]});
+      }
+      return;
+    }
+    const Tensor x = b.x.contiguous();  // f32 (B, C, H, W), normalised
+    const int64_t c = x.size(1), h = x.size(2), w = x.size(3), hw = h * w;
+    const data::Normalize& n = val_loader->options().normalize;
+    const float* src = x.data<float>();
     for (size_t i = 0; i < p.size() && static_cast<int64_t>(samples.size()) < kReportSamples; ++i) {
-      const Tensor img = images.select(0, first + static_cast<int64_t>(i)).contiguous();
-      const auto* px = static_cast<const uint8_t*>(img.data_ptr());
-      samples.push_back({std::vector<uint8_t>(px, px + c * h * w), c, h, w, l[i], p[i]});
+      std::vector<uint8_t> px(static_cast<size_t>(c * hw));
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const double m = n.mean.size() == 1 ? n.mean[0] : n.mean[ch];
+        const double sd = n.std.size() == 1 ? n.std[0] : n.std[ch];
+        for (int64_t k = 0; k < hw; ++k) {
+          const double v =
+              (src[(static_cast<int64_t>(i) * c + ch) * hw + k] * sd + m) * n.div_value;
+          px[ch * hw + k] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+        }
+      }
+      samples.push_back({std::move(px), c, h, w, l[i], p[i]});
     }
   }
 
@@ -312,8 +345,7 @@ struct Trainer::Impl {
     in.config_toml = cfg.to_toml();
     in.metrics = read_jsonl((dir / "metrics.jsonl").string());
     in.samples = samples;
-    in.class_names =
-        dataset_class_names(cfg.get_string("data.dataset"), cfg.get_int("data.num_classes"));
+    in.class_names = class_names;
     write_report((dir / "report.html").string(), in);
   }
 
@@ -369,6 +401,7 @@ struct Trainer::Impl {
     const int64_t save_iters = cfg.get_int("solver.save_iters");
     const int64_t save_epoch = cfg.get_int("solver.save_epoch");
     const double clip_norm = cfg.get_double("solver.clip_grad_norm");
+    const int64_t num_classes = cfg.get_int("data.num_classes");
     // Where this run stops: the end, or an interruption asked for by the caller.
     const int64_t stop_at =
         opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
@@ -390,10 +423,25 @@ struct Trainer::Impl {
         const auto step_t0 = Clock::now();
         state.lr = lr_policy->lr_at(state.iter);
         optim->set_lr(state.lr);
-        const Tensor x = batch.x.to(device), y = batch.y.to(device);  // (B, C, H, W), (B)
-        const Tensor logits = model->forward(x);
-        const Tensor loss =
-            ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
+        if (batch.y.size(0) == 0) {  // every image of the batch was skipped as corrupt
+          ++state.iter;
+          ++state.epoch_iter;
+          continue;
+        }
+        Tensor loss;
+        if (mixup_alpha > 0) {
+          // Soft targets (label smoothing inside), mixed with a stream that depends
+          // only on (seed, iter), so a resumed run mixes the same way.
+          Tensor mx = batch.x, my = batch.y;
+          data::Rng rng(static_cast<uint64_t>(cfg.get_int("seed")) ^ kMixupKey,
+                        static_cast<uint64_t>(state.iter));
+          data::mixup(mx, my, num_classes, mixup_alpha, rng, label_smoothing);
+          loss = soft_target_cross_entropy(model->forward(mx.to(device)), my.to(device));
+        } else {
+          const Tensor x = batch.x.to(device), y = batch.y.to(device);  // (B, C, H, W), (B)
+          loss =
+              ops::cross_entropy(model->forward(x), y, ops::Reduction::mean, -100, label_smoothing);
+        }
         optim->zero_grad();
         loss.backward();
         if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
@@ -404,7 +452,7 @@ struct Trainer::Impl {
                   "); lower solver.lr.base_lr");
         ++state.iter;
         ++state.epoch_iter;
-        const int64_t bs = y.size(0);
+        const int64_t bs = batch.y.size(0);
         win_loss.update(loss_v, bs);
         win_images += bs;
         run_images += bs;
@@ -468,6 +516,10 @@ struct Trainer::Impl {
     summary.wall_s = seconds_since(t0);
     summary.train_images_per_sec =
         run_compute_s > 0 ? static_cast<double>(run_images) / run_compute_s : 0.0;
+    summary.skipped = skipped();
+    if (auto* os = log(); os && summary.skipped > 0)
+      *os << "skipped " << summary.skipped
+          << " corrupt images (data.skip_corrupt); the first: " << first_skipped() << "\n";
     if (auto* os = log())
       *os << "done: " << state.epoch << " epochs, " << state.iter << " iters, top1 "
           << fixed(summary.top1, 2) << "% (best " << fixed(state.best_top1, 2) << "%), "

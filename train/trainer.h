@@ -39,6 +39,7 @@ struct TrainSummary {
   double best_top1 = -1;
   double wall_s = 0;  ///< this run's wall time
   double train_images_per_sec = 0;
+  int64_t skipped = 0;  ///< corrupt images skipped (data.skip_corrupt), train and val
 };
 
 /// Trains an image classifier as `cfg` says (cfg is validated first).
@@ -66,12 +67,16 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Cross-entropy against soft targets (mixup, label smoothing):
+/// -(target * log_softmax(logits)).sum(1).mean(); logits and target (N, C).
+Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target);
+
 class Optimizer;
 /// The optimizer a config asks for (solver.optim.*), over `params`.
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params);
 
-/// The directory of the IDX files for a config: data.data_dir, or the Debian
-/// dataset package's directory for data.dataset.
+/// The directory of the dataset files for a config: data.data_dir, or for IDX data
+/// with data.data_dir "" the Debian dataset package's directory for data.dataset.
 std::string resolve_data_dir(const Config& cfg);
 
 }  // namespace tcv::train

@@ -13,6 +13,7 @@
 #include "data/image.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
+#include "support/gradcheck.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/predict.h"
@@ -24,10 +25,7 @@ using namespace tcv::train;
 
 namespace {
 
-std::string source_dir() {
-  const char* src = std::getenv("TCV_SOURCE_DIR");
-  return src ? src : fs::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using tcv::testing::source_dir;
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p);

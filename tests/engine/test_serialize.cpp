@@ -25,6 +25,8 @@
 namespace tcv {
 namespace {
 
+using tcv::testing::source_dir;
+
 std::string tmp_dir() {
   const std::string d = ::testing::TempDir() + "tcv_serialize_" + std::to_string(::getpid());
   std::filesystem::create_directories(d);
@@ -52,11 +54,6 @@ std::string le64(uint64_t v) {
 /// A file from a header text and data bytes.
 std::string make_file(const std::string& header, const std::string& data) {
   return le64(header.size()) + header + data;
-}
-
-std::string source_dir() {
-  if (const char* s = std::getenv("TCV_SOURCE_DIR")) return s;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
 }
 
 // ---------------------------------------------------------------- JSON

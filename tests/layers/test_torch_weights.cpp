@@ -17,8 +17,7 @@ namespace tcv {
 namespace {
 
 std::string data_file(const std::string& name) {
-  const char* root = std::getenv("TCV_SOURCE_DIR");
-  return std::string(root ? root : ".") + "/tests/data/" + name;
+  return testing::source_dir() + "/tests/data/" + name;
 }
 
 TEST(TorchWeights, ConvertedStateDictLoadsAndMatchesPyTorch) {

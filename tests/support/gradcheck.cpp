@@ -1,9 +1,15 @@
 #include "support/gradcheck.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 namespace tcv::testing {
+
+std::string source_dir() {
+  if (const char* s = std::getenv("TCV_SOURCE_DIR")) return s;
+  return TCV_SOURCE_DIR;
+}
 
 int& gradcheck_count() {
   static int n = 0;

@@ -56,6 +56,10 @@ std::string error_of(F&& f) {
   return "<no error>";
 }
 
+/// The repository root (env TCV_SOURCE_DIR overrides the one compiled in), for
+/// test data under tests/data and the shipped configs.
+std::string source_dir();
+
 /// Number of ops gradient-checked in this process (for the summary line).
 int& gradcheck_count();
 

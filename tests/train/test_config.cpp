@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
+#include "support/gradcheck.h"
 #include "train/config.h"
 
 using tcv::train::Config;
@@ -159,16 +162,106 @@ TEST(Config, WritesResolvedTomlThatReadsBack) {
 }
 
 TEST(Config, ShippedConfigsAreValid) {
-  const char* src = std::getenv("TCV_SOURCE_DIR");
-  // ctest sets TCV_SOURCE_DIR; run by hand, the tree is three levels above this file.
-  const std::string root =
-      src ? src
-          : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-  for (const char* f : {"configs/cls/fmnist_cnn.toml", "configs/cls/fmnist_resnet.toml"}) {
-    const Config c = Config::from_file(root + "/" + f);
+  const std::string root = tcv::testing::source_dir();
+  // Every shipped config parses and validates.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(root + "/configs/cls"))
+    if (e.path().extension() == ".toml") files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_GE(files.size(), 4u);
+  std::map<std::string, Config> by_name;
+  for (const auto& f : files) {
+    const Config c = Config::from_file(root + "/configs/cls/" + f);
     EXPECT_NO_THROW(c.validate()) << f;
-    EXPECT_EQ(c.get_string("data.dataset"), "fashion_mnist") << f;
+    by_name.emplace(f, c);
   }
+  for (const char* f : {"fmnist_cnn.toml", "fmnist_resnet.toml"})
+    EXPECT_EQ(by_name.at(f).get_string("data.dataset"), "fashion_mnist") << f;
+
+  const Config& cifar = by_name.at("cifar10_resnet18.toml");
+  EXPECT_EQ(cifar.get_string("data.dataset"), "cifar10");
+  EXPECT_EQ(cifar.get_string("network.model_name"), "resnet18_cifar");
+  EXPECT_EQ(cifar.get_int("train.batch_size"), 128);
+  EXPECT_EQ(cifar.get_int("solver.max_epoch"), 200);
+  EXPECT_TRUE(cifar.get_bool("train.aug.random_crop.enable"));
+  EXPECT_EQ(cifar.get_int("train.aug.random_crop.padding"), 4);
+  EXPECT_DOUBLE_EQ(cifar.get_double("train.aug.hflip"), 0.5);
+  EXPECT_TRUE(cifar.get_bool("solver.optim.sgd.nesterov"));
+  EXPECT_DOUBLE_EQ(cifar.get_double("solver.optim.sgd.weight_decay"), 5e-4);
+  EXPECT_EQ(cifar.get_string("solver.lr.lr_policy"), "cosine");
+
+  const Config& inet = by_name.at("imagenet_resnet50.toml");
+  EXPECT_EQ(inet.get_string("data.dataset"), "image_folder");
+  EXPECT_EQ(inet.get_string("network.model_name"), "resnet50");
+  EXPECT_EQ(inet.get_ints("data.input_size"), (std::vector<int64_t>{224, 224}));
+  EXPECT_EQ(inet.get_int("train.batch_size"), 128);
+  EXPECT_EQ(inet.get_int("solver.max_epoch"), 90);
+  EXPECT_DOUBLE_EQ(inet.get_double("solver.lr.base_lr"), 0.1);
+  EXPECT_DOUBLE_EQ(inet.get_double("solver.optim.sgd.weight_decay"), 1e-4);
+  EXPECT_DOUBLE_EQ(inet.get_double("loss.label_smoothing"), 0.1);
+  EXPECT_EQ(inet.get_int("solver.lr.warm.warm_epochs"), 5);
+  EXPECT_TRUE(inet.get_bool("train.aug.random_resized_crop.enable"));
+  EXPECT_EQ(inet.get_int("val.aug.resize_shorter"), 256);
+  EXPECT_TRUE(inet.get_bool("val.aug.center_crop"));
+}
+
+TEST(Config, DatasetKeysNameKeyAndLine) {
+  const Config folder = Config::from_string(
+      "[data]\ndataset = \"image_folder\"\ntrain_dir = \"/a\"\nval_dir = \"/b\"\n"
+      "input_size = [16, 24]\nchannels = 3\nskip_corrupt = true\n[train]\nmixup_alpha = 0.2\n"
+      "[train.aug]\nrandom_resized_crop.enable = true\nhflip = 1.0\n"
+      "color_jitter = [0.4, 0.4, 0.4, 0.1]\n",
+      "f.toml");
+  EXPECT_NO_THROW(folder.validate());
+  EXPECT_EQ(folder.get_ints("data.input_size"), (std::vector<int64_t>{16, 24}));
+  EXPECT_DOUBLE_EQ(folder.get_double("train.mixup_alpha"), 0.2);
+  EXPECT_TRUE(folder.get_bool("data.skip_corrupt"));
+
+  const std::string ds = error_of(
+      [] { Config::from_string("[data]\ndataset = \"imagenet\"\n", "d.toml").validate(); });
+  EXPECT_TRUE(has(ds, "d.toml:2: data.dataset: unknown value 'imagenet'")) << ds;
+  EXPECT_TRUE(has(ds, "cifar10, cifar100, image_folder, list")) << ds;
+  const std::string dir = error_of([] {
+    Config::from_string("[data]\ndataset = \"image_folder\"\ninput_size = [8, 8]\n", "g.toml")
+        .validate();
+  });
+  EXPECT_TRUE(has(dir, "data.train_dir: must be set with data.dataset \"image_folder\"")) << dir;
+  const std::string size = error_of([] {
+    Config::from_string("[data]\ndataset = \"list\"\ntrain_list = \"a\"\nval_list = \"b\"\n",
+                        "l.toml")
+        .validate();
+  });
+  EXPECT_TRUE(has(size, "data.input_size: must be set")) << size;
+  const std::string bad_size = error_of(
+      [] { Config::from_string("[data]\n\ninput_size = [0, 4, 4]\n", "s.toml").validate(); });
+  EXPECT_TRUE(has(bad_size, "s.toml:3: data.input_size: expected [h, w]")) << bad_size;
+  const std::string cifar =
+      error_of([] { Config::from_string("[data]\ndataset = \"cifar10\"\n", "c.toml").validate(); });
+  EXPECT_TRUE(has(cifar, "data.data_dir: must be set")) << cifar;
+  const std::string ch =
+      error_of([] { Config::from_string("[data]\nchannels = 2\n", "h.toml").validate(); });
+  EXPECT_TRUE(has(ch, "h.toml:2: data.channels: must be 0 (the dataset's own), 1 or 3, got 2"))
+      << ch;
+  Config flip;
+  flip.set_override("train.aug.hflip=1.5");
+  EXPECT_TRUE(has(error_of([&] { flip.validate(); }), "--set: train.aug.hflip: must be a"));
+  Config jitter;
+  jitter.set_override("train.aug.color_jitter=[0.4, 0.4]");
+  EXPECT_TRUE(has(error_of([&] { jitter.validate(); }), "train.aug.color_jitter: expected"));
+  Config scale;
+  scale.set_override("train.aug.random_resized_crop.scale=[0.5, 0.1]");
+  EXPECT_TRUE(has(error_of([&] { scale.validate(); }), "random_resized_crop.scale: expected"));
+  Config both;
+  both.set_override("train.aug.random_resized_crop.enable=true");
+  both.set_override("train.aug.random_crop.enable=true");
+  EXPECT_TRUE(has(error_of([&] { both.validate(); }), "set only one of"));
+  Config mix;
+  mix.set_override("train.mixup_alpha=-1");
+  EXPECT_TRUE(has(error_of([&] { mix.validate(); }), "train.mixup_alpha: must be >= 0"));
+  Config warm;
+  warm.set_override("solver.lr.is_warm=true");
+  warm.set_override("solver.lr.warm.warm_epochs=2");
+  EXPECT_NO_THROW(warm.validate());
 }
 
 TEST(Config, SolverKeysForAdamGroupsAndClipping) {

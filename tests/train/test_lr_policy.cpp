@@ -138,3 +138,17 @@ TEST(LrPolicy, WarmUpThenStepAndMultistep) {
   LrPolicy q(s);
   EXPECT_NEAR(q.lr_at(14), 0.1 * 0.1 * 0.75, 1e-15);
 }
+
+TEST(LrPolicy, WarmUpInEpochs) {
+  tcv::train::Config c;
+  c.set_override("solver.lr.base_lr=0.1");
+  c.set_override("solver.lr.is_warm=true");
+  c.set_override("solver.lr.warm.warm_iters=3");  // warm_epochs wins
+  c.set_override("solver.lr.warm.warm_epochs=2");
+  c.validate();
+  const auto p = tcv::train::LrPolicy::from_config(c, 5, 100);  // 5 iters per epoch
+  EXPECT_NEAR(p.lr_at(0), 0.01, 1e-12);
+  EXPECT_NEAR(p.lr_at(4), 0.05, 1e-12);
+  EXPECT_NEAR(p.lr_at(9), 0.1, 1e-12);
+  EXPECT_NEAR(p.lr_at(10), 0.1, 1e-12);
+}

@@ -1,0 +1,338 @@
+// tcv-train on image datasets other than IDX: a generated ImageFolder (classes of
+// distinct colours), a list file, tiny CIFAR-10 binary files, mixup with label
+// smoothing, and corrupt images skipped and counted or reported by name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/image.h"
+#include "data/transforms.h"
+#include "engine/json.h"
+#include "engine/ops.h"
+#include "train/config.h"
+#include "train/data_setup.h"
+#include "train/predict.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace tcv;
+using namespace tcv::train;
+
+namespace {
+
+// Class k's colour: red, green, blue.
+constexpr uint8_t kColors[3][3] = {{220, 30, 30}, {30, 220, 30}, {30, 30, 220}};
+const char* const kClasses[3] = {"a_red", "b_green", "c_blue"};
+
+// A u8 (3, h, w) image of class k's colour with a little deterministic texture.
+Tensor color_image(int k, int64_t h, int64_t w, int seed) {
+  Tensor t = empty({3, h, w}, {.dtype = DType::u8});
+  auto* p = t.data<uint8_t>();
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t i = 0; i < h * w; ++i)
+      p[c * h * w + i] = static_cast<uint8_t>(kColors[k][c] + (i * 7 + seed * 13 + c) % 21 - 10);
+  return t;
+}
+
+// root/<class>/img_N.png: n images of 16 x 16 per class.
+void write_folder(const fs::path& root, int n, int seed0) {
+  for (int k = 0; k < 3; ++k) {
+    fs::create_directories(root / kClasses[k]);
+    for (int i = 0; i < n; ++i)
+      data::write_image((root / kClasses[k] / ("img_" + std::to_string(i) + ".png")).string(),
+                        color_image(k, 16, 16, seed0 + i));
+  }
+}
+
+std::vector<Json> read_jsonl(const fs::path& p) {
+  std::vector<Json> out;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line)) out.push_back(Json::parse(line));
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() / ("tcv_ds_" + tag + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A small fmnist_cnn run on 3-channel images resized to 28 x 28.
+Config base_config() {
+  Config c;
+  c.set_override("device=cpu");
+  c.set_override("network.model_name=fmnist_cnn");
+  c.set_override("data.num_classes=3");
+  c.set_override("data.input_size=[28, 28]");
+  c.set_override("data.channels=3");
+  c.set_override("data.normalize.mean=[0.5, 0.5, 0.5]");
+  c.set_override("data.normalize.std=[0.25]");
+  c.set_override("data.workers=2");
+  c.set_override("train.batch_size=8");
+  c.set_override("val.batch_size=5");
+  c.set_override("solver.lr.base_lr=0.05");
+  c.set_override("solver.display_iter=3");
+  c.set_override("solver.save_epoch=0");
+  return c;
+}
+
+Config folder_config(const fs::path& train, const fs::path& val) {
+  Config c = base_config();
+  c.set_override("data.dataset=image_folder");
+  c.set_override("data.train_dir=\"" + train.string() + "\"");
+  c.set_override("data.val_dir=\"" + val.string() + "\"");
+  return c;
+}
+
+TrainSummary run_training(const Config& c, const fs::path& out) {
+  Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
+  return t.run();
+}
+
+// The message of the tcv::Error fn throws ("" and a failure when none).
+template <typename F>
+std::string error_of(F fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+bool has(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
+  TempDir tmp("folder");
+  write_folder(tmp.path / "train", 8, 0);
+  write_folder(tmp.path / "val", 4, 100);
+  Config c = folder_config(tmp.path / "train", tmp.path / "val");
+  c.set_override("solver.max_epoch=4");  // 24 images / 8 = 3 iters per epoch
+  c.set_override("train.aug.random_resized_crop.enable=true");
+  c.set_override("train.aug.random_resized_crop.scale=[0.5, 1.0]");
+  c.set_override("train.aug.hflip=0.5");
+  c.set_override("train.aug.color_jitter=[0.1, 0.1, 0.0, 0.0]");
+  c.set_override("val.aug.resize_shorter=20");
+  c.set_override("val.aug.center_crop=true");
+  const fs::path out = tmp.path / "run";
+  const TrainSummary s = run_training(c, out);
+  EXPECT_EQ(s.iters, 12);
+  EXPECT_EQ(s.epochs, 4);
+  EXPECT_EQ(s.skipped, 0);
+  EXPECT_GE(s.top1, 90.0);  // chance is 33%
+  EXPECT_NEAR(s.best_top1, 100.0, 10.0 + 1e-9);
+
+  std::vector<int64_t> train_iters, val_iters;
+  std::vector<double> losses;
+  for (const auto& j : read_jsonl(out / "metrics.jsonl")) {
+    if (j.at("split").as_string() == "train") {
+      train_iters.push_back(j.at("iter").as_int());
+      losses.push_back(j.at("loss").as_double());
+    } else {
+      val_iters.push_back(j.at("iter").as_int());
+      EXPECT_EQ(j.at("images").as_int(), 12);
+      EXPECT_FALSE(j.contains("skipped"));
+    }
+  }
+  EXPECT_EQ(train_iters, (std::vector<int64_t>{3, 6, 9, 12}));
+  EXPECT_EQ(val_iters, (std::vector<int64_t>{3, 6, 9, 12}));
+  ASSERT_EQ(losses.size(), 4u);
+  EXPECT_LT(losses[3], losses[0]);
+
+  // report.html shows the 12 val images (de-normalised batches) with the folder names.
+  const std::string html = slurp(out / "report.html");
+  size_t imgs = 0;
+  for (size_t p = html.find("<img alt=\"sample\""); p != std::string::npos;
+       p = html.find("<img alt=\"sample\"", p + 1))
+    ++imgs;
+  EXPECT_EQ(imgs, 12u);
+  EXPECT_TRUE(has(html, "c_blue")) << "class names from the folder";
+
+  // tcv-predict: input size and channels come from the config; any image size works.
+  const Predictor pred(Config::from_file((out / "config.toml").string()), out.string());
+  EXPECT_EQ(pred.in_channels(), 3);
+  EXPECT_EQ(pred.input_height(), 28);
+  EXPECT_EQ(pred.input_width(), 28);
+  EXPECT_EQ(pred.class_names(), (std::vector<std::string>{"a_red", "b_green", "c_blue"}));
+  for (int k = 0; k < 3; ++k) {
+    const auto top = pred.predict(color_image(k, 30, 40, 7), 5);
+    ASSERT_EQ(top.size(), 3u);  // clipped to the number of classes
+    EXPECT_EQ(top[0].name, kClasses[k]);
+  }
+}
+
+TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
+  TempDir tmp("list");
+  write_folder(tmp.path / "img", 8, 0);
+  std::ofstream tr(tmp.path / "train.txt"), va(tmp.path / "val.txt");
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 8; ++i)
+      (i < 6 ? tr : va) << kClasses[k] << "/img_" << i << ".png " << k << "\n";
+  tr.close();
+  va.close();
+  Config c = base_config();
+  c.set_override("data.dataset=list");
+  c.set_override("data.train_list=\"" + (tmp.path / "train.txt").string() + "\"");
+  c.set_override("data.val_list=\"" + (tmp.path / "val.txt").string() + "\"");
+  c.set_override("data.image_root=\"" + (tmp.path / "img").string() + "\"");
+  c.set_override("train.batch_size=6");  // 18 images, 3 iters per epoch
+  c.set_override("solver.max_epoch=5");
+  c.set_override("train.mixup_alpha=0.4");
+  c.set_override("loss.label_smoothing=0.1");
+  const TrainSummary s = run_training(c, tmp.path / "run");
+  EXPECT_EQ(s.iters, 15);
+  EXPECT_GT(s.top1, 50.0);  // chance is 33%, mixup slows it down a little
+  for (const auto& j : read_jsonl(tmp.path / "run" / "metrics.jsonl"))
+    if (j.at("split").as_string() == "train") {
+      EXPECT_TRUE(std::isfinite(j.at("loss").as_double()));
+      EXPECT_GT(j.at("loss").as_double(), 0.0);
+    } else {
+      EXPECT_EQ(j.at("images").as_int(), 6);
+    }
+
+  // A label beyond data.num_classes names the key, the list file and its line.
+  std::ofstream bad(tmp.path / "bad.txt");
+  bad << "a_red/img_0.png 0\n\na_red/img_1.png 7\n";
+  bad.close();
+  c.set_override("data.train_list=\"" + (tmp.path / "bad.txt").string() + "\"");
+  const std::string msg = error_of([&] { run_training(c, tmp.path / "run2"); });
+  EXPECT_TRUE(has(msg, "data.train_list")) << msg;
+  EXPECT_TRUE(has(msg, "bad.txt:3")) << msg;
+}
+
+TEST(TrainDatasets, SoftTargetCrossEntropyMatchesCrossEntropy) {
+  const Tensor logits = from_vector<float>({1.0f, -0.5f, 2.0f, 0.3f, 0.3f, -1.0f}, {2, 3});
+  const Tensor labels = from_vector<int64_t>({2, 0}, {2});
+  for (double smoothing : {0.0, 0.1}) {
+    const double soft =
+        soft_target_cross_entropy(logits, data::one_hot(labels, 3, smoothing)).item();
+    const double hard =
+        ops::cross_entropy(logits, labels, ops::Reduction::mean, -100, smoothing).item();
+    EXPECT_NEAR(soft, hard, 1e-6) << smoothing;
+  }
+  // Closed form for one row: -(0.5 log p0 + 0.5 log p1) with logits (0, 0): log 2.
+  const Tensor zero = from_vector<float>({0.0f, 0.0f}, {1, 2});
+  const Tensor half = from_vector<float>({0.5f, 0.5f}, {1, 2});
+  EXPECT_NEAR(soft_target_cross_entropy(zero, half).item(), std::log(2.0), 1e-6);
+}
+
+TEST(TrainDatasets, Cifar10Binary) {
+  TempDir tmp("cifar");
+  // 5 train files of 6 records and a test file of 9: labels 0..2, colour by label.
+  auto write = [&](const std::string& name, int n, int seed0) {
+    std::ofstream f(tmp.path / name, std::ios::binary);
+    for (int i = 0; i < n; ++i) {
+      const int k = i % 3;
+      const Tensor img = color_image(k, 32, 32, seed0 + i);
+      f.put(static_cast<char>(k));
+      f.write(static_cast<const char*>(img.data_ptr()), 3 * 32 * 32);
+    }
+  };
+  for (int b = 1; b <= 5; ++b) write("data_batch_" + std::to_string(b) + ".bin", 6, b * 10);
+  write("test_batch.bin", 9, 99);
+
+  // Resized to 28 x 28 for fmnist_cnn, with CIFAR's random crop (padding 4) and flips.
+  Config c = base_config();
+  c.set_override("data.dataset=cifar10");
+  c.set_override("data.data_dir=\"" + tmp.path.string() + "\"");
+  c.set_override("data.num_classes=10");
+  c.set_override("train.batch_size=10");  // 30 images, 3 iters per epoch
+  c.set_override("solver.max_epoch=4");
+  c.set_override("train.aug.random_crop.enable=true");
+  c.set_override("train.aug.random_crop.padding=4");
+  c.set_override("train.aug.hflip=0.5");
+  const TrainSummary s = run_training(c, tmp.path / "run");
+  EXPECT_EQ(s.iters, 12);
+  EXPECT_GT(s.top1, 60.0);  // 3 colours; chance is 33% at best
+  int vals = 0;
+  for (const auto& j : read_jsonl(tmp.path / "run" / "metrics.jsonl"))
+    if (j.at("split").as_string() == "val") {
+      EXPECT_EQ(j.at("images").as_int(), 9);
+      ++vals;
+    }
+  EXPECT_EQ(vals, 4);
+  const std::string html = slurp(tmp.path / "run" / "report.html");
+  EXPECT_TRUE(has(html, "airplane")) << "CIFAR-10 class names";
+
+  // At its own 32 x 32 without augmentation: the in-memory path, with resnet18_cifar.
+  Config r = c;
+  r.set_override("network.model_name=resnet18_cifar");
+  r.set_override("data.input_size=[32, 32]");
+  r.set_override("train.aug.random_crop.enable=false");
+  r.set_override("train.aug.hflip=0.0");
+  r.set_override("train.batch_size=4");
+  r.set_override("solver.max_iters=2");
+  r.set_override("val.max_images=4");
+  const TrainSummary rs = run_training(r, tmp.path / "run_resnet");
+  EXPECT_EQ(rs.iters, 2);
+  EXPECT_GE(rs.top1, 0.0);
+  EXPECT_EQ(read_jsonl(tmp.path / "run_resnet" / "metrics.jsonl").back().at("images").as_int(), 4);
+
+  // Errors name the key: the wrong class count, a missing directory.
+  Config n = c;
+  n.set_override("data.num_classes=3");
+  EXPECT_TRUE(has(error_of([&] { run_training(n, tmp.path / "x"); }),
+                  "data.num_classes: cifar10 has 10 classes, got 3"));
+  Config m = c;
+  m.set_override("data.data_dir=\"" + (tmp.path / "nowhere").string() + "\"");
+  const std::string missing = error_of([&] { run_training(m, tmp.path / "x"); });
+  EXPECT_TRUE(has(missing, "--set: data.data_dir")) << missing;
+  EXPECT_TRUE(has(missing, "data_batch_1.bin")) << missing;
+}
+
+TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
+  TempDir tmp("corrupt");
+  write_folder(tmp.path / "train", 8, 0);
+  write_folder(tmp.path / "val", 2, 100);
+  const fs::path bad = tmp.path / "train" / "b_green" / "zz_corrupt.png";
+  std::ofstream(bad, std::ios::binary) << "\x89PNG\r\n\x1a\n this is not a PNG";
+
+  Config c = folder_config(tmp.path / "train", tmp.path / "val");
+  c.set_override("train.batch_size=5");  // 25 files, every one read in the epoch
+  c.set_override("solver.max_epoch=1");
+  c.set_override("data.skip_corrupt=true");
+  const TrainSummary s = run_training(c, tmp.path / "run");
+  EXPECT_EQ(s.iters, 5);
+  EXPECT_EQ(s.skipped, 1);
+  const auto lines = read_jsonl(tmp.path / "run" / "metrics.jsonl");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back().at("split").as_string(), "val");
+  EXPECT_EQ(lines.back().at("skipped").as_int(), 1);
+  EXPECT_EQ(lines.back().at("images").as_int(), 6);
+
+  // The log line names the count and the file.
+  std::ostringstream log;
+  {
+    Trainer t(
+        c,
+        {.out_dir = (tmp.path / "run_log").string(), .progress = ProgressMode::lines, .log = &log});
+    t.run();
+  }
+  EXPECT_TRUE(has(log.str(), "skipped 1 corrupt images")) << log.str();
+  EXPECT_TRUE(has(log.str(), "zz_corrupt.png")) << log.str();
+
+  c.set_override("data.skip_corrupt=false");
+  const std::string msg = error_of([&] { run_training(c, tmp.path / "run2"); });
+  EXPECT_TRUE(has(msg, bad.string())) << msg;
+}

@@ -1,0 +1,257 @@
+#include "train/data_setup.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/cifar.h"
+#include "data/folder.h"
+#include "train/report.h"
+#include "train/trainer.h"
+
+namespace tcv::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// "file:line: key" (or just "key" for a default), to start an error about that key.
+std::string at_key(const Config& cfg, const std::string& key) {
+  const std::string src = cfg.source(key);
+  return (src == "default" ? "" : src + ": ") + key;
+}
+
+bool is_idx(const std::string& dataset) {
+  return dataset == "fashion_mnist" || dataset == "mnist";
+}
+
+bool is_cifar(const std::string& dataset) {
+  return dataset == "cifar10" || dataset == "cifar100";
+}
+
+bool has_train_aug(const Config& cfg) {
+  const auto jitter = cfg.get_doubles("train.aug.color_jitter");
+  return cfg.get_int("train.aug.resize_shorter") > 0 ||
+         cfg.get_bool("train.aug.random_resized_crop.enable") ||
+         cfg.get_bool("train.aug.random_crop.enable") || cfg.get_double("train.aug.hflip") > 0 ||
+         std::any_of(jitter.begin(), jitter.end(), [](double v) { return v > 0; });
+}
+
+bool has_eval_aug(const Config& cfg) {
+  return cfg.get_int("val.aug.resize_shorter") > 0 || cfg.get_bool("val.aug.center_crop");
+}
+
+// Runs fn, turning a tcv::Error into a ConfigError that names `key` and its line.
+template <typename F>
+auto for_key(const Config& cfg, const std::string& key, F fn) {
+  try {
+    return fn();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(at_key(cfg, key) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+InputSpec input_spec(const Config& cfg) {
+  const std::string& dataset = cfg.get_string("data.dataset");
+  InputSpec s;
+  s.channels = is_idx(dataset) ? 1 : 3;
+  if (const int64_t c = cfg.get_int("data.channels"); c > 0) s.channels = c;
+  const auto size = cfg.get_ints("data.input_size");
+  if (size.size() == 2) {
+    s.height = size[0];
+    s.width = size[1];
+  } else {
+    s.height = s.width = is_cifar(dataset) ? 32 : 28;
+  }
+  return s;
+}
+
+data::Transform train_transform(const Config& cfg) {
+  const InputSpec in = input_spec(cfg);
+  const int64_t h = in.height, w = in.width;
+  const int64_t shorter = cfg.get_int("train.aug.resize_shorter");
+  const bool rrc = cfg.get_bool("train.aug.random_resized_crop.enable");
+  const auto scale = cfg.get_doubles("train.aug.random_resized_crop.scale");
+  const auto ratio = cfg.get_doubles("train.aug.random_resized_crop.ratio");
+  const data::RandomResizedCrop rrc_op{h, {scale[0], scale[1]}, {ratio[0], ratio[1]}};
+  const bool rcrop = cfg.get_bool("train.aug.random_crop.enable");
+  const int64_t padding = cfg.get_int("train.aug.random_crop.padding");
+  const double flip = cfg.get_double("train.aug.hflip");
+  const auto j = cfg.get_doubles("train.aug.color_jitter");
+  const bool jitter = std::any_of(j.begin(), j.end(), [](double v) { return v > 0; });
+  const data::ColorJitter jitter_op{j[0], j[1], j[2], j[3]};
+  return [=](const Tensor& img, data::Rng& rng) {
+    Tensor x = img;  // u8 (C, H, W)
+    if (shorter > 0) x = data::resize_shorter(x, shorter);
+    if (rrc) {
+      const auto [top, left, ch, cw] = rrc_op.params(x.size(1), x.size(2), rng);
+      x = data::resize(data::crop(x, top, left, ch, cw), h, w);
+    } else if (rcrop) {
+      // torchvision's RandomCrop for an (h, w) window: pad, pad up to the size, place.
+      if (padding > 0) x = data::pad(x, padding, padding, padding, padding);
+      const int64_t ph = std::max<int64_t>(h - x.size(1), 0),
+                    pw = std::max<int64_t>(w - x.size(2), 0);
+      if (ph > 0 || pw > 0) x = data::pad(x, pw, ph, pw, ph);
+      const int64_t top = rng.randint(0, x.size(1) - h + 1);
+      const int64_t left = rng.randint(0, x.size(2) - w + 1);
+      x = data::crop(x, top, left, h, w);
+    }
+    if (x.size(1) != h || x.size(2) != w) x = data::resize(x, h, w);
+    if (flip > 0) x = data::RandomHorizontalFlip{flip}(x, rng);
+    if (jitter) x = jitter_op(x, rng);
+    return x;
+  };
+}
+
+data::Transform eval_transform(const Config& cfg) {
+  const InputSpec in = input_spec(cfg);
+  const int64_t h = in.height, w = in.width;
+  const int64_t shorter = cfg.get_int("val.aug.resize_shorter");
+  const bool center = cfg.get_bool("val.aug.center_crop");
+  return [=](const Tensor& img, data::Rng&) {
+    Tensor x = img;  // u8 (C, H, W)
+    if (shorter > 0) x = data::resize_shorter(x, shorter);
+    if (center) x = data::center_crop(x, h, w);
+    if (x.size(1) != h || x.size(2) != w) x = data::resize(x, h, w);
+    return x;
+  };
+}
+
+std::vector<std::string> config_class_names(const Config& cfg) {
+  const std::string& dataset = cfg.get_string("data.dataset");
+  const int64_t n = cfg.get_int("data.num_classes");
+  if (dataset == "image_folder") {
+    // ImageFolder's classes: the sub-directories, sorted by name.
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(cfg.get_string("data.train_dir"), ec))
+      if (e.is_directory(ec)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    if (static_cast<int64_t>(names.size()) == n) return names;
+  }
+  return dataset_class_names(dataset, n);
+}
+
+DataSources make_data(const Config& cfg) {
+  const std::string& dataset = cfg.get_string("data.dataset");
+  const int64_t num_classes = cfg.get_int("data.num_classes");
+  const int64_t max_val = cfg.get_int("val.max_images");
+  DataSources out;
+  out.input = input_spec(cfg);
+  const InputSpec& in = out.input;
+  const auto jitter = cfg.get_doubles("train.aug.color_jitter");
+  if (in.channels == 1 && (jitter[2] > 0 || jitter[3] > 0))
+    throw ConfigError(at_key(cfg, "train.aug.color_jitter") +
+                      ": saturation and hue need 3 channels (data.channels is 1)");
+  for (const char* k : {"data.normalize.mean", "data.normalize.std"}) {
+    const size_t n = cfg.get_doubles(k).size();
+    if (n != 1 && static_cast<int64_t>(n) != in.channels)
+      throw ConfigError(at_key(cfg, k) + ": " + std::to_string(n) + " values for " +
+                        std::to_string(in.channels) + " channels (give 1 or " +
+                        std::to_string(in.channels) + ")");
+  }
+
+  std::shared_ptr<const data::Dataset> train_src, val_src;
+  std::shared_ptr<const data::ImageClassificationDataset> train_mem, val_mem;
+  if (is_idx(dataset) || is_cifar(dataset)) {
+    if (is_cifar(dataset)) {
+      const int64_t classes = dataset == "cifar10" ? 10 : 100;
+      if (num_classes != classes)
+        throw ConfigError(at_key(cfg, "data.num_classes") + ": " + dataset + " has " +
+                          std::to_string(classes) + " classes, got " + std::to_string(num_classes));
+    }
+    auto load = [&](bool train) {
+      if (is_cifar(dataset))
+        return for_key(cfg, "data.data_dir", [&] {
+          return data::load_cifar(
+              cfg.get_string("data.data_dir"),
+              dataset == "cifar10" ? data::CifarKind::cifar10 : data::CifarKind::cifar100, train);
+        });
+      const data::IdxFiles files = for_key(
+          cfg, "data.data_dir", [&] { return data::find_idx_files(resolve_data_dir(cfg)); });
+      return data::ImageClassificationDataset::from_idx(
+          train ? files.train_images : files.test_images,
+          train ? files.train_labels : files.test_labels, num_classes);
+    };
+    data::ImageClassificationDataset tr = load(true), va = load(false);
+    if (max_val > 0) va = va.head(max_val);
+    const bool native = in.height == tr.height() && in.width == tr.width();
+    train_mem = std::make_shared<const data::ImageClassificationDataset>(std::move(tr));
+    val_mem = std::make_shared<const data::ImageClassificationDataset>(std::move(va));
+    if (!native || has_train_aug(cfg))
+      train_src = std::make_shared<data::InMemoryDataset>(train_mem, train_transform(cfg));
+    if (!native || has_eval_aug(cfg))
+      val_src = std::make_shared<data::InMemoryDataset>(val_mem, eval_transform(cfg));
+    out.train_size = train_mem->size();
+    out.val_size = val_mem->size();
+  } else {
+    data::ImageFileOptions fo;
+    fo.mode = in.channels == 1 ? data::ImageMode::gray : data::ImageMode::rgb;
+    fo.on_corrupt =
+        cfg.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    std::shared_ptr<data::ImageFileDataset> tr, va;
+    if (dataset == "image_folder") {
+      auto tf = for_key(cfg, "data.train_dir", [&] {
+        return std::make_shared<data::ImageFolder>(cfg.get_string("data.train_dir"),
+                                                   train_transform(cfg), fo);
+      });
+      auto vf = for_key(cfg, "data.val_dir", [&] {
+        return std::make_shared<data::ImageFolder>(cfg.get_string("data.val_dir"),
+                                                   eval_transform(cfg), fo);
+      });
+      if (static_cast<int64_t>(tf->classes().size()) != num_classes)
+        throw ConfigError(at_key(cfg, "data.num_classes") + ": " + std::to_string(num_classes) +
+                          ", but data.train_dir " + cfg.get_string("data.train_dir") + " has " +
+                          std::to_string(tf->classes().size()) + " class directories");
+      if (vf->classes() != tf->classes())
+        throw ConfigError(at_key(cfg, "data.val_dir") + ": its class directories differ from " +
+                          "those of data.train_dir (" + std::to_string(vf->classes().size()) +
+                          " vs " + std::to_string(tf->classes().size()) + ")");
+      tr = tf;
+      va = vf;
+    } else {
+      const std::string& root = cfg.get_string("data.image_root");
+      tr = for_key(cfg, "data.train_list", [&] {
+        return std::make_shared<data::ListFileDataset>(cfg.get_string("data.train_list"), root,
+                                                       num_classes, train_transform(cfg), fo);
+      });
+      va = for_key(cfg, "data.val_list", [&] {
+        return std::make_shared<data::ListFileDataset>(cfg.get_string("data.val_list"), root,
+                                                       num_classes, eval_transform(cfg), fo);
+      });
+    }
+    if (max_val > 0 && max_val < va->size()) {
+      auto head = va->samples();
+      head.resize(static_cast<size_t>(max_val));
+      va = std::make_shared<data::ImageFileDataset>(std::move(head), num_classes,
+                                                    eval_transform(cfg), fo, va->name());
+    }
+    out.train_files = tr;
+    out.val_files = va;
+    train_src = tr;
+    val_src = va;
+    out.train_size = tr->size();
+    out.val_size = va->size();
+  }
+
+  const data::Normalize norm{cfg.get_double("data.normalize.div_value"),
+                             cfg.get_doubles("data.normalize.mean"),
+                             cfg.get_doubles("data.normalize.std")};
+  const int workers = static_cast<int>(cfg.get_int("data.workers"));
+  const auto seed = static_cast<uint64_t>(cfg.get_int("seed"));
+  const data::LoaderOptions train_opts{
+      cfg.get_int("train.batch_size"), true, cfg.get_bool("train.drop_last"), workers, seed, norm};
+  const data::LoaderOptions val_opts{
+      cfg.get_int("val.batch_size"), false, false, workers, seed, norm};
+  out.train = train_src ? std::make_unique<data::DataLoader>(train_src, train_opts)
+                        : std::make_unique<data::DataLoader>(train_mem, train_opts);
+  out.val_in_memory = !val_src;
+  out.val = val_src ? std::make_unique<data::DataLoader>(val_src, val_opts)
+                    : std::make_unique<data::DataLoader>(val_mem, val_opts);
+  return out;
+}
+
+}  // namespace tcv::train

@@ -1,0 +1,49 @@
+// The data side of tcv-train: datasets, transforms and DataLoaders built from
+// the data.*, train.aug.*, train.mixup_alpha and val.aug.* keys of a config.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "train/config.h"
+
+namespace tcv::train {
+
+/// The model's input: data.channels and data.input_size, or the dataset's own
+/// (1 x 28 x 28 for IDX, 3 x 32 x 32 for CIFAR).
+struct InputSpec {
+  int64_t channels = 1, height = 28, width = 28;
+};
+InputSpec input_spec(const Config& cfg);
+
+/// Training augmentation on u8 (C, H, W): train.aug.resize_shorter, then
+/// random_resized_crop or random_crop (to data.input_size), a resize to the input
+/// size if the image still differs, hflip, color_jitter.
+data::Transform train_transform(const Config& cfg);
+/// Evaluation (and tcv-predict) preprocessing on u8 (C, H, W): val.aug.resize_shorter,
+/// val.aug.center_crop, then a resize to the input size if the image still differs.
+data::Transform eval_transform(const Config& cfg);
+
+/// Class names for reports and tcv-predict: the class directories of data.train_dir
+/// (image_folder), the dataset's names (Fashion-MNIST, CIFAR-10), or "0", "1", ...
+std::vector<std::string> config_class_names(const Config& cfg);
+
+/// The loaders for a run. IDX and CIFAR data without augmentation at their own size
+/// take the fast in-memory path; everything else goes through a generic Dataset.
+struct DataSources {
+  std::unique_ptr<data::DataLoader> train, val;
+  InputSpec input;
+  int64_t train_size = 0, val_size = 0;
+  bool val_in_memory = false;  ///< val reads an ImageClassificationDataset directly
+  /// Image-file datasets (null otherwise), for the count of skipped corrupt files.
+  std::shared_ptr<const data::Dataset> train_files, val_files;
+};
+
+/// Builds the datasets and loaders; errors name the key at fault and its line.
+DataSources make_data(const Config& cfg);
+
+}  // namespace tcv::train
