@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/json.h"
@@ -100,6 +102,66 @@ TrainerState load_checkpoint(const std::string& stem, nn::Module& model, Optimiz
     TCV_THROW(file, ": ", e.what());
   }
   return s;
+}
+
+PretrainedLoad load_pretrained(const std::string& path, nn::Module& model) {
+  const SafetensorsFile file = load_safetensors(path);
+  // A tcv checkpoint prefixes model tensors with "model." and holds optimizer state.
+  bool tcv_checkpoint = false;
+  for (const auto& [k, t] : file.tensors)
+    if (k.rfind("model.", 0) == 0) tcv_checkpoint = true;
+  std::map<std::string, Tensor> given;
+  for (const auto& [k, t] : file.tensors) {
+    if (!tcv_checkpoint)
+      given[k] = t;
+    else if (k.rfind("model.", 0) == 0)
+      given[k.substr(6)] = t;
+  }
+
+  // The head: the parameters of the last module that owns any directly.
+  std::set<std::string> head;
+  for (auto& [prefix, m] : model.named_modules()) {
+    const nn::StateDict own = m->named_parameters(/*recurse=*/false);
+    if (own.empty()) continue;
+    head.clear();
+    for (const auto& [n, t] : own) head.insert(prefix.empty() ? n : prefix + "." + n);
+  }
+
+  PretrainedLoad result;
+  nn::StateDict to_load;
+  std::vector<std::string> missing, mismatched;
+  std::set<std::string> model_keys;
+  for (const auto& [k, t] : model.state_dict()) {
+    model_keys.insert(k);
+    auto it = given.find(k);
+    if (it == given.end()) {
+      missing.push_back(k);
+    } else if (it->second.shape() != t.shape()) {
+      if (head.count(k))
+        result.kept.push_back(k);
+      else
+        mismatched.push_back(k + " " + it->second.shape_str() + " vs model " + t.shape_str());
+    } else {
+      to_load.emplace_back(k, it->second);
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [k, t] : given)
+    if (!model_keys.count(k)) unexpected.push_back(k);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < 10; ++i) out += (i ? ", " : "") + v[i];
+    if (v.size() > 10) out += ", ... (" + std::to_string(v.size()) + " in all)";
+    return out;
+  };
+  TCV_CHECK(missing.empty() && mismatched.empty() && unexpected.empty(), "[pretrained] ", path,
+            " does not fit the model:", missing.empty() ? "" : " missing " + join(missing) + ";",
+            mismatched.empty() ? "" : " shape mismatch " + join(mismatched) + ";",
+            unexpected.empty() ? "" : " unexpected " + join(unexpected) + ";",
+            " (only the classifier head may differ in shape)");
+  model.load_state_dict(to_load, nn::Strict::no);
+  result.loaded = static_cast<int64_t>(to_load.size());
+  return result;
 }
 
 }  // namespace tcv::train

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "layers/module.h"
 #include "train/optim.h"
@@ -43,5 +44,19 @@ TrainerState load_trainer_state(const std::string& stem);
 /// Loads checkpoint `stem` into `model` (strict) and `optim` (when not null) and
 /// returns its trainer state. Errors name the file.
 TrainerState load_checkpoint(const std::string& stem, nn::Module& model, Optimizer* optim);
+
+/// What load_pretrained() did.
+struct PretrainedLoad {
+  int64_t loaded = 0;             ///< tensors copied into the model
+  std::vector<std::string> kept;  ///< head tensors left at their init (shape differs)
+};
+
+/// Loads pretrained weights for fine-tuning: a safetensors file with
+/// torchvision's names (scripts/convert_torchvision.py) or a tcv checkpoint
+/// ("model." keys). Every tensor must match by name and shape, except those of
+/// the classifier head (the last module that owns parameters), which keep their
+/// init when their shape differs: a new number of classes. Errors name the
+/// file and the keys at fault.
+PretrainedLoad load_pretrained(const std::string& path, nn::Module& model);
 
 }  // namespace tcv::train

@@ -64,6 +64,9 @@ std::vector<KeySpec> make_schema() {
       {"network.model_name", VT::string, std::string("fmnist_cnn"), "see tcv-train --list-models"},
       {"network.distributed", VT::boolean, false, "data-parallel training (not yet available)"},
       {"network.resume", VT::string, std::string(""), "checkpoint to continue from; \"\" = none"},
+      {"network.pretrained", VT::string, std::string(""),
+       "weights to fine-tune from (safetensors, torchvision names); a head of another shape "
+       "keeps its init"},
       {"solver.max_epoch", VT::integer, int64_t{10}, ""},
       {"solver.max_iters", VT::integer, int64_t{0}, "stop after N iterations; 0 = by epochs"},
       {"solver.display_iter", VT::integer, int64_t{50}, "log training loss every N iterations"},

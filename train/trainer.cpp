@@ -156,6 +156,7 @@ struct Trainer::Impl {
   bool bar = false;
   Clock::time_point t0;
   double elapsed_before = 0;  // from earlier runs (resume)
+  PretrainedLoad pretrained_load;
   TrainSummary summary;
   std::vector<ReportSample> samples;  // of the latest evaluation, for report.html
 
@@ -205,6 +206,14 @@ struct Trainer::Impl {
     } catch (const Error& e) {
       throw ConfigError(at_key(cfg, "network.model_name") + ": " + e.what());
     }
+    const std::string& pretrained = cfg.get_string("network.pretrained");
+    if (!pretrained.empty()) {
+      try {
+        pretrained_load = load_pretrained(pretrained, *model);
+      } catch (const Error& e) {
+        throw ConfigError(at_key(cfg, "network.pretrained") + ": " + e.what());
+      }
+    }
     model->to(device);
     optim = make_optimizer(cfg, model->named_parameters());
     max_epochs = (max_iters + iters_per_epoch - 1) / iters_per_epoch;
@@ -243,7 +252,17 @@ struct Trainer::Impl {
           << ", " << input.channels << "x" << input.height << "x" << input.width << "), "
           << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
       if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
-      *os << "\n" << std::flush;
+      *os << "\n";
+      if (!cfg.get_string("network.pretrained").empty()) {
+        *os << "pretrained: " << pretrained_load.loaded << " tensors from "
+            << cfg.get_string("network.pretrained");
+        if (!pretrained_load.kept.empty()) {
+          *os << "; new head keeps its init:";
+          for (const auto& k : pretrained_load.kept) *os << " " << k;
+        }
+        *os << "\n";
+      }
+      *os << std::flush;
     }
   }
 
