@@ -1,0 +1,373 @@
+// The measurements behind tcv-bench, header-only so that the CLI test compiles
+// the same code: whole training steps on synthetic data, and decode+augment
+// throughput of the DataLoader on generated JPEGs.
+#pragma once
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/folder.h"
+#include "data/image.h"
+#include "data/transforms.h"
+#include "engine/allocator.h"
+#include "engine/json.h"
+#include "engine/ops.h"
+#include "engine/rng.h"
+#include "models/registry.h"
+#include "train/optim.h"
+
+namespace tcv::bench {
+
+/// A bad command line (exit status 2, with the usage).
+struct UsageError {
+  std::string msg;
+};
+
+/// Peak resident set size of this process (VmHWM in /proc/self/status), in bytes; 0 if unknown.
+inline int64_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;  // kB
+  }
+  return 0;
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// The integer after a flag; errors name the flag.
+inline int64_t parse_int(const std::string& flag, const std::string& text, int64_t min_value) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw UsageError{flag + " expects an integer, got '" + text + "'"};
+  if (v < min_value)
+    throw UsageError{flag + " must be at least " + std::to_string(min_value) + ", got " + text};
+  return v;
+}
+
+/// Walks "--flag value" / "--flag=value" arguments; `on(flag, value)` handles one.
+template <typename Handler>
+void parse_flags(const std::vector<std::string>& args, const std::vector<std::string>& with_value,
+                 const std::vector<std::string>& switches, Handler on) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (std::find(switches.begin(), switches.end(), a) != switches.end()) {
+      on(a, std::string());
+      continue;
+    }
+    bool matched = false;
+    for (const auto& flag : with_value) {
+      if (a == flag) {
+        if (i + 1 >= args.size()) throw UsageError{flag + " needs a value"};
+        on(flag, args[++i]);
+        matched = true;
+      } else if (a.rfind(flag + "=", 0) == 0) {
+        on(flag, a.substr(flag.size() + 1));
+        matched = true;
+      }
+      if (matched) break;
+    }
+    if (!matched) throw UsageError{"unknown argument '" + a + "'"};
+  }
+}
+
+// ---- tcv-bench train -----------------------------------------------------------
+
+struct TrainBenchOptions {
+  std::string model;
+  int64_t batch = 64;
+  int64_t image_size = 32;
+  int64_t channels = 3;
+  int64_t classes = 10;
+  int64_t steps = 20;
+  int64_t warmup = 5;
+  std::string device = "cpu";
+  std::string dtype = "f32";
+  bool json = false;
+};
+
+struct TrainBenchResult {
+  int64_t parameters = 0;
+  double ms_per_step = 0.0;     ///< median over the timed steps
+  double images_per_sec = 0.0;  ///< batch / median step time
+  int64_t peak_rss = 0;         ///< VmHWM, bytes
+  int64_t allocator_peak = 0;   ///< CpuAllocator peak_allocated, bytes
+  int64_t allocator_reserved = 0;
+  double final_loss = 0.0;
+};
+
+inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) {
+  TrainBenchOptions o;
+  parse_flags(args,
+              {"--model", "--batch", "--image-size", "--channels", "--classes", "--steps",
+               "--warmup", "--device", "--dtype"},
+              {"--json"}, [&](const std::string& flag, const std::string& v) {
+                if (flag == "--json")
+                  o.json = true;
+                else if (flag == "--model")
+                  o.model = v;
+                else if (flag == "--batch")
+                  o.batch = parse_int(flag, v, 1);
+                else if (flag == "--image-size")
+                  o.image_size = parse_int(flag, v, 1);
+                else if (flag == "--channels")
+                  o.channels = parse_int(flag, v, 1);
+                else if (flag == "--classes")
+                  o.classes = parse_int(flag, v, 1);
+                else if (flag == "--steps")
+                  o.steps = parse_int(flag, v, 1);
+                else if (flag == "--warmup")
+                  o.warmup = parse_int(flag, v, 0);
+                else if (flag == "--device")
+                  o.device = v;
+                else if (flag == "--dtype")
+                  o.dtype = v;
+              });
+  if (o.model.empty())
+    throw UsageError{"train: --model NAME is required (tcv-train --list-models)"};
+  if (o.device.rfind("cuda", 0) == 0)
+    throw Error("[tcv-bench train] --device " + o.device +
+                ": this build has no CUDA path yet (only --device cpu)");
+  if (o.device != "cpu") throw UsageError{"--device must be cpu or cuda, got '" + o.device + "'"};
+  if (o.dtype == "bf16" || o.dtype == "f16")
+    throw Error("[tcv-bench train] --dtype " + o.dtype +
+                ": mixed precision needs the CUDA path, which this build does not have (only f32)");
+  if (o.dtype != "f32") throw UsageError{"--dtype must be f32, bf16 or f16, got '" + o.dtype + "'"};
+  return o;
+}
+
+/// Times whole SGD steps (forward, cross-entropy, backward, SGD momentum 0.9) on
+/// one synthetic batch, after `warmup` untimed steps.
+inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
+  models::register_builtin_models();
+  CpuAllocator::instance().reset_peak();
+  manual_seed(0);
+  auto model = models::create_model(o.model, {.num_classes = o.classes, .in_channels = o.channels});
+  model->train();
+  TrainBenchResult r;
+  for (const auto& [name, p] : model->named_parameters()) r.parameters += p.numel();
+  train::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9});
+  Tensor x = randn({o.batch, o.channels, o.image_size, o.image_size});  // (B, C, S, S)
+  Tensor y = randint(0, o.classes, {o.batch});                          // (B)
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = ops::cross_entropy((*model)(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  for (int64_t i = 0; i < o.warmup; ++i) step();
+  std::vector<double> ms;
+  Tensor loss;
+  for (int64_t i = 0; i < o.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    loss = step();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  r.final_loss = loss.item();
+  r.ms_per_step = median(ms);
+  r.images_per_sec = r.ms_per_step > 0 ? 1000.0 * static_cast<double>(o.batch) / r.ms_per_step : 0;
+  const MemoryStats st = CpuAllocator::instance().stats();
+  r.allocator_peak = st.peak_allocated;
+  r.allocator_reserved = st.reserved;
+  r.peak_rss = peak_rss_bytes();
+  return r;
+}
+
+inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult& r) {
+  Json j = Json::object();
+  j["bench"] = "train";
+  j["impl"] = "tcv";
+  j["model"] = o.model;
+  j["device"] = o.device;
+  j["dtype"] = o.dtype;
+  j["batch"] = o.batch;
+  j["image_size"] = o.image_size;
+  j["channels"] = o.channels;
+  j["classes"] = o.classes;
+  j["steps"] = o.steps;
+  j["warmup"] = o.warmup;
+  j["threads"] = omp_get_max_threads();
+  j["parameters"] = r.parameters;
+  j["images_per_sec"] = r.images_per_sec;
+  j["ms_per_step"] = r.ms_per_step;
+  j["peak_rss_bytes"] = r.peak_rss;
+  j["allocator_peak_bytes"] = r.allocator_peak;
+  j["allocator_reserved_bytes"] = r.allocator_reserved;
+  j["final_loss"] = r.final_loss;
+  return j;
+}
+
+// ---- tcv-bench data ------------------------------------------------------------
+
+struct DataBenchOptions {
+  int64_t images = 500;
+  int64_t size = 256;  ///< generated images are size x size
+  int64_t crop = 224;  ///< RandomResizedCrop output
+  int64_t batch = 32;
+  std::vector<int> workers{0, 1, 2};
+  int64_t epochs = 1;  ///< timed epochs per worker count (the best one is reported)
+  std::string dir;     ///< where the JPEGs go (kept); empty: a temp dir, removed after
+  bool json = false;
+};
+
+struct DataBenchRun {
+  int workers = 0;
+  double images_per_sec = 0.0;
+  double seconds = 0.0;
+  int64_t images = 0;
+};
+
+inline DataBenchOptions parse_data_args(const std::vector<std::string>& args) {
+  DataBenchOptions o;
+  parse_flags(args, {"--images", "--size", "--crop", "--batch", "--workers", "--epochs", "--dir"},
+              {"--json"}, [&](const std::string& flag, const std::string& v) {
+                if (flag == "--json")
+                  o.json = true;
+                else if (flag == "--images")
+                  o.images = parse_int(flag, v, 1);
+                else if (flag == "--size")
+                  o.size = parse_int(flag, v, 8);
+                else if (flag == "--crop")
+                  o.crop = parse_int(flag, v, 1);
+                else if (flag == "--batch")
+                  o.batch = parse_int(flag, v, 1);
+                else if (flag == "--epochs")
+                  o.epochs = parse_int(flag, v, 1);
+                else if (flag == "--dir")
+                  o.dir = v;
+                else if (flag == "--workers") {
+                  o.workers.clear();
+                  size_t start = 0;
+                  while (start <= v.size()) {
+                    const size_t comma = std::min(v.find(',', start), v.size());
+                    o.workers.push_back(
+                        static_cast<int>(parse_int(flag, v.substr(start, comma - start), 0)));
+                    start = comma + 1;
+                  }
+                }
+              });
+  return o;
+}
+
+/// Writes `n` size x size RGB JPEGs (quality 90) of smooth random patterns plus
+/// noise, alternating between the class directories root/class0 and root/class1.
+/// Files already there are reused.
+inline void generate_jpegs(const std::string& root, int64_t n, int64_t size) {
+  namespace fs = std::filesystem;
+  fs::create_directories(fs::path(root) / "class0");
+  fs::create_directories(fs::path(root) / "class1");
+  for (int64_t i = 0; i < n; ++i) {
+    const fs::path path =
+        fs::path(root) / ("class" + std::to_string(i % 2)) / ("img" + std::to_string(i) + ".jpg");
+    if (fs::exists(path)) continue;
+    data::Rng rng(1234, static_cast<uint64_t>(i));
+    Tensor img = empty({3, size, size}, {.dtype = DType::u8});  // (3, S, S)
+    uint8_t* p = img.data<uint8_t>();
+    for (int64_t c = 0; c < 3; ++c) {
+      const double fx = rng.uniform(0.005, 0.08), fy = rng.uniform(0.005, 0.08);
+      const double phase = rng.uniform(0.0, 6.283), amp = rng.uniform(40.0, 110.0);
+      for (int64_t yy = 0; yy < size; ++yy)
+        for (int64_t xx = 0; xx < size; ++xx) {
+          const double v = 128.0 + amp * std::sin(fx * xx + phase) * std::cos(fy * yy) +
+                           8.0 * (rng.uniform() - 0.5);
+          p[(c * size + yy) * size + xx] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+        }
+    }
+    data::write_image(path.string(), img, 90);
+  }
+}
+
+/// One epoch of ImageFolder -> RandomResizedCrop(crop) + flip + normalize ->
+/// DataLoader per worker count, in images/s (best of `epochs`).
+inline std::vector<DataBenchRun> run_data_bench(const DataBenchOptions& o) {
+  namespace fs = std::filesystem;
+  const bool temp = o.dir.empty();
+  const std::string root =
+      temp ? (fs::temp_directory_path() / ("tcv-bench-data-" + std::to_string(::getpid()))).string()
+           : o.dir;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{temp ? root : std::string()};
+  generate_jpegs(root, o.images, o.size);
+
+  data::Compose pipeline;
+  pipeline.add(data::RandomResizedCrop{.size = o.crop})
+      .add(data::RandomHorizontalFlip{})
+      .add(data::NormalizeImage{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}});
+  auto folder = std::make_shared<const data::ImageFolder>(root, pipeline);
+
+  std::vector<DataBenchRun> runs;
+  for (int w : o.workers) {
+    data::LoaderOptions lo;
+    lo.batch_size = o.batch;
+    lo.shuffle = true;
+    lo.workers = w;
+    data::DataLoader loader(std::shared_ptr<const data::Dataset>(folder), lo);
+    DataBenchRun best{.workers = w};
+    for (int64_t e = 0; e < o.epochs; ++e) {
+      const auto t0 = std::chrono::steady_clock::now();
+      loader.start_epoch(e);
+      data::Batch b;
+      int64_t seen = 0;
+      while (loader.next(b)) seen += b.x.size(0);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double rate = s > 0 ? static_cast<double>(seen) / s : 0.0;
+      if (rate > best.images_per_sec) best = {w, rate, s, seen};
+    }
+    runs.push_back(best);
+  }
+  return runs;
+}
+
+inline Json data_result_json(const DataBenchOptions& o, const std::vector<DataBenchRun>& runs) {
+  Json j = Json::object();
+  j["bench"] = "data";
+  j["impl"] = "tcv";
+  j["images"] = o.images;
+  j["size"] = o.size;
+  j["crop"] = o.crop;
+  j["batch"] = o.batch;
+  j["epochs"] = o.epochs;
+  Json arr = Json::array();
+  for (const auto& r : runs) {
+    Json e = Json::object();
+    e["workers"] = r.workers;
+    e["images_per_sec"] = r.images_per_sec;
+    e["seconds"] = r.seconds;
+    e["images"] = r.images;
+    arr.push_back(std::move(e));
+  }
+  j["runs"] = std::move(arr);
+  j["peak_rss_bytes"] = peak_rss_bytes();
+  return j;
+}
+
+}  // namespace tcv::bench

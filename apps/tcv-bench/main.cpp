@@ -1,0 +1,120 @@
+// tcv-bench: throughput of whole training steps and of the image data pipeline.
+//
+//   tcv-bench train --model NAME [--batch B] [--image-size S] [--channels C] [--classes K]
+//                   [--steps N] [--warmup W] [--device cpu] [--dtype f32] [--json]
+//   tcv-bench data [--images N] [--size S] [--crop S] [--batch B] [--workers 0,1,2]
+//                  [--epochs E] [--dir DIR] [--json]
+//
+// Exit status: 0 on success, 2 for a bad command line, 1 otherwise.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "apps/tcv-bench/bench.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tcv-bench train --model NAME [options]   times whole training steps\n"
+    "       tcv-bench data [options]                 DataLoader decode+augment throughput\n"
+    "\n"
+    "train: forward, cross-entropy, backward and SGD (momentum 0.9) on one synthetic batch,\n"
+    "after warm-up; prints images/s, ms/step (median) and peak memory.\n"
+    "  --model NAME       a registered model (tcv-train --list-models)\n"
+    "  --batch B          batch size (64)\n"
+    "  --image-size S     input S x S (32)\n"
+    "  --channels C       input channels (3)\n"
+    "  --classes K        classes (10)\n"
+    "  --steps N          timed steps (20)\n"
+    "  --warmup W         untimed steps first (5)\n"
+    "  --device cpu       (cuda needs the CUDA build)\n"
+    "  --dtype f32        (bf16, f16 need the CUDA build)\n"
+    "  --json             one JSON line instead of text\n"
+    "\n"
+    "data: generates JPEGs, reads them through ImageFolder with RandomResizedCrop + flip +\n"
+    "normalize and a DataLoader; prints images/s per number of workers.\n"
+    "  --images N         JPEGs to generate (500)\n"
+    "  --size S           their size, S x S (256)\n"
+    "  --crop S           RandomResizedCrop size (224)\n"
+    "  --batch B          batch size (32)\n"
+    "  --workers LIST     worker counts, comma-separated (0,1,2)\n"
+    "  --epochs E         timed epochs per worker count, the best reported (1)\n"
+    "  --dir DIR          keep the JPEGs in DIR (reused when present); default: a temp dir\n"
+    "  --json             one JSON line instead of text\n"
+    "\n"
+    "Threads: OMP_NUM_THREADS.\n";
+
+double mib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0);
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) throw tcv::bench::UsageError{"a subcommand (train or data) is required"};
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  if (cmd == "--help" || cmd == "-h") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (cmd == "train") {
+    const auto opts = tcv::bench::parse_train_args(args);
+    const auto r = tcv::bench::run_train_bench(opts);
+    if (opts.json) {
+      std::cout << tcv::bench::train_result_json(opts, r).dump() << "\n";
+    } else {
+      std::printf("%s, batch %lld of %lldx%lldx%lld, %lld classes, %s %s, %lld parameters\n",
+                  opts.model.c_str(), static_cast<long long>(opts.batch),
+                  static_cast<long long>(opts.channels), static_cast<long long>(opts.image_size),
+                  static_cast<long long>(opts.image_size), static_cast<long long>(opts.classes),
+                  opts.device.c_str(), opts.dtype.c_str(), static_cast<long long>(r.parameters));
+      std::printf("  %.1f images/s, %.2f ms/step (median of %lld steps after %lld warm-up)\n",
+                  r.images_per_sec, r.ms_per_step, static_cast<long long>(opts.steps),
+                  static_cast<long long>(opts.warmup));
+      std::printf("  peak RSS %.1f MiB, allocator peak %.1f MiB (reserved %.1f MiB)\n",
+                  mib(r.peak_rss), mib(r.allocator_peak), mib(r.allocator_reserved));
+    }
+    return 0;
+  }
+  if (cmd == "data") {
+    const auto opts = tcv::bench::parse_data_args(args);
+    const auto runs = tcv::bench::run_data_bench(opts);
+    if (opts.json) {
+      std::cout << tcv::bench::data_result_json(opts, runs).dump() << "\n";
+    } else {
+      std::printf(
+          "DataLoader: %lld JPEGs %lldx%lld -> RandomResizedCrop %lld + flip + normalize, "
+          "batch %lld\n",
+          static_cast<long long>(opts.images), static_cast<long long>(opts.size),
+          static_cast<long long>(opts.size), static_cast<long long>(opts.crop),
+          static_cast<long long>(opts.batch));
+      for (const auto& r : runs)
+        std::printf("  workers %d: %8.1f images/s (%lld images in %.2f s)\n", r.workers,
+                    r.images_per_sec, static_cast<long long>(r.images), r.seconds);
+    }
+    return 0;
+  }
+  throw tcv::bench::UsageError{"unknown subcommand '" + cmd + "' (train or data)"};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const tcv::bench::UsageError& e) {
+    std::cerr << "tcv-bench: error: " << e.msg << "\n" << kUsage;
+    return 2;
+  } catch (const tcv::Error& e) {
+    std::cerr << "tcv-bench: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tcv-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Side by side: tcv vs PyTorch 1.13 training ResNet-18 (CIFAR stem) on the CPU.
+
+Interleaves runs (tcv, torch, tcv, torch, ...) because these machines are noisy,
+then prints the median images/s and peak RSS of each and the ratios. Both use
+the same number of threads (2 by default); PyTorch runs with its fastest malloc
+settings. Each run is a fresh process, so peak RSS is that of one run.
+
+    /usr/bin/python3 bench/compare/resnet18_cifar.py [--build build] [--rounds 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def shape_args(args):
+    return ["--batch", str(args.batch), "--image-size", str(args.image_size), "--channels", "3",
+            "--classes", "10", "--steps", str(args.steps), "--warmup", str(args.warmup)]
+
+
+def run_tcv(args):
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    cmd = [os.path.join(args.build, "apps", "tcv-bench"), "train", "--model", args.model,
+           *shape_args(args), "--json"]
+    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def run_torch(args):
+    env = dict(os.environ, **TORCH_ENV)
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "resnet18_cifar_torch.py"), "--threads",
+           str(args.threads), *shape_args(args)]
+    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default="build")
+    p.add_argument("--model", default="resnet18_cifar", help="tcv's model name")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args()
+    tcv, torch = [], []
+    for r in range(args.rounds):
+        tcv.append(run_tcv(args))
+        torch.append(run_torch(args))
+        print(f"round {r + 1}: tcv {tcv[-1]['images_per_sec']:.1f} img/s "
+              f"{tcv[-1]['peak_rss_bytes'] / 2**20:.0f} MiB, pytorch "
+              f"{torch[-1]['images_per_sec']:.1f} img/s {torch[-1]['peak_rss_bytes'] / 2**20:.0f} MiB",
+              file=sys.stderr)
+
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+
+    it, ip = med(tcv, "images_per_sec"), med(torch, "images_per_sec")
+    rt, rp = med(tcv, "peak_rss_bytes") / 2**20, med(torch, "peak_rss_bytes") / 2**20
+    print(f"{args.model} train step, batch {args.batch} of 3x{args.image_size}x{args.image_size}, "
+          f"{args.threads} threads, median of {args.rounds} interleaved rounds "
+          f"({args.steps} timed steps after {args.warmup} warm-up each)")
+    print(f"  {'':8s} {'images/s':>10s} {'ms/step':>10s} {'peak RSS MiB':>13s} {'params':>10s}")
+    for name, runs in (("tcv", tcv), ("pytorch", torch)):
+        print(f"  {name:8s} {med(runs, 'images_per_sec'):10.1f} {med(runs, 'ms_per_step'):10.1f} "
+              f"{med(runs, 'peak_rss_bytes') / 2**20:13.0f} {runs[0]['parameters']:10d}")
+    print(f"  ratio    {it / ip:10.2f}x{'':10s} {rt / rp:12.2f}x")
+    print(json.dumps({"model": args.model, "batch": args.batch, "threads": args.threads,
+                      "rounds": args.rounds, "tcv_images_per_sec": it, "torch_images_per_sec": ip,
+                      "speed_ratio": it / ip, "tcv_peak_rss_mib": rt, "torch_peak_rss_mib": rp,
+                      "tcv_allocator_peak_mib": med(tcv, "allocator_peak_bytes") / 2**20}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+// tcv-bench's logic (apps/tcv-bench/bench.h, header-only so it compiles here):
+// argument parsing, a tiny training-step run and a tiny DataLoader run, and the
+// JSON lines they print.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "apps/tcv-bench/bench.h"
+
+namespace fs = std::filesystem;
+using namespace tcv;
+using namespace tcv::bench;
+
+TEST(BenchCli, ParsesTrainArguments) {
+  auto o = parse_train_args({"--model", "fmnist_cnn", "--batch=4", "--image-size", "28",
+                             "--channels", "1", "--classes", "10", "--steps", "2", "--warmup", "1",
+                             "--device", "cpu", "--dtype", "f32", "--json"});
+  EXPECT_EQ(o.model, "fmnist_cnn");
+  EXPECT_EQ(o.batch, 4);
+  EXPECT_EQ(o.image_size, 28);
+  EXPECT_EQ(o.channels, 1);
+  EXPECT_EQ(o.steps, 2);
+  EXPECT_EQ(o.warmup, 1);
+  EXPECT_TRUE(o.json);
+}
+
+TEST(BenchCli, RejectsBadTrainArguments) {
+  EXPECT_THROW(parse_train_args({}), UsageError);  // no --model
+  EXPECT_THROW(parse_train_args({"--model", "m", "--batch", "0"}), UsageError);
+  EXPECT_THROW(parse_train_args({"--model", "m", "--batch", "4x"}), UsageError);
+  EXPECT_THROW(parse_train_args({"--model", "m", "--frobnicate"}), UsageError);
+  EXPECT_THROW(parse_train_args({"--model", "m", "--steps"}), UsageError);
+  EXPECT_THROW(parse_train_args({"--model", "m", "--device", "tpu"}), UsageError);
+  // CUDA and mixed precision: a clear error, not a usage error.
+  try {
+    parse_train_args({"--model", "m", "--device", "cuda"});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA path"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_train_args({"--model", "m", "--dtype", "bf16"}), Error);
+  EXPECT_THROW(parse_train_args({"--model", "m", "--dtype", "f16"}), Error);
+}
+
+TEST(BenchCli, TrainJsonHasPositiveFields) {
+  auto o = parse_train_args({"--model", "fmnist_cnn", "--batch", "4", "--image-size", "28",
+                             "--channels", "1", "--steps", "2", "--warmup", "1", "--json"});
+  const TrainBenchResult r = run_train_bench(o);
+  const Json j = Json::parse(train_result_json(o, r).dump());
+  EXPECT_EQ(j.at("model").as_string(), "fmnist_cnn");
+  EXPECT_EQ(j.at("batch").as_int(), 4);
+  EXPECT_EQ(j.at("parameters").as_int(), 421642);
+  for (const char* key : {"images_per_sec", "ms_per_step", "peak_rss_bytes", "allocator_peak_bytes",
+                          "allocator_reserved_bytes", "threads"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_GT(j.at(key).as_double(), 0.0) << key;
+  }
+  EXPECT_NEAR(j.at("images_per_sec").as_double() * j.at("ms_per_step").as_double(), 4000.0, 1e-6);
+}
+
+TEST(BenchCli, ParsesDataArguments) {
+  auto o = parse_data_args({"--images", "10", "--size=64", "--workers", "0,2", "--json"});
+  EXPECT_EQ(o.images, 10);
+  EXPECT_EQ(o.size, 64);
+  EXPECT_EQ(o.workers, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(o.json);
+  EXPECT_THROW(parse_data_args({"--workers", "0,,1"}), UsageError);
+  EXPECT_THROW(parse_data_args({"--workers", "-1"}), UsageError);
+}
+
+TEST(BenchCli, DataJsonHasOneRunPerWorkerCount) {
+  const fs::path dir = fs::temp_directory_path() / "tcv-test-bench-data";
+  fs::remove_all(dir);
+  auto o = parse_data_args({"--images", "12", "--size", "48", "--crop", "32", "--batch", "4",
+                            "--workers", "0,2", "--dir", dir.string(), "--json"});
+  const Json j = Json::parse(data_result_json(o, run_data_bench(o)).dump());
+  const auto& runs = j.at("runs").as_array();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].at("workers").as_int(), 0);
+  EXPECT_EQ(runs[1].at("workers").as_int(), 2);
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.at("images").as_int(), 12);
+    EXPECT_GT(r.at("images_per_sec").as_double(), 0.0);
+  }
+  EXPECT_GT(j.at("peak_rss_bytes").as_int(), 0);
+  // --dir keeps the files, in ImageFolder's layout.
+  EXPECT_TRUE(fs::exists(dir / "class0" / "img0.jpg"));
+  EXPECT_TRUE(fs::exists(dir / "class1" / "img11.jpg"));
+  fs::remove_all(dir);
+}
