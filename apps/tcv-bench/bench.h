@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli.h"
 #include "data/dataset.h"
 #include "data/folder.h"
 #include "data/image.h"
@@ -29,10 +30,7 @@
 
 namespace tcv::bench {
 
-/// A bad command line (exit status 2, with the usage).
-struct UsageError {
-  std::string msg;
-};
+using apps::UsageError;
 
 /// Peak resident set size of this process (VmHWM in /proc/self/status), in bytes; 0 if unknown.
 inline int64_t peak_rss_bytes() {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli.h"
 #include "apps/tcv-bench/bench.h"
 
 namespace {
@@ -105,16 +106,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const tcv::bench::UsageError& e) {
-    std::cerr << "tcv-bench: error: " << e.msg << "\n" << kUsage;
-    return 2;
-  } catch (const tcv::Error& e) {
-    std::cerr << "tcv-bench: error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "tcv-bench: error: " << e.what() << "\n";
-    return 1;
-  }
+  return tcv::apps::run_tool("tcv-bench", kUsage, [&] { return run(argc, argv); });
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli.h"
 #include "data/dataset.h"
 #include "data/image.h"
 #include "engine/json.h"
@@ -40,10 +41,6 @@ constexpr const char* kUsage =
     "  IMAGE_OR_DIR       image files (PNG, JPEG, BMP, ...) or directories of them\n"
     "  --help             prints this and exits\n";
 
-struct UsageError {
-  std::string msg;
-};
-
 bool is_image_file(const fs::path& p) {
   std::string ext = p.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
@@ -65,15 +62,11 @@ int run(int argc, char** argv) {
   std::vector<int64_t> idx_indices;
   bool json = false;
   int64_t top = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const std::string& flag) -> std::string {
-      const std::string prefix = flag + "=";
-      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
-      if (i + 1 >= argc) throw UsageError{flag + " needs a value"};
-      return argv[++i];
-    };
-    auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
+  tcv::apps::Args args(argc, argv);
+  while (args.next()) {
+    const std::string& a = args.arg();
+    auto is = [&](const std::string& flag) { return args.is(flag); };
+    auto value = [&](const std::string& flag) { return args.value(flag); };
     auto integer = [&](const std::string& flag) {
       const std::string v = value(flag);
       try {
@@ -82,7 +75,7 @@ int run(int argc, char** argv) {
         if (end == v.size() && n >= 0) return static_cast<int64_t>(n);
       } catch (const std::exception&) {
       }
-      throw UsageError{flag + ": expected a non-negative integer, got '" + v + "'"};
+      throw tcv::apps::UsageError{flag + ": expected a non-negative integer, got '" + v + "'"};
     };
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
@@ -100,16 +93,16 @@ int run(int argc, char** argv) {
     } else if (is("--idx-index")) {
       idx_indices.push_back(integer("--idx-index"));
     } else if (a.rfind("--", 0) == 0) {
-      throw UsageError{"unknown argument '" + a + "'"};
+      throw tcv::apps::UsageError{"unknown argument '" + a + "'"};
     } else {
       paths.push_back(a);
     }
   }
-  if (ckpt.empty()) throw UsageError{"--checkpoint CKPT is required"};
-  if (config_path.empty()) throw UsageError{"--config CFG is required"};
+  if (ckpt.empty()) throw tcv::apps::UsageError{"--checkpoint CKPT is required"};
+  if (config_path.empty()) throw tcv::apps::UsageError{"--config CFG is required"};
   if (paths.empty() && idx_indices.empty())
-    throw UsageError{"give at least one IMAGE_OR_DIR (or --idx-index N)"};
-  if (top < 1) throw UsageError{"--top must be at least 1"};
+    throw tcv::apps::UsageError{"give at least one IMAGE_OR_DIR (or --idx-index N)"};
+  if (top < 1) throw tcv::apps::UsageError{"--top must be at least 1"};
 
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
   for (const auto& s : sets) cfg.set_override(s);
@@ -137,8 +130,8 @@ int run(int argc, char** argv) {
         files.test_images, files.test_labels, cfg.get_int("data.num_classes"));
     for (int64_t n : idx_indices) {
       if (n >= test.size())
-        throw UsageError{"--idx-index " + std::to_string(n) + ": the test split has " +
-                         std::to_string(test.size()) + " images"};
+        throw tcv::apps::UsageError{"--idx-index " + std::to_string(n) + ": the test split has " +
+                                    std::to_string(test.size()) + " images"};
       inputs.push_back({"idx:" + std::to_string(n), test.images().select(0, n).contiguous(),
                         test.labels().select(0, n).item<int64_t>()});
     }
@@ -178,16 +171,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const UsageError& e) {
-    std::cerr << "tcv-predict: error: " << e.msg << "\n" << kUsage;
-    return 2;
-  } catch (const tcv::train::ConfigError& e) {
-    std::cerr << "tcv-predict: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "tcv-predict: error: " << e.what() << "\n";
-    return 1;
-  }
+  return tcv::apps::run_tool("tcv-predict", kUsage, [&] { return run(argc, argv); });
 }

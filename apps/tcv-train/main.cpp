@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli.h"
 #include "models/registry.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -29,23 +30,15 @@ constexpr const char* kUsage =
     "\n"
     "Resume a run with --set network.resume=DIR/checkpoints/latest.json.\n";
 
-struct UsageError {
-  std::string msg;
-};
-
 int run(int argc, char** argv) {
   std::string config_path, out_dir;
   std::vector<std::string> sets;
   bool list_models = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const std::string& flag) -> std::string {
-      const std::string prefix = flag + "=";
-      if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
-      if (i + 1 >= argc) throw UsageError{flag + " needs a value"};
-      return argv[++i];
-    };
-    auto is = [&](const std::string& flag) { return a == flag || a.rfind(flag + "=", 0) == 0; };
+  tcv::apps::Args args(argc, argv);
+  while (args.next()) {
+    const std::string& a = args.arg();
+    auto is = [&](const std::string& flag) { return args.is(flag); };
+    auto value = [&](const std::string& flag) { return args.value(flag); };
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
@@ -58,7 +51,7 @@ int run(int argc, char** argv) {
     } else if (is("--out")) {
       out_dir = value("--out");
     } else {
-      throw UsageError{"unknown argument '" + a + "'"};
+      throw tcv::apps::UsageError{"unknown argument '" + a + "'"};
     }
   }
   if (list_models) {
@@ -67,7 +60,7 @@ int run(int argc, char** argv) {
       std::cout << n << "  " << tcv::models::model_description(n) << "\n";
     return 0;
   }
-  if (config_path.empty()) throw UsageError{"--config FILE is required"};
+  if (config_path.empty()) throw tcv::apps::UsageError{"--config FILE is required"};
 
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
   for (const auto& s : sets) cfg.set_override(s);
@@ -87,16 +80,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const UsageError& e) {
-    std::cerr << "tcv-train: error: " << e.msg << "\n" << kUsage;
-    return 2;
-  } catch (const tcv::train::ConfigError& e) {
-    std::cerr << "tcv-train: error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "\ntcv-train: error: " << e.what() << "\n";
-    return 1;
-  }
+  return tcv::apps::run_tool("tcv-train", kUsage, [&] { return run(argc, argv); });
 }

@@ -13,6 +13,7 @@
 #include "data/transforms.h"
 #include "engine/json.h"
 #include "engine/ops.h"
+#include "support/temp_dir.h"
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/predict.h"
@@ -23,6 +24,8 @@ using namespace tcv;
 using namespace tcv::train;
 
 namespace {
+
+using tcv::testing::TempDir;
 
 // Class k's colour: red, green, blue.
 constexpr uint8_t kColors[3][3] = {{220, 30, 30}, {30, 220, 30}, {30, 30, 220}};
@@ -62,16 +65,6 @@ std::string slurp(const fs::path& p) {
   ss << f.rdbuf();
   return ss.str();
 }
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("tcv_ds_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A small fmnist_cnn run on 3-channel images resized to 28 x 28.
 Config base_config() {
@@ -125,9 +118,9 @@ bool has(const std::string& s, const std::string& needle) {
 
 TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
   TempDir tmp("folder");
-  write_folder(tmp.path / "train", 8, 0);
-  write_folder(tmp.path / "val", 4, 100);
-  Config c = folder_config(tmp.path / "train", tmp.path / "val");
+  write_folder(tmp.root() / "train", 8, 0);
+  write_folder(tmp.root() / "val", 4, 100);
+  Config c = folder_config(tmp.root() / "train", tmp.root() / "val");
   c.set_override("solver.max_epoch=4");  // 24 images / 8 = 3 iters per epoch
   c.set_override("train.aug.random_resized_crop.enable=true");
   c.set_override("train.aug.random_resized_crop.scale=[0.5, 1.0]");
@@ -135,7 +128,7 @@ TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
   c.set_override("train.aug.color_jitter=[0.1, 0.1, 0.0, 0.0]");
   c.set_override("val.aug.resize_shorter=20");
   c.set_override("val.aug.center_crop=true");
-  const fs::path out = tmp.path / "run";
+  const fs::path out = tmp.root() / "run";
   const TrainSummary s = run_training(c, out);
   EXPECT_EQ(s.iters, 12);
   EXPECT_EQ(s.epochs, 4);
@@ -184,8 +177,8 @@ TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
 
 TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
   TempDir tmp("list");
-  write_folder(tmp.path / "img", 8, 0);
-  std::ofstream tr(tmp.path / "train.txt"), va(tmp.path / "val.txt");
+  write_folder(tmp.root() / "img", 8, 0);
+  std::ofstream tr(tmp.root() / "train.txt"), va(tmp.root() / "val.txt");
   for (int k = 0; k < 3; ++k)
     for (int i = 0; i < 8; ++i)
       (i < 6 ? tr : va) << kClasses[k] << "/img_" << i << ".png " << k << "\n";
@@ -193,17 +186,17 @@ TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
   va.close();
   Config c = base_config();
   c.set_override("data.dataset=list");
-  c.set_override("data.train_list=\"" + (tmp.path / "train.txt").string() + "\"");
-  c.set_override("data.val_list=\"" + (tmp.path / "val.txt").string() + "\"");
-  c.set_override("data.image_root=\"" + (tmp.path / "img").string() + "\"");
+  c.set_override("data.train_list=\"" + (tmp.root() / "train.txt").string() + "\"");
+  c.set_override("data.val_list=\"" + (tmp.root() / "val.txt").string() + "\"");
+  c.set_override("data.image_root=\"" + (tmp.root() / "img").string() + "\"");
   c.set_override("train.batch_size=6");  // 18 images, 3 iters per epoch
   c.set_override("solver.max_epoch=5");
   c.set_override("train.mixup_alpha=0.4");
   c.set_override("loss.label_smoothing=0.1");
-  const TrainSummary s = run_training(c, tmp.path / "run");
+  const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 15);
   EXPECT_GT(s.top1, 50.0);  // chance is 33%, mixup slows it down a little
-  for (const auto& j : read_jsonl(tmp.path / "run" / "metrics.jsonl"))
+  for (const auto& j : read_jsonl(tmp.root() / "run" / "metrics.jsonl"))
     if (j.at("split").as_string() == "train") {
       EXPECT_TRUE(std::isfinite(j.at("loss").as_double()));
       EXPECT_GT(j.at("loss").as_double(), 0.0);
@@ -212,11 +205,11 @@ TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
     }
 
   // A label beyond data.num_classes names the key, the list file and its line.
-  std::ofstream bad(tmp.path / "bad.txt");
+  std::ofstream bad(tmp.root() / "bad.txt");
   bad << "a_red/img_0.png 0\n\na_red/img_1.png 7\n";
   bad.close();
-  c.set_override("data.train_list=\"" + (tmp.path / "bad.txt").string() + "\"");
-  const std::string msg = error_of([&] { run_training(c, tmp.path / "run2"); });
+  c.set_override("data.train_list=\"" + (tmp.root() / "bad.txt").string() + "\"");
+  const std::string msg = error_of([&] { run_training(c, tmp.root() / "run2"); });
   EXPECT_TRUE(has(msg, "data.train_list")) << msg;
   EXPECT_TRUE(has(msg, "bad.txt:3")) << msg;
 }
@@ -241,7 +234,7 @@ TEST(TrainDatasets, Cifar10Binary) {
   TempDir tmp("cifar");
   // 5 train files of 6 records and a test file of 9: labels 0..2, colour by label.
   auto write = [&](const std::string& name, int n, int seed0) {
-    std::ofstream f(tmp.path / name, std::ios::binary);
+    std::ofstream f(tmp.root() / name, std::ios::binary);
     for (int i = 0; i < n; ++i) {
       const int k = i % 3;
       const Tensor img = color_image(k, 32, 32, seed0 + i);
@@ -255,24 +248,24 @@ TEST(TrainDatasets, Cifar10Binary) {
   // Resized to 28 x 28 for fmnist_cnn, with CIFAR's random crop (padding 4) and flips.
   Config c = base_config();
   c.set_override("data.dataset=cifar10");
-  c.set_override("data.data_dir=\"" + tmp.path.string() + "\"");
+  c.set_override("data.data_dir=\"" + tmp.root().string() + "\"");
   c.set_override("data.num_classes=10");
   c.set_override("train.batch_size=10");  // 30 images, 3 iters per epoch
   c.set_override("solver.max_epoch=4");
   c.set_override("train.aug.random_crop.enable=true");
   c.set_override("train.aug.random_crop.padding=4");
   c.set_override("train.aug.hflip=0.5");
-  const TrainSummary s = run_training(c, tmp.path / "run");
+  const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 12);
   EXPECT_GT(s.top1, 60.0);  // 3 colours; chance is 33% at best
   int vals = 0;
-  for (const auto& j : read_jsonl(tmp.path / "run" / "metrics.jsonl"))
+  for (const auto& j : read_jsonl(tmp.root() / "run" / "metrics.jsonl"))
     if (j.at("split").as_string() == "val") {
       EXPECT_EQ(j.at("images").as_int(), 9);
       ++vals;
     }
   EXPECT_EQ(vals, 4);
-  const std::string html = slurp(tmp.path / "run" / "report.html");
+  const std::string html = slurp(tmp.root() / "run" / "report.html");
   EXPECT_TRUE(has(html, "airplane")) << "CIFAR-10 class names";
 
   // At its own 32 x 32 without augmentation: the in-memory path, with resnet18_cifar.
@@ -284,38 +277,39 @@ TEST(TrainDatasets, Cifar10Binary) {
   r.set_override("train.batch_size=4");
   r.set_override("solver.max_iters=2");
   r.set_override("val.max_images=4");
-  const TrainSummary rs = run_training(r, tmp.path / "run_resnet");
+  const TrainSummary rs = run_training(r, tmp.root() / "run_resnet");
   EXPECT_EQ(rs.iters, 2);
   EXPECT_GE(rs.top1, 0.0);
-  EXPECT_EQ(read_jsonl(tmp.path / "run_resnet" / "metrics.jsonl").back().at("images").as_int(), 4);
+  EXPECT_EQ(read_jsonl(tmp.root() / "run_resnet" / "metrics.jsonl").back().at("images").as_int(),
+            4);
 
   // Errors name the key: the wrong class count, a missing directory.
   Config n = c;
   n.set_override("data.num_classes=3");
-  EXPECT_TRUE(has(error_of([&] { run_training(n, tmp.path / "x"); }),
+  EXPECT_TRUE(has(error_of([&] { run_training(n, tmp.root() / "x"); }),
                   "data.num_classes: cifar10 has 10 classes, got 3"));
   Config m = c;
-  m.set_override("data.data_dir=\"" + (tmp.path / "nowhere").string() + "\"");
-  const std::string missing = error_of([&] { run_training(m, tmp.path / "x"); });
+  m.set_override("data.data_dir=\"" + (tmp.root() / "nowhere").string() + "\"");
+  const std::string missing = error_of([&] { run_training(m, tmp.root() / "x"); });
   EXPECT_TRUE(has(missing, "--set: data.data_dir")) << missing;
   EXPECT_TRUE(has(missing, "data_batch_1.bin")) << missing;
 }
 
 TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
   TempDir tmp("corrupt");
-  write_folder(tmp.path / "train", 8, 0);
-  write_folder(tmp.path / "val", 2, 100);
-  const fs::path bad = tmp.path / "train" / "b_green" / "zz_corrupt.png";
+  write_folder(tmp.root() / "train", 8, 0);
+  write_folder(tmp.root() / "val", 2, 100);
+  const fs::path bad = tmp.root() / "train" / "b_green" / "zz_corrupt.png";
   std::ofstream(bad, std::ios::binary) << "\x89PNG\r\n\x1a\n this is not a PNG";
 
-  Config c = folder_config(tmp.path / "train", tmp.path / "val");
+  Config c = folder_config(tmp.root() / "train", tmp.root() / "val");
   c.set_override("train.batch_size=5");  // 25 files, every one read in the epoch
   c.set_override("solver.max_epoch=1");
   c.set_override("data.skip_corrupt=true");
-  const TrainSummary s = run_training(c, tmp.path / "run");
+  const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 5);
   EXPECT_EQ(s.skipped, 1);
-  const auto lines = read_jsonl(tmp.path / "run" / "metrics.jsonl");
+  const auto lines = read_jsonl(tmp.root() / "run" / "metrics.jsonl");
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back().at("split").as_string(), "val");
   EXPECT_EQ(lines.back().at("skipped").as_int(), 1);
@@ -324,15 +318,15 @@ TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
   // The log line names the count and the file.
   std::ostringstream log;
   {
-    Trainer t(
-        c,
-        {.out_dir = (tmp.path / "run_log").string(), .progress = ProgressMode::lines, .log = &log});
+    Trainer t(c, {.out_dir = (tmp.root() / "run_log").string(),
+                  .progress = ProgressMode::lines,
+                  .log = &log});
     t.run();
   }
   EXPECT_TRUE(has(log.str(), "skipped 1 corrupt images")) << log.str();
   EXPECT_TRUE(has(log.str(), "zz_corrupt.png")) << log.str();
 
   c.set_override("data.skip_corrupt=false");
-  const std::string msg = error_of([&] { run_training(c, tmp.path / "run2"); });
+  const std::string msg = error_of([&] { run_training(c, tmp.root() / "run2"); });
   EXPECT_TRUE(has(msg, bad.string())) << msg;
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "data/cifar.h"
+#include "support/temp_dir.h"
 
 using namespace tcv;
 using namespace tcv::data;
@@ -12,23 +13,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("tcv_test_cifar_" + std::to_string(::getpid()) + "_" + std::to_string(count_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string path(const std::string& rel) const { return (path_ / rel).string(); }
-
- private:
-  static inline int count_ = 0;
-  fs::path path_;
-};
+using tcv::testing::TempDir;
 
 // Record r: label bytes, then pixel k of the 3072 = (r * 7 + k) % 256.
 std::string records(int n, const std::vector<std::vector<uint8_t>>& labels) {

@@ -6,6 +6,7 @@
 
 #include "data/folder.h"
 #include "data/image.h"
+#include "support/temp_dir.h"
 
 using namespace tcv;
 using namespace tcv::data;
@@ -13,23 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("tcv_test_folder_" + std::to_string(::getpid()) + "_" + std::to_string(count_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string path(const std::string& rel = "") const { return (path_ / rel).string(); }
-
- private:
-  static inline int count_ = 0;
-  fs::path path_;
-};
+using tcv::testing::TempDir;
 
 // A solid RGB image whose red value is `value`, of size (h, w).
 void write_solid(const std::string& path, int value, int64_t h = 6, int64_t w = 8) {

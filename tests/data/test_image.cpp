@@ -7,6 +7,7 @@
 #include <string>
 
 #include "data/image.h"
+#include "support/temp_dir.h"
 
 using namespace tcv;
 using namespace tcv::data;
@@ -14,24 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("tcv_test_image_" + std::to_string(::getpid()) + "_" + std::to_string(count_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  static inline int count_ = 0;
-  fs::path path_;
-};
+using tcv::testing::TempDir;
 
 // u8 (C, H, W) with every value different enough to catch a transposed layout.
 Tensor pattern(int64_t C, int64_t H, int64_t W) {
@@ -77,7 +61,7 @@ std::string error_of(F&& f) {
 TEST(Image, PngRoundTripIsExact) {
   TempDir dir;
   const Tensor img = pattern(3, 5, 7);
-  const std::string path = dir.file("a.png");
+  const std::string path = dir.path("a.png");
   write_image(path, img);
   const Tensor back = read_image(path);
   EXPECT_EQ(back.dtype(), DType::u8);
@@ -91,7 +75,7 @@ TEST(Image, PngRoundTripIsExact) {
 TEST(Image, GrayscaleModes) {
   TempDir dir;
   const Tensor g = pattern(1, 4, 6);
-  const std::string path = dir.file("g.png");
+  const std::string path = dir.path("g.png");
   write_image(path, g);
   const Tensor keep = read_image(path, ImageMode::keep);
   EXPECT_EQ(keep.shape(), (Shape{1, 4, 6}));
@@ -102,25 +86,25 @@ TEST(Image, GrayscaleModes) {
     EXPECT_EQ(rgb.select(0, c).contiguous().to_vector<uint8_t>(), g.to_vector<uint8_t>());
   // RGB forced to one channel: stb's luma (77 R + 150 G + 29 B) >> 8.
   const Tensor c3 = from_vector(std::vector<uint8_t>{200, 100, 50}, {3, 1, 1});
-  write_image(dir.file("c.png"), c3);
-  const Tensor one = read_image(dir.file("c.png"), ImageMode::gray);
+  write_image(dir.path("c.png"), c3);
+  const Tensor one = read_image(dir.path("c.png"), ImageMode::gray);
   ASSERT_EQ(one.shape(), (Shape{1, 1, 1}));
   EXPECT_EQ(one.to_vector<uint8_t>()[0], (200 * 77 + 100 * 150 + 50 * 29) >> 8);
-  EXPECT_EQ(read_image(dir.file("c.png"), ImageMode::keep).size(0), 3);
+  EXPECT_EQ(read_image(dir.path("c.png"), ImageMode::keep).size(0), 3);
 }
 
 TEST(Image, BmpRoundTripIsExact) {
   TempDir dir;
   const Tensor img = pattern(3, 6, 5);
-  write_image(dir.file("a.BMP"), img);  // extension matched case-insensitively
-  EXPECT_EQ(read_image(dir.file("a.BMP")).to_vector<uint8_t>(), img.to_vector<uint8_t>());
+  write_image(dir.path("a.BMP"), img);  // extension matched case-insensitively
+  EXPECT_EQ(read_image(dir.path("a.BMP")).to_vector<uint8_t>(), img.to_vector<uint8_t>());
 }
 
 TEST(Image, JpegRoundTripWithinTolerance) {
   TempDir dir;
   const Tensor img = smooth(24, 32);
-  write_image(dir.file("a.jpg"), img, 95);
-  const Tensor back = read_image(dir.file("a.jpg"));
+  write_image(dir.path("a.jpg"), img, 95);
+  const Tensor back = read_image(dir.path("a.jpg"));
   ASSERT_EQ(back.shape(), (Shape{3, 24, 32}));
   const auto a = img.to_vector<uint8_t>(), b = back.to_vector<uint8_t>();
   double sum = 0;
@@ -137,7 +121,7 @@ TEST(Image, JpegRoundTripWithinTolerance) {
 TEST(Image, TruncatedFilesAreErrorsNamingTheFile) {
   TempDir dir;
   for (const char* name : {"t.png", "t.jpg", "t.bmp"}) {
-    const std::string path = dir.file(name);
+    const std::string path = dir.path(name);
     write_image(path, smooth(32, 32));
     ASSERT_NO_THROW(read_image(path));
     truncate_file(path, 0.5);
@@ -149,21 +133,21 @@ TEST(Image, TruncatedFilesAreErrorsNamingTheFile) {
 
 TEST(Image, MissingAndGarbageFilesAreErrors) {
   TempDir dir;
-  const std::string missing = dir.file("none.png");
+  const std::string missing = dir.path("none.png");
   std::string msg = error_of([&] { read_image(missing); });
   EXPECT_NE(msg.find(missing), std::string::npos) << msg;
   EXPECT_NE(msg.find("not found"), std::string::npos) << msg;
 
-  const std::string junk = dir.file("junk.png");
+  const std::string junk = dir.path("junk.png");
   std::ofstream(junk) << "this is not an image at all";
   msg = error_of([&] { read_image(junk); });
   EXPECT_NE(msg.find(junk), std::string::npos) << msg;
   EXPECT_GT(msg.size(), junk.size() + 25) << "stb's reason missing: " << msg;
 
-  const std::string empty_file = dir.file("empty.jpg");
+  const std::string empty_file = dir.path("empty.jpg");
   std::ofstream(empty_file).close();
   EXPECT_NE(error_of([&] { read_image(empty_file); }).find("empty"), std::string::npos);
 
-  EXPECT_THROW(write_image(dir.file("a.gif"), pattern(3, 2, 2)), Error);  // unknown format
+  EXPECT_THROW(write_image(dir.path("a.gif"), pattern(3, 2, 2)), Error);  // unknown format
   EXPECT_THROW(encode_image(pattern(2, 2, 2), ImageFormat::png), Error);  // 2 channels
 }
