@@ -13,6 +13,7 @@
 #include "data/transforms.h"
 #include "engine/json.h"
 #include "engine/ops.h"
+#include "support/gradcheck.h"
 #include "support/temp_dir.h"
 #include "train/config.h"
 #include "train/data_setup.h"
@@ -25,6 +26,7 @@ using namespace tcv::train;
 
 namespace {
 
+using tcv::testing::error_of;
 using tcv::testing::TempDir;
 
 // Class k's colour: red, green, blue.
@@ -96,18 +98,6 @@ Config folder_config(const fs::path& train, const fs::path& val) {
 TrainSummary run_training(const Config& c, const fs::path& out) {
   Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
   return t.run();
-}
-
-// The message of the tcv::Error fn throws ("" and a failure when none).
-template <typename F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
 }
 
 bool has(const std::string& s, const std::string& needle) {

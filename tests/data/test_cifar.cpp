@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "data/cifar.h"
+#include "support/gradcheck.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -13,6 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using tcv::testing::error_of;
 using tcv::testing::TempDir;
 
 // Record r: label bytes, then pixel k of the 3072 = (r * 7 + k) % 256.
@@ -28,16 +30,6 @@ std::string records(int n, const std::vector<std::vector<uint8_t>>& labels) {
 void write(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << bytes;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "data/folder.h"
 #include "data/image.h"
+#include "support/gradcheck.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -14,6 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using tcv::testing::error_of;
 using tcv::testing::TempDir;
 
 // A solid RGB image whose red value is `value`, of size (h, w).
@@ -23,16 +25,6 @@ void write_solid(const std::string& path, int value, int64_t h = 6, int64_t w = 
   img.select(0, 0).fill_(value);
   img.select(0, 1).fill_(17);
   write_image(path, img);
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Classes "Cat", "bird", "dog" (byte order: upper case first), files out of order,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "data/image.h"
+#include "support/gradcheck.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -15,6 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using tcv::testing::error_of;
 using tcv::testing::TempDir;
 
 // u8 (C, H, W) with every value different enough to catch a transposed layout.
@@ -43,17 +45,6 @@ void truncate_file(const std::string& path, double keep) {
   in.close();
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(b.data(), static_cast<std::streamsize>(static_cast<double>(b.size()) * keep));
-}
-
-// The message of the tcv::Error that f throws ("" if none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

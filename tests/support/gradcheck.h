@@ -45,7 +45,8 @@ Tensor lit(const std::vector<double>& values, const Shape& shape, DType dtype = 
 /// false and true.
 Tensor iota(const Shape& shape, DType dtype, double start = 0.0);
 
-/// The message of the tcv::Error that f throws, or "<no error>".
+/// The message of the tcv::Error that f throws; a test failure (and "<no error>")
+/// when it throws none.
 template <typename F>
 std::string error_of(F&& f) {
   try {
@@ -53,6 +54,7 @@ std::string error_of(F&& f) {
   } catch (const Error& e) {
     return e.what();
   }
+  ADD_FAILURE() << "expected a tcv::Error";
   return "<no error>";
 }
 
