@@ -25,4 +25,8 @@ int cuda_device_count() {
   return kernels::cuda::device_count();
 }
 
+bool cuda_ops_supported() {
+  return false;
+}
+
 }  // namespace tcv

@@ -76,6 +76,10 @@ Device pick_device(const Config& cfg) {
   const std::string& d = cfg.get_string("device");
   if (d == "cpu") return kCPU;
   if (d == "cuda") {
+    if (!cuda_ops_supported())
+      throw ConfigError(at_key(cfg, "device") +
+                        ": \"cuda\" requested, but this version of tcv runs its ops on the CPU "
+                        "only (the CUDA kernels are not implemented yet); use \"cpu\" or \"auto\"");
     if (!cuda_is_available())
       throw ConfigError(
           at_key(cfg, "device") + ": \"cuda\" requested, but " +
@@ -83,7 +87,7 @@ Device pick_device(const Config& cfg) {
           " (use \"cpu\" or \"auto\")");
     return Device(DeviceType::CUDA, 0);
   }
-  return cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
+  return cuda_ops_supported() && cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
 }
 
 }  // namespace

@@ -220,6 +220,14 @@ TEST(TrainE2E, ConfigErrorsStopBeforeTraining) {
   EXPECT_THROW(
       Trainer(r, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr}),
       Error);
+  // Until the ops have CUDA kernels, asking for the GPU is a config error, not a crash mid-step.
+  Config g = short_run(5);
+  g.set_override("device=\"cuda\"");
+  const std::string msg = tcv::testing::error_of([&] {
+    Trainer t(g, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
+  });
+  EXPECT_NE(msg.find("device"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cpu"), std::string::npos) << msg;
   fs::remove_all(out);
 }
 
