@@ -3,6 +3,10 @@
 #include <cmath>
 
 #include "engine/autograd.h"
+#include "layers/batch_norm.h"
+#include "layers/conv.h"
+#include "layers/linear.h"
+#include "layers/module.h"
 
 namespace tcv::nn::init {
 
@@ -81,6 +85,21 @@ void xavier_uniform_(const Tensor& t, double gain, Generator* gen) {
 void xavier_normal_(const Tensor& t, double gain, Generator* gen) {
   const auto [fan_in, fan_out] = fan_in_and_fan_out(t);
   normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), gen);
+}
+
+void init_cnn_weights(Module& model, double linear_std) {
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* conv = dynamic_cast<Conv2d*>(m)) {
+      kaiming_normal_(conv->weight, 0.0, FanMode::fan_out, Nonlinearity::relu);
+      if (conv->bias.defined()) zeros_(conv->bias);
+    } else if (auto* bn = dynamic_cast<BatchNorm2d*>(m)) {
+      if (bn->weight.defined()) ones_(bn->weight);
+      if (bn->bias.defined()) zeros_(bn->bias);
+    } else if (auto* fc = dynamic_cast<Linear*>(m); fc && linear_std > 0) {
+      normal_(fc->weight, 0.0, linear_std);
+      if (fc->bias.defined()) zeros_(fc->bias);
+    }
+  }
 }
 
 }  // namespace tcv::nn::init

@@ -8,6 +8,10 @@
 #include "engine/rng.h"
 #include "engine/tensor.h"
 
+namespace tcv::nn {
+class Module;
+}
+
 namespace tcv::nn::init {
 
 /// Which fan scales Kaiming initialisation: fan_in keeps the forward variance,
@@ -42,5 +46,11 @@ void kaiming_normal_(const Tensor& t, double a = 0.0, FanMode mode = FanMode::fa
 void xavier_uniform_(const Tensor& t, double gain = 1.0, Generator* gen = nullptr);
 /// N(0, std²) with std = gain·sqrt(2 / (fan_in + fan_out)).
 void xavier_normal_(const Tensor& t, double gain = 1.0, Generator* gen = nullptr);
+
+/// torchvision's CNN initialisation over every module of `model`: convolutions
+/// kaiming_normal_(fan_out, relu) with zero bias, batch norms weight 1 and bias 0,
+/// and, when linear_std > 0, Linear weights normal(0, linear_std) with zero bias
+/// (otherwise Linear layers keep their default init).
+void init_cnn_weights(Module& model, double linear_std = 0.0);
 
 }  // namespace tcv::nn::init

@@ -74,19 +74,7 @@ MobileNetV2::MobileNetV2(MobileNetV2Options opts) : options(opts) {
                         std::make_shared<nn::Dropout>(opts.dropout),
                         std::make_shared<nn::Linear>(last_channel, opts.num_classes)}));
 
-  for (auto& [name, m] : named_modules()) {
-    if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) {
-      // torchvision: kaiming_normal_(mode="fan_out"), leaky_relu with a = 0: gain sqrt(2).
-      nn::init::kaiming_normal_(conv->weight, 0.0, nn::init::FanMode::fan_out);
-      if (conv->bias.defined()) nn::init::zeros_(conv->bias);
-    } else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) {
-      nn::init::ones_(bn->weight);
-      nn::init::zeros_(bn->bias);
-    } else if (auto* fc = dynamic_cast<nn::Linear*>(m)) {
-      nn::init::normal_(fc->weight, 0.0, 0.01);
-      nn::init::zeros_(fc->bias);
-    }
-  }
+  nn::init::init_cnn_weights(*this, /*linear_std=*/0.01);
 }
 
 Tensor MobileNetV2::forward(const Tensor& x) {

@@ -109,15 +109,7 @@ std::shared_ptr<nn::Sequential> make_basic_layer(int64_t& inplanes, int64_t plan
 }
 
 void init_resnet_weights(nn::Module& model, bool zero_init_residual) {
-  for (auto& [name, m] : model.named_modules()) {
-    if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) {
-      nn::init::kaiming_normal_(conv->weight, 0.0, nn::init::FanMode::fan_out,
-                                nn::init::Nonlinearity::relu);
-    } else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) {
-      if (bn->weight.defined()) nn::init::ones_(bn->weight);
-      if (bn->bias.defined()) nn::init::zeros_(bn->bias);
-    }
-  }
+  nn::init::init_cnn_weights(model);  // fc keeps nn::Linear's default, as torchvision
   if (!zero_init_residual) return;
   for (auto& [name, m] : model.named_modules()) {
     if (auto* block = dynamic_cast<BasicBlock*>(m)) nn::init::zeros_(block->bn2->weight);

@@ -52,19 +52,7 @@ VGG::VGG(VggConfig config, VggOptions opts) : options(opts) {
           std::make_shared<nn::Linear>(4096, opts.num_classes)}));
 
   if (!opts.init_weights) return;
-  for (auto& [name, m] : named_modules()) {
-    if (auto* conv = dynamic_cast<nn::Conv2d*>(m)) {
-      nn::init::kaiming_normal_(conv->weight, 0.0, nn::init::FanMode::fan_out,
-                                nn::init::Nonlinearity::relu);
-      nn::init::zeros_(conv->bias);
-    } else if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(m)) {
-      nn::init::ones_(bn->weight);
-      nn::init::zeros_(bn->bias);
-    } else if (auto* fc = dynamic_cast<nn::Linear*>(m)) {
-      nn::init::normal_(fc->weight, 0.0, 0.01);
-      nn::init::zeros_(fc->bias);
-    }
-  }
+  nn::init::init_cnn_weights(*this, /*linear_std=*/0.01);
 }
 
 Tensor VGG::forward(const Tensor& x) {

@@ -11,15 +11,13 @@
 namespace tcv {
 namespace {
 
-using testing::error_of;
-using testing::iota;
-
 using testing::check_gradients;
+using testing::error_of;
 using testing::expect_close;
+using testing::iota;
 using testing::rand_f64;
 
-const DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
-                            DType::i32, DType::i64, DType::u8,  DType::b8};
+using testing::kAllDTypes;
 
 // ---------------------------------------------------------------- index_select
 

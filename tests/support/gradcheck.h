@@ -38,6 +38,10 @@ void expect_close(const Tensor& actual, const Tensor& expected, double atol = 1e
 Tensor rand_f64(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0,
                 bool requires_grad = true);
 
+/// Every dtype, for tests of data-movement ops.
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                       DType::i32, DType::i64, DType::u8,  DType::b8};
+
 /// A tensor from literal values (given as doubles) in the given shape and dtype.
 Tensor lit(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
 
