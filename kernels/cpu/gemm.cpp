@@ -223,6 +223,11 @@ void matmul(const KTensor& c, const KTensor& a, const KTensor& b, double alpha, 
     return;
   }
 
+  // Small GEMMs spread over OpenMP threads go to OpenBLAS: a oneDNN primitive
+  // (cached, with its library-managed scratchpad) must not run on several
+  // threads at once, which gave wrong products with 4 or more threads.
+  const bool spread = m * n * k <= kSmallGemm;
+  const GemmLib per_batch = spread && c.dtype == DType::f32 ? GemmLib::openblas : lib;
   auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t bi = lo; bi < hi; ++bi) {
       int64_t oa = 0, ob = 0, oc = 0, rem = bi;
@@ -235,10 +240,10 @@ void matmul(const KTensor& c, const KTensor& a, const KTensor& b, double alpha, 
       }
       gemm(c.dtype, la.trans, lb.trans, m, n, k, alpha, static_cast<const char*>(a.data) + oa * es,
            la.ld, static_cast<const char*>(b.data) + ob * es, lb.ld, beta,
-           static_cast<char*>(c.data) + oc * es, ldc, lib);
+           static_cast<char*>(c.data) + oc * es, ldc, per_batch);
     }
   };
-  if (m * n * k <= kSmallGemm) {
+  if (spread) {
     parallel_for(batch, 1, run);
   } else {
     run(0, batch);

@@ -1,5 +1,6 @@
 // matmul (torch.matmul rules, batched broadcasting, transposed views) and linear.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "kernels/cpu/gemm.h"
 #include "support/gradcheck.h"
@@ -178,6 +179,22 @@ TEST(Linear, F32ClassifierHeadAgreesWithF64) {
   Tensor b = rand_f64({10}, 62, -1, 1, false);
   expect_close(ops::linear(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32)),
                ops::linear(x, w, b), 1e-4, 1e-4);
+}
+
+// Batches of small f32 GEMMs are spread over OpenMP threads. They once shared
+// one cached oneDNN primitive, whose scratchpad is not safe to run on several
+// threads at once: with 4 or more threads later batches came out wrong.
+TEST(Linalg, BatchedF32MatmulIsRightOnManyThreads) {
+  Tensor a = testing::rand_f64({4, 37, 53}, 1, -2.0, 2.0, false);
+  Tensor b = testing::rand_f64({4, 53, 19}, 2, -2.0, 2.0, false);
+  const Tensor ref = ops::matmul(a, b);
+  const int before = omp_get_max_threads();
+  for (int threads : {1, 4, 8, 16}) {
+    omp_set_num_threads(threads);
+    testing::expect_close(ops::matmul(a.to(DType::f32), b.to(DType::f32)).to(DType::f64), ref, 1e-4,
+                          1e-5, std::to_string(threads) + " threads");
+  }
+  omp_set_num_threads(before);
 }
 
 }  // namespace
