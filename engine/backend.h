@@ -4,6 +4,7 @@
 
 #include "engine/tensor.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/runtime.h"
 
 namespace tcv::backend {
 
@@ -16,7 +17,20 @@ void copy(const Tensor& dst, const Tensor& src);
 /// dst = dst op other (other broadcast to dst), for add: dst += alpha·other.
 void binary_inplace(kernels::BinaryOp op, const Tensor& dst, const Tensor& other, double alpha);
 
-/// Throws "[op] has no CUDA implementation in this build" unless t is on the CPU.
-void require_cpu(const char* op, const Tensor& t);
+/// Throws unless every tensor is on `device`, naming the op and both devices.
+void require_device(const char* op, Device device, std::initializer_list<const Tensor*> ts);
 
 }  // namespace tcv::backend
+
+/// Runs kernels::cpu::fn(args...) for a CPU device, else kernels::cuda::fn(args...)
+/// with that GPU current. Both namespaces declare fn with the same signature.
+#define TCV_KERNEL(device, fn, ...)                                 \
+  do {                                                              \
+    const ::tcv::Device tcv_dev_ = (device);                        \
+    if (tcv_dev_.is_cpu()) {                                        \
+      ::tcv::kernels::cpu::fn(__VA_ARGS__);                         \
+    } else {                                                        \
+      ::tcv::kernels::cuda::DeviceGuard tcv_guard_(tcv_dev_.index); \
+      ::tcv::kernels::cuda::fn(__VA_ARGS__);                        \
+    }                                                               \
+  } while (0)

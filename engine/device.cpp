@@ -26,7 +26,11 @@ int cuda_device_count() {
 }
 
 bool cuda_ops_supported() {
+#if defined(TCV_WITH_CUDA)
+  return true;
+#else
   return false;
+#endif
 }
 
 }  // namespace tcv

@@ -31,9 +31,8 @@ inline constexpr Device kCPU{};
 bool cuda_is_available();
 /// Number of visible CUDA devices (0 without CUDA).
 int cuda_device_count();
-/// Whether the ops have CUDA kernels in this version. False until the CUDA
-/// backend lands: tensors can move to a GPU, but ops on them throw, so
-/// "auto" device choices stay on the CPU.
+/// Whether this build has the CUDA kernels (built with nvcc). "auto" device
+/// choices pick the GPU only when this and cuda_is_available() hold.
 bool cuda_ops_supported();
 
 }  // namespace tcv

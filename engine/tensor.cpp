@@ -1,5 +1,7 @@
 #include "engine/tensor.h"
 
+#include "kernels/cuda/runtime.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -175,8 +177,12 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
 Tensor empty(const Shape& shape, TensorOptions opts) {
   for (int64_t s : shape) TCV_CHECK(s >= 0, "[empty] negative size in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(
-      static_cast<size_t>(shape_numel(shape)) * dtype_size(opts.dtype), opts.device);
+  const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(opts.dtype);
+  if (opts.pinned && opts.device.is_cpu() && nbytes > 0 && kernels::cuda::device_count() > 0)
+    impl->storage = std::make_shared<Storage>(kernels::cuda::pinned_malloc(nbytes), nbytes, kCPU,
+                                              [](void* p) { kernels::cuda::pinned_free(p); });
+  else
+    impl->storage = std::make_shared<Storage>(nbytes, opts.device);
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = opts.dtype;
@@ -260,6 +266,18 @@ Tensor Tensor::to(DType dt) const {
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   return ops::to_device(*this, d);
+}
+
+Tensor Tensor::pin_memory() const {
+  TCV_CHECK(device().is_cpu(), "[pin_memory] needs a CPU tensor, got one on ", device().str());
+  if (is_pinned() || kernels::cuda::device_count() == 0) return *this;
+  Tensor out = empty(shape(), {.dtype = dtype(), .pinned = true});
+  out.copy_(*this);
+  return out;
+}
+
+bool Tensor::is_pinned() const {
+  return defined() && device().is_cpu() && kernels::cuda::is_pinned(data_ptr());
 }
 
 Tensor Tensor::clone() const {

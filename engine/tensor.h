@@ -52,6 +52,9 @@ struct TensorOptions {
   DType dtype = DType::f32;
   Device device = kCPU;
   bool requires_grad = false;
+  /// CPU only: page-locked memory, so copies to a GPU run asynchronously on
+  /// the copy stream (ignored in builds or on machines without CUDA).
+  bool pinned = false;
 };
 
 class Node;
@@ -131,6 +134,9 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start = 0, int64_t end = -1) const;
   Tensor contiguous() const;
+  /// A copy in page-locked host memory (this tensor itself when it already is).
+  Tensor pin_memory() const;
+  bool is_pinned() const;
 
   // ---- conversion ----
   Tensor to(DType dtype) const;

@@ -7,6 +7,7 @@
 #include "engine/backend.h"
 #include "engine/ops.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cuda/elementwise.h"
 
 namespace tcv::ops {
 
@@ -67,9 +68,8 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   Tensor out =
       empty(shape, {.dtype = kernels::is_comparison(op) ? DType::b8 : dt, .device = a.device()});
   if (out.numel() == 0) return out;
-  backend::require_cpu(name, a);
-  kernels::cpu::binary(op, out.k(), broadcast_k(as_dtype(a, dt), shape),
-                       broadcast_k(as_dtype(b, dt), shape), alpha);
+  TCV_KERNEL(a.device(), binary, op, out.k(), broadcast_k(as_dtype(a, dt), shape),
+             broadcast_k(as_dtype(b, dt), shape), alpha);
   return out;
 }
 
@@ -203,8 +203,7 @@ namespace {
 Tensor unary_forward(UnaryOp op, const Tensor& x, double p0, double p1) {
   Tensor out = empty_like(x);
   if (out.numel() == 0) return out;
-  backend::require_cpu(kernels::unary_op_name(op), x);
-  kernels::cpu::unary(op, out.k(), x.k(), p0, p1);
+  TCV_KERNEL(x.device(), unary, op, out.k(), x.k(), p0, p1);
   return out;
 }
 
@@ -220,8 +219,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
     autograd::record(name, {x}, {out}, [op, saved, p0, p1](std::vector<Tensor>& g) {
       Tensor s = saved.get();
       Tensor dx = empty_like(s);
-      backend::require_cpu(kernels::unary_op_name(op), s);
-      kernels::cpu::unary_backward(op, dx.k(), g[0].contiguous().k(), s.k(), p0, p1);
+      TCV_KERNEL(s.device(), unary_backward, op, dx.k(), g[0].contiguous().k(), s.k(), p0, p1);
       return std::vector<Tensor>{dx};
     });
   }
@@ -276,8 +274,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 
 Tensor& relu_(Tensor& x) {
   TCV_CHECK(!autograd::needs_grad({&x}), "[relu_] in place on a tensor that requires grad");
-  backend::require_cpu("relu_", x);
-  kernels::cpu::unary(UnaryOp::relu, x.k(), x.k());
+  TCV_KERNEL(x.device(), unary, UnaryOp::relu, x.k(), x.k());
   x.bump_version();
   return x;
 }
@@ -290,9 +287,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = empty(shape, {.dtype = dt, .device = a.device()});
   if (out.numel() > 0) {
-    backend::require_cpu("where", a);
-    kernels::cpu::where(out.k(), broadcast_k(cond, shape), broadcast_k(as_dtype(a, dt), shape),
-                        broadcast_k(as_dtype(b, dt), shape));
+    backend::require_device("where", a.device(), {&cond, &b});
+    TCV_KERNEL(a.device(), where, out.k(), broadcast_k(cond, shape),
+               broadcast_k(as_dtype(a, dt), shape), broadcast_k(as_dtype(b, dt), shape));
   }
   if (autograd::needs_grad({&a, &b}))
     autograd::record(

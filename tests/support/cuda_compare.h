@@ -1,0 +1,46 @@
+// CPU-vs-CUDA checks: every op runs the same random inputs on both devices and
+// must agree, outputs and gradients. They skip themselves, with a message,
+// where no GPU is present.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/ops.h"
+
+#define TCV_REQUIRE_CUDA()                                                        \
+  do {                                                                            \
+    if (!::tcv::cuda_is_available())                                              \
+      GTEST_SKIP() << "no CUDA device here: this CPU-vs-CUDA test runs on a GPU"; \
+  } while (0)
+
+namespace tcv::testing {
+
+struct CudaCompareOptions {
+  double atol = 1e-5;
+  double rtol = 1e-4;  ///< f32: 1e-4 of the CPU value; use 1e-2 for bf16
+  bool grads = true;   ///< compare the gradients of inputs that require grad
+  uint64_t seed = 11;  ///< for the upstream gradients
+};
+
+using MultiFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// Runs fn on `inputs` (CPU tensors; those requiring grad are leaves) and on
+/// copies on cuda:0, then EXPECTs every output close to the CPU's; with
+/// grads, backpropagates the same random upstream gradients through the
+/// floating outputs on both devices and compares the inputs' gradients.
+void expect_cuda_matches_cpu(const std::string& name, const MultiFn& fn,
+                             const std::vector<Tensor>& inputs, CudaCompareOptions opts = {});
+/// The same for an op with one output.
+void expect_cuda_matches_cpu(const std::string& name,
+                             const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                             const std::vector<Tensor>& inputs, CudaCompareOptions opts = {});
+
+/// Number of CPU-vs-CUDA comparisons run in this process.
+int& cuda_compare_count();
+
+}  // namespace tcv::testing
