@@ -6,6 +6,7 @@
 #include "engine/backend.h"
 #include "engine/ops.h"
 #include "kernels/cpu/index.h"
+#include "kernels/cuda/index.h"
 
 namespace tcv::ops {
 
@@ -52,8 +53,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor idx = index.reshape({index.numel()});
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  backend::require_cpu("index_select", x);
-  kernels::cpu::index_select(out.k(), in.k(), static_cast<int>(d), idx.k());
+  TCV_KERNEL(x.device(), index_select, out.k(), in.k(), static_cast<int>(d), idx.k());
   if (autograd::needs_grad({&x}))
     autograd::record("index_select", {x}, {out},
                      [d, si = SavedTensor(idx), in_shape = x.shape()](std::vector<Tensor>& g) {
@@ -74,8 +74,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_same_device("gather", x, index, "index");
   check_index_shape("gather", x, d, index, nullptr);
   Tensor out = empty(index.shape(), {.dtype = x.dtype(), .device = x.device()});
-  backend::require_cpu("gather", x);
-  kernels::cpu::gather(out.k(), x.k(), static_cast<int>(d), index.k());
+  TCV_KERNEL(x.device(), gather, out.k(), x.k(), static_cast<int>(d), index.k());
   if (autograd::needs_grad({&x}))
     autograd::record("gather", {x}, {out},
                      [d, si = SavedTensor(index), in_shape = x.shape()](std::vector<Tensor>& g) {
@@ -100,8 +99,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_index_shape("scatter_add", x, d, index, &src);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   backend::copy(out, x.detach());
-  backend::require_cpu("scatter_add", x);
-  kernels::cpu::scatter_add(out.k(), static_cast<int>(d), index.k(), src.k());
+  TCV_KERNEL(x.device(), scatter_add, out.k(), static_cast<int>(d), index.k(), src.k());
   if (autograd::needs_grad({&x, &src})) {
     const bool gsrc = src.requires_grad();
     autograd::record(
@@ -134,8 +132,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TCV_CHECK(b == x.shape(), "[masked_fill] mask ", mask.shape_str(),
             " must broadcast to the input's shape ", x.shape_str());
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  backend::require_cpu("masked_fill", x);
-  kernels::cpu::masked_fill(out.k(), x.k(), mask.detach().expand(x.shape()).k(), value);
+  TCV_KERNEL(x.device(), masked_fill, out.k(), x.k(), mask.detach().expand(x.shape()).k(), value);
   if (autograd::needs_grad({&x}))
     autograd::record("masked_fill", {x}, {out}, [sm = SavedTensor(mask)](std::vector<Tensor>& g) {
       return std::vector<Tensor>{masked_fill(g[0], sm.get(), 0.0)};

@@ -8,6 +8,7 @@
 #include "engine/backend.h"
 #include "engine/ops.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/reduce.h"
 
 namespace tcv::ops {
 
@@ -86,8 +87,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   if (p.r == 0 || p.input.numel() == 0) {
     out.zero_();
   } else {
-    backend::require_cpu("sum", x);
-    kernels::cpu::reduce(kernels::ReduceOp::sum, out.k(), p.input.k(), p.outer, p.r, p.inner);
+    TCV_KERNEL(x.device(), reduce, kernels::ReduceOp::sum, out.k(), p.input.k(), p.outer, p.r,
+               p.inner);
   }
   if (autograd::needs_grad({&x}))
     autograd::record("sum", {x}, {out},
@@ -129,9 +130,8 @@ std::pair<Tensor, Tensor> extreme(kernels::ReduceOp op, const Tensor& x, int64_t
   Shape shape = keepdim ? p.keep_shape : p.out_shape;
   Tensor values = empty(shape, {.dtype = x.dtype(), .device = x.device()});
   Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});
-  backend::require_cpu(name, x);
   const kernels::KTensor ik = indices.k();
-  kernels::cpu::reduce(op, values.k(), p.input.k(), p.outer, p.r, p.inner, &ik);
+  TCV_KERNEL(x.device(), reduce, op, values.k(), p.input.k(), p.outer, p.r, p.inner, &ik);
   if (autograd::needs_grad({&x}))
     autograd::record(
         name, {x}, {values},

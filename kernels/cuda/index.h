@@ -1,0 +1,44 @@
+// Indexing kernels on the GPU, the same entry points and semantics as
+// kernels/cpu/index.h: cat, index_select, gather, scatter_add, masked_fill.
+// Data movement works on element bits, so every dtype is served.
+//
+// Index tensors are i32 or i64, validated on the device before use: an
+// out-of-range index throws naming the op, the index value and the size of
+// the indexed dim (one small device-to-host copy, so one sync, per check).
+#pragma once
+
+#include <vector>
+
+#include "kernels/cpu/index.h"
+#include "kernels/cuda/entry.h"
+
+TCV_CUDA_HEADER_BEGIN
+namespace tcv::kernels::cuda {
+
+/// Copies each of `ins` into consecutive slices of `out` along `dim`, converting dtypes.
+TCV_CUDA_API void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim) TCV_CUDA_ENTRY;
+
+/// out[.., i, ..] = in[.., index[i], ..]; in and out contiguous, index 1-D (any stride).
+TCV_CUDA_API void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor& index)
+    TCV_CUDA_ENTRY;
+
+/// out[i][j][k] = in[i][index[i][j][k]][k] (for dim 1); any strides.
+TCV_CUDA_API void gather(const KTensor& out, const KTensor& in, int dim, const KTensor& index)
+    TCV_CUDA_ENTRY;
+
+/// out[i][index[i][j][k]][k] += src[i][j][k] (for dim 1) with atomics, so the
+/// order of accumulation (and the last bits of float sums) may vary.
+TCV_CUDA_API void scatter_add(const KTensor& out, int dim, const KTensor& index, const KTensor& src)
+    TCV_CUDA_ENTRY;
+
+/// out = mask ? value : in; mask bool, broadcast to out's shape.
+TCV_CUDA_API void masked_fill(const KTensor& out, const KTensor& in, const KTensor& mask,
+                              double value) TCV_CUDA_ENTRY;
+
+/// Throws "[op] index V is out of range for dim D of size N" for the first
+/// index (in row-major order) outside [0, size).
+TCV_CUDA_API void check_indices(const char* op, const KTensor& index, int64_t size, int dim)
+    TCV_CUDA_ENTRY;
+
+}  // namespace tcv::kernels::cuda
+TCV_CUDA_HEADER_END
