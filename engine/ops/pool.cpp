@@ -3,6 +3,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cuda/pool.h"
 
 namespace tcv::ops {
 
@@ -17,11 +18,18 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, bool cei
   return out;
 }
 
+// The 16-bit floats (mixed precision) run on CUDA only: the CPU kernels are f32/f64.
+bool pool_dtype_ok(const Tensor& x) {
+  const DType dt = x.dtype();
+  return dt == DType::f32 || dt == DType::f64 ||
+         (x.device().is_cuda() && (dt == DType::f16 || dt == DType::bf16));
+}
+
 kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParams& p,
                               kernels::PoolKind kind) {
   TCV_CHECK(x.dim() == 4, "[", op, "] expects 4-D input (N, C, H, W), got ", x.shape_str());
-  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "[", op,
-            "] supports f32 and f64, got ", dtype_name(x.dtype()));
+  TCV_CHECK(pool_dtype_ok(x), "[", op, "] supports f32 and f64 (and f16, bf16 on CUDA), got ",
+            dtype_name(x.dtype()));
   kernels::Pool2dGeom g;
   g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
   g.kind = kind;
@@ -46,29 +54,28 @@ kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParam
 }
 
 Tensor pool(const char* op, const Tensor& x, const kernels::Pool2dGeom& g) {
-  backend::require_cpu(op, x);
   Tensor xc = x.detach().contiguous();
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   Tensor y = empty({g.n, g.c, g.oh, g.ow}, opts);  // (N, C, OH, OW)
   const bool grad = autograd::needs_grad({&x});
-  // Max pooling keeps what routes dy to the argmax: oneDNN's workspace (f32) or
-  // i64 indices (f64), as opaque bytes.
+  // Max pooling keeps what routes dy to the argmax: oneDNN's workspace (f32 CPU)
+  // or i64 indices (f64 CPU, CUDA), as opaque bytes.
   Tensor ws;
-  const size_t ws_bytes = kernels::cpu::pool2d_workspace_bytes(g, x.dtype());
+  const size_t ws_bytes = x.device().is_cpu() ? kernels::cpu::pool2d_workspace_bytes(g, x.dtype())
+                                              : kernels::cuda::pool2d_workspace_bytes(g, x.dtype());
   if (grad && ws_bytes > 0)
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-    kernels::cpu::pool2d_forward(g, xc.k(), y.k(), ws.defined() ? &wk : nullptr);
+    TCV_KERNEL(x.device(), pool2d_forward, g, xc.k(), y.k(), ws.defined() ? &wk : nullptr);
   }
   if (grad)
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
       Tensor dy = grads[0].contiguous();
       Tensor dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
-      backend::require_cpu(op, dy);
       const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-      kernels::cpu::pool2d_backward(g, dy.k(), dx.k(), ws.defined() ? &wk : nullptr);
+      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.k(), dx.k(), ws.defined() ? &wk : nullptr);
       return std::vector<Tensor>{dx};
     });
   return y;
@@ -98,21 +105,20 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
             output_size[1], ")");
   TCV_CHECK(x.size(2) >= 1 && x.size(3) >= 1, "[adaptive_avg_pool2d] empty spatial input ",
             x.shape_str());
-  TCV_CHECK(is_floating(x.dtype()) && (x.dtype() == DType::f32 || x.dtype() == DType::f64),
-            "[adaptive_avg_pool2d] supports f32 and f64, got ", dtype_name(x.dtype()));
-  backend::require_cpu("adaptive_avg_pool2d", x);
+  TCV_CHECK(pool_dtype_ok(x),
+            "[adaptive_avg_pool2d] supports f32 and f64 (and f16, bf16 on CUDA), got ",
+            dtype_name(x.dtype()));
   const Shape in_shape = x.shape();
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({x.size(0), x.size(1), output_size[0], output_size[1]},
                    {.dtype = x.dtype(), .device = x.device()});  // (N, C, OH, OW)
-  if (y.numel() > 0) kernels::cpu::adaptive_avg_pool2d_forward(xc.k(), y.k());
+  if (y.numel() > 0) TCV_KERNEL(x.device(), adaptive_avg_pool2d_forward, xc.k(), y.k());
   if (autograd::needs_grad({&x}))
     autograd::record("adaptive_avg_pool2d", {x}, {y}, [in_shape](std::vector<Tensor>& grads) {
       Tensor dy = grads[0].contiguous();
       Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
-      backend::require_cpu("adaptive_avg_pool2d_backward", dy);
-      kernels::cpu::adaptive_avg_pool2d_backward(dy.k(), dx.k());
+      TCV_KERNEL(dy.device(), adaptive_avg_pool2d_backward, dy.k(), dx.k());
       return std::vector<Tensor>{dx};
     });
   return y;

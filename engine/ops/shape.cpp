@@ -10,6 +10,8 @@
 #include "engine/ops.h"
 #include "kernels/cpu/index.h"
 #include "kernels/cpu/pad.h"
+#include "kernels/cuda/index.h"
+#include "kernels/cuda/pad.h"
 
 namespace tcv::ops {
 
@@ -53,8 +55,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   std::vector<kernels::KTensor> ks;
   for (size_t i : used) ks.push_back(xs[i].k());
   if (out.numel() > 0) {
-    backend::require_cpu("cat", out);
-    kernels::cpu::cat(out.k(), ks, static_cast<int>(d));
+    TCV_KERNEL(out.device(), cat, out.k(), ks, static_cast<int>(d));
   }
   if (autograd::needs_grad(xs)) {
     // Each input's gradient is its slice of g (a view), cast back to its dtype.
@@ -174,15 +175,13 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
   if (nd == 0) return x.clone();
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  backend::require_cpu("pad", x);
-  kernels::cpu::pad(kmode, out.k(), in.k(), before.data(), value);
+  TCV_KERNEL(x.device(), pad, kmode, out.k(), in.k(), before.data(), value);
   if (autograd::needs_grad({&x}))
     autograd::record("pad", {x}, {out},
                      [kmode, before, in_shape = x.shape()](std::vector<Tensor>& g) {
                        Tensor dy = g[0].contiguous();
                        Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
-                       backend::require_cpu("pad", dy);
-                       kernels::cpu::pad_backward(kmode, dx.k(), dy.k(), before.data());
+                       TCV_KERNEL(dy.device(), pad_backward, kmode, dx.k(), dy.k(), before.data());
                        return std::vector<Tensor>{dx};
                      });
   return out;

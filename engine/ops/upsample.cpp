@@ -3,28 +3,30 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cuda/upsample.h"
 
 namespace tcv::ops {
 
 Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, InterpMode mode, bool align_corners) {
   TCV_CHECK(x.dim() == 4, "[upsample] expects (N, C, H, W) input, got ", x.shape_str());
-  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
-            "[upsample] needs an f32 or f64 tensor, got ", dtype_name(x.dtype()));
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 ||
+                (x.device().is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16)),
+            "[upsample] needs an f32 or f64 tensor (or f16, bf16 on CUDA), got ",
+            dtype_name(x.dtype()));
   TCV_CHECK(size[0] > 0 && size[1] > 0, "[upsample] output size (", size[0], ", ", size[1],
             ") must be positive, input ", x.shape_str());
   TCV_CHECK(x.size(2) > 0 && x.size(3) > 0, "[upsample] input ", x.shape_str(),
             " has an empty spatial dim");
   TCV_CHECK(mode == InterpMode::bilinear || !align_corners,
             "[upsample] align_corners only applies to bilinear mode");
-  backend::require_cpu("upsample", x);
   Tensor xin = x.detach().contiguous();
   Tensor out = empty({x.size(0), x.size(1), size[0], size[1]},
                      {.dtype = x.dtype(), .device = x.device()});  // (N, C, OH, OW)
   if (out.numel() > 0) {
     if (mode == InterpMode::nearest) {
-      kernels::cpu::upsample_nearest2d(out.k(), xin.k());
+      TCV_KERNEL(x.device(), upsample_nearest2d, out.k(), xin.k());
     } else {
-      kernels::cpu::upsample_bilinear2d(out.k(), xin.k(), align_corners);
+      TCV_KERNEL(x.device(), upsample_bilinear2d, out.k(), xin.k(), align_corners);
     }
   }
   if (autograd::needs_grad({&x}))
@@ -34,10 +36,10 @@ Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, InterpMode mode, b
                        Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
                        if (dx.numel() > 0) {
                          if (mode == InterpMode::nearest) {
-                           kernels::cpu::upsample_nearest2d_backward(dx.k(), dy.k());
+                           TCV_KERNEL(dy.device(), upsample_nearest2d_backward, dx.k(), dy.k());
                          } else {
-                           kernels::cpu::upsample_bilinear2d_backward(dx.k(), dy.k(),
-                                                                      align_corners);
+                           TCV_KERNEL(dy.device(), upsample_bilinear2d_backward, dx.k(), dy.k(),
+                                      align_corners);
                          }
                        }
                        return std::vector<Tensor>{dx};

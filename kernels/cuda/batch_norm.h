@@ -1,0 +1,33 @@
+// Batch normalization on the GPU, the same entry points and semantics as
+// kernels/cpu/batch_norm.h: x viewed as contiguous (n, c, l), statistics per
+// channel. Per-channel sums are split over many blocks and combined in double;
+// f16/bf16 data (with parameters and statistics in the same dtype) compute in f32.
+#pragma once
+
+#include "kernels/cpu/batch_norm.h"
+#include "kernels/cuda/entry.h"
+
+TCV_CUDA_HEADER_BEGIN
+namespace tcv::kernels::cuda {
+
+/// Training forward with batch statistics: writes y, mean and the biased var (c).
+/// weight/bias (c) may be null (1 and 0).
+TCV_CUDA_API void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x,
+                                           const KTensor* weight, const KTensor* bias,
+                                           const KTensor& y, const KTensor& mean,
+                                           const KTensor& var) TCV_CUDA_ENTRY;
+
+/// Eval forward with the given (running) mean and var, all in x's dtype.
+TCV_CUDA_API void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x,
+                                          const KTensor* weight, const KTensor* bias,
+                                          const KTensor& mean, const KTensor& var, const KTensor& y)
+    TCV_CUDA_ENTRY;
+
+/// Backward; `training` says whether mean/var were batch statistics. Any output may be null.
+TCV_CUDA_API void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x,
+                                      const KTensor& dy, const KTensor* weight, const KTensor& mean,
+                                      const KTensor& var, const KTensor* dx, const KTensor* dweight,
+                                      const KTensor* dbias) TCV_CUDA_ENTRY;
+
+}  // namespace tcv::kernels::cuda
+TCV_CUDA_HEADER_END
