@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cuda/rng.h"
 
 namespace tcv {
 
@@ -34,6 +35,43 @@ namespace {
 
 Generator& pick(Generator* g) {
   return g ? *g : default_generator();
+}
+
+// The seed and the first of `blocks` counters reserved for one draw.
+struct Draw {
+  uint64_t seed;
+  uint64_t base;
+};
+Draw reserve(Generator* gen, uint64_t blocks) {
+  Generator& g = pick(gen);
+  const uint64_t seed = g.seed();
+  return {seed, g.advance(blocks)};
+}
+
+// A draw for a CUDA device: the same counters the CPU draw reserves, filled on
+// the device (kernels/cuda/rng.h) straight in the target dtype. `fill`
+// receives the (contiguous) output and the draw.
+template <typename F>
+Tensor cuda_draw(const Shape& shape, const TensorOptions& opts, uint64_t blocks, Generator* gen,
+                 F&& fill) {
+  Tensor t = empty(shape, {.dtype = opts.dtype, .device = opts.device});
+  const Draw d = reserve(gen, blocks);
+  kernels::cuda::DeviceGuard guard(opts.device.index);
+  fill(t, d);
+  if (opts.requires_grad) t.set_requires_grad(true);
+  return t;
+}
+
+// In-place initialisers on a CUDA tensor: drawn contiguous in its dtype, then copied.
+template <typename F>
+void cuda_fill_(Tensor& t, uint64_t blocks, Generator* gen, F&& fill) {
+  Tensor tmp = cuda_draw(t.shape(), {.dtype = t.dtype(), .device = t.device()}, blocks, gen,
+                         std::forward<F>(fill));
+  t.copy_(tmp);
+}
+
+uint64_t blocks_of(int64_t n, int64_t per) {
+  return static_cast<uint64_t>((n + per - 1) / per);
 }
 
 std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
@@ -72,7 +110,9 @@ Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen)
   const uint64_t base = g.advance(static_cast<uint64_t>((n + 3) / 4));
   return generate(n, [&](int64_t i) {
     const auto w = block(seed, base + static_cast<uint64_t>(i / 4));
-    return low + (high - low) * to_unit(w[i % 4]);
+    // An explicit fma (what -march=native builds contracted this to anyway):
+    // the same rounding on every host and on the GPU (kernels/cuda/rng.cu).
+    return std::fma(high - low, to_unit(w[i % 4]), low);
   });
 }
 
@@ -86,13 +126,18 @@ Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen) 
     const int j = static_cast<int>(i % 2) * 2;
     const double u1 = 1.0 - to_unit(w[j]);  // (0, 1]: log is finite
     const double u2 = to_unit(w[j + 1]);
-    return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    return std::fma(std * std::sqrt(-2.0 * std::log(u1)), std::cos(2.0 * std::numbers::pi * u2),
+                    mean);
   });
 }
 
 }  // namespace
 
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts, Generator* gen) {
+  if (opts.device.is_cuda())
+    return cuda_draw(
+        shape, opts, blocks_of(shape_numel(shape), 4), gen,
+        [&](const Tensor& t, Draw d) { kernels::cuda::uniform(t.k(), d.seed, d.base, low, high); });
   return finish(uniform_impl(shape, low, high, gen), shape, opts);
 }
 
@@ -101,6 +146,10 @@ Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
 }
 
 Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts, Generator* gen) {
+  if (opts.device.is_cuda())
+    return cuda_draw(
+        shape, opts, blocks_of(shape_numel(shape), 2), gen,
+        [&](const Tensor& t, Draw d) { kernels::cuda::normal(t.k(), d.seed, d.base, mean, std); });
   return finish(normal_impl(shape, mean, std, gen), shape, opts);
 }
 
@@ -111,6 +160,10 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
   TCV_CHECK(high > low, "[randint] empty range [", low, ", ", high, ")");
   const int64_t n = shape_numel(shape);
+  if (opts.device.is_cuda())
+    return cuda_draw(
+        shape, {.dtype = opts.dtype, .device = opts.device}, blocks_of(n, 2), gen,
+        [&](const Tensor& t, Draw d) { kernels::cuda::randint(t.k(), d.seed, d.base, low, high); });
   Generator& g = pick(gen);
   const uint64_t seed = g.seed();
   const uint64_t base = g.advance(static_cast<uint64_t>((n + 1) / 2));
@@ -144,11 +197,23 @@ Tensor randperm(int64_t n, Generator* gen) {
 }
 
 void uniform_(Tensor& t, double low, double high, Generator* gen) {
+  if (t.device().is_cuda()) {
+    cuda_fill_(t, blocks_of(t.numel(), 4), gen, [&](const Tensor& tmp, Draw d) {
+      kernels::cuda::uniform(tmp.k(), d.seed, d.base, low, high);
+    });
+    return;
+  }
   Tensor v = uniform_impl(t.shape(), low, high, gen).reshape(t.shape());
   t.copy_(v);
 }
 
 void normal_(Tensor& t, double mean, double std, Generator* gen) {
+  if (t.device().is_cuda()) {
+    cuda_fill_(t, blocks_of(t.numel(), 2), gen, [&](const Tensor& tmp, Draw d) {
+      kernels::cuda::normal(tmp.k(), d.seed, d.base, mean, std);
+    });
+    return;
+  }
   Tensor v = normal_impl(t.shape(), mean, std, gen).reshape(t.shape());
   t.copy_(v);
 }

@@ -1,5 +1,6 @@
 #include "train/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -7,6 +8,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "kernels/cpu/optim.h"
+#include "kernels/cuda/optim.h"
 
 namespace tcv::train {
 
@@ -16,6 +18,54 @@ namespace {
 bool fused_ok(const Tensor& p, const Tensor& g) {
   return p.device().is_cpu() && (p.dtype() == DType::f32 || p.dtype() == DType::f64) &&
          p.is_contiguous() && g.dtype() == p.dtype() && g.device() == p.device();
+}
+
+/// Whether the fused multi-tensor CUDA step can run over p, its grad and its states.
+bool cuda_fused_ok(const Tensor& p, const Tensor& g, std::initializer_list<const Tensor*> states) {
+  if (!p.device().is_cuda() || (p.dtype() != DType::f32 && p.dtype() != DType::f64) ||
+      !p.is_contiguous() || g.dtype() != p.dtype() || g.device() != p.device())
+    return false;
+  for (const Tensor* s : states)
+    if (s->defined() && (!s->is_contiguous() || s->dtype() != p.dtype() ||
+                         s->device() != p.device() || s->shape() != p.shape()))
+      return false;
+  return true;
+}
+
+/// The CUDA parameters of one group that share a device and a dtype: one
+/// fused launch (a few, for long lists) updates them all.
+struct CudaBucket {
+  Device device;
+  DType dtype = DType::f32;
+  std::vector<kernels::cuda::MultiTensorEntry> entries;
+  std::vector<Tensor> touched;  // parameters and states whose version to bump
+  std::vector<Tensor> keep;     // contiguous copies of gradients, alive until the launch
+};
+
+CudaBucket& bucket_for(std::vector<CudaBucket>& buckets, const Tensor& p) {
+  for (CudaBucket& b : buckets)
+    if (b.device == p.device() && b.dtype == p.dtype()) return b;
+  buckets.push_back(CudaBucket{p.device(), p.dtype(), {}, {}, {}});
+  return buckets.back();
+}
+
+/// Adds p to its bucket; g is made contiguous when it is not.
+void add_to_bucket(std::vector<CudaBucket>& buckets, const Tensor& p, Tensor g, Tensor* s0,
+                   Tensor* s1, bool first) {
+  CudaBucket& b = bucket_for(buckets, p);
+  if (!g.is_contiguous()) g = g.contiguous();
+  kernels::cuda::MultiTensorEntry e;
+  e.p = p.data_ptr();
+  e.g = g.data_ptr();
+  e.s0 = s0 && s0->defined() ? s0->data_ptr() : nullptr;
+  e.s1 = s1 && s1->defined() ? s1->data_ptr() : nullptr;
+  e.n = p.numel();
+  e.first = first;
+  b.entries.push_back(e);
+  b.keep.push_back(g);
+  b.touched.push_back(p);
+  if (e.s0) b.touched.push_back(*s0);
+  if (e.s1) b.touched.push_back(*s1);
 }
 
 /// State tensor for `p`: same dtype/device, contiguous, owned (not an alias of `src`).
@@ -98,11 +148,29 @@ double clip_grad_norm(const nn::StateDict& params, double max_norm) {
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   double sum_sq = 0.0;
+  // CUDA gradients: one fused sum of squares (in f64) and one host sync per device.
+  std::vector<std::pair<int, std::vector<Tensor>>> cuda_grads;
   for (const auto& [name, p] : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    sum_sq += ops::sum(ops::mul(g, g)).item();
     grads.push_back(g);
+    if (g.device().is_cuda()) {
+      auto it = std::find_if(cuda_grads.begin(), cuda_grads.end(),
+                             [&](const auto& e) { return e.first == g.device().index; });
+      if (it == cuda_grads.end()) {
+        cuda_grads.push_back({g.device().index, {}});
+        it = cuda_grads.end() - 1;
+      }
+      it->second.push_back(g.is_contiguous() ? g : g.contiguous());
+      continue;
+    }
+    sum_sq += ops::sum(ops::mul(g, g)).item();
+  }
+  for (const auto& [device, gs] : cuda_grads) {
+    kernels::cuda::DeviceGuard guard(device);
+    std::vector<kernels::KTensor> ks;
+    for (const Tensor& g : gs) ks.push_back(g.k());
+    sum_sq += kernels::cuda::sum_squares_multi(ks);
   }
   const double norm = std::sqrt(sum_sq);
   if (max_norm > 0.0) {
@@ -142,8 +210,27 @@ void SGD::step() {
   NoGradGuard no_grad;
   const double lr = lr_;
   const double mom = opts_.momentum;
-  for (const ParamGroup& group : groups_)
-    for (const size_t i : group.params) step_one(i, lr, mom, group.weight_decay);
+  for (const ParamGroup& group : groups_) {
+    std::vector<CudaBucket> buckets;
+    for (const size_t i : group.params) {
+      Tensor& p = params_[i].second;
+      Tensor g = p.grad();
+      if (g.defined() && cuda_fused_ok(p, g, {&momentum_[i]})) {
+        const bool first = !momentum_[i].defined();
+        if (mom != 0.0 && first)
+          momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+        add_to_bucket(buckets, p, g, mom != 0.0 ? &momentum_[i] : nullptr, nullptr, first);
+        continue;
+      }
+      step_one(i, lr, mom, group.weight_decay);
+    }
+    for (CudaBucket& b : buckets) {
+      kernels::cuda::DeviceGuard guard(b.device.index);
+      kernels::cuda::sgd_step_multi(b.dtype, b.entries, lr, mom, opts_.dampening,
+                                    group.weight_decay, opts_.nesterov);
+      for (const Tensor& t : b.touched) t.bump_version();
+    }
+  }
   ++step_count_;
 }
 
@@ -232,7 +319,8 @@ void Adam::step() {
   const int64_t step = step_count_ + 1;
   const double lr = lr_;
   const auto mode = decoupled_ ? kernels::cpu::AdamDecay::decoupled : kernels::cpu::AdamDecay::l2;
-  for (const ParamGroup& group : groups_)
+  for (const ParamGroup& group : groups_) {
+    std::vector<CudaBucket> buckets;
     for (const size_t i : group.params) {
       const double wd = group.weight_decay;
       Tensor& p = params_[i].second;
@@ -244,6 +332,10 @@ void Adam::step() {
       }
       Tensor& m = exp_avg_[i];
       Tensor& v = exp_avg_sq_[i];
+      if (cuda_fused_ok(p, g, {&m, &v})) {
+        add_to_bucket(buckets, p, g, &m, &v, false);
+        continue;
+      }
       if (fused_ok(p, g)) {
         if (!g.is_contiguous()) g = g.contiguous();
         TCV_DISPATCH_FLOAT(p.dtype(), "Adam", {
@@ -269,6 +361,13 @@ void Adam::step() {
       Tensor denom = ops::add(ops::sqrt(v) / std::sqrt(bc2), opts_.eps);
       p.add_(ops::div(m, denom), -lr / bc1);
     }
+    for (CudaBucket& b : buckets) {
+      kernels::cuda::DeviceGuard guard(b.device.index);
+      kernels::cuda::adam_step_multi(b.dtype, b.entries, lr, opts_.beta1, opts_.beta2, opts_.eps,
+                                     group.weight_decay, mode, step);
+      for (const Tensor& t : b.touched) t.bump_version();
+    }
+  }
   step_count_ = step;
 }
 

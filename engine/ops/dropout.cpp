@@ -3,6 +3,7 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "kernels/cuda/rng.h"
 
 namespace tcv::ops {
 
@@ -14,6 +15,24 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   // p = 1 would scale by 1/0: everything is dropped, and the gradient is zero too.
   if (p == 1.0) return mul(x, zeros({}, opts));
+  if (x.device().is_cuda()) {
+    // One fused kernel draws the same Philox words as rand() below would (so
+    // masks match the CPU's for the same generator state) and writes the mask
+    // and x · mask; the backward multiplies by the saved mask.
+    Tensor xc = x.detach().contiguous();
+    Tensor out = empty(x.shape(), opts), mask = empty(x.shape(), opts);  // (x.shape)
+    Generator& g = gen ? *gen : default_generator();
+    const uint64_t seed = g.seed();
+    const uint64_t base = g.advance(static_cast<uint64_t>((x.numel() + 3) / 4));
+    {
+      kernels::cuda::DeviceGuard guard(x.device().index);
+      kernels::cuda::dropout(out.k(), mask.k(), xc.k(), p, seed, base);
+    }
+    autograd::record("dropout", {x}, {out}, [mask](std::vector<Tensor>& gs) {
+      return std::vector<Tensor>{mul(gs[0], mask)};
+    });
+    return out;
+  }
   Tensor mask;  // (x.shape): 0 where dropped, 1/(1-p) where kept
   {
     NoGradGuard ng;
