@@ -1,5 +1,7 @@
 #include "engine/autograd.h"
 
+#include "engine/autocast.h"
+
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -151,7 +153,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               bool retain_graph) {
   TCV_CHECK(grads.empty() || grads.size() == roots.size(), "[backward] ", roots.size(),
             " roots but ", grads.size(), " gradients");
-  NoGradGuard no_grad;  // backward formulas are not themselves differentiated
+  NoGradGuard no_grad;                 // backward formulas are not themselves differentiated
+  autocast::Guard no_autocast(false);  // gradients keep the dtypes forward gave them
 
   std::unordered_map<Node*, std::vector<Tensor>> buffers;  // node -> grads of its outputs
   std::unordered_map<Node*, int> dependencies;

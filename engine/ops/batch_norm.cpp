@@ -1,9 +1,11 @@
 // batch_norm: batch statistics and running-stat update in training, running
 // statistics in eval, and the backward of both.
 #include "kernels/cpu/batch_norm.h"
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cuda/batch_norm.h"
 
 namespace tcv::ops {
 
@@ -25,6 +27,10 @@ kernels::KTensor opt_k(const Tensor& t) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum, double eps) {
+  if (autocast::needs_f32(x))  // statistics in f32; the output keeps x's dtype
+    return batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, training, momentum,
+                      eps)
+        .to(x.dtype());
   TCV_CHECK(x.dim() >= 2, "[batch_norm] expects input (N, C, ...), got ", x.shape_str());
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
             "[batch_norm] supports f32 and f64, got ", dtype_name(x.dtype()));
@@ -38,7 +44,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     TCV_CHECK(!t->defined() || t->dtype() == x.dtype(), "[batch_norm] weight/bias are ",
               dtype_name(t->dtype()), " but input is ", dtype_name(x.dtype()));
   TCV_CHECK(eps > 0, "[batch_norm] eps must be positive, got ", eps);
-  backend::require_cpu("batch_norm", x);
+  backend::require_device("batch_norm", x.device(), {&weight, &bias, &running_mean, &running_var});
 
   kernels::BatchNormGeom g;
   g.n = x.size(0);
@@ -64,9 +70,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     mean = empty({g.c}, opts);
     var = empty({g.c}, opts);
     if (x.numel() > 0)
-      kernels::cpu::batch_norm_forward_train(g, xc.k(), wc.defined() ? &wk : nullptr,
-                                             bc.defined() ? &bk : nullptr, y.k(), mean.k(),
-                                             var.k());
+      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xc.k(), wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, y.k(), mean.k(), var.k());
     if (training && running_mean.defined()) {
       NoGradGuard no_grad;
       const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
@@ -81,8 +86,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     mean = running_mean.detach().to(x.dtype()).contiguous().clone();
     var = running_var.detach().to(x.dtype()).contiguous().clone();
     if (x.numel() > 0)
-      kernels::cpu::batch_norm_forward_eval(g, xc.k(), wc.defined() ? &wk : nullptr,
-                                            bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k());
+      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xc.k(), wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k());
   }
 
   if (autograd::needs_grad({&x, &weight, &bias})) {
@@ -103,13 +108,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
                          for (Tensor* t : {&dx, &dweight, &dbias})
                            if (t->defined()) t->zero_();
                        } else {
-                         backend::require_cpu("batch_norm_backward", dy);
                          const kernels::KTensor wk2 = opt_k(wv), dxk = opt_k(dx),
                                                 dwk = opt_k(dweight), dbk = opt_k(dbias);
-                         kernels::cpu::batch_norm_backward(
-                             g, batch_stats, xv.k(), dy.k(), wv.defined() ? &wk2 : nullptr,
-                             mean.k(), var.k(), need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
-                             need_db ? &dbk : nullptr);
+                         TCV_KERNEL(dy.device(), batch_norm_backward, g, batch_stats, xv.k(),
+                                    dy.k(), wv.defined() ? &wk2 : nullptr, mean.k(), var.k(),
+                                    need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
+                                    need_db ? &dbk : nullptr);
                        }
                        return std::vector<Tensor>{dx, dweight, dbias};
                      });

@@ -1,8 +1,10 @@
-// conv2d: shape checks, dispatch to the CPU kernels, and its backward.
+// conv2d: shape checks, dispatch to the CPU or CUDA kernels, and its backward.
 #include "kernels/cpu/conv.h"
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cuda/conv.h"
 
 namespace tcv::ops {
 
@@ -31,8 +33,11 @@ kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tenso
             "), got input ", x.shape_str());
   TCV_CHECK(x.dtype() == weight.dtype(), "[conv2d] input is ", dtype_name(x.dtype()),
             " but weight is ", dtype_name(weight.dtype()));
-  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
-            "[conv2d] supports f32 and f64, got ", dtype_name(x.dtype()));
+  // cuDNN also takes f16/bf16 (computing in f32); the CPU kernels do not.
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 ||
+                (x.device().is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16)),
+            "[conv2d] supports f32 and f64", x.device().is_cuda() ? ", f16 and bf16" : "", " on ",
+            x.device().str(), ", got ", dtype_name(x.dtype()));
   TCV_CHECK(x.device() == weight.device(), "[conv2d] input on ", x.device().str(),
             " but weight on ", weight.device().str());
   if (bias.defined()) {
@@ -59,8 +64,10 @@ kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tenso
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  if (autocast::needs_low({&x, &weight, &bias}))  // mixed precision: conv in bf16/f16
+    return conv2d(autocast::to_low(x), autocast::to_low(weight), autocast::to_low(bias), p);
   const kernels::Conv2dGeom g = conv_geom(x, weight, bias, p);
-  backend::require_cpu("conv2d", x);
+  backend::require_device("conv2d", x.device(), {&weight, &bias});
   Tensor xc = x.detach().contiguous();
   Tensor wc = weight.detach().contiguous();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
@@ -68,7 +75,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
       empty({g.n, g.k, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});  // (N, K, OH, OW)
   if (y.numel() > 0) {
     const kernels::KTensor bk = bc.defined() ? bc.k() : kernels::KTensor{};
-    kernels::cpu::conv2d_forward(g, xc.k(), wc.k(), bc.defined() ? &bk : nullptr, y.k());
+    TCV_KERNEL(x.device(), conv2d_forward, g, xc.k(), wc.k(), bc.defined() ? &bk : nullptr, y.k());
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_dx = x.requires_grad();
@@ -90,14 +97,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
             for (Tensor* t : {&dx, &dweight, &dbias})
               if (t->defined()) t->zero_();
           } else {
-            backend::require_cpu("conv2d_backward", dy);
             const kernels::KTensor dxk = dx.defined() ? dx.k() : kernels::KTensor{};
             const kernels::KTensor dwk = dweight.defined() ? dweight.k() : kernels::KTensor{};
             const kernels::KTensor dbk = dbias.defined() ? dbias.k() : kernels::KTensor{};
-            kernels::cpu::conv2d_backward(g, xv.defined() ? xv.k() : kernels::KTensor{},
-                                          wv.defined() ? wv.k() : kernels::KTensor{}, dy.k(),
-                                          need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
-                                          need_db ? &dbk : nullptr);
+            const kernels::KTensor xk = xv.defined() ? xv.k() : kernels::KTensor{};
+            const kernels::KTensor wk = wv.defined() ? wv.k() : kernels::KTensor{};
+            TCV_KERNEL(dy.device(), conv2d_backward, g, xk, wk, dy.k(), need_dx ? &dxk : nullptr,
+                       need_dw ? &dwk : nullptr, need_db ? &dbk : nullptr);
           }
           return std::vector<Tensor>{dx, dweight, dbias};
         });

@@ -2,27 +2,34 @@
 // and linear, whose forward and backward are one GEMM each.
 #include "engine/ops/linalg.h"
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/gemm.h"
 
 namespace tcv::ops {
 
 namespace {
 
-// As is when BLAS can read it (transposed views included), else a copy.
+// As is when BLAS (cuBLAS on a GPU) can read it (transposed views included), else a copy.
 Tensor blas_ready(const Tensor& t) {
-  return kernels::cpu::gemm_operand_ok(t.k()) ? t : t.contiguous();
+  const bool ok = t.device().is_cpu() ? kernels::cpu::gemm_operand_ok(t.k())
+                                      : kernels::cuda::gemm_operand_ok(t.k());
+  return ok ? t : t.contiguous();
 }
 
 void check_float_pair(const char* op, const Tensor& a, const Tensor& b) {
   TCV_CHECK(a.dtype() == b.dtype(), "[", op, "] operands ", a.shape_str(), " and ", b.shape_str(),
             " have dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  TCV_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, "[", op,
-            "] not implemented for dtype ", dtype_name(a.dtype()));
   TCV_CHECK(a.device() == b.device(), "[", op, "] operands on ", a.device().str(), " and ",
             b.device().str());
+  // cuBLAS also takes 16-bit floats (accumulating in f32); the CPU BLAS does not.
+  const bool half = a.dtype() == DType::f16 || a.dtype() == DType::bf16;
+  TCV_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64 || (half && !a.device().is_cpu()),
+            "[", op, "] not implemented for dtype ", dtype_name(a.dtype()), " on ",
+            a.device().str());
 }
 
 // out (B..., m, n) = a (B..., m, k) · b (B..., k, n) with broadcast batch dims;
@@ -38,9 +45,9 @@ Tensor mm_forward(const Tensor& a, const Tensor& b, Tensor out = Tensor(), doubl
   bs.insert(bs.end(), {k, n});
   cs.insert(cs.end(), {m, n});
   if (!out.defined()) out = empty(cs, {.dtype = ad.dtype(), .device = ad.device()});
-  backend::require_cpu("matmul", ad);
-  kernels::cpu::matmul(out.k(), blas_ready(ad).expand(as).k(), blas_ready(bd).expand(bs).k(), 1.0,
-                       beta);
+  backend::require_device("matmul", ad.device(), {&ad, &bd, &out});
+  TCV_KERNEL(ad.device(), matmul, out.k(), blas_ready(ad).expand(as).k(),
+             blas_ready(bd).expand(bs).k(), 1.0, beta);
   return out;
 }
 
@@ -78,6 +85,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast::needs_low({&a, &b})) return matmul(autocast::to_low(a), autocast::to_low(b));
   TCV_CHECK(a.dim() >= 1 && b.dim() >= 1, "[matmul] both operands need at least 1 dim, got ",
             a.shape_str(), " and ", b.shape_str());
   check_float_pair("matmul", a, b);
@@ -92,6 +100,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast::needs_low({&x, &weight, &bias}))
+    return linear(autocast::to_low(x), autocast::to_low(weight), autocast::to_low(bias));
   TCV_CHECK(weight.dim() == 2, "[linear] weight must be (out, in), got ", weight.shape_str());
   TCV_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), "[linear] input ", x.shape_str(),
             " does not end in the weight's ", weight.size(1), " input features (weight ",
@@ -103,7 +113,6 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               " does not match weight ", weight.shape_str());
     check_float_pair("linear", x, bias);
   }
-  backend::require_cpu("linear", x);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor x2 = x.detach().reshape({-1, in});  // (N, in)
@@ -116,16 +125,26 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool gx = x.requires_grad(), gw = weight.requires_grad();
     const bool gb = bias.defined() && bias.requires_grad();
-    autograd::record("linear", {x, weight, bias}, {y},
-                     [sx = SavedTensor(gw ? x : Tensor()), sw = SavedTensor(gx ? weight : Tensor()),
-                      x_shape = x.shape(), in, out_f, gb](std::vector<Tensor>& g) {
-                       Tensor g2 = g[0].reshape({-1, out_f});  // (N, out)
-                       Tensor dx, dweight, dbias;
-                       if (sw.defined()) dx = mm_forward(g2, sw.get()).view(x_shape);
-                       if (sx.defined()) dweight = mm_forward(mT(g2), sx.get().reshape({-1, in}));
-                       if (gb) dbias = sum(g2, {0});
-                       return std::vector<Tensor>{dx, dweight, dbias};
-                     });
+    autograd::record(
+        "linear", {x, weight, bias}, {y},
+        [sx = SavedTensor(gw ? x : Tensor()), sw = SavedTensor(gx ? weight : Tensor()),
+         x_shape = x.shape(), in, out_f, gb](std::vector<Tensor>& g) {
+          Tensor g2 = g[0].reshape({-1, out_f});  // (N, out)
+          Tensor dx, dweight, dbias;
+          if (sw.defined()) dx = mm_forward(g2, sw.get()).view(x_shape);
+          if (sx.defined()) dweight = mm_forward(mT(g2), sx.get().reshape({-1, in}));
+          if (gb) {
+            if (g2.device().is_cpu()) {
+              dbias = sum(g2, {0});
+            } else {
+              // The column sum as a (1, N)·(N, out) GEMM: cuBLAS accumulates
+              // 16-bit gradients in f32.
+              Tensor ones_row = ones({1, g2.size(0)}, {.dtype = g2.dtype(), .device = g2.device()});
+              dbias = mm_forward(ones_row, g2).view({out_f});
+            }
+          }
+          return std::vector<Tensor>{dx, dweight, dbias};
+        });
   }
   return y;
 }

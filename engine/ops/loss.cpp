@@ -2,9 +2,11 @@
 // and class weights as in PyTorch 1.13), NLL over log-probabilities, and the
 // pointwise losses, each with its backward beside it.
 #include "kernels/cpu/loss.h"
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cuda/loss.h"
 
 namespace tcv::ops {
 
@@ -65,6 +67,16 @@ Tensor grad_positions(const Tensor& g, Reduction r, int64_t n, int64_t s) {
   return r == Reduction::none ? g.contiguous().view({n, s}) : g.reshape({1, 1}).expand({n, s});
 }
 
+// Validates the targets and returns their count and weight sum: on the host
+// for CPU tensors, on the device (one small copy back) for CUDA tensors.
+kernels::cpu::ClassLossStats class_targets(const char* op, const Tensor& x, const ClassInput& ci,
+                                           int64_t ignore_index, const kernels::KTensor* wp) {
+  if (x.device().is_cpu())
+    return kernels::cpu::class_targets(op, ci.t2.k(), ci.c, ignore_index, wp);
+  kernels::cuda::DeviceGuard guard(x.device().index);
+  return kernels::cuda::class_targets(op, ci.t2.k(), ci.c, ignore_index, wp);
+}
+
 Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
   switch (r) {
     case Reduction::none:
@@ -81,16 +93,19 @@ Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
                      int64_t ignore_index, double label_smoothing, const Tensor& weight) {
+  if (autocast::needs_f32(logits))
+    return cross_entropy(logits.to(DType::f32), target, reduction, ignore_index, label_smoothing,
+                         weight);
   TCV_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
             "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassInput ci = class_input("cross_entropy", logits, target, weight);
-  backend::require_cpu("cross_entropy", logits);
+  backend::require_device("cross_entropy", logits.device(), {&target, &weight});
   const TensorOptions opts{.dtype = logits.dtype(), .device = logits.device()};
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = weight_k(w);
   const kernels::KTensor* wp = w.defined() ? &wk : nullptr;
   const kernels::cpu::ClassLossStats st =
-      kernels::cpu::class_targets("cross_entropy", ci.t2.k(), ci.c, ignore_index, wp);
+      class_targets("cross_entropy", logits, ci, ignore_index, wp);
 
   const double eps = label_smoothing;
   Tensor nll = empty({ci.n, ci.s}, opts);  // (N, S)
@@ -98,8 +113,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   Tensor smooth = eps > 0 ? empty({ci.n, ci.s}, opts) : Tensor();
   const kernels::KTensor sk = eps > 0 ? smooth.k() : kernels::KTensor{};
   if (ci.n * ci.s > 0)
-    kernels::cpu::cross_entropy_forward(nll.k(), eps > 0 ? &sk : nullptr, lse.k(), ci.x3.k(),
-                                        ci.t2.k(), wp, ignore_index);
+    TCV_KERNEL(logits.device(), cross_entropy_forward, nll.k(), eps > 0 ? &sk : nullptr, lse.k(),
+               ci.x3.k(), ci.t2.k(), wp, ignore_index);
 
   // PyTorch 1.13: loss = (1 − ε)·nll_loss(...) + (ε / C)·reduce(smooth), where a
   // mean divides both terms by the weight sum of the non-ignored targets (their
@@ -130,9 +145,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
           const kernels::KTensor wk = weight_k(w);
           Tensor gp = grad_positions(g[0], reduction, x3.size(0), x3.size(2));
           if (dx.numel() > 0)
-            kernels::cpu::cross_entropy_backward(dx.k(), x3.k(), t2.k(),
-                                                 w.defined() ? &wk : nullptr, sl.get().k(),
-                                                 ignore_index, gp.k(), scale_nll, scale_smooth);
+            TCV_KERNEL(x3.device(), cross_entropy_backward, dx.k(), x3.k(), t2.k(),
+                       w.defined() ? &wk : nullptr, sl.get().k(), ignore_index, gp.k(), scale_nll,
+                       scale_smooth);
           return std::vector<Tensor>{dx.view(x_shape)};
         });
   return out;
@@ -140,15 +155,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
                 int64_t ignore_index, const Tensor& weight) {
+  if (autocast::needs_f32(log_probs))
+    return nll_loss(log_probs.to(DType::f32), target, reduction, ignore_index, weight);
   ClassInput ci = class_input("nll_loss", log_probs, target, weight);
-  backend::require_cpu("nll_loss", log_probs);
+  backend::require_device("nll_loss", log_probs.device(), {&target, &weight});
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = weight_k(w);
   const kernels::KTensor* wp = w.defined() ? &wk : nullptr;
   const kernels::cpu::ClassLossStats st =
-      kernels::cpu::class_targets("nll_loss", ci.t2.k(), ci.c, ignore_index, wp);
+      class_targets("nll_loss", log_probs, ci, ignore_index, wp);
   Tensor per = empty({ci.n, ci.s}, {.dtype = log_probs.dtype(), .device = log_probs.device()});
-  if (per.numel() > 0) kernels::cpu::nll_forward(per.k(), ci.x3.k(), ci.t2.k(), wp, ignore_index);
+  if (per.numel() > 0)
+    TCV_KERNEL(log_probs.device(), nll_forward, per.k(), ci.x3.k(), ci.t2.k(), wp, ignore_index);
   const double scale = reduction == Reduction::mean ? 1.0 / st.weight_sum : 1.0;
   Tensor out;
   {
@@ -163,8 +181,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                        const kernels::KTensor wk = weight_k(w);
                        Tensor gp = grad_positions(g[0], reduction, n, s);
                        if (dx.numel() > 0)
-                         kernels::cpu::nll_backward(dx.k(), t2.k(), w.defined() ? &wk : nullptr,
-                                                    ignore_index, gp.k(), scale);
+                         TCV_KERNEL(dx.device(), nll_backward, dx.k(), t2.k(),
+                                    w.defined() ? &wk : nullptr, ignore_index, gp.k(), scale);
                        return std::vector<Tensor>{dx.view(x_shape)};
                      });
   return out;
@@ -188,6 +206,9 @@ const char* loss_name(PointwiseLoss loss) {
 // reduction is composed afterwards from differentiable sum/mean.
 Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Tensor& pw,
                  double beta, Reduction reduction) {
+  if (autocast::needs_f32(x) || autocast::needs_f32(y))
+    return pointwise(loss, autocast::to_f32(x), autocast::to_f32(y), autocast::to_f32(pw), beta,
+                     reduction);
   const char* name = loss_name(loss);
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "[", name,
             "] input must be f32 or f64, got ", dtype_name(x.dtype()), " ", x.shape_str());
@@ -202,12 +223,12 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
               dtype_name(pw.dtype()), ", input ", dtype_name(x.dtype()));
     shape = broadcast_shapes(shape, pw.shape(), name);
   }
-  backend::require_cpu(name, x);
+  backend::require_device(name, x.device(), {&y, &pw});
   Tensor out = empty(shape, {.dtype = x.dtype(), .device = x.device()});
   const kernels::KTensor pk = pw.defined() ? pw.detach().expand(shape).k() : kernels::KTensor{};
   if (out.numel() > 0)
-    kernels::cpu::pointwise_loss(loss, out.k(), x.detach().expand(shape).k(),
-                                 y.detach().expand(shape).k(), pw.defined() ? &pk : nullptr, beta);
+    TCV_KERNEL(x.device(), pointwise_loss, loss, out.k(), x.detach().expand(shape).k(),
+               y.detach().expand(shape).k(), pw.defined() ? &pk : nullptr, beta);
   if (autograd::needs_grad({&x, &y, &pw})) {
     const std::array<bool, 3> need{x.requires_grad(), y.requires_grad(),
                                    pw.defined() && pw.requires_grad()};
@@ -227,9 +248,9 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
                          if (!need[i]) continue;
                          Tensor d = empty(shape, {.dtype = xv.dtype(), .device = xv.device()});
                          if (d.numel() > 0)
-                           kernels::cpu::pointwise_loss_backward(
-                               loss, args[i], d.k(), gk, xv.expand(shape).k(), yv.expand(shape).k(),
-                               pv.defined() ? &pk : nullptr, beta);
+                           TCV_KERNEL(xv.device(), pointwise_loss_backward, loss, args[i], d.k(),
+                                      gk, xv.expand(shape).k(), yv.expand(shape).k(),
+                                      pv.defined() ? &pk : nullptr, beta);
                          grads[i] = sum_to(d, shapes[i]);
                        }
                        return grads;

@@ -1,9 +1,11 @@
 // softmax and log_softmax over any dim: one fused kernel each way, the
 // backward reading only the forward output.
 #include "kernels/cpu/softmax.h"
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cuda/softmax.h"
 
 namespace tcv::ops {
 
@@ -12,6 +14,7 @@ namespace {
 using kernels::SoftmaxKind;
 
 Tensor softmax_impl(SoftmaxKind kind, const Tensor& x, int64_t dim) {
+  if (autocast::needs_f32(x)) return softmax_impl(kind, x.to(DType::f32), dim);
   const char* name = kind == SoftmaxKind::softmax ? "softmax" : "log_softmax";
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "[", name,
             "] needs an f32 or f64 tensor, got ", dtype_name(x.dtype()), " ", x.shape_str());
@@ -24,8 +27,7 @@ Tensor softmax_impl(SoftmaxKind kind, const Tensor& x, int64_t dim) {
   const int64_t r = xin.size(d);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
-    backend::require_cpu(name, x);
-    kernels::cpu::softmax(kind, out.k(), xin.k(), outer, r, inner);
+    TCV_KERNEL(x.device(), softmax, kind, out.k(), xin.k(), outer, r, inner);
   }
   if (autograd::needs_grad({&x}))
     autograd::record(name, {x}, {out},
@@ -34,9 +36,9 @@ Tensor softmax_impl(SoftmaxKind kind, const Tensor& x, int64_t dim) {
                        Tensor dy = g[0].contiguous();
                        Tensor dx = empty_like(y);
                        if (dx.numel() > 0) {
-                         backend::require_cpu(name, y);
-                         kernels::cpu::softmax_backward(kind, dx.k(), dy.k(), y.k(), outer, r,
-                                                        inner);
+                         backend::require_device(name, y.device(), {&dy});
+                         TCV_KERNEL(y.device(), softmax_backward, kind, dx.k(), dy.k(), y.k(),
+                                    outer, r, inner);
                        }
                        return std::vector<Tensor>{dx};
                      });
