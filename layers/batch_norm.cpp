@@ -3,6 +3,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/nn.h"
 #include "layers/init.h"
+#include "layers/sync_batch_norm.h"
 
 namespace tcv::nn {
 
@@ -46,6 +47,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     num_batches_tracked.add_(
         scalar_tensor(1.0, {.dtype = DType::i64, .device = num_batches_tracked.device()}));
   }
+  if (training_ && sync_group && sync_group->size > 1)
+    return sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
+                           track ? running_var : Tensor(), options.momentum, options.eps,
+                           *sync_group);
   // Without running statistics every forward normalises with the batch's own.
   return ops::batch_norm(x, weight, bias, track ? running_mean : Tensor(),
                          track ? running_var : Tensor(), training_ || !track, options.momentum,

@@ -5,6 +5,8 @@
 
 namespace tcv::nn {
 
+struct SyncBNGroup;
+
 struct BatchNormOptions {
   double eps = 1e-5;
   /// Weight of the new batch statistic in the running averages.
@@ -24,7 +26,7 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions opts = {});
 
   Tensor forward(const Tensor& x) override;  // (N, C, H, W) -> (N, C, H, W)
-  std::string type_name() const override { return "BatchNorm2d"; }
+  std::string type_name() const override { return sync_group ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   /// Running statistics back to mean 0, var 1, zero batches.
   void reset_running_stats();
@@ -36,6 +38,9 @@ class BatchNorm2d : public Module {
   Tensor weight, bias;               // (C) or undefined without affine
   Tensor running_mean, running_var;  // (C) or undefined without tracking
   Tensor num_batches_tracked;        // () i64 or undefined without tracking
+  /// Set by convert_sync_batchnorm (layers/sync_batch_norm.h): training
+  /// statistics are then those of the whole group.
+  std::shared_ptr<SyncBNGroup> sync_group;
 };
 
 }  // namespace tcv::nn

@@ -23,6 +23,14 @@ class AccuracyMeter {
   double top5() const { return count_ ? 100.0 * correct5_ / count_ : 0.0; }
   int64_t count() const { return count_; }
   void reset() { correct1_ = correct5_ = count_ = 0; }
+  int64_t correct1() const { return correct1_; }
+  int64_t correct5() const { return correct5_; }
+  /// Adds counts made elsewhere (other ranks' shares of an evaluation).
+  void add_counts(int64_t correct1, int64_t correct5, int64_t count) {
+    correct1_ += correct1;
+    correct5_ += correct5;
+    count_ += count;
+  }
 
  private:
   int64_t correct1_ = 0, correct5_ = 0, count_ = 0;

@@ -1,0 +1,56 @@
+// tcv-run: starts the ranks of a data-parallel job on this node, as torchrun does.
+//
+//   tcv-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
+//           [--quiet-others] -- CMD ARGS...
+//
+// Exit status: that of the first rank that failed (all others are stopped), 0
+// when every rank succeeded, 2 for a bad command line.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "apps/cli.h"
+#include "dist/launcher.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: tcv-run --nproc-per-node N [options] -- CMD ARGS...\n"
+    "\n"
+    "Starts N copies of CMD with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR\n"
+    "and MASTER_PORT set (env://). When one rank exits non-zero the others are stopped\n"
+    "(SIGTERM, then SIGKILL after 5 s) and tcv-run exits with that rank's code.\n"
+    "\n"
+    "  --nproc-per-node N   ranks on this node (one per GPU)\n"
+    "  --nnodes M           nodes in the job (1)\n"
+    "  --node-rank R        this node's index (0)\n"
+    "  --master-addr A      host of rank 0 (127.0.0.1)\n"
+    "  --master-port P      port of rank 0's store (a free port on one node, else 29500)\n"
+    "  --quiet-others       drop the output of ranks other than 0 (default: prefix\n"
+    "                       their lines with \"[rank N] \")\n"
+    "\n"
+    "GPUs: with CUDA_VISIBLE_DEVICES set, rank i sees only the i-th listed device;\n"
+    "without it every rank sees all devices and uses cuda:LOCAL_RANK.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tcv::apps::run_tool("tcv-run", kUsage, [&]() -> int {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty()) throw tcv::apps::UsageError{"--nproc-per-node and a command are required"};
+    for (const auto& a : args) {
+      if (a == "--") break;
+      if (a == "--help" || a == "-h") {
+        std::cout << kUsage;
+        return 0;
+      }
+    }
+    tcv::dist::LaunchOptions opts;
+    try {
+      opts = tcv::dist::parse_launch_args(args);
+    } catch (const tcv::Error& e) {
+      throw tcv::apps::UsageError{e.what()};
+    }
+    return tcv::dist::launch(opts);
+  });
+}

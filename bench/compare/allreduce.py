@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Side by side: tcv's Gloo all-reduce vs PyTorch 1.13's, 2 processes on this host.
+
+Runs `tcv-run --nproc-per-node 2 -- tcv-bench allreduce --backend gloo -b 1M -e 64M -f 4`
+and bench/compare/allreduce_torch.py with the same sweep, interleaved (A B A B ...)
+for --rounds rounds, every process with OMP_NUM_THREADS=1, then prints the median
+bus bandwidth per size and the ratio tcv / torch (16 MiB and 64 MiB are the
+headline sizes).
+
+    /usr/bin/python3 bench/compare/allreduce.py [--build build] [--rounds 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}
+
+
+def rows(out):
+    res = {}
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            j = json.loads(line)
+            if "size" in j:
+                res[j["size"]] = j
+    return res
+
+
+def sweep(args):
+    return ["-b", args.minbytes, "-e", args.maxbytes, "-f", str(args.stepfactor), "-n",
+            str(args.iters), "-w", str(args.warmup), "-c", "0", "--json"]
+
+
+def run_tcv(args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [os.path.join(args.build, "apps", "tcv-run"), "--nproc-per-node", "2", "--",
+           os.path.join(args.build, "apps", "tcv-bench"), "allreduce", "--backend", "gloo",
+           *sweep(args)]
+    return rows(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def run_torch(args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", **TORCH_ENV)
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "allreduce_torch.py"), "--nproc", "2",
+           *sweep(args)]
+    return rows(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("-b", "--minbytes", default="1M")
+    p.add_argument("-e", "--maxbytes", default="64M")
+    p.add_argument("-f", "--stepfactor", type=int, default=4)
+    p.add_argument("-n", "--iters", type=int, default=20)
+    p.add_argument("-w", "--warmup", type=int, default=5)
+    args = p.parse_args()
+    ours, theirs = {}, {}
+    for r in range(args.rounds):
+        for name, fn, acc in (("tcv", run_tcv, ours), ("torch", run_torch, theirs)):
+            res = fn(args)
+            for size, row in res.items():
+                acc.setdefault(size, []).append(row["busbw"])
+            print("round %d %-5s " % (r + 1, name) +
+                  " ".join("%dMiB:%.3f" % (s >> 20, res[s]["busbw"]) for s in sorted(res)), flush=True)
+    print("\n# all-reduce busbw (GB/s), 2 ranks, Gloo over 127.0.0.1, float sum, median of %d"
+          % args.rounds)
+    print("%12s %10s %10s %8s" % ("size(B)", "tcv", "torch", "ratio"))
+    for size in sorted(ours):
+        a = statistics.median(ours[size])
+        b = statistics.median(theirs.get(size, [float("nan")]))
+        mark = "  <-" if size in (16 << 20, 64 << 20) else ""
+        print("%12d %10.3f %10.3f %8.2f%s" % (size, a, b, a / b if b else float("nan"), mark))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+// tcv-ddp-bench: times DistributedDataParallel training steps (forward,
+// cross-entropy, backward with the bucketed all-reduce, SGD momentum 0.9) on
+// one synthetic batch per rank. Start it under tcv-run (or torchrun):
+//
+//   tcv-run --nproc-per-node 2 -- tcv-ddp-bench --model fmnist_resnet --batch 64
+//
+// Rank 0 prints one JSON line: global images/s (median over repeats) and the
+// reducer's per-step stats (buckets, comm time, the part hidden behind
+// backward). TCV_TIMELINE=trace.json writes one step's Chrome trace.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "dist/ddp.h"
+#include "dist/env.h"
+#include "engine/ops.h"
+#include "engine/rng.h"
+#include "models/registry.h"
+#include "train/optim.h"
+
+using namespace tcv;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  std::string model_name = "fmnist_resnet";
+  int64_t batch = 64, steps = 20, warmup = 5, repeats = 3, size = 28, channels = 1;
+  double cap_mb = 25.0;
+  bool sync_bn = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) {
+        std::cerr << a << " needs a value\n";
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (a == "--model")
+      model_name = next();
+    else if (a == "--batch")
+      batch = std::stoll(next());
+    else if (a == "--steps")
+      steps = std::stoll(next());
+    else if (a == "--warmup")
+      warmup = std::stoll(next());
+    else if (a == "--repeats")
+      repeats = std::stoll(next());
+    else if (a == "--image-size")
+      size = std::stoll(next());
+    else if (a == "--channels")
+      channels = std::stoll(next());
+    else if (a == "--bucket-cap-mb")
+      cap_mb = std::stod(next());
+    else if (a == "--sync-bn")
+      sync_bn = true;
+    else {
+      std::cerr << "usage: tcv-ddp-bench [--model NAME] [--batch B] [--steps N] [--warmup N] "
+                   "[--repeats N] [--image-size S] [--channels C] [--bucket-cap-mb MB] "
+                   "[--sync-bn]\n";
+      return 2;
+    }
+  }
+  try {
+    const dist::DistEnv env = dist::read_dist_env();
+    dist::TcpStoreOptions so;
+    so.is_server = env.rank == 0;
+    so.world_size = env.world_size;
+    auto store = std::make_shared<dist::TcpStore>(env.master_addr, env.master_port, so);
+    auto group = dist::make_gloo_group(store, env.rank, env.world_size);
+
+    models::register_builtin_models();
+    manual_seed(0);
+    auto model = models::create_model(model_name, {10, channels});
+    if (sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group));
+    dist::DDPOptions o;
+    o.bucket_cap_mb = cap_mb;
+    dist::DDP ddp(model, group, o);
+    train::SGDOptions so2;
+    so2.lr = 0.01;
+    so2.momentum = 0.9;
+    train::SGD sgd(model->named_parameters(), so2);
+    manual_seed(1 + env.rank);
+    const Tensor x = randn({batch, channels, size, size});
+    const Tensor y = ops::cast(ops::clamp(uniform({batch}, 0, 10), 0, 9.99), DType::i64);
+
+    std::vector<dist::StepStats> stats;
+    auto step = [&] {
+      sgd.zero_grad(false);
+      ops::cross_entropy(ddp.forward(x), y).backward();
+      sgd.step();
+      stats.push_back(ddp.reducer().last_stats());
+    };
+    for (int64_t i = 0; i < warmup; ++i) step();
+    stats.clear();
+    std::vector<double> rates;
+    for (int64_t r = 0; r < repeats; ++r) {
+      group->barrier()->wait();
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < steps; ++i) step();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      rates.push_back(static_cast<double>(steps * batch * env.world_size) / s);
+    }
+    std::sort(rates.begin(), rates.end());
+    double comm = 0, hidden = 0, wait = 0, bwd = 0;
+    for (const auto& s : stats) {
+      comm += s.comm_s;
+      hidden += s.hidden_s;
+      wait += s.wait_s;
+      bwd += s.backward_s;
+    }
+    const double n = static_cast<double>(std::max<size_t>(stats.size(), 1));
+    if (env.rank == 0) {
+      std::printf(
+          "{\"model\":\"%s\",\"world\":%d,\"batch_per_rank\":%lld,\"images_per_sec\":%.2f,"
+          "\"buckets\":%lld,\"bucket_cap_mb\":%g,\"backward_ms\":%.3f,\"comm_ms\":%.3f,"
+          "\"hidden_ms\":%.3f,\"wait_ms\":%.3f,\"hidden_fraction\":%.3f,\"params\":%lld}\n",
+          model_name.c_str(), env.world_size, static_cast<long long>(batch),
+          rates[rates.size() / 2], static_cast<long long>(ddp.reducer().num_buckets()), cap_mb,
+          1e3 * bwd / n, 1e3 * comm / n, 1e3 * hidden / n, 1e3 * wait / n,
+          comm > 0 ? hidden / comm : 0.0, static_cast<long long>(model->num_parameters()));
+      std::fflush(stdout);
+    }
+    group->barrier()->wait();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "tcv-ddp-bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,211 @@
+#include "dist/ddp.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <map>
+
+#include "engine/autograd.h"
+
+namespace tcv::dist {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
+  return kind + " " + name + " " + t.shape_str() + " " + dtype_name(t.dtype());
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 std::shared_ptr<ProcessGroup> group,
+                                                 DDPOptions opts)
+    : module_(std::move(module)), group_(std::move(group)), opts_(std::move(opts)) {
+  TCV_CHECK(module_ != nullptr, "[DistributedDataParallel] needs a module");
+  TCV_CHECK(group_ != nullptr, "[DistributedDataParallel] needs a process group");
+  register_module("module", module_);
+  training_ = module_->is_training();
+  if (opts_.timeline_path.empty())
+    if (const char* p = std::getenv("TCV_TIMELINE")) opts_.timeline_path = p;
+  if (opts_.timeline_step <= 0) {
+    opts_.timeline_step = 3;
+    if (const char* s = std::getenv("TCV_TIMELINE_STEP")) opts_.timeline_step = std::atoll(s);
+  }
+  if (group_->size() > 1) {
+    verify_same_model();
+    broadcast_state(/*params=*/true);
+  }
+  nn::StateDict params;
+  for (auto& [name, p] : module_->named_parameters())
+    if (p.requires_grad()) params.emplace_back(name, p);
+  ReducerOptions ro;
+  ro.bucket_cap_mb = opts_.bucket_cap_mb;
+  ro.first_bucket_mb = opts_.first_bucket_mb;
+  ro.find_unused_parameters = opts_.find_unused_parameters;
+  ro.comm_hook = opts_.comm_hook;
+  reducer_ = std::make_unique<Reducer>(std::move(params), group_, ro);
+}
+
+void DistributedDataParallel::verify_same_model() {
+  std::vector<std::string> entries;
+  for (const auto& [name, p] : module_->named_parameters())
+    entries.push_back(describe("parameter", name, p));
+  for (const auto& [name, b] : module_->named_buffers())
+    entries.push_back(describe("buffer", name, b));
+  uint64_t all = 1469598103934665603ULL;
+  for (const auto& e : entries) all = fnv1a(e + ";", all);
+  const int world = group_->size();
+  // On the model's device: NCCL moves only device memory.
+  const auto ps = module_->parameters();
+  const Device dev = ps.empty() ? kCPU : ps.front().device();
+  Tensor mine =
+      from_vector<int64_t>({static_cast<int64_t>(entries.size()), static_cast<int64_t>(all)})
+          .to(dev);
+  Tensor gathered = empty({2 * world}, {.dtype = DType::i64, .device = dev});
+  group_->all_gather(gathered, mine)->wait();
+  const auto g = gathered.to_vector<int64_t>();
+  bool same = true;
+  int64_t max_n = 0;
+  for (int r = 0; r < world; ++r) {
+    same = same && g[2 * r] == g[0] && g[2 * r + 1] == g[1];
+    max_n = std::max(max_n, g[2 * r]);
+  }
+  if (same) return;
+  // Find the first entry where each rank differs from rank 0.
+  std::vector<int64_t> h(static_cast<size_t>(max_n), 0);
+  for (size_t k = 0; k < entries.size(); ++k) h[k] = static_cast<int64_t>(fnv1a(entries[k]));
+  Tensor per = from_vector<int64_t>(h).to(dev);
+  Tensor per_all = empty({max_n * world}, {.dtype = DType::i64, .device = dev});
+  group_->all_gather(per_all, per)->wait();
+  const auto pa = per_all.to_vector<int64_t>();
+  std::string detail;
+  for (int r = 1; r < world; ++r) {
+    for (int64_t k = 0; k < max_n; ++k) {
+      if (pa[r * max_n + k] == pa[k]) continue;
+      detail += "; rank " + std::to_string(r) + " first differs from rank 0 at entry #" +
+                std::to_string(k) + " (" + std::to_string(g[2 * r]) + " entries vs " +
+                std::to_string(g[0]) + ")";
+      break;
+    }
+  }
+  const int64_t me = group_->rank();
+  int64_t first_bad = -1;
+  for (int r = 0; r < world && first_bad < 0; ++r)
+    for (int64_t k = 0; k < max_n; ++k)
+      if (pa[r * max_n + k] != pa[me * max_n + k]) {
+        first_bad = k;
+        break;
+      }
+  std::string here;
+  if (first_bad >= 0)
+    here = first_bad < static_cast<int64_t>(entries.size())
+               ? ", here entry #" + std::to_string(first_bad) + " is " + entries[first_bad]
+               : ", here the model has only " + std::to_string(entries.size()) + " entries";
+  TCV_THROW(
+      "[DistributedDataParallel] the ranks hold different models (parameter/buffer "
+      "names, shapes or dtypes differ); rank ",
+      me, here, detail);
+}
+
+void DistributedDataParallel::broadcast_state(bool params) {
+  // One broadcast per dtype: the tensors packed into a flat buffer.
+  std::map<int, std::vector<Tensor>> by_dtype;
+  if (params)
+    for (auto& [name, p] : module_->named_parameters())
+      by_dtype[static_cast<int>(p.dtype())].push_back(p);
+  for (auto& [name, b] : module_->named_buffers())
+    by_dtype[static_cast<int>(b.dtype())].push_back(b);
+  NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, std::vector<Tensor>>> flats;
+  std::vector<WorkPtr> works;
+  for (auto& [dt, ts] : by_dtype) {
+    int64_t n = 0;
+    for (const Tensor& t : ts) n += t.numel();
+    Tensor flat = empty({n}, {.dtype = static_cast<DType>(dt), .device = ts.front().device()});
+    int64_t off = 0;
+    for (const Tensor& t : ts) {
+      flat.narrow(0, off, t.numel()).view(t.shape()).copy_(t.detach());
+      off += t.numel();
+    }
+    works.push_back(group_->broadcast(flat, 0));
+    flats.emplace_back(flat, ts);
+  }
+  for (auto& w : works) w->wait();
+  if (group_->rank() == 0) return;
+  for (auto& [flat, ts] : flats) {
+    int64_t off = 0;
+    for (Tensor& t : ts) {
+      Tensor(t).detach().copy_(flat.narrow(0, off, t.numel()).view(t.shape()));
+      off += t.numel();
+    }
+  }
+}
+
+void DistributedDataParallel::train(bool on) {
+  Module::train(on);
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  const bool grad = autograd::grad_enabled();
+  if (grad) {
+    if (!timeline_written_ && !opts_.timeline_path.empty() && group_->rank() == 0 &&
+        reducer_->last_stats().step == opts_.timeline_step) {
+      write_timeline(opts_.timeline_path);
+      timeline_written_ = true;
+    }
+    reducer_->prepare_for_forward();
+    if (opts_.broadcast_buffers && group_->size() > 1) broadcast_state(/*params=*/false);
+  }
+  const double t0 = reducer_->now_us();
+  Tensor y = module_->forward(x);
+  ++forwards_;
+  if (grad && y.requires_grad()) {
+    reducer_->add_event({"forward", t0, reducer_->now_us(), -1, 0});
+    reducer_->prepare_for_backward({y});
+  }
+  return y;
+}
+
+void DistributedDataParallel::write_timeline(const std::string& path) const {
+  std::ofstream f(path);
+  f << std::fixed << std::setprecision(1);
+  TCV_CHECK(f.good(), "[DistributedDataParallel] cannot write the timeline to ", path,
+            " (TCV_TIMELINE)");
+  const StepStats& s = reducer_->last_stats();
+  f << "{\"traceEvents\":[\n";
+  f << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"rank 0 ("
+    << group_->backend_name() << ", world " << group_->size() << ")\"}},\n";
+  f << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
+       "\"compute\"}},\n";
+  f << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":"
+       "\"all-reduce\"}}";
+  for (const TimelineEvent& e : reducer_->timeline()) {
+    const bool comm = e.bucket >= 0;
+    f << ",\n{\"name\":\"" << (comm ? "allreduce bucket " + std::to_string(e.bucket) : e.name)
+      << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << (comm ? 1 : 0) << ",\"ts\":" << e.begin_us
+      << ",\"dur\":" << std::max(0.0, e.end_us - e.begin_us);
+    if (comm) f << ",\"args\":{\"bucket\":" << e.bucket << ",\"bytes\":" << e.bytes << "}";
+    f << "}";
+  }
+  f << "\n],\"otherData\":{\"step\":" << s.step << ",\"num_buckets\":" << s.num_buckets
+    << std::setprecision(3) << ",\"backward_ms\":" << 1e3 * s.backward_s
+    << ",\"comm_ms\":" << 1e3 * s.comm_s << ",\"hidden_ms\":" << 1e3 * s.hidden_s
+    << ",\"wait_ms\":" << 1e3 * s.wait_s << "}}\n";
+}
+
+std::shared_ptr<nn::SyncBNGroup> sync_bn_group(std::shared_ptr<ProcessGroup> group) {
+  auto g = std::make_shared<nn::SyncBNGroup>();
+  g->size = group->size();
+  g->all_reduce_sum = [group](const Tensor& t) { group->all_reduce(t, ReduceOp::sum)->wait(); };
+  return g;
+}
+
+}  // namespace tcv::dist

@@ -1,0 +1,90 @@
+// DistributedDataParallel: wraps a Module so that backward all-reduces the
+// gradients across a process group while it runs (see dist/reducer.h), after
+// checking that every rank holds the same model and broadcasting rank 0's
+// parameters and buffers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dist/reducer.h"
+#include "layers/module.h"
+#include "layers/sync_batch_norm.h"
+
+namespace tcv::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool find_unused_parameters = false;
+  /// Broadcast rank 0's buffers (BatchNorm running statistics) at each forward.
+  bool broadcast_buffers = true;
+  CommHook comm_hook = CommHook::none;
+  /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
+  /// environment variable, unset = none).
+  std::string timeline_path;
+  /// Which synchronised step (1-based) the timeline records (TCV_TIMELINE_STEP, default 3).
+  int64_t timeline_step = 0;
+};
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  /// Checks that all ranks hold the same parameter and buffer names, shapes and
+  /// dtypes (the error names the first mismatch), broadcasts rank 0's values,
+  /// and sets up the reducer. Collective: every rank must construct it.
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
+                          DDPOptions opts = {});
+
+  /// Runs the module; with grad enabled, the next backward all-reduces.
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "DistributedDataParallel"; }
+  void train(bool on = true) override;
+
+  nn::Module& module() { return *module_; }
+  const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
+  Reducer& reducer() { return *reducer_; }
+  ProcessGroup& group() { return *group_; }
+  const DDPOptions& options() const { return opts_; }
+
+  /// Gradient accumulation: the backward of a forward run while the guard lives
+  /// only accumulates locally (the guard must cover the forward, as in PyTorch);
+  /// the next synchronised backward all-reduces the sum.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp)
+        : reducer_(ddp.reducer()), prev_(reducer_.require_sync()) {
+      reducer_.set_require_sync(false);
+    }
+    ~NoSyncGuard() { reducer_.set_require_sync(prev_); }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    Reducer& reducer_;
+    bool prev_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  /// Writes the last synchronised step's timeline as Chrome trace JSON.
+  void write_timeline(const std::string& path) const;
+
+ private:
+  void verify_same_model();
+  void broadcast_state(bool params);
+
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<ProcessGroup> group_;
+  DDPOptions opts_;
+  std::unique_ptr<Reducer> reducer_;
+  int64_t forwards_ = 0;
+  bool timeline_written_ = false;
+  double fwd_begin_us_ = 0, fwd_end_us_ = 0;
+};
+
+/// The group SyncBatchNorm reduces over (nn::convert_sync_batchnorm), over `group`.
+std::shared_ptr<nn::SyncBNGroup> sync_bn_group(std::shared_ptr<ProcessGroup> group);
+
+/// A short alias, as torch.nn.parallel.DistributedDataParallel is usually imported.
+using DDP = DistributedDataParallel;
+
+}  // namespace tcv::dist

@@ -1,0 +1,147 @@
+// Backend-independent parts of ProcessGroup and the NCCL group over Tensors
+// (the NCCL calls themselves live in nccl_group.cu). The Gloo backend is in
+// gloo_group.cpp.
+#include "dist/process_group.h"
+
+#include <atomic>
+
+#include "kernels/base.h"
+
+#ifdef TCV_WITH_CUDA
+#include "dist/nccl_group.h"
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace tcv::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+  }
+  return "?";
+}
+
+#ifdef TCV_WITH_CUDA
+
+namespace {
+
+class NcclWork : public Work {
+ public:
+  explicit NcclWork(std::shared_ptr<detail::NcclPending> p) : p_(std::move(p)) {}
+  void wait() override { p_->wait(); }
+  bool is_completed() override { return p_->is_completed(); }
+
+ private:
+  std::shared_ptr<detail::NcclPending> p_;
+};
+
+detail::NcclOp to_nccl(ReduceOp op) {
+  return static_cast<detail::NcclOp>(static_cast<uint8_t>(op));
+}
+
+class NcclGroup : public ProcessGroup {
+ public:
+  NcclGroup(std::shared_ptr<TcpStore> store, int rank, int size, ProcessGroupOptions options,
+            const std::string& prefix)
+      : ProcessGroup(rank, size), store_(std::move(store)) {
+    TCV_CHECK(store_ != nullptr, "[nccl] make_nccl_group needs a store");
+    TCV_CHECK(kernels::cuda::device_count() > 0,
+              "[nccl] make_nccl_group: no CUDA device is visible to rank ", rank);
+    // Groups made with the same prefix get their own id (ranks make groups in the same order).
+    static std::atomic<int> generation{0};
+    const std::string key = prefix + "/" + std::to_string(generation++) + "/unique_id";
+    std::vector<uint8_t> id;
+    if (rank == 0) {
+      id = detail::NcclComm::new_unique_id();
+      store_->set(key, id);
+    } else {
+      id = store_->get(key, options.timeout);
+    }
+    comm_ = std::make_unique<detail::NcclComm>(id, rank, size, kernels::cuda::current_device(),
+                                               options.timeout);
+  }
+
+  std::string backend_name() const override { return "nccl"; }
+
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op) override {
+    check(t, "all_reduce");
+    return wrap(comm_->all_reduce(t.data_ptr(), static_cast<size_t>(t.numel()), t.dtype(),
+                                  to_nccl(op), base(t), describe("all_reduce", t)));
+  }
+  WorkPtr broadcast(const Tensor& t, int root) override {
+    check(t, "broadcast");
+    TCV_CHECK(root >= 0 && root < size(), "[nccl] broadcast root ", root,
+              " out of range for group size ", size());
+    return wrap(
+        comm_->broadcast(t.data_ptr(), t.nbytes(), root, base(t), describe("broadcast", t)));
+  }
+  WorkPtr all_gather(const Tensor& out, const Tensor& in) override {
+    check(out, "all_gather");
+    check(in, "all_gather");
+    TCV_CHECK(out.dtype() == in.dtype() && out.numel() == in.numel() * size(),
+              "[nccl] all_gather: out ", dtype_name(out.dtype()), " ", out.shape_str(),
+              " must hold size() x in ", dtype_name(in.dtype()), " ", in.shape_str());
+    return wrap(comm_->all_gather(out.data_ptr(), in.data_ptr(), in.nbytes(), base(out), base(in),
+                                  describe("all_gather", in)));
+  }
+  WorkPtr reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    check(out, "reduce_scatter");
+    check(in, "reduce_scatter");
+    TCV_CHECK(out.dtype() == in.dtype() && in.numel() == out.numel() * size(),
+              "[nccl] reduce_scatter: in ", dtype_name(in.dtype()), " ", in.shape_str(),
+              " must hold size() x out ", dtype_name(out.dtype()), " ", out.shape_str());
+    return wrap(comm_->reduce_scatter(out.data_ptr(), in.data_ptr(),
+                                      static_cast<size_t>(out.numel()), in.dtype(), to_nccl(op),
+                                      base(out), base(in), describe("reduce_scatter", in)));
+  }
+  WorkPtr barrier() override { return wrap(comm_->barrier()); }
+
+ private:
+  static WorkPtr wrap(std::shared_ptr<detail::NcclPending> p) {
+    return std::make_shared<NcclWork>(std::move(p));
+  }
+  static void* base(const Tensor& t) { return t.storage()->data(); }
+  static std::string describe(const char* op, const Tensor& t) {
+    return tcv::detail::str_cat(op, " (", dtype_name(t.dtype()), ", ", t.numel(), " elements)");
+  }
+  void check(const Tensor& t, const char* op) const {
+    TCV_CHECK(t.defined(), "[nccl] ", op, ": undefined tensor");
+    TCV_CHECK(t.device().is_cuda(), "[nccl] ", op, ": the NCCL backend takes CUDA tensors, got a ",
+              t.device().str(), " tensor (use the Gloo backend for CPU tensors)");
+    TCV_CHECK(t.device().index == comm_->device(), "[nccl] ", op, ": the tensor is on ",
+              t.device().str(), " but this group's communicator is on cuda:", comm_->device());
+    TCV_CHECK(t.is_contiguous(), "[nccl] ", op, ": the tensor ", t.shape_str(),
+              " must be contiguous");
+  }
+
+  std::shared_ptr<TcpStore> store_;
+  std::unique_ptr<detail::NcclComm> comm_;
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TcpStore> store, int rank, int size,
+                                              ProcessGroupOptions options,
+                                              const std::string& prefix) {
+  return std::make_shared<NcclGroup>(std::move(store), rank, size, std::move(options), prefix);
+}
+
+#else
+
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TcpStore>, int, int,
+                                              ProcessGroupOptions, const std::string&) {
+  TCV_THROW(
+      "[nccl] make_nccl_group: this build of tcv has no CUDA/NCCL backend (configure with "
+      "TCV_WITH_CUDA=ON where nvcc and NCCL exist); use the gloo backend for CPU tensors");
+}
+
+#endif
+
+}  // namespace tcv::dist

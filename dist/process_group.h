@@ -1,0 +1,100 @@
+// Collectives over a group of processes, behind one interface with two
+// backends: Gloo (TCP, CPU tensors) and NCCL (CUDA tensors, its own comm
+// stream ordered with events against the compute stream).
+//
+// Every collective is asynchronous: it returns a Work handle at once and the
+// bytes move on the backend's thread (Gloo) or stream (NCCL). Collectives must
+// be issued in the same order on every rank. Each one carries the group's
+// timeout, so a dead peer turns into an error on every other rank (naming the
+// peer where the backend can tell), never a hang.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/store.h"
+#include "engine/tensor.h"
+
+namespace tcv::dist {
+
+enum class ReduceOp : uint8_t { sum, avg, max, min };
+
+const char* reduce_op_name(ReduceOp op);
+
+/// The handle of one collective in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// Blocks until the collective has finished (Gloo), or until the caller's
+  /// current compute stream is ordered after it (NCCL). Throws tcv::Error when
+  /// the collective failed or timed out; every later call throws the same.
+  virtual void wait() = 0;
+  /// True once wait() would return without blocking.
+  virtual bool is_completed() = 0;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+struct ProcessGroupOptions {
+  /// Limit for every collective and for connecting to the peers.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  /// Gloo: network interface or host name to bind ("" = the host's name,
+  /// falling back to 127.0.0.1).
+  std::string gloo_hostname;
+};
+
+/// A group of `size()` processes; this one is `rank()`.
+/// Tensors passed to collectives must be contiguous and must stay alive (and
+/// unmodified) until wait() returns.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  virtual std::string backend_name() const = 0;
+
+  /// In place: every rank ends with the reduction of all ranks' tensors.
+  /// avg divides by size() inside the reduction.
+  virtual WorkPtr all_reduce(const Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  /// In place: every rank ends with root's tensor.
+  virtual WorkPtr broadcast(const Tensor& t, int root = 0) = 0;
+  /// out has size()·numel(in) elements: rank r's `in` lands at [r·n, (r+1)·n).
+  virtual WorkPtr all_gather(const Tensor& out, const Tensor& in) = 0;
+  /// in has size()·numel(out) elements; rank r receives the reduction of
+  /// everyone's slice [r·n, (r+1)·n) into out.
+  virtual WorkPtr reduce_scatter(const Tensor& out, const Tensor& in,
+                                 ReduceOp op = ReduceOp::sum) = 0;
+  virtual WorkPtr barrier() = 0;
+
+ protected:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_;
+  int size_;
+};
+
+/// Gloo over TCP; rendezvous through `store` (keys prefixed with `prefix` and
+/// a per-prefix group counter, so every rank must make its groups in the same
+/// order). CPU tensors of f32, f64, f16, bf16, i32, i64 (f16/bf16 are summed
+/// in float per step; avg of integers truncates). Collectives run in issue
+/// order on one worker thread per group. Each rank ticks a heartbeat key in the
+/// store, so a failed collective names the ranks that stopped ticking.
+/// Environment: TCV_GLOO_HOSTNAME (address to bind, like gloo_hostname);
+/// for benchmarks TCV_GLOO_ALGO=ring|bcube and TCV_GLOO_SEGMENT=bytes.
+std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TcpStore> store, int rank, int size,
+                                              ProcessGroupOptions options = {},
+                                              const std::string& prefix = "gloo");
+/// NCCL on the current CUDA device; rank 0 publishes the ncclUniqueId in `store`.
+/// Collectives run on the device's comm stream after the compute stream's
+/// queued work; Work::wait() orders the caller's compute stream after them
+/// (barrier: blocks the host). A watchdog aborts the communicator when one
+/// outlives options.timeout or NCCL reports an error, and later calls throw.
+/// Throws a clear error in builds without CUDA/NCCL.
+std::shared_ptr<ProcessGroup> make_nccl_group(std::shared_ptr<TcpStore> store, int rank, int size,
+                                              ProcessGroupOptions options = {},
+                                              const std::string& prefix = "nccl");
+
+}  // namespace tcv::dist

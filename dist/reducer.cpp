@@ -1,0 +1,367 @@
+#include "dist/reducer.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/autograd.h"
+
+namespace tcv::dist {
+
+std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<Tensor>& params,
+                                                           const std::vector<size_t>& order,
+                                                           size_t first_cap_bytes,
+                                                           size_t cap_bytes) {
+  struct Open {
+    std::vector<size_t> params;
+    size_t bytes = 0;
+    bool first = true;  // the next bucket closed for this key is its first
+  };
+  // Keyed by (dtype, device), as a bucket is one flat buffer.
+  std::map<std::tuple<int, int, int>, Open> open;
+  std::vector<std::vector<size_t>> out;
+  for (size_t i : order) {
+    TCV_CHECK(i < params.size(), "[compute_bucket_assignment] index ", i, " out of range for ",
+              params.size(), " parameters");
+    const Tensor& p = params[i];
+    const auto key = std::make_tuple(static_cast<int>(p.dtype()), static_cast<int>(p.device().type),
+                                     static_cast<int>(p.device().index));
+    Open& o = open[key];
+    o.params.push_back(i);
+    o.bytes += p.nbytes();
+    if (o.bytes >= (o.first ? first_cap_bytes : cap_bytes)) {
+      out.push_back(std::move(o.params));
+      o.params.clear();
+      o.bytes = 0;
+      o.first = false;
+    }
+  }
+  for (auto& [key, o] : open)
+    if (!o.params.empty()) out.push_back(std::move(o.params));
+  // Sort by where each bucket's first parameter sits in `order`.
+  std::vector<size_t> pos(params.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
+  std::sort(out.begin(), out.end(),
+            [&](const auto& a, const auto& b) { return pos[a.front()] < pos[b.front()]; });
+  return out;
+}
+
+namespace {
+
+size_t mib(double mb) {
+  return static_cast<size_t>(mb * 1024.0 * 1024.0);
+}
+
+// Length of the union of intervals, and of its intersection with [lo, hi].
+std::pair<double, double> union_length(std::vector<std::pair<double, double>> iv, double lo,
+                                       double hi) {
+  std::sort(iv.begin(), iv.end());
+  double total = 0, inside = 0, cur_b = 0, cur_e = -1;
+  auto flush = [&] {
+    if (cur_e <= cur_b) return;
+    total += cur_e - cur_b;
+    inside += std::max(0.0, std::min(cur_e, hi) - std::max(cur_b, lo));
+  };
+  for (auto [b, e] : iv) {
+    if (b > cur_e) {
+      flush();
+      cur_b = b;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  flush();
+  return {total, inside};
+}
+
+}  // namespace
+
+Reducer::Reducer(nn::StateDict params, std::shared_ptr<ProcessGroup> group, ReducerOptions opts)
+    : params_(std::move(params)),
+      group_(std::move(group)),
+      opts_(opts),
+      t0_(std::chrono::steady_clock::now()) {
+  TCV_CHECK(group_ != nullptr, "[Reducer] needs a process group");
+  TCV_CHECK(opts_.bucket_cap_mb > 0 && opts_.first_bucket_mb > 0,
+            "[Reducer] bucket sizes must be positive, got bucket_cap_mb ", opts_.bucket_cap_mb,
+            " and first_bucket_mb ", opts_.first_bucket_mb);
+  std::vector<Tensor> ts;
+  for (auto& [name, p] : params_) {
+    TCV_CHECK(p.requires_grad() && p.is_leaf(), "[Reducer] parameter ", name,
+              " must be a leaf that requires grad");
+    TCV_CHECK(is_floating(p.dtype()), "[Reducer] parameter ", name, " has non-floating dtype ",
+              dtype_name(p.dtype()));
+    ts.push_back(p);
+  }
+  // Backward produces the last layers' gradients first: start from the end.
+  std::vector<size_t> order(params_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = order.size() - 1 - i;
+  build_buckets(
+      compute_bucket_assignment(ts, order, mib(opts_.first_bucket_mb), mib(opts_.bucket_cap_mb)));
+  ready_.assign(params_.size(), 0);
+  for (size_t i = 0; i < params_.size(); ++i)
+    hook_ids_.push_back(params_[i].second.register_post_accumulate_grad_hook(
+        [this, i](Tensor&) { on_grad_ready(i); }));
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    params_[i].second.remove_post_accumulate_grad_hook(hook_ids_[i]);
+  for (Bucket& b : buckets_) {
+    if (!b.work) continue;
+    try {
+      b.work->wait();
+    } catch (...) {  // NOLINT: a destructor must not throw; the error was reported already
+    }
+  }
+}
+
+double Reducer::now_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
+  std::vector<Bucket> buckets;
+  where_.assign(params_.size(), {-1, -1});
+  for (const auto& ps : assignment) {
+    Bucket b;
+    b.params = ps;
+    int64_t n = 0;
+    for (size_t i : ps) {
+      b.offsets.push_back(n);
+      n += params_[i].second.numel();
+    }
+    const Tensor& p0 = params_[ps.front()].second;
+    b.buffer = zeros({n}, {.dtype = p0.dtype(), .device = p0.device()});
+    for (size_t k = 0; k < ps.size(); ++k)
+      where_[ps[k]] = {static_cast<int64_t>(buckets.size()), static_cast<int64_t>(k)};
+    buckets.push_back(std::move(b));
+  }
+  buckets_ = std::move(buckets);
+  // Gradients become views of the new buffers, keeping their values.
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    const Tensor old = p.grad();
+    const auto [bi, k] = where_[i];
+    Tensor view = buckets_[bi].buffer.narrow(0, buckets_[bi].offsets[k], p.numel()).view(p.shape());
+    if (old.defined()) view.copy_(old);
+    p.set_grad(view);
+  }
+}
+
+void Reducer::ensure_grad_view(size_t i) {
+  Tensor& p = params_[i].second;
+  const auto [bi, k] = where_[i];
+  const Bucket& b = buckets_[bi];
+  const Tensor g = p.grad();
+  if (g.defined() && g.storage() == b.buffer.storage() && g.offset() == b.offsets[k] &&
+      g.is_contiguous())
+    return;
+  NoGradGuard no_grad;
+  Tensor view = b.buffer.narrow(0, b.offsets[k], p.numel()).view(p.shape());
+  if (g.defined())
+    view.copy_(g);
+  else
+    view.zero_();
+  p.set_grad(view);
+}
+
+void Reducer::reset_pending() {
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (Bucket& b : buckets_) {
+    b.pending = static_cast<int64_t>(b.params.size());
+    b.work.reset();
+    b.wire = Tensor();
+    b.done_us = -1;
+  }
+  next_launch_ = 0;
+  launch_order_.clear();
+  ready_order_.clear();
+  callback_queued_ = false;
+  bwd_begin_us_ = -1;
+}
+
+void Reducer::prepare_for_forward() {
+  if (rebuild_due_) rebuild();
+  for (size_t i = 0; i < params_.size(); ++i) ensure_grad_view(i);
+  expect_hooks_ = false;
+  if (require_sync_) events_.clear();
+}
+
+void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
+  expect_hooks_ = true;
+  // Decided at forward, as PyTorch does: no_sync() must cover the forward.
+  sync_backward_ = require_sync_;
+  if (!sync_backward_) return;
+  reset_pending();
+  if (!opts_.find_unused_parameters) return;
+  // Every AccumulateGrad the outputs reach; the other parameters are unused.
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index[params_[i].second.impl_ptr().get()] = i;
+  std::vector<uint8_t> used(params_.size(), 0);
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const Tensor& out : outputs) {
+    const Edge e = autograd::gradient_edge(out);
+    if (e.valid() && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(n)) {
+      auto it = index.find(acc->variable().impl_ptr().get());
+      if (it != index.end()) used[it->second] = 1;
+    }
+    for (const Edge& e : n->next_edges)
+      if (e.valid() && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!used[i]) mark_ready(i);
+}
+
+void Reducer::on_grad_ready(size_t i) {
+  ensure_grad_view(i);
+  if (!expect_hooks_ || !sync_backward_) return;
+  if (!callback_queued_) {
+    callback_queued_ = true;
+    autograd::queue_callback([this] { finalize(); });
+  }
+  if (bwd_begin_us_ < 0) bwd_begin_us_ = now_us();
+  TCV_CHECK(!ready_[i], "[DistributedDataParallel] parameter ", params_[i].first,
+            " got its gradient twice in one backward (or was marked unused but is used); "
+            "a parameter must take part in the graph at most once per synchronised backward");
+  mark_ready(i);
+  poll_done();
+}
+
+void Reducer::mark_ready(size_t i) {
+  ready_[i] = 1;
+  ready_order_.push_back(i);
+  if (--buckets_[where_[i].first].pending == 0) launch_ready_buckets();
+}
+
+void Reducer::launch_ready_buckets() {
+  // Index order on every rank: a ready bucket waits for the ones before it.
+  while (next_launch_ < num_buckets() && buckets_[next_launch_].pending == 0)
+    launch(next_launch_++);
+}
+
+void Reducer::launch(int64_t bi) {
+  Bucket& b = buckets_[bi];
+  switch (opts_.comm_hook) {
+    case CommHook::none:
+      b.wire = b.buffer;
+      break;
+    case CommHook::bf16:
+      b.wire = b.buffer.to(DType::bf16);
+      break;
+    case CommHook::f16:
+      b.wire = b.buffer.to(DType::f16);
+      break;
+  }
+  b.launch_us = now_us();
+  b.work = group_->all_reduce(b.wire, ReduceOp::avg);
+  launch_order_.push_back(bi);
+}
+
+void Reducer::poll_done() {
+  for (int64_t bi = 0; bi < next_launch_; ++bi) {
+    Bucket& b = buckets_[bi];
+    if (b.done_us < 0 && b.work && b.work->is_completed()) b.done_us = now_us();
+  }
+}
+
+void Reducer::finalize() {
+  expect_hooks_ = false;
+  bwd_end_us_ = now_us();
+  poll_done();
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!ready_[i]) missing.push_back(params_[i].first);
+  if (!missing.empty()) {
+    for (int64_t bi = 0; bi < next_launch_; ++bi) {
+      try {
+        buckets_[bi].work->wait();
+      } catch (...) {  // NOLINT: the missing gradients are the error to report
+      }
+    }
+    std::string names;
+    for (size_t k = 0; k < missing.size() && k < 20; ++k) names += (k ? ", " : "") + missing[k];
+    if (missing.size() > 20) names += ", ... (" + std::to_string(missing.size()) + " in all)";
+    reset_pending();
+    TCV_THROW("[DistributedDataParallel] rank ", group_->rank(), ": backward finished but ",
+              missing.size(), " parameter(s) received no gradient: ", names,
+              ". Their buckets were never all-reduced, so the ranks would diverge. If your "
+              "model does not use every parameter in every forward, construct "
+              "DistributedDataParallel with find_unused_parameters = true "
+              "(network.find_unused_parameters = true); otherwise make sure the forward's "
+              "outputs all feed the loss.");
+  }
+  launch_ready_buckets();
+  const double w0 = now_us();
+  for (int64_t bi = 0; bi < num_buckets(); ++bi) {
+    Bucket& b = buckets_[bi];
+    b.work->wait();
+    if (b.done_us < 0) b.done_us = now_us();
+    if (!b.wire.same(b.buffer)) {
+      NoGradGuard no_grad;
+      b.buffer.copy_(b.wire);
+    }
+    b.work.reset();
+    b.wire = Tensor();
+  }
+  const double w1 = now_us();
+
+  // Stats and timeline.
+  std::vector<std::pair<double, double>> iv;
+  for (int64_t bi = 0; bi < num_buckets(); ++bi) {
+    const Bucket& b = buckets_[bi];
+    iv.emplace_back(b.launch_us, b.done_us);
+    const size_t wire_elem = opts_.comm_hook == CommHook::none ? b.buffer.element_size() : 2;
+    events_.push_back({"allreduce", b.launch_us, b.done_us, bi,
+                       static_cast<int64_t>(wire_elem) * b.buffer.numel()});
+  }
+  const auto [comm, hidden] = union_length(iv, bwd_begin_us_, bwd_end_us_);
+  events_.push_back({"backward", bwd_begin_us_, bwd_end_us_, -1, 0});
+  stats_.step = ++syncs_;
+  stats_.num_buckets = num_buckets();
+  stats_.backward_s = (bwd_end_us_ - bwd_begin_us_) * 1e-6;
+  stats_.comm_s = comm * 1e-6;
+  stats_.hidden_s = hidden * 1e-6;
+  stats_.wait_s = (w1 - w0) * 1e-6;
+  if (opts_.rebuild_buckets && !rebuilt_) rebuild_due_ = true;
+}
+
+void Reducer::rebuild() {
+  rebuild_due_ = false;
+  rebuilt_ = true;
+  // Rank 0's ready order, completed with any parameter it did not see.
+  const int64_t n = static_cast<int64_t>(params_.size());
+  Tensor order = empty({n}, {.dtype = DType::i64});
+  {
+    std::vector<uint8_t> seen(params_.size(), 0);
+    auto* o = order.data<int64_t>();
+    int64_t k = 0;
+    for (size_t i : ready_order_)
+      if (!seen[i]) {
+        seen[i] = 1;
+        o[k++] = static_cast<int64_t>(i);
+      }
+    for (size_t i = params_.size(); i-- > 0;)
+      if (!seen[i]) o[k++] = static_cast<int64_t>(i);
+  }
+  // On the parameters' device: NCCL moves only device memory.
+  Tensor wire = order.to(params_.front().second.device());
+  group_->broadcast(wire, 0)->wait();
+  std::vector<size_t> ord;
+  for (int64_t v : wire.to_vector<int64_t>()) ord.push_back(static_cast<size_t>(v));
+  std::vector<Tensor> ts;
+  for (auto& [name, p] : params_) ts.push_back(p);
+  build_buckets(
+      compute_bucket_assignment(ts, ord, mib(opts_.first_bucket_mb), mib(opts_.bucket_cap_mb)));
+}
+
+}  // namespace tcv::dist

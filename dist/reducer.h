@@ -1,0 +1,154 @@
+// The Reducer: PyTorch DDP's gradient bucketing. Parameters are packed into
+// flat per-(dtype, device) buckets whose slices are the parameters' .grad, so
+// AccumulateGrad writes straight into the buckets; a post-accumulate-grad hook
+// marks each parameter ready, a bucket whose parameters are all ready launches
+// its all-reduce at once (buckets launch in index order on every rank), and an
+// end-of-backward callback launches what is left and waits for everything, so
+// the optimizer step sees averaged gradients.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "layers/module.h"
+
+namespace tcv::dist {
+
+/// What happens to a bucket on the wire.
+enum class CommHook : uint8_t {
+  none,  ///< all-reduce the bucket in its own dtype
+  bf16,  ///< cast to bf16, all-reduce, cast back (half the bytes)
+  f16,   ///< cast to f16, all-reduce, cast back
+};
+
+struct ReducerOptions {
+  /// Size of every bucket after the first (PyTorch's bucket_cap_mb).
+  double bucket_cap_mb = 25.0;
+  /// Size of the first bucket (the last layers' gradients): small, so the first
+  /// all-reduce starts early in backward.
+  double first_bucket_mb = 1.0;
+  /// Traverse the graph after forward and mark parameters it does not reach
+  /// ready (with their current, usually zero, gradients).
+  bool find_unused_parameters = false;
+  CommHook comm_hook = CommHook::none;
+  /// Rebuild the buckets once, after the first backward, in the order the
+  /// gradients became ready there (rank 0's order, broadcast).
+  bool rebuild_buckets = true;
+};
+
+/// Groups parameters into buckets: `order` lists parameter indices in the order
+/// they are visited (reverse registration order at first); each (dtype, device)
+/// key fills its own bucket, closed once it holds >= its limit (the first
+/// bucket of each key `first_cap_bytes`, later ones `cap_bytes`). Buckets are
+/// returned sorted by the position in `order` of their first parameter.
+std::vector<std::vector<size_t>> compute_bucket_assignment(const std::vector<Tensor>& params,
+                                                           const std::vector<size_t>& order,
+                                                           size_t first_cap_bytes,
+                                                           size_t cap_bytes);
+
+/// One timeline event, in microseconds since the reducer was made.
+struct TimelineEvent {
+  std::string name;  ///< "forward", "backward", "allreduce"
+  double begin_us = 0, end_us = 0;
+  int64_t bucket = -1;  ///< allreduce: the bucket index
+  int64_t bytes = 0;    ///< allreduce: bytes on the wire
+};
+
+/// What one synchronised step did.
+struct StepStats {
+  int64_t step = 0;
+  int64_t num_buckets = 0;
+  double backward_s = 0;  ///< first gradient ready -> end of backward
+  double comm_s = 0;      ///< union of the all-reduces' [launch, done] intervals
+  double hidden_s = 0;    ///< the part of comm_s that overlapped backward
+  double wait_s = 0;      ///< time the end-of-backward callback blocked on comm
+};
+
+class Reducer {
+ public:
+  /// params: the module's named parameters that require grad.
+  Reducer(nn::StateDict params, std::shared_ptr<ProcessGroup> group, ReducerOptions opts = {});
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  /// Called by DDP before forward: rebuilds buckets once if due, and makes every
+  /// parameter's .grad a view of its bucket (zeros where it had none).
+  void prepare_for_forward();
+  /// Called by DDP after a forward with grad enabled: arms the hooks for the
+  /// next backward. With find_unused_parameters, `outputs` are traversed and
+  /// the parameters they do not reach are marked ready at once.
+  void prepare_for_backward(const std::vector<Tensor>& outputs);
+  /// Whether the next backward all-reduces (false under DDP::no_sync()).
+  void set_require_sync(bool sync) { require_sync_ = sync; }
+  bool require_sync() const { return require_sync_; }
+
+  // ---- introspection (tests, reports) ----
+  int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  /// Parameter indices (into the constructor's list) of bucket b.
+  const std::vector<size_t>& bucket_params(int64_t b) const { return buckets_[b].params; }
+  /// The flat gradient buffer of bucket b.
+  const Tensor& bucket_buffer(int64_t b) const { return buckets_[b].buffer; }
+  /// Bucket indices in the order their all-reduces were launched, last backward.
+  const std::vector<int64_t>& launch_order() const { return launch_order_; }
+  /// Parameter indices in the order they became ready, last backward.
+  const std::vector<size_t>& ready_order() const { return ready_order_; }
+  bool buckets_rebuilt() const { return rebuilt_; }
+  const StepStats& last_stats() const { return stats_; }
+  const nn::StateDict& params() const { return params_; }
+  /// Timeline events of the last synchronised step (forward is added by DDP).
+  const std::vector<TimelineEvent>& timeline() const { return events_; }
+  void add_event(TimelineEvent e) { events_.push_back(std::move(e)); }
+  /// Microseconds since construction (the timeline's clock).
+  double now_us() const;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each param in buffer
+    Tensor buffer;                 // (numel) flat gradients
+    Tensor wire;                   // what the all-reduce runs on (buffer, or its cast)
+    int64_t pending = 0;
+    WorkPtr work;
+    double launch_us = 0, done_us = -1;
+  };
+
+  void build_buckets(const std::vector<std::vector<size_t>>& assignment);
+  void ensure_grad_view(size_t i);
+  void on_grad_ready(size_t i);
+  void mark_ready(size_t i);
+  void launch_ready_buckets();
+  void launch(int64_t b);
+  void poll_done();
+  void finalize();
+  void rebuild();
+  void reset_pending();
+
+  nn::StateDict params_;
+  std::vector<int> hook_ids_;
+  std::shared_ptr<ProcessGroup> group_;
+  ReducerOptions opts_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::pair<int64_t, int64_t>> where_;  // param -> (bucket, position in bucket)
+  std::vector<uint8_t> ready_;
+  std::vector<size_t> ready_order_;
+  std::vector<int64_t> launch_order_;
+  int64_t next_launch_ = 0;
+  bool require_sync_ = true;
+  bool expect_hooks_ = false;
+  bool sync_backward_ = true;  // require_sync_ as it was at forward (no_sync scope)
+  bool callback_queued_ = false;
+  bool rebuilt_ = false;
+  bool rebuild_due_ = false;
+  int64_t syncs_ = 0;
+  double bwd_begin_us_ = -1, bwd_end_us_ = 0;
+  StepStats stats_;
+  std::vector<TimelineEvent> events_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace tcv::dist

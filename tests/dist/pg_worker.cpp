@@ -1,0 +1,284 @@
+// One rank of a multi-process ProcessGroup test (started by
+// test_process_group.cpp through fork+exec, with RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT set; the test process hosts the store).
+//
+//   pg_worker collectives        closed-form checks of every collective
+//   pg_worker async              two all_reduces in flight, then wait both
+//   pg_worker kill VICTIM [N]    VICTIM dies (SIGKILL) mid-collective (all_reduces
+//                                of N floats); the others print the error and exit 3
+//
+// Prints "FAIL ..." lines for wrong results and exits 1; exit 0 when all passed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "dist/env.h"
+#include "dist/process_group.h"
+#include "engine/tensor.h"
+
+using namespace tcv;
+using namespace tcv::dist;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int g_failures = 0;
+
+void fail(const std::string& msg) {
+  if (g_failures++ < 20) std::printf("FAIL %s\n", msg.c_str());
+}
+
+void set_elem(const Tensor& t, int64_t i, double v) {
+  void* p = t.data_ptr();
+  switch (t.dtype()) {
+    case DType::f32:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::f64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::f16:
+      static_cast<Half*>(p)[i] = Half(static_cast<float>(v));
+      break;
+    case DType::bf16:
+      static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v));
+      break;
+    case DType::i32:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case DType::i64:
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    default:
+      break;
+  }
+}
+
+double get_elem(const Tensor& t, int64_t i) {
+  const void* p = t.data_ptr();
+  switch (t.dtype()) {
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f64:
+      return static_cast<const double*>(p)[i];
+    case DType::f16:
+      return static_cast<float>(static_cast<const Half*>(p)[i]);
+    case DType::bf16:
+      return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
+    case DType::i32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::i64:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    default:
+      return 0;
+  }
+}
+
+// Rank r contributes (r + 1) * (i % 7 + 1): small integers, exact in every dtype.
+double pattern(int r, int64_t i) {
+  return static_cast<double>((r + 1) * (i % 7 + 1));
+}
+
+double expected(ReduceOp op, DType dt, int n, int64_t i) {
+  const double base = static_cast<double>(i % 7 + 1);
+  switch (op) {
+    case ReduceOp::sum:
+      return base * n * (n + 1) / 2;
+    case ReduceOp::max:
+      return base * n;
+    case ReduceOp::min:
+      return base;
+    case ReduceOp::avg: {
+      const double sum = base * n * (n + 1) / 2;
+      if (dt == DType::i32 || dt == DType::i64) return std::trunc(sum / n);
+      return sum / n;
+    }
+  }
+  return 0;
+}
+
+void check_all_reduce(ProcessGroup& pg, DType dt, int64_t n, ReduceOp op) {
+  Tensor t = empty({n}, {.dtype = dt});
+  for (int64_t i = 0; i < n; ++i) set_elem(t, i, pattern(pg.rank(), i));
+  pg.all_reduce(t, op)->wait();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = expected(op, dt, pg.size(), i);
+    if (std::fabs(get_elem(t, i) - want) > 1e-6 * std::fabs(want)) {
+      if (wrong++ == 0)
+        fail(detail::str_cat("all_reduce ", reduce_op_name(op), " ", dtype_name(dt), " n=", n, " [",
+                             i, "] = ", get_elem(t, i), ", want ", want));
+    }
+  }
+}
+
+void run_collectives(ProcessGroup& pg) {
+  const int r = pg.rank();
+  const int w = pg.size();
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64})
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1} << 20})
+      check_all_reduce(pg, dt, n, ReduceOp::sum);
+  // 1000 elements take the ring, 100000 (200 KiB - 800 KiB) the halving-doubling path.
+  for (int64_t n : {int64_t{1000}, int64_t{100000}})
+    for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i64})
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
+        check_all_reduce(pg, dt, n, op);
+
+  // broadcast from the last rank (non-zero)
+  const int root = w - 1;
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
+    Tensor t = zeros({n}, {.dtype = DType::f32});
+    if (r == root)
+      for (int64_t i = 0; i < n; ++i) set_elem(t, i, 100 + i % 1000);
+    pg.broadcast(t, root)->wait();
+    for (int64_t i = 0; i < n; ++i)
+      if (get_elem(t, i) != 100 + i % 1000) {
+        fail(detail::str_cat("broadcast n=", n, " [", i, "] = ", get_elem(t, i)));
+        break;
+      }
+  }
+
+  // all_gather: rank r's in = r * 1000 + i
+  for (int64_t n : {int64_t{1}, int64_t{1000}}) {
+    Tensor in = empty({n}, {.dtype = DType::i64});
+    for (int64_t i = 0; i < n; ++i) set_elem(in, i, r * 1000 + i);
+    Tensor out = zeros({n * w}, {.dtype = DType::i64});
+    pg.all_gather(out, in)->wait();
+    for (int q = 0; q < w; ++q)
+      for (int64_t i = 0; i < n; ++i)
+        if (get_elem(out, q * n + i) != q * 1000 + i) {
+          fail(detail::str_cat("all_gather n=", n, " out[", q * n + i,
+                               "] = ", get_elem(out, q * n + i)));
+          q = w;
+          break;
+        }
+  }
+
+  // reduce_scatter: in[j] = (r + 1) * (j + 1); out[i] = sum_q (q + 1) * (r * n + i + 1)
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+    const int64_t n = 1000;
+    Tensor in = empty({n * w}, {.dtype = DType::f64});
+    for (int64_t j = 0; j < n * w; ++j) set_elem(in, j, (r + 1) * (j + 1));
+    Tensor out = zeros({n}, {.dtype = DType::f64});
+    pg.reduce_scatter(out, in, op)->wait();
+    const double ranks = w * (w + 1) / 2.0;
+    for (int64_t i = 0; i < n; ++i) {
+      double want = ranks * static_cast<double>(r * n + i + 1);
+      if (op == ReduceOp::avg) want /= w;
+      if (get_elem(out, i) != want) {
+        fail(detail::str_cat("reduce_scatter ", reduce_op_name(op), " out[", i,
+                             "] = ", get_elem(out, i), ", want ", want));
+        break;
+      }
+    }
+    if (get_elem(in, 0) != r + 1) fail("reduce_scatter modified its input");
+  }
+
+  for (int i = 0; i < 3; ++i) pg.barrier()->wait();
+
+  // errors at the call site
+  try {
+    pg.all_reduce(empty({4}, {.dtype = DType::u8}));
+    fail("all_reduce of u8 did not throw");
+  } catch (const Error&) {
+  }
+}
+
+void run_async(ProcessGroup& pg) {
+  const int64_t n = 1 << 20;
+  Tensor a = empty({n}, {.dtype = DType::f32});
+  Tensor b = empty({n}, {.dtype = DType::f32});
+  for (int64_t i = 0; i < n; ++i) {
+    set_elem(a, i, pattern(pg.rank(), i));
+    set_elem(b, i, 2 * pattern(pg.rank(), i));
+  }
+  WorkPtr wa = pg.all_reduce(a);
+  WorkPtr wb = pg.all_reduce(b, ReduceOp::max);
+  wb->wait();
+  wa->wait();
+  if (!wa->is_completed() || !wb->is_completed()) fail("is_completed() false after wait()");
+  for (int64_t i = 0; i < n; ++i) {
+    if (get_elem(a, i) != expected(ReduceOp::sum, DType::f32, pg.size(), i)) {
+      fail(detail::str_cat("async a[", i, "] = ", get_elem(a, i)));
+      break;
+    }
+    if (get_elem(b, i) != 2 * expected(ReduceOp::max, DType::f32, pg.size(), i)) {
+      fail(detail::str_cat("async b[", i, "] = ", get_elem(b, i)));
+      break;
+    }
+  }
+}
+
+int run_kill(ProcessGroup& pg, int victim, int64_t count) {
+  pg.barrier()->wait();
+  if (pg.rank() == victim) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::fflush(stdout);
+    kill(getpid(), SIGKILL);
+  }
+  // The survivors are inside this all_reduce when the victim dies.
+  Tensor t = zeros({count}, {.dtype = DType::f32});
+  const auto t0 = Clock::now();
+  try {
+    for (int i = 0; i < 1000; ++i) pg.all_reduce(t)->wait();
+    std::printf("NO ERROR\n");
+    return 1;
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::printf("ERROR after %.2f s: %s\n", s, e.what());
+    std::fflush(stdout);
+    // Later collectives fail at once with the same cause.
+    try {
+      pg.barrier()->wait();
+      std::printf("NO SECOND ERROR\n");
+    } catch (const Error& e2) {
+      std::printf("SECOND ERROR: %s\n", e2.what());
+    }
+    std::fflush(stdout);
+    // Stay alive a moment so peers diagnosing their own failure see our heartbeat.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    return 3;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: pg_worker collectives|async|kill VICTIM\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  try {
+    const DistEnv env = read_dist_env();
+    TcpStoreOptions so;
+    so.world_size = env.world_size;
+    so.timeout = std::chrono::seconds(20);
+    auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, so);
+    ProcessGroupOptions po;
+    po.timeout = mode == "kill" ? std::chrono::milliseconds(3000) : std::chrono::seconds(20);
+    auto pg = make_gloo_group(store, env.rank, env.world_size, po);
+    if (mode == "collectives") {
+      run_collectives(*pg);
+    } else if (mode == "async") {
+      run_async(*pg);
+    } else if (mode == "kill") {
+      return run_kill(*pg, argc > 2 ? std::atoi(argv[2]) : 1,
+                      argc > 3 ? std::atoll(argv[3]) : 1 << 22);
+    } else {
+      std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::printf("FAIL exception: %s\n", e.what());
+    return 1;
+  }
+  std::printf(g_failures ? "FAILED\n" : "PASSED\n");
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,190 @@
+// tcv-run: argument parsing and rank environments in-process; the launcher
+// itself through fork+exec of the tcv-run binary (shell one-liners as ranks),
+// and `tcv-bench allreduce -c 1` under it with two Gloo ranks.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/launcher.h"
+#include "dist/spawn.h"
+#include "kernels/base.h"
+
+using namespace tcv;
+using namespace tcv::dist;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out;
+  double seconds = 0;
+};
+
+#ifdef TCV_RUN
+Result run(const std::vector<std::string>& argv, std::map<std::string, std::string> env = {},
+           std::chrono::milliseconds timeout = 40s) {
+  env.emplace("OMP_NUM_THREADS", "1");
+  const auto t0 = Clock::now();
+  std::vector<test::Child> kids = {test::spawn(argv, env)};
+  test::wait_all(kids, timeout);
+  Result r;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.status = kids[0].status;
+  r.out = test::read_file(kids[0].out_path);
+  std::remove(kids[0].out_path.c_str());
+  return r;
+}
+#endif
+
+}  // namespace
+
+TEST(Launcher, ParsesArguments) {
+  const auto o = parse_launch_args({"--nproc-per-node", "4", "--nnodes=2", "--node-rank", "1",
+                                    "--master-addr", "10.0.0.1", "--master-port", "1234",
+                                    "--quiet-others", "--", "prog", "--flag", "x"});
+  EXPECT_EQ(o.nproc_per_node, 4);
+  EXPECT_EQ(o.nnodes, 2);
+  EXPECT_EQ(o.node_rank, 1);
+  EXPECT_EQ(o.master_addr, "10.0.0.1");
+  EXPECT_EQ(o.master_port, 1234);
+  EXPECT_TRUE(o.quiet_others);
+  EXPECT_EQ(o.command, (std::vector<std::string>{"prog", "--flag", "x"}));
+  EXPECT_THROW(parse_launch_args({"--", "prog"}), Error);                        // no nproc
+  EXPECT_THROW(parse_launch_args({"--nproc-per-node", "2"}), Error);             // no command
+  EXPECT_THROW(parse_launch_args({"--nproc-per-node", "0", "--", "p"}), Error);  // range
+  EXPECT_THROW(parse_launch_args({"--nproc-per-node", "2", "--bogus", "--", "p"}), Error);
+  EXPECT_THROW(
+      parse_launch_args({"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--", "p"}),
+      Error);
+}
+
+TEST(Launcher, RankEnvironment) {
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_addr = "host0";
+  o.master_port = 4321;
+  const auto e = rank_env(o, 1, "");
+  EXPECT_EQ(e.at("RANK"), "3");
+  EXPECT_EQ(e.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(e.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(e.at("LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(e.at("MASTER_ADDR"), "host0");
+  EXPECT_EQ(e.at("MASTER_PORT"), "4321");
+  EXPECT_EQ(e.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(rank_env(o, 1, "5,7").at("CUDA_VISIBLE_DEVICES"), "7");
+  EXPECT_THROW(rank_env(o, 1, "5"), Error);  // fewer devices than ranks
+  // what the ranks read back
+  const auto d = parse_dist_env(e);
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(d.world_size, 4);
+  EXPECT_GT(pick_free_port(), 0);
+}
+
+#ifdef TCV_RUN
+
+TEST(Launcher, StartsRanksWithEnvAndPrefixesOutput) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "3", "--", "/bin/sh", "-c",
+                      "echo \"env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR "
+                      "$MASTER_PORT\"; echo to-stderr >&2"},
+                     {{"CUDA_VISIBLE_DEVICES", "3,4,5"}});
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::regex port_re("env 0 0 3 3 127\\.0\\.0\\.1 ([0-9]+)\n");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, port_re)) << r.out;
+  const std::string port = m[1];
+  EXPECT_NE(port, "0");
+  EXPECT_NE(r.out.find("[rank 1] env 1 1 3 3 127.0.0.1 " + port + "\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("[rank 2] env 2 2 3 3 127.0.0.1 " + port + "\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("[rank 2] to-stderr\n"), std::string::npos) << r.out;
+  // rank 0's lines are not prefixed
+  EXPECT_EQ(r.out.find("[rank 0]"), std::string::npos) << r.out;
+
+  const auto g = run({TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+                      "echo \"gpu $RANK $CUDA_VISIBLE_DEVICES\""},
+                     {{"CUDA_VISIBLE_DEVICES", "3,4"}});
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_NE(g.out.find("gpu 0 3\n"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("[rank 1] gpu 1 4\n"), std::string::npos) << g.out;
+}
+
+TEST(Launcher, QuietOthers) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "3", "--quiet-others", "--", "/bin/sh", "-c",
+                      "echo \"hello from $RANK\""});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("hello from 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hello from 1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hello from 2"), std::string::npos) << r.out;
+}
+
+TEST(Launcher, FailingRankStopsOthersAndSetsExitCode) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "3", "--", "/bin/sh", "-c",
+                      "if [ \"$RANK\" = 1 ]; then sleep 0.2; exit 7; fi; exec sleep 30"});
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_LT(r.seconds, 10.0) << "the other ranks were not stopped";
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exited with code 7"), std::string::npos) << r.out;
+}
+
+TEST(Launcher, ForwardsSigint) {
+  std::vector<test::Child> kids = {
+      test::spawn({TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c", "exec sleep 30"}, {})};
+  std::this_thread::sleep_for(500ms);
+  kill(kids[0].pid, SIGINT);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(test::wait_all(kids, 15s));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+  EXPECT_EQ(kids[0].status, 128 + SIGINT) << test::read_file(kids[0].out_path);
+  std::remove(kids[0].out_path.c_str());
+}
+
+TEST(Launcher, BenchAllreduceTwoGlooRanksHasNoWrongElements) {
+  const auto r = run({TCV_RUN,     "--nproc-per-node",
+                      "2",         "--",
+                      TCV_BENCH,   "allreduce",
+                      "--backend", "gloo",
+                      "-b",        "8",
+                      "-e",        "1M",
+                      "-f",        "32",
+                      "-n",        "3",
+                      "-w",        "1",
+                      "-c",        "1"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  // rows: size count type redop time algbw busbw #wrong
+  const std::regex row(R"(\n\s+(\d+)\s+(\d+)\s+float\s+sum\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+(\d+))");
+  int rows = 0;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    ++rows;
+    EXPECT_EQ((*it)[3], "0") << r.out;
+  }
+  EXPECT_EQ(rows, 4) << r.out;  // 8, 256, 8K, 256K (1M is not reached by x32 steps)
+  EXPECT_NE(r.out.find("Avg bus bandwidth"), std::string::npos) << r.out;
+
+  const auto j = run({TCV_RUN,     "--nproc-per-node",
+                      "2",         "--",
+                      TCV_BENCH,   "allreduce",
+                      "--backend", "gloo",
+                      "-b",        "4K",
+                      "-e",        "4K",
+                      "-n",        "2",
+                      "-w",        "0",
+                      "-d",        "bfloat16",
+                      "--op",      "avg",
+                      "--json"});
+  ASSERT_EQ(j.status, 0) << j.out;
+  EXPECT_NE(j.out.find("\"wrong\":0"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"type\":\"bfloat16\""), std::string::npos) << j.out;
+}
+
+#endif

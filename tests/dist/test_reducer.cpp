@@ -1,0 +1,296 @@
+// The Reducer and DistributedDataParallel in one process: ranks are threads
+// over an in-process FakeGroup (tests/dist/fake_group.h).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "dist/ddp.h"
+#include "dist/fake_group.h"
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "engine/rng.h"
+#include "layers/linear.h"
+#include "support/gradcheck.h"
+#include "support/temp_dir.h"
+
+namespace tcv::dist {
+namespace {
+
+using tcv::testing::expect_close;
+using testing::FakeGroup;
+using testing::FakeWorld;
+
+// fc1 -> relu -> fc2, optionally with a head that forward never uses; with
+// `reversed`, forward uses the modules in the opposite order of registration.
+struct Net : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2, unused;
+  explicit Net(bool with_unused = false) {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 8));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 3));
+    if (with_unused) unused = register_module("unused", std::make_shared<nn::Linear>(8, 3));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(ops::relu(fc1->forward(x))); }
+  std::string type_name() const override { return "Net"; }
+};
+
+// Registered a, b but used b then a: gradients arrive a first.
+struct Reversed : nn::Module {
+  std::shared_ptr<nn::Linear> a, b;
+  Reversed() {
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override { return a->forward(ops::relu(b->forward(x))); }
+  std::string type_name() const override { return "Reversed"; }
+};
+
+// Runs fn(rank, group) on `world` threads; rethrows the first failure.
+template <typename F>
+void run_ranks(int world, F fn) {
+  auto w = std::make_shared<FakeWorld>(world);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(world);
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto g = std::make_shared<FakeGroup>(w, r);
+        fn(r, g);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Options with buckets of `mb` MiB (tiny: about one parameter per bucket).
+DDPOptions small_buckets(double mb, bool find_unused = false, CommHook hook = CommHook::none) {
+  DDPOptions o;
+  o.bucket_cap_mb = mb;
+  o.first_bucket_mb = mb;
+  o.find_unused_parameters = find_unused;
+  o.comm_hook = hook;
+  return o;
+}
+
+void sgd_step(nn::Module& m, double lr) {
+  NoGradGuard ng;
+  for (Tensor& p : m.parameters()) {
+    if (!p.grad().defined()) continue;
+    p.detach().add_(p.grad(), -lr);
+    p.grad().zero_();  // in place: a bucket view stays one
+  }
+}
+
+std::vector<Tensor> params_of(const nn::Module& m) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(BucketAssignment, ReverseOrderSmallFirstBucketThenCap) {
+  const int64_t half_mib = 128 * 1024;  // f32 elements
+  std::vector<Tensor> ps;
+  for (int i = 0; i < 6; ++i) ps.push_back(zeros({half_mib}));
+  std::vector<size_t> order = {5, 4, 3, 2, 1, 0};
+  const size_t mib = 1 << 20;
+  auto b = compute_bucket_assignment(ps, order, mib, mib + mib / 2);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{5, 4}));     // 1 MiB closes the first bucket
+  EXPECT_EQ(b[1], (std::vector<size_t>{3, 2, 1}));  // then 1.5 MiB
+  EXPECT_EQ(b[2], (std::vector<size_t>{0}));
+}
+
+TEST(BucketAssignment, KeyedByDtype) {
+  std::vector<Tensor> ps = {zeros({10}), zeros({10}, {.dtype = DType::f64}), zeros({10})};
+  auto b = compute_bucket_assignment(ps, {2, 1, 0}, 1 << 20, 1 << 20);
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0], (std::vector<size_t>{2, 0}));
+  EXPECT_EQ(b[1], (std::vector<size_t>{1}));
+}
+
+TEST(Reducer, GradsAreViewsIntoBuckets) {
+  manual_seed(1);
+  auto net = std::make_shared<Net>();
+  run_ranks(1, [&](int, std::shared_ptr<FakeGroup> g) {
+    DDP ddp(net, g, small_buckets(1e-4));
+    EXPECT_GT(ddp.reducer().num_buckets(), 1);
+    const Tensor x = randn({5, 6});
+    for (int step = 0; step < 2; ++step) {
+      ops::sum(ddp.forward(x)).backward();
+      const auto& ps = ddp.reducer().params();
+      for (size_t i = 0; i < ps.size(); ++i) {
+        const Tensor gr = ps[i].second.grad();
+        ASSERT_TRUE(gr.defined());
+        bool inside = false;
+        for (int64_t b = 0; b < ddp.reducer().num_buckets(); ++b) {
+          const Tensor& buf = ddp.reducer().bucket_buffer(b);
+          const auto* lo = static_cast<const char*>(buf.data_ptr());
+          const auto* p = static_cast<const char*>(gr.data_ptr());
+          inside = inside || (p >= lo && p + gr.nbytes() <= lo + buf.nbytes());
+        }
+        EXPECT_TRUE(inside) << ps[i].first << " step " << step;
+      }
+      sgd_step(*net, 0.1);
+    }
+  });
+}
+
+TEST(Reducer, LaunchesInIndexOrderAndRebuildsInReadyOrder) {
+  manual_seed(2);
+  auto net = std::make_shared<Reversed>();
+  run_ranks(1, [&](int, std::shared_ptr<FakeGroup> g) {
+    // Tiny caps: one parameter per bucket.
+    DDP ddp(net, g, small_buckets(1e-6));
+    Reducer& red = ddp.reducer();
+    ASSERT_EQ(red.num_buckets(), 4);
+    // Reverse registration order: b.bias, b.weight, a.bias, a.weight.
+    EXPECT_EQ(red.params()[red.bucket_params(0)[0]].first, "b.bias");
+    const Tensor x = randn({3, 4});
+    ops::sum(ddp.forward(x)).backward();
+    EXPECT_EQ(red.launch_order(), (std::vector<int64_t>{0, 1, 2, 3}));
+    const auto ready = red.ready_order();
+    ASSERT_EQ(ready.size(), 4u);
+    EXPECT_EQ(red.params()[ready[0]].first.substr(0, 2), "a.");  // a's grads come first
+    EXPECT_FALSE(red.buckets_rebuilt());
+    sgd_step(*net, 0.1);
+    ops::sum(ddp.forward(x)).backward();
+    EXPECT_TRUE(red.buckets_rebuilt());
+    for (int64_t b = 0; b < 4; ++b) EXPECT_EQ(red.bucket_params(b)[0], ready[b]) << b;
+    EXPECT_EQ(red.launch_order(), (std::vector<int64_t>{0, 1, 2, 3}));
+    // After the rebuild each bucket launches as soon as its gradient is ready.
+    EXPECT_EQ(red.ready_order(), ready);
+  });
+}
+
+// DDP over `world` thread-ranks vs one model trained on the union batch.
+void check_equivalence(int world, bool no_sync, bool unused, CommHook hook = CommHook::none,
+                       double tol = 1e-5) {
+  const int64_t b = 4;
+  const int steps = 3;
+  manual_seed(7);
+  auto ref = std::make_shared<Net>(unused);
+  std::vector<std::shared_ptr<Net>> nets;
+  for (int r = 0; r < world; ++r) {
+    manual_seed(100 + r);  // different inits: DDP must broadcast rank 0's
+    nets.push_back(std::make_shared<Net>(unused));
+  }
+  nets[0]->load_state_dict(ref->state_dict());
+  const int micro = no_sync ? 2 : 1;
+  std::vector<Tensor> xs, ys;
+  for (int s = 0; s < steps * micro; ++s) {
+    xs.push_back(randn({world * b, 6}));
+    ys.push_back(randn({world * b, 3}));
+  }
+  const double lr = 0.1;
+  for (int s = 0; s < steps; ++s) {
+    for (int m = 0; m < micro; ++m)
+      ops::mse_loss(ref->forward(xs[s * micro + m]), ys[s * micro + m]).backward();
+    sgd_step(*ref, lr);
+  }
+  run_ranks(world, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDP ddp(nets[r], g, small_buckets(1e-4, unused, hook));
+    for (int s = 0; s < steps; ++s) {
+      for (int m = 0; m < micro; ++m) {
+        const Tensor x = xs[s * micro + m].narrow(0, r * b, b);
+        const Tensor y = ys[s * micro + m].narrow(0, r * b, b);
+        if (m + 1 < micro) {
+          auto guard = ddp.no_sync();
+          ops::mse_loss(ddp.forward(x), y).backward();
+        } else {
+          ops::mse_loss(ddp.forward(x), y).backward();
+        }
+      }
+      sgd_step(*nets[r], lr);
+    }
+  });
+  const auto want = params_of(*ref);
+  for (int r = 0; r < world; ++r) {
+    const auto got = params_of(*nets[r]);
+    for (size_t i = 0; i < want.size(); ++i)
+      expect_close(got[i], want[i], tol, tol,
+                   "rank " + std::to_string(r) + " param " + std::to_string(i));
+  }
+}
+
+TEST(DDPThreads, EqualsUnionBatchWorld2) {
+  check_equivalence(2, false, false);
+}
+TEST(DDPThreads, EqualsUnionBatchWorld3) {
+  check_equivalence(3, false, false);
+}
+TEST(DDPThreads, NoSyncAccumulates) {
+  check_equivalence(2, true, false);
+}
+TEST(DDPThreads, FindUnusedParameters) {
+  check_equivalence(2, false, true);
+}
+TEST(DDPThreads, Bf16CompressionIsClose) {
+  check_equivalence(2, false, false, CommHook::bf16, 2e-2);
+}
+
+TEST(DDPThreads, UnusedParameterWithoutFlagNamesIt) {
+  manual_seed(3);
+  auto n0 = std::make_shared<Net>(true), n1 = std::make_shared<Net>(true);
+  std::vector<std::string> msgs(2);
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDP ddp(r == 0 ? n0 : n1, g);
+    try {
+      ops::sum(ddp.forward(randn({2, 6}))).backward();
+    } catch (const Error& e) {
+      msgs[r] = e.what();
+    }
+  });
+  for (const auto& m : msgs) {
+    EXPECT_NE(m.find("unused.weight"), std::string::npos) << m;
+    EXPECT_NE(m.find("find_unused_parameters = true"), std::string::npos) << m;
+  }
+}
+
+TEST(DDPThreads, DifferentModelsAreAnError) {
+  auto n0 = std::make_shared<Net>(false), n1 = std::make_shared<Net>(true);
+  std::vector<std::string> msgs(2);
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    try {
+      DDP ddp(r == 0 ? n0 : n1, g);
+    } catch (const Error& e) {
+      msgs[r] = e.what();
+    }
+  });
+  EXPECT_NE(msgs[0].find("different models"), std::string::npos) << msgs[0];
+  EXPECT_NE(msgs[1].find("unused.weight"), std::string::npos) << msgs[1];
+}
+
+TEST(DDPThreads, TimelineAndStats) {
+  tcv::testing::TempDir dir("ddp_timeline");
+  const std::string path = (dir.root() / "trace.json").string();
+  manual_seed(4);
+  auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDPOptions o = small_buckets(1e-4);
+    o.timeline_path = path;
+    o.timeline_step = 2;
+    DDP ddp(r == 0 ? n0 : n1, g, o);
+    for (int s = 0; s < 3; ++s) {
+      ops::sum(ddp.forward(randn({2, 6}))).backward();
+      EXPECT_EQ(ddp.reducer().last_stats().num_buckets, ddp.reducer().num_buckets());
+      EXPECT_GE(ddp.reducer().last_stats().comm_s, 0.0);
+    }
+  });
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string j = ss.str();
+  EXPECT_NE(j.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(j.find("allreduce bucket 0"), std::string::npos);
+  EXPECT_NE(j.find("\"forward\""), std::string::npos);
+  EXPECT_NE(j.find("\"backward\""), std::string::npos);
+  EXPECT_NE(j.find("\"bytes\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tcv::dist
