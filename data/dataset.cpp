@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include "data/distributed_sampler.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -223,15 +225,22 @@ DataLoader::~DataLoader() {
 }
 
 int64_t DataLoader::num_batches() const {
-  const int64_t n = size(), b = opts_.batch_size;
+  const int64_t w = std::max<int64_t>(opts_.world_size, 1);
+  const int64_t n = (size() + w - 1) / w, b = opts_.batch_size;
   return opts_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 Batch DataLoader::make_batch(int64_t b) const {
   const int64_t start = b * opts_.batch_size;
-  const int64_t n = std::min<int64_t>(opts_.batch_size, size() - start);
-  if (!dataset_) return collate(order_.data() + start, n);
-  return dataset_->get_batch(order_.data() + start, n, opts_.normalize);
+  const int64_t n =
+      std::min<int64_t>(opts_.batch_size, static_cast<int64_t>(order_.size()) - start);
+  Batch batch = dataset_ ? dataset_->get_batch(order_.data() + start, n, opts_.normalize)
+                         : collate(order_.data() + start, n);
+  if (opts_.pin_memory) {
+    batch.x = batch.x.pin_memory();
+    batch.y = batch.y.pin_memory();
+  }
+  return batch;
 }
 
 void DataLoader::stop_workers() {
@@ -250,7 +259,13 @@ void DataLoader::stop_workers() {
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   stop_workers();
   epoch_ = epoch;
-  order_ = sampler_.indices(epoch);
+  if (opts_.world_size > 1) {
+    DistributedSampler ds({size(), opts_.world_size, opts_.rank, opts_.seed, opts_.shuffle});
+    ds.set_epoch(epoch);
+    order_ = ds.indices();
+  } else {
+    order_ = sampler_.indices(epoch);
+  }
   end_ = num_batches();
   next_ = std::clamp<int64_t>(skip, 0, end_);
   claim_ = next_;

@@ -136,6 +136,13 @@ struct LoaderOptions {
   Normalize normalize;
   /// Batches each worker may assemble ahead of the consumer (queue bound = workers x this).
   int prefetch = 2;
+  /// Data-parallel: with world_size > 1 each epoch iterates this rank's share of
+  /// a DistributedSampler (padded, so every rank runs the same number of batches).
+  int64_t world_size = 1;
+  int64_t rank = 0;
+  /// Batches land in page-locked memory (copied there on the worker thread), so
+  /// their copy to a GPU runs asynchronously; a no-op without a GPU.
+  bool pin_memory = false;
 };
 
 /// Iterates one epoch at a time over a dataset in batches, in sampler order,

@@ -43,6 +43,8 @@ std::vector<KeySpec> make_schema() {
       {"data.normalize.mean", VT::float_array, Doubles{0.2860}, "one value or one per channel"},
       {"data.normalize.std", VT::float_array, Doubles{0.3530}, "one value or one per channel"},
       {"train.batch_size", VT::integer, int64_t{64}, ""},
+      {"train.amp", VT::string, std::string("off"),
+       "mixed precision on CUDA: off | bf16 | f16 (f16 with dynamic loss scaling)"},
       {"train.drop_last", VT::boolean, true, ""},
       {"train.mixup_alpha", VT::floating, 0.0, "mixup with lambda ~ Beta(a, a); 0 = off"},
       {"train.aug.resize_shorter", VT::integer, int64_t{0},
@@ -62,7 +64,13 @@ std::vector<KeySpec> make_schema() {
        "resize the shorter side to N first; 0 = off"},
       {"val.aug.center_crop", VT::boolean, false, "central crop of data.input_size"},
       {"network.model_name", VT::string, std::string("fmnist_cnn"), "see tcv-train --list-models"},
-      {"network.distributed", VT::boolean, false, "data-parallel training (not yet available)"},
+      {"network.distributed", VT::boolean, false,
+       "data-parallel training over the processes tcv-run starts (RANK, WORLD_SIZE, ...)"},
+      {"network.sync_bn", VT::boolean, false,
+       "distributed: BatchNorm statistics over the global batch (SyncBatchNorm)"},
+      {"network.bucket_cap_mb", VT::floating, 25.0, "distributed: gradient bucket size (MiB)"},
+      {"network.find_unused_parameters", VT::boolean, false,
+       "distributed: allow parameters that get no gradient in a step"},
       {"network.resume", VT::string, std::string(""), "checkpoint to continue from; \"\" = none"},
       {"network.pretrained", VT::string, std::string(""),
        "weights to fine-tune from (safetensors, torchvision names); a head of another shape "
@@ -527,6 +535,7 @@ void Config::validate() const {
 
   at_least("seed", 0);
   choice("device", {"cpu", "cuda", "auto"});
+  choice("train.amp", {"off", "bf16", "f16"});
   choice("data.dataset", {"fashion_mnist", "mnist", "cifar10", "cifar100", "image_folder", "list"});
   const std::string& dataset = get_string("data.dataset");
   auto required = [&](const std::string& key) {
@@ -589,9 +598,7 @@ void Config::validate() const {
       fail("train.aug.color_jitter", "values must be >= 0, got " + format_value(jitter));
   if (jitter[3] > 0.5) fail("train.aug.color_jitter", "hue must be in [0, 0.5]");
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
-  if (get_bool("network.distributed"))
-    fail("network.distributed",
-         "data-parallel training arrives with the distributed backend (dist/); set it to false");
+  if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
   at_least("solver.max_epoch", 1);
   at_least("solver.max_iters", 0);
   at_least("solver.display_iter", 1);

@@ -1,5 +1,7 @@
 #include "train/data_setup.h"
 
+#include "engine/device.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -135,7 +137,7 @@ std::vector<std::string> config_class_names(const Config& cfg) {
   return dataset_class_names(dataset, n);
 }
 
-DataSources make_data(const Config& cfg) {
+DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
   const std::string& dataset = cfg.get_string("data.dataset");
   const int64_t num_classes = cfg.get_int("data.num_classes");
   const int64_t max_val = cfg.get_int("val.max_images");
@@ -242,10 +244,16 @@ DataSources make_data(const Config& cfg) {
                              cfg.get_doubles("data.normalize.std")};
   const int workers = static_cast<int>(cfg.get_int("data.workers"));
   const auto seed = static_cast<uint64_t>(cfg.get_int("seed"));
-  const data::LoaderOptions train_opts{
+  data::LoaderOptions train_opts{
       cfg.get_int("train.batch_size"), true, cfg.get_bool("train.drop_last"), workers, seed, norm};
-  const data::LoaderOptions val_opts{
-      cfg.get_int("val.batch_size"), false, false, workers, seed, norm};
+  train_opts.world_size = world_size;
+  train_opts.rank = rank;
+  // Training on a GPU: batches in page-locked memory, copied asynchronously.
+  train_opts.pin_memory = cfg.get_string("device") != "cpu" && cuda_is_available();
+  data::LoaderOptions val_opts{cfg.get_int("val.batch_size"), false, false, workers, seed, norm};
+  val_opts.pin_memory = train_opts.pin_memory;
+  val_opts.world_size = world_size;  // evaluation is sharded too; the trainer sums the counts
+  val_opts.rank = rank;
   out.train = train_src ? std::make_unique<data::DataLoader>(train_src, train_opts)
                         : std::make_unique<data::DataLoader>(train_mem, train_opts);
   out.val_in_memory = !val_src;

@@ -44,6 +44,8 @@ struct DataSources {
 };
 
 /// Builds the datasets and loaders; errors name the key at fault and its line.
-DataSources make_data(const Config& cfg);
+/// With world_size > 1 the training loader iterates rank `rank`'s share of each
+/// epoch (data::DistributedSampler).
+DataSources make_data(const Config& cfg, int64_t rank = 0, int64_t world_size = 1);
 
 }  // namespace tcv::train

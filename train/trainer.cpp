@@ -1,5 +1,8 @@
 #include "train/trainer.h"
 
+#include "engine/autocast.h"
+#include "train/grad_scaler.h"
+
 #include <omp.h>
 #include <unistd.h>
 
@@ -21,6 +24,7 @@
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/data_setup.h"
+#include "train/distributed.h"
 #include "train/lr_policy.h"
 #include "train/metrics.h"
 #include "train/optim.h"
@@ -78,8 +82,8 @@ Device pick_device(const Config& cfg) {
   if (d == "cuda") {
     if (!cuda_ops_supported())
       throw ConfigError(at_key(cfg, "device") +
-                        ": \"cuda\" requested, but this version of tcv runs its ops on the CPU "
-                        "only (the CUDA kernels are not implemented yet); use \"cpu\" or \"auto\"");
+                        ": \"cuda\" requested, but this build of tcv has no CUDA (it was built "
+                        "without nvcc); use \"cpu\" or \"auto\"");
     if (!cuda_is_available())
       throw ConfigError(
           at_key(cfg, "device") + ": \"cuda\" requested, but " +
@@ -132,6 +136,11 @@ struct Trainer::Impl {
   TrainOptions opts;
   Device device;
   std::shared_ptr<nn::Module> model;
+  std::unique_ptr<DistContext> dist;                   // network.distributed, else null
+  std::shared_ptr<dist::DistributedDataParallel> ddp;  // wraps model when distributed
+  nn::Module& net() { return ddp ? static_cast<nn::Module&>(*ddp) : *model; }
+  bool main_rank() const { return !dist || dist->is_main(); }
+  int64_t world() const { return dist ? dist->world_size() : 1; }
   std::unique_ptr<Optimizer> optim;
   std::unique_ptr<data::DataLoader> train_loader, val_loader;
   std::unique_ptr<LrPolicy> lr_policy;
@@ -164,11 +173,14 @@ struct Trainer::Impl {
   TrainSummary summary;
   std::vector<ReportSample> samples;  // of the latest evaluation, for report.html
 
-  std::ostream* log() const { return opts.progress == ProgressMode::quiet ? nullptr : opts.log; }
+  std::ostream* log() const {
+    return opts.progress == ProgressMode::quiet || !main_rank() ? nullptr : opts.log;
+  }
 
   double elapsed() const { return elapsed_before + seconds_since(t0); }
 
   void write_metrics(const Json& j) {
+    if (!main_rank()) return;
     metrics << j.dump() << "\n";
     metrics.flush();
   }
@@ -176,13 +188,14 @@ struct Trainer::Impl {
   void setup() {
     cfg.validate();
     device = pick_device(cfg);
+    dist = init_distributed(cfg, device);
     if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(omp_get_num_procs());
     manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
     label_smoothing = cfg.get_double("loss.label_smoothing");
 
     // Data.
     const int64_t num_classes = cfg.get_int("data.num_classes");
-    DataSources src = make_data(cfg);
+    DataSources src = dist ? make_data(cfg, dist->rank(), dist->world_size()) : make_data(cfg);
     train_loader = std::move(src.train);
     val_loader = std::move(src.val);
     input = src.input;
@@ -219,6 +232,7 @@ struct Trainer::Impl {
       }
     }
     model->to(device);
+    if (dist) ddp = dist->wrap(cfg, model);
     optim = make_optimizer(cfg, model->named_parameters());
     max_epochs = (max_iters + iters_per_epoch - 1) / iters_per_epoch;
     lr_policy = std::make_unique<LrPolicy>(LrPolicy::from_config(cfg, iters_per_epoch, max_iters));
@@ -227,7 +241,8 @@ struct Trainer::Impl {
     // Output directory.
     ckpt_dir = fs::path(opts.out_dir) / "checkpoints";
     fs::create_directories(ckpt_dir);
-    write_file_atomic((fs::path(opts.out_dir) / "config.toml").string(), cfg.to_toml());
+    if (main_rank())
+      write_file_atomic((fs::path(opts.out_dir) / "config.toml").string(), cfg.to_toml());
 
     const std::string& resume = cfg.get_string("network.resume");
     if (!resume.empty()) {
@@ -243,7 +258,7 @@ struct Trainer::Impl {
       default_generator().manual_seed(state.rng_seed);
       default_generator().set_offset(state.rng_offset);
     }
-    metrics.open(fs::path(opts.out_dir) / "metrics.jsonl",
+    metrics.open(main_rank() ? fs::path(opts.out_dir) / "metrics.jsonl" : fs::path("/dev/null"),
                  resume.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics.good()) TCV_THROW(opts.out_dir, "/metrics.jsonl: cannot open for writing");
 
@@ -255,6 +270,10 @@ struct Trainer::Impl {
           << " train / " << src.val_size << " val images (" << cfg.get_string("data.dataset")
           << ", " << input.channels << "x" << input.height << "x" << input.width << "), "
           << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
+      if (dist)
+        *os << "; data-parallel over " << world() << " processes (" << dist->group()->backend_name()
+            << "): batch " << cfg.get_int("train.batch_size") << " per process, global batch "
+            << cfg.get_int("train.batch_size") * world();
       if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
       *os << "\n";
       if (!cfg.get_string("network.pretrained").empty()) {
@@ -285,7 +304,7 @@ struct Trainer::Impl {
         if (b.y.size(0) == 0) continue;  // every image of the batch was skipped as corrupt
         const Tensor x = b.x.to(device), y = b.y.to(device);
         const Tensor logits = model->forward(x);
-        if (static_cast<int64_t>(samples.size()) < kReportSamples)
+        if (!dist && static_cast<int64_t>(samples.size()) < kReportSamples)  // rows: unsharded
           add_samples(seen, ops::argmax(logits, 1).to(kCPU), b);
         seen += b.y.size(0);
         const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
@@ -293,6 +312,7 @@ struct Trainer::Impl {
         acc.update(logits, y);
       }
     }
+    if (dist) dist->reduce_eval(acc, loss_meter);  // each rank evaluated its share
     model->train();
     summary.top1 = acc.top1();
     summary.top5 = acc.top5();
@@ -362,6 +382,7 @@ struct Trainer::Impl {
   }
 
   void write_report_html() {
+    if (!main_rank()) return;
     const fs::path dir(opts.out_dir);
     ReportInputs in;
     in.title = "tcv-train: " + cfg.get_string("network.model_name") + " (" + dir.string() + ")";
@@ -373,6 +394,7 @@ struct Trainer::Impl {
   }
 
   void save(const std::string& name) {
+    if (!main_rank()) return;
     state.rng_seed = default_generator().seed();
     state.rng_offset = default_generator().offset();
     state.elapsed_s = elapsed();
@@ -424,6 +446,15 @@ struct Trainer::Impl {
     const int64_t save_iters = cfg.get_int("solver.save_iters");
     const int64_t save_epoch = cfg.get_int("solver.save_epoch");
     const double clip_norm = cfg.get_double("solver.clip_grad_norm");
+    // Mixed precision (CUDA): autocast for forward; f16 also scales the loss.
+    DType amp_dtype = DType::bf16;
+    const bool amp_on = autocast::parse_mode(cfg.get_string("train.amp"), amp_dtype);
+    if (amp_on && !device.is_cuda())
+      throw ConfigError(at_key(cfg, "train.amp") +
+                        ": mixed precision runs on CUDA only (device is " + device.str() +
+                        "); use \"off\"");
+    std::unique_ptr<GradScaler> scaler;
+    if (amp_on && amp_dtype == DType::f16) scaler = std::make_unique<GradScaler>();
     const int64_t num_classes = cfg.get_int("data.num_classes");
     // Where this run stops: the end, or an interruption asked for by the caller.
     const int64_t stop_at =
@@ -452,6 +483,7 @@ struct Trainer::Impl {
           continue;
         }
         Tensor loss;
+        autocast::Guard amp(amp_on, amp_dtype);
         if (mixup_alpha > 0) {
           // Soft targets (label smoothing inside), mixed with a stream that depends
           // only on (seed, iter), so a resumed run mixes the same way.
@@ -459,23 +491,31 @@ struct Trainer::Impl {
           data::Rng rng(static_cast<uint64_t>(cfg.get_int("seed")) ^ kMixupKey,
                         static_cast<uint64_t>(state.iter));
           data::mixup(mx, my, num_classes, mixup_alpha, rng, label_smoothing);
-          loss = soft_target_cross_entropy(model->forward(mx.to(device)), my.to(device));
+          loss = soft_target_cross_entropy(autocast::to_f32(net().forward(mx.to(device))),
+                                           my.to(device));
         } else {
           const Tensor x = batch.x.to(device), y = batch.y.to(device);  // (B, C, H, W), (B)
-          loss =
-              ops::cross_entropy(model->forward(x), y, ops::Reduction::mean, -100, label_smoothing);
+          Tensor logits = autocast::to_f32(net().forward(x));
+          loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
         }
-        optim->zero_grad();
-        loss.backward();
-        if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
-        optim->step();
+        optim->zero_grad(/*set_to_none=*/!ddp);  // DDP: grads stay bucket views
+        if (scaler) {
+          scaler->scale(loss).backward();
+          scaler->unscale(optim->params());
+          if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
+          scaler->step(*optim);
+        } else {
+          loss.backward();
+          if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
+          optim->step();
+        }
         const double loss_v = loss.item();
         TCV_CHECK(std::isfinite(loss_v), "training diverged: loss is ", loss_v, " at epoch ",
                   state.epoch, " iter ", state.iter + 1, " (lr ", state.lr,
                   "); lower solver.lr.base_lr");
         ++state.iter;
         ++state.epoch_iter;
-        const int64_t bs = batch.y.size(0);
+        const int64_t bs = batch.y.size(0) * world();  // global images
         win_loss.update(loss_v, bs);
         win_images += bs;
         run_images += bs;
@@ -549,6 +589,8 @@ struct Trainer::Impl {
           << fixed(summary.wall_s, 1) << " s, " << fixed(summary.train_images_per_sec, 0)
           << " train img/s\n"
           << std::flush;
+    if (auto* os = log(); os && ddp) *os << ddp_summary(*ddp) << "\n" << std::flush;
+    if (dist) dist->barrier();  // rank 0 hosts the store: leave together
     return summary;
   }
 };

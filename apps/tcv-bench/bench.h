@@ -22,10 +22,14 @@
 #include "data/image.h"
 #include "data/transforms.h"
 #include "engine/allocator.h"
+#include "engine/autocast.h"
+#include "engine/device.h"
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "kernels/cuda/runtime.h"
 #include "models/registry.h"
+#include "train/grad_scaler.h"
 #include "train/optim.h"
 
 namespace tcv::bench {
@@ -145,14 +149,22 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
               });
   if (o.model.empty())
     throw UsageError{"train: --model NAME is required (tcv-train --list-models)"};
-  if (o.device.rfind("cuda", 0) == 0)
-    throw Error("[tcv-bench train] --device " + o.device +
-                ": this build has no CUDA path yet (only --device cpu)");
-  if (o.device != "cpu") throw UsageError{"--device must be cpu or cuda, got '" + o.device + "'"};
-  if (o.dtype == "bf16" || o.dtype == "f16")
+  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0)
+    throw UsageError{"--device must be cpu, cuda or cuda:N, got '" + o.device + "'"};
+  if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16")
+    throw UsageError{"--dtype must be f32, bf16 or f16, got '" + o.dtype + "'"};
+  if (o.device == "cpu" && o.dtype != "f32")
     throw Error("[tcv-bench train] --dtype " + o.dtype +
-                ": mixed precision needs the CUDA path, which this build does not have (only f32)");
-  if (o.dtype != "f32") throw UsageError{"--dtype must be f32, bf16 or f16, got '" + o.dtype + "'"};
+                ": mixed precision runs on CUDA only (use --device cuda, or --dtype f32)");
+  if (o.device != "cpu") {
+    const Device d = Device::parse(o.device);
+    if (!cuda_ops_supported())
+      throw Error("[tcv-bench train] --device " + o.device +
+                  ": this build of tcv has no CUDA (built without nvcc)");
+    if (d.index >= cuda_device_count())
+      throw Error("[tcv-bench train] --device " + o.device + ": " +
+                  std::to_string(cuda_device_count()) + " CUDA device(s) visible");
+  }
   return o;
 }
 
@@ -160,23 +172,43 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
 /// one synthetic batch, after `warmup` untimed steps.
 inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
+  const Device device = Device::parse(o.device);
+  const bool gpu = device.is_cuda();
   CpuAllocator::instance().reset_peak();
   manual_seed(0);
   auto model = models::create_model(o.model, {.num_classes = o.classes, .in_channels = o.channels});
+  model->to(device);
   model->train();
   TrainBenchResult r;
   for (const auto& [name, p] : model->named_parameters()) r.parameters += p.numel();
   train::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9});
-  Tensor x = randn({o.batch, o.channels, o.image_size, o.image_size});  // (B, C, S, S)
-  Tensor y = randint(0, o.classes, {o.batch});                          // (B)
+  // (B, C, S, S) and (B), made on the CPU (same numbers on every device) and moved.
+  Tensor x = randn({o.batch, o.channels, o.image_size, o.image_size}).to(device);
+  Tensor y = randint(0, o.classes, {o.batch}).to(device);
+  DType amp_dtype = DType::bf16;
+  const bool amp = autocast::parse_mode(o.dtype == "f32" ? "off" : o.dtype, amp_dtype);
+  std::unique_ptr<train::GradScaler> scaler;
+  if (amp && amp_dtype == DType::f16) scaler = std::make_unique<train::GradScaler>();
   auto step = [&] {
     opt.zero_grad();
-    Tensor loss = ops::cross_entropy((*model)(x), y);
-    loss.backward();
-    opt.step();
+    Tensor loss;
+    {
+      autocast::Guard guard(amp, amp_dtype);
+      loss = ops::cross_entropy(autocast::to_f32((*model)(x)), y);
+    }
+    if (scaler) {
+      scaler->scale(loss).backward();
+      scaler->step(opt);
+    } else {
+      loss.backward();
+      opt.step();
+    }
+    // The step is done when its last kernel is: wait for the GPU.
+    if (gpu) kernels::cuda::stream_synchronize(nullptr);
     return loss;
   };
   for (int64_t i = 0; i < o.warmup; ++i) step();
+  if (gpu) kernels::cuda::reset_peak_memory(device.index);
   std::vector<double> ms;
   Tensor loss;
   for (int64_t i = 0; i < o.steps; ++i) {
@@ -188,9 +220,15 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   r.final_loss = loss.item();
   r.ms_per_step = median(ms);
   r.images_per_sec = r.ms_per_step > 0 ? 1000.0 * static_cast<double>(o.batch) / r.ms_per_step : 0;
-  const MemoryStats st = CpuAllocator::instance().stats();
-  r.allocator_peak = st.peak_allocated;
-  r.allocator_reserved = st.reserved;
+  if (gpu) {
+    const auto st = kernels::cuda::memory_stats(device.index);
+    r.allocator_peak = st.peak_allocated;
+    r.allocator_reserved = st.peak_reserved;
+  } else {
+    const MemoryStats st = CpuAllocator::instance().stats();
+    r.allocator_peak = st.peak_allocated;
+    r.allocator_reserved = st.reserved;
+  }
   r.peak_rss = peak_rss_bytes();
   return r;
 }

@@ -1,7 +1,7 @@
 // tcv-bench: throughput of whole training steps and of the image data pipeline.
 //
 //   tcv-bench train --model NAME [--batch B] [--image-size S] [--channels C] [--classes K]
-//                   [--steps N] [--warmup W] [--device cpu] [--dtype f32] [--json]
+//                   [--steps N] [--warmup W] [--device cpu|cuda] [--dtype f32|bf16|f16] [--json]
 //   tcv-bench data [--images N] [--size S] [--crop S] [--batch B] [--workers 0,1,2]
 //                  [--epochs E] [--dir DIR] [--json]
 //
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/cli.h"
+#include "apps/tcv-bench/allreduce.h"
 #include "apps/tcv-bench/bench.h"
 
 namespace {
@@ -19,6 +20,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: tcv-bench train --model NAME [options]   times whole training steps\n"
     "       tcv-bench data [options]                 DataLoader decode+augment throughput\n"
+    "       tcv-bench allreduce [options]            all-reduce bandwidth (see allreduce --help)\n"
     "\n"
     "train: forward, cross-entropy, backward and SGD (momentum 0.9) on one synthetic batch,\n"
     "after warm-up; prints images/s, ms/step (median) and peak memory.\n"
@@ -29,8 +31,8 @@ constexpr const char* kUsage =
     "  --classes K        classes (10)\n"
     "  --steps N          timed steps (20)\n"
     "  --warmup W         untimed steps first (5)\n"
-    "  --device cpu       (cuda needs the CUDA build)\n"
-    "  --dtype f32        (bf16, f16 need the CUDA build)\n"
+    "  --device D         cpu | cuda | cuda:N (cpu)\n"
+    "  --dtype T          f32 | bf16 | f16: mixed precision on CUDA, f16 with loss scaling (f32)\n"
     "  --json             one JSON line instead of text\n"
     "\n"
     "data: generates JPEGs, reads them through ImageFolder with RandomResizedCrop + flip +\n"
@@ -51,16 +53,24 @@ double mib(int64_t bytes) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2) throw tcv::bench::UsageError{"a subcommand (train or data) is required"};
+  if (argc < 2) throw tcv::bench::UsageError{"a subcommand (train, data or allreduce) is required"};
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "allreduce") {
+    for (const auto& a : args)
+      if (a == "--help" || a == "-h") {
+        std::cout << tcv::bench::kAllreduceUsage;
+        return 0;
+      }
+    return tcv::bench::run_allreduce_bench(tcv::bench::parse_allreduce_args(args));
+  }
   for (const auto& a : args)
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
     }
   if (cmd == "--help" || cmd == "-h") {
-    std::cout << kUsage;
+    std::cout << kUsage << "\n" << tcv::bench::kAllreduceUsage;
     return 0;
   }
   if (cmd == "train") {
@@ -77,8 +87,9 @@ int run(int argc, char** argv) {
       std::printf("  %.1f images/s, %.2f ms/step (median of %lld steps after %lld warm-up)\n",
                   r.images_per_sec, r.ms_per_step, static_cast<long long>(opts.steps),
                   static_cast<long long>(opts.warmup));
-      std::printf("  peak RSS %.1f MiB, allocator peak %.1f MiB (reserved %.1f MiB)\n",
-                  mib(r.peak_rss), mib(r.allocator_peak), mib(r.allocator_reserved));
+      std::printf("  peak RSS %.1f MiB, %s allocator peak %.1f MiB (reserved %.1f MiB)\n",
+                  mib(r.peak_rss), opts.device == "cpu" ? "host" : "device", mib(r.allocator_peak),
+                  mib(r.allocator_reserved));
     }
     return 0;
   }
@@ -100,7 +111,7 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  throw tcv::bench::UsageError{"unknown subcommand '" + cmd + "' (train or data)"};
+  throw tcv::bench::UsageError{"unknown subcommand '" + cmd + "' (train, data or allreduce)"};
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // tcv-train: trains a model from a TOML config.
 //
-//   tcv-train --config FILE [--set key=value]... [--out DIR] [--list-models] [--help]
+//   tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR] [--list-models]
 //
 // Exit status: 0 on success, 2 for a bad command line or config, 1 otherwise.
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -16,13 +17,17 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: tcv-train --config FILE [--set key=value]... [--out DIR] [--list-models] [--help]\n"
+    "usage: tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR]\n"
+    "                 [--list-models] [--help]\n"
     "\n"
     "Trains a model as the TOML config FILE says (see configs/).\n"
     "\n"
     "  --config FILE      the config (TOML; unknown keys are errors)\n"
     "  --set key=value    overrides one key, value in TOML syntax (repeatable):\n"
     "                       --set solver.lr.base_lr=0.05 --set network.model_name=fmnist_resnet\n"
+    "  --device D         cpu | cuda | auto (same as --set device=D; auto = the GPU when\n"
+    "                     one is present)\n"
+    "  --amp M            off | bf16 | f16 mixed precision on CUDA (--set train.amp=M)\n"
     "  --out DIR          run directory (default: runs/<config name>); receives\n"
     "                     config.toml (resolved), metrics.jsonl and checkpoints/\n"
     "  --list-models      prints the registered models and exits\n"
@@ -48,6 +53,10 @@ int run(int argc, char** argv) {
       config_path = value("--config");
     } else if (is("--set")) {
       sets.push_back(value("--set"));
+    } else if (is("--device")) {
+      sets.push_back("device=\"" + value("--device") + "\"");
+    } else if (is("--amp")) {
+      sets.push_back("train.amp=\"" + value("--amp") + "\"");
     } else if (is("--out")) {
       out_dir = value("--out");
     } else {
@@ -73,7 +82,8 @@ int run(int argc, char** argv) {
   opts.log = &std::cout;
   tcv::train::Trainer trainer(std::move(cfg), opts);
   trainer.run();
-  std::cout << "run directory: " << out_dir << "\n";
+  const char* rank = std::getenv("RANK");  // data-parallel: rank 0 speaks for the run
+  if (!rank || std::string(rank) == "0") std::cout << "run directory: " << out_dir << "\n";
   return 0;
 }
 

@@ -129,9 +129,8 @@ TEST(Config, BadValuesNameKeyAndLine) {
   EXPECT_TRUE(has(policy, "fixed, step, multistep, cosine, lambda_poly")) << policy;
 
   const std::string dist =
-      error_of([] { Config::from_string("[network]\ndistributed = true\n", "d.toml").validate(); });
-  EXPECT_TRUE(has(dist, "d.toml:2: network.distributed")) << dist;
-  EXPECT_TRUE(has(dist, "distributed backend")) << dist;
+      error_of([] { Config::from_string("[network]\nbucket_cap_mb = 0\n", "d.toml").validate(); });
+  EXPECT_TRUE(has(dist, "d.toml:2: network.bucket_cap_mb: must be > 0")) << dist;
 
   Config c;
   c.set_override("loss.label_smoothing=1.5");
