@@ -10,6 +10,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 
+#include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/loops.h"
 
 namespace tcv::kernels::cpu {
@@ -58,44 +59,47 @@ Descs descs(const DnnlKey& key) {
           dnnl::memory::desc(Dims{key.m, key.n}, f32, Dims{key.ldc, 1})};
 }
 
-dnnl::engine& dnnl_engine() {
-  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  return eng;
-}
-
 // Building a primitive descriptor costs tens of microseconds: keep one
-// primitive per problem (layer shapes repeat every step).
-std::shared_ptr<dnnl::matmul> dnnl_primitive(const DnnlKey& key) {
+// primitive per problem (layer shapes repeat every step). Its scratchpad is
+// user-managed (a per-thread buffer), so threads may run the same primitive
+// at once: ranks as threads, or batches spread over OpenMP.
+struct DnnlGemm {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+std::shared_ptr<DnnlGemm> dnnl_primitive(const DnnlKey& key) {
   static std::mutex mu;
-  static std::map<DnnlKey, std::shared_ptr<dnnl::matmul>> cache;
+  static std::map<DnnlKey, std::shared_ptr<DnnlGemm>> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const Descs d = descs(key);
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = dnnl_util::default_attr();
   if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
   if (key.beta != 0.0f) {
     dnnl::post_ops po;
     po.append_sum(key.beta);
     attr.set_post_ops(po);
   }
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d.a, d.b, d.c), attr, dnnl_engine());
-  auto prim = std::make_shared<dnnl::matmul>(pd);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(d.a, d.b, d.c), attr,
+                                        dnnl_util::engine());
+  auto entry = std::make_shared<DnnlGemm>(DnnlGemm{pd, dnnl::matmul(pd)});
   if (cache.size() > 4096) cache.clear();  // unbounded shape streams must not grow it forever
-  cache.emplace(key, prim);
-  return prim;
+  cache.emplace(key, entry);
+  return entry;
 }
 
 void sgemm_dnnl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const DnnlKey key{m, n, k, lda, ldb, ldc, ta, tb, alpha, beta};
-  auto prim = dnnl_primitive(key);
-  auto& eng = dnnl_engine();
+  auto g = dnnl_primitive(key);
   const Descs d = descs(key);
-  thread_local dnnl::stream stream(eng);
-  prim->execute(stream, {{DNNL_ARG_SRC, dnnl::memory(d.a, eng, const_cast<float*>(a))},
-                         {DNNL_ARG_WEIGHTS, dnnl::memory(d.b, eng, const_cast<float*>(b))},
-                         {DNNL_ARG_DST, dnnl::memory(d.c, eng, c)}});
+  dnnl::stream& stream = dnnl_util::stream();
+  g->prim.execute(stream, {{DNNL_ARG_SRC, dnnl_util::wrap(d.a, const_cast<float*>(a))},
+                           {DNNL_ARG_WEIGHTS, dnnl_util::wrap(d.b, const_cast<float*>(b))},
+                           {DNNL_ARG_DST, dnnl_util::wrap(d.c, c)},
+                           {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(g->pd)}});
   stream.wait();
 }
 
@@ -155,37 +159,6 @@ void gemm(DType dt, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double 
 
 namespace {
 
-// How BLAS sees the last two dims of an operand.
-struct MatLayout {
-  Trans trans = Trans::no;
-  int64_t ld = 1;
-  bool ok = false;
-};
-
-MatLayout mat_layout(const KTensor& t) {
-  const int nd = t.ndim;
-  const int64_t rows = t.sizes[nd - 2], cols = t.sizes[nd - 1];
-  const int64_t sr = t.strides[nd - 2], sc = t.strides[nd - 1];
-  // A single row or column has a free stride on its size-1 dim.
-  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
-    return {Trans::no, rows == 1 ? std::max<int64_t>(cols, 1) : sr, true};
-  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
-    return {Trans::yes, cols == 1 ? std::max<int64_t>(rows, 1) : sc, true};
-  return {};
-}
-
-// Whether the batch dims and the row dim of t walk memory as one row index
-// with stride ld (so (B..., m, x) is a (B·m, x) matrix).
-bool rows_fold(const KTensor& t, int64_t ld) {
-  int64_t expect = ld * t.sizes[t.ndim - 2];
-  for (int i = t.ndim - 3; i >= 0; --i) {
-    if (t.sizes[i] == 1) continue;
-    if (t.strides[i] != expect) return false;
-    expect *= t.sizes[i];
-  }
-  return true;
-}
-
 // Problems below this many multiply-adds run single-threaded inside OpenBLAS
 // (its SMP threshold), so batches of them are better spread over OpenMP.
 constexpr int64_t kSmallGemm = 65536 * 4;
@@ -223,9 +196,8 @@ void matmul(const KTensor& c, const KTensor& a, const KTensor& b, double alpha, 
     return;
   }
 
-  // Small GEMMs spread over OpenMP threads go to OpenBLAS: a oneDNN primitive
-  // (cached, with its library-managed scratchpad) must not run on several
-  // threads at once, which gave wrong products with 4 or more threads.
+  // Small GEMMs spread over OpenMP threads go to OpenBLAS, single-threaded
+  // each (below its SMP threshold).
   const bool spread = m * n * k <= kSmallGemm;
   const GemmLib per_batch = spread && c.dtype == DType::f32 ? GemmLib::openblas : lib;
   auto run = [&](int64_t lo, int64_t hi) {
