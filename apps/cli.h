@@ -2,6 +2,7 @@
 // the mapping of errors to messages and exit codes.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -14,6 +15,22 @@ namespace tcv::apps {
 struct UsageError {
   std::string msg;
 };
+
+/// The integer after a flag, at least min_value; usage errors name the flag.
+inline int64_t parse_int(const std::string& flag, const std::string& text, int64_t min_value) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    throw UsageError{flag + " expects an integer, got '" + text + "'"};
+  if (v < min_value)
+    throw UsageError{flag + " must be at least " + std::to_string(min_value) + ", got " + text};
+  return v;
+}
 
 /// Walks argv; a flag's value may follow it or be joined with '='.
 class Args {

@@ -193,6 +193,27 @@ struct KTensor {
   }
 };
 
+/// Calls f(uintN_t{}) for dt's element width: data movement needs only the bits.
+template <typename F>
+void dispatch_bits(DType dt, F&& f) {
+  switch (dtype_size(dt)) {
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    case 8:
+      f(uint64_t{});
+      break;
+    default:
+      TCV_THROW("[index] unsupported element size for dtype ", dtype_name(dt));
+  }
+}
+
 }  // namespace tcv::kernels
 
 // Runs the body with scalar_t bound to the C++ type of dt.

@@ -53,21 +53,7 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// The integer after a flag; errors name the flag.
-inline int64_t parse_int(const std::string& flag, const std::string& text, int64_t min_value) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size())
-    throw UsageError{flag + " expects an integer, got '" + text + "'"};
-  if (v < min_value)
-    throw UsageError{flag + " must be at least " + std::to_string(min_value) + ", got " + text};
-  return v;
-}
+using apps::parse_int;
 
 /// Walks "--flag value" / "--flag=value" arguments; `on(flag, value)` handles one.
 template <typename Handler>

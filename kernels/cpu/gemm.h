@@ -4,11 +4,9 @@
 #pragma once
 
 #include "kernels/base.h"
+#include "kernels/gemm_layout.h"
 
 namespace tcv::kernels {
-
-/// Whether a GEMM operand is used as stored or transposed.
-enum class Trans : uint8_t { no, yes };
 
 /// Which library runs a GEMM. `automatic` is OpenBLAS (the reasons and figures
 /// are in gemm.cpp; bench/bench_gemm.cpp measures both).

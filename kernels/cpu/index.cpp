@@ -10,27 +10,6 @@
 namespace tcv::kernels::cpu {
 namespace {
 
-// Data movement only needs the element's bits: one instantiation per width.
-template <typename F>
-void dispatch_bits(DType dt, F&& f) {
-  switch (dtype_size(dt)) {
-    case 1:
-      f(uint8_t{});
-      break;
-    case 2:
-      f(uint16_t{});
-      break;
-    case 4:
-      f(uint32_t{});
-      break;
-    case 8:
-      f(uint64_t{});
-      break;
-    default:
-      TCV_THROW("[index] unsupported element size for dtype ", dtype_name(dt));
-  }
-}
-
 std::string sizes_str(const KTensor& t) {
   std::ostringstream os;
   os << "(";

@@ -8,37 +8,6 @@ namespace tcv::kernels::cuda {
 
 namespace {
 
-// How cuBLAS sees the last two dims of a row-major operand (as in kernels/cpu/gemm.cpp).
-struct MatLayout {
-  Trans trans = Trans::no;
-  int64_t ld = 1;
-  bool ok = false;
-};
-
-MatLayout mat_layout(const KTensor& t) {
-  const int nd = t.ndim;
-  const int64_t rows = t.sizes[nd - 2], cols = t.sizes[nd - 1];
-  const int64_t sr = t.strides[nd - 2], sc = t.strides[nd - 1];
-  // A single row or column has a free stride on its size-1 dim.
-  if ((sc == 1 || cols == 1) && (rows == 1 || sr >= std::max<int64_t>(cols, 1)))
-    return {Trans::no, rows == 1 ? std::max<int64_t>(cols, 1) : sr, true};
-  if ((sr == 1 || rows == 1) && (cols == 1 || sc >= std::max<int64_t>(rows, 1)))
-    return {Trans::yes, cols == 1 ? std::max<int64_t>(rows, 1) : sc, true};
-  return {};
-}
-
-// Whether the batch dims and the row dim of t walk memory as one row index
-// with stride ld (so (B..., m, x) is a (B·m, x) matrix).
-bool rows_fold(const KTensor& t, int64_t ld) {
-  int64_t expect = ld * t.sizes[t.ndim - 2];
-  for (int i = t.ndim - 3; i >= 0; --i) {
-    if (t.sizes[i] == 1) continue;
-    if (t.strides[i] != expect) return false;
-    expect *= t.sizes[i];
-  }
-  return true;
-}
-
 int as_int(int64_t v, const char* what) {
   TCV_CHECK(v >= 0 && v <= INT_MAX, "[matmul] ", what, " = ", v, " is beyond cuBLAS's int range");
   return static_cast<int>(v);

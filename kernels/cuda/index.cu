@@ -6,27 +6,6 @@
 namespace tcv::kernels::cuda {
 namespace {
 
-// Data movement only needs the element's bits: one instantiation per width.
-template <typename F>
-void dispatch_bits(DType dt, F&& f) {
-  switch (dtype_size(dt)) {
-    case 1:
-      f(uint8_t{});
-      break;
-    case 2:
-      f(uint16_t{});
-      break;
-    case 4:
-      f(uint32_t{});
-      break;
-    case 8:
-      f(uint64_t{});
-      break;
-    default:
-      TCV_THROW("[index] unsupported element size for dtype ", dtype_name(dt));
-  }
-}
-
 // A descriptor of `t` over `shape`'s sizes (same ndim), not stepping along `zero_dim`.
 KTensor restride(const KTensor& t, const KTensor& shape, int zero_dim) {
   KTensor r = t;

@@ -19,10 +19,7 @@ using TVec = std::vector<Tensor>;
 
 Tensor input(const Shape& shape, uint64_t seed, DType dt, bool grad, double lo = -2.0,
              double hi = 2.0) {
-  Generator g(seed);
-  Tensor t = uniform(shape, lo, hi, {.dtype = DType::f64}, &g).to(dt);
-  if (grad) t.set_requires_grad(true);
-  return t;
+  return testing::random_input(shape, seed, dt, grad, lo, hi);
 }
 
 CudaCompareOptions tol_for(DType dt) {

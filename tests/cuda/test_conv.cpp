@@ -47,10 +47,7 @@ std::vector<Case> cases() {
 }
 
 Tensor input(const Shape& shape, uint64_t seed, DType dt, bool grad = true) {
-  Generator g(seed);
-  Tensor t = uniform(shape, -1.0, 1.0, {.dtype = DType::f64}, &g).to(dt);
-  if (grad) t.set_requires_grad(true);
-  return t;
+  return testing::random_input(shape, seed, dt, grad, -1.0, 1.0);
 }
 
 CudaCompareOptions tol_for(DType dt) {

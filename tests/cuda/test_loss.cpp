@@ -21,10 +21,7 @@ using TVec = std::vector<Tensor>;
 
 Tensor input(const Shape& shape, uint64_t seed, DType dt, bool grad = true, double lo = -3.0,
              double hi = 3.0) {
-  Generator g(seed);
-  Tensor t = uniform(shape, lo, hi, {.dtype = DType::f64}, &g).to(dt);
-  if (grad) t.set_requires_grad(true);
-  return t;
+  return testing::random_input(shape, seed, dt, grad, lo, hi);
 }
 
 // Class targets in [0, c), with about one in five set to `ignore` when asked.

@@ -17,10 +17,7 @@ using testing::expect_cuda_matches_cpu;
 using TVec = std::vector<Tensor>;
 
 Tensor input(const Shape& shape, uint64_t seed, DType dt) {
-  Generator g(seed);
-  Tensor t = uniform(shape, -2.0, 2.0, {.dtype = DType::f64}, &g).to(dt);
-  t.set_requires_grad(true);
-  return t;
+  return testing::random_input(shape, seed, dt);
 }
 
 CudaCompareOptions tol_for(DType dt) {

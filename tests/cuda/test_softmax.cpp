@@ -19,10 +19,7 @@ using testing::expect_cuda_matches_cpu;
 using TVec = std::vector<Tensor>;
 
 Tensor input(const Shape& shape, uint64_t seed, DType dt, double scale = 3.0) {
-  Generator g(seed);
-  Tensor t = uniform(shape, -scale, scale, {.dtype = DType::f64}, &g).to(dt);
-  t.set_requires_grad(true);
-  return t;
+  return testing::random_input(shape, seed, dt, true, -scale, scale);
 }
 
 CudaCompareOptions tol_for(DType dt) {

@@ -11,6 +11,17 @@ int& cuda_compare_count() {
   return n;
 }
 
+Tensor random_input(const Shape& shape, uint64_t seed, DType dtype, bool requires_grad, double lo,
+                    double hi) {
+  Generator g(seed);
+  Tensor t =
+      is_floating(dtype)
+          ? uniform(shape, lo, hi, {.dtype = DType::f64}, &g).to(dtype)
+          : randint(0, dtype == DType::b8 ? 2 : 100, shape, {.dtype = DType::i64}, &g).to(dtype);
+  if (requires_grad && is_floating(dtype)) t.set_requires_grad(true);
+  return t;
+}
+
 namespace {
 
 /// A leaf copy of t on `device`, requiring grad like t.

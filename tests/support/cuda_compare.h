@@ -40,6 +40,12 @@ void expect_cuda_matches_cpu(const std::string& name,
                              const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                              const std::vector<Tensor>& inputs, CudaCompareOptions opts = {});
 
+/// A seeded random input for CPU-vs-CUDA tests, the same on every machine:
+/// floating dtypes uniform in [lo, hi) (drawn in f64, then converted; a leaf
+/// requiring grad when asked), integers uniform in [0, 100), bool in {0, 1}.
+Tensor random_input(const Shape& shape, uint64_t seed, DType dtype = DType::f32,
+                    bool requires_grad = true, double lo = -2.0, double hi = 2.0);
+
 /// Number of CPU-vs-CUDA comparisons run in this process.
 int& cuda_compare_count();
 
