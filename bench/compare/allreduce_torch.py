@@ -13,21 +13,16 @@ bandwidth. --json prints one JSON object per row (and a summary line).
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
+
+from common import free_port
 
 
 def parse_bytes(text):
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
     return int(text[:-1] if mult != 1 else text) * mult
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def worker(args):

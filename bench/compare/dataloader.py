@@ -19,12 +19,9 @@ import subprocess
 import sys
 import tempfile
 
+from common import TORCH_ENV, last_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}
-
-
-def last_json(out):
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def run_tcv(args, root):

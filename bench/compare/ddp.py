@@ -11,25 +11,14 @@ stats (buckets, comm time per step, the fraction hidden behind backward).
     /usr/bin/python3 bench/compare/ddp.py [--build build] [--rounds 5] [--nproc 2]
 """
 import argparse
-import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 
+from common import TORCH_ENV, free_port, last_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def last_json(out):
-    return json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
 
 
 def run_tcv(build, nproc, batch, steps):

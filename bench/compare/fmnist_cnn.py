@@ -14,8 +14,9 @@ import statistics
 import subprocess
 import sys
 
+from common import TORCH_ENV
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}
 
 
 def run_tcv(build, threads, bench):

@@ -15,12 +15,9 @@ import statistics
 import subprocess
 import sys
 
+from common import TORCH_ENV, last_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_ENV = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736"}
-
-
-def last_json(out):
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def shape_args(args):
