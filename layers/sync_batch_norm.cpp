@@ -10,6 +10,11 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
                        const SyncBNGroup& group) {
   TCV_CHECK(x.dim() == 4, "[sync_batch_norm] expects (N, C, H, W), got ", x.shape_str());
   TCV_CHECK(group.all_reduce_sum != nullptr, "[sync_batch_norm] the group has no all-reduce");
+  // f16/bf16 inputs (mixed precision): statistics and normalisation in f32, like batch_norm.
+  if (x.dtype() == DType::f16 || x.dtype() == DType::bf16)
+    return sync_batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, momentum, eps,
+                           group)
+        .to(x.dtype());
   const int64_t c = x.size(1);
   const Shape bc = {1, c, 1, 1};
   const Shape dims = {0, 2, 3};

@@ -1,7 +1,6 @@
 // batch_norm: batch statistics and running-stat update in training, running
 // statistics in eval, and the backward of both.
 #include "kernels/cpu/batch_norm.h"
-#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
@@ -27,13 +26,14 @@ kernels::KTensor opt_k(const Tensor& t) {
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum, double eps) {
-  if (autocast::needs_f32(x))  // statistics in f32; the output keeps x's dtype
-    return batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, training, momentum,
-                      eps)
-        .to(x.dtype());
   TCV_CHECK(x.dim() >= 2, "[batch_norm] expects input (N, C, ...), got ", x.shape_str());
-  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
-            "[batch_norm] supports f32 and f64, got ", dtype_name(x.dtype()));
+  TCV_CHECK(is_floating(x.dtype()), "[batch_norm] supports f32, f64, f16 and bf16, got ",
+            dtype_name(x.dtype()));
+  // f16/bf16 inputs (mixed precision) compute in f32 with f32 parameters and
+  // statistics: the kernels see an f32 copy, the output and the tensor saved
+  // for backward stay 16-bit, as in PyTorch's autocast.
+  const bool half_in = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
+  const DType cd = half_in ? DType::f32 : x.dtype();
   check_param("weight", weight, x);
   check_param("bias", bias, x);
   check_param("running_mean", running_mean, x);
@@ -41,8 +41,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   TCV_CHECK(running_mean.defined() == running_var.defined(),
             "[batch_norm] running_mean and running_var must be both defined or both undefined");
   for (const Tensor* t : {&weight, &bias})
-    TCV_CHECK(!t->defined() || t->dtype() == x.dtype(), "[batch_norm] weight/bias are ",
-              dtype_name(t->dtype()), " but input is ", dtype_name(x.dtype()));
+    TCV_CHECK(!t->defined() || t->dtype() == cd, "[batch_norm] weight/bias are ",
+              dtype_name(t->dtype()), " but input ", dtype_name(x.dtype()), " needs ",
+              dtype_name(cd));
   TCV_CHECK(eps > 0, "[batch_norm] eps must be positive, got ", eps);
   backend::require_device("batch_norm", x.device(), {&weight, &bias, &running_mean, &running_var});
 
@@ -59,18 +60,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
             "[batch_norm] expected more than 1 value per channel when training, got input ",
             x.shape_str());
 
-  Tensor xc = x.detach().contiguous();
+  Tensor xc = x.detach().contiguous();         // saved for backward, in x's dtype
+  const Tensor xk = half_in ? xc.to(cd) : xc;  // what the kernels read
   Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const kernels::KTensor wk = opt_k(wc), bk = opt_k(bc);
-  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  const TensorOptions opts{.dtype = cd, .device = x.device()};
   Tensor y = empty(x.shape(), opts);
   Tensor mean, var;  // (C); biased var
   if (batch_stats) {
     mean = empty({g.c}, opts);
     var = empty({g.c}, opts);
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xc.k(), wc.defined() ? &wk : nullptr,
+      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.k(), wc.defined() ? &wk : nullptr,
                  bc.defined() ? &bk : nullptr, y.k(), mean.k(), var.k());
     if (training && running_mean.defined()) {
       NoGradGuard no_grad;
@@ -83,40 +85,43 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   } else {
     // Copies, so a later training step updating the running stats in place does
     // not invalidate this graph.
-    mean = running_mean.detach().to(x.dtype()).contiguous().clone();
-    var = running_var.detach().to(x.dtype()).contiguous().clone();
+    mean = running_mean.detach().to(cd).contiguous().clone();
+    var = running_var.detach().to(cd).contiguous().clone();
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xc.k(), wc.defined() ? &wk : nullptr,
+      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.k(), wc.defined() ? &wk : nullptr,
                  bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k());
   }
+  if (half_in) y = y.to(x.dtype());
 
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_dx = x.requires_grad();
     const bool need_dw = weight.defined() && weight.requires_grad();
     const bool need_db = bias.defined() && bias.requires_grad();
-    autograd::record("batch_norm", {x, weight, bias}, {y},
-                     [g, batch_stats, need_dx, need_dw, need_db, sx = SavedTensor(xc),
-                      sw = SavedTensor(wc), mean, var](std::vector<Tensor>& grads) {
-                       Tensor dy = grads[0].contiguous();
-                       const Tensor xv = sx.get();
-                       const Tensor wv = sw.defined() ? sw.get() : Tensor();
-                       const TensorOptions o{.dtype = dy.dtype(), .device = dy.device()};
-                       Tensor dx = need_dx ? empty(xv.shape(), o) : Tensor();
-                       Tensor dweight = need_dw ? empty({g.c}, o) : Tensor();
-                       Tensor dbias = need_db ? empty({g.c}, o) : Tensor();
-                       if (dy.numel() == 0) {
-                         for (Tensor* t : {&dx, &dweight, &dbias})
-                           if (t->defined()) t->zero_();
-                       } else {
-                         const kernels::KTensor wk2 = opt_k(wv), dxk = opt_k(dx),
-                                                dwk = opt_k(dweight), dbk = opt_k(dbias);
-                         TCV_KERNEL(dy.device(), batch_norm_backward, g, batch_stats, xv.k(),
-                                    dy.k(), wv.defined() ? &wk2 : nullptr, mean.k(), var.k(),
-                                    need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
-                                    need_db ? &dbk : nullptr);
-                       }
-                       return std::vector<Tensor>{dx, dweight, dbias};
-                     });
+    autograd::record(
+        "batch_norm", {x, weight, bias}, {y},
+        [g, batch_stats, need_dx, need_dw, need_db, cd, xdt = x.dtype(), sx = SavedTensor(xc),
+         sw = SavedTensor(wc), mean, var](std::vector<Tensor>& grads) {
+          // 16-bit inputs: f32 math on f32 copies, dx back in x's dtype.
+          Tensor dy = grads[0].to(cd).contiguous();
+          const Tensor xv = sx.get().to(cd);
+          const Tensor wv = sw.defined() ? sw.get() : Tensor();
+          const TensorOptions o{.dtype = cd, .device = dy.device()};
+          Tensor dx = need_dx ? empty(xv.shape(), o) : Tensor();
+          Tensor dweight = need_dw ? empty({g.c}, o) : Tensor();
+          Tensor dbias = need_db ? empty({g.c}, o) : Tensor();
+          if (dy.numel() == 0) {
+            for (Tensor* t : {&dx, &dweight, &dbias})
+              if (t->defined()) t->zero_();
+          } else {
+            const kernels::KTensor wk2 = opt_k(wv), dxk = opt_k(dx), dwk = opt_k(dweight),
+                                   dbk = opt_k(dbias);
+            TCV_KERNEL(dy.device(), batch_norm_backward, g, batch_stats, xv.k(), dy.k(),
+                       wv.defined() ? &wk2 : nullptr, mean.k(), var.k(), need_dx ? &dxk : nullptr,
+                       need_dw ? &dwk : nullptr, need_db ? &dbk : nullptr);
+          }
+          if (dx.defined()) dx = dx.to(xdt);
+          return std::vector<Tensor>{dx, dweight, dbias};
+        });
   }
   return y;
 }

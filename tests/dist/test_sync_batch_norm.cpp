@@ -38,6 +38,18 @@ TEST(SyncBatchNorm, LocalGroupMatchesBatchNorm) {
   expect_close(rv2, rv1, 1e-12, 1e-10, "running_var");
 }
 
+TEST(SyncBatchNorm, HalfInputComputesInF32) {
+  const Tensor x = rand_f64({3, 4, 5, 2}, 7, -2.0, 2.0, false).to(DType::bf16);
+  const Tensor w = rand_f64({4}, 8, 0.5, 1.5, false).to(DType::f32);
+  Tensor rm = zeros({4}), rv = ones({4});
+  const Tensor got = nn::sync_batch_norm(x, w, Tensor(), rm, rv, 0.1, 1e-5, local_group());
+  EXPECT_EQ(got.dtype(), DType::bf16);
+  Tensor rm2 = zeros({4}), rv2 = ones({4});
+  const Tensor want = ops::batch_norm(x, w, Tensor(), rm2, rv2, true, 0.1, 1e-5);
+  expect_close(got.to(DType::f32), want.to(DType::f32), 1e-2, 1e-2, "bf16 y");
+  expect_close(rm, rm2, 1e-6, 1e-5, "running_mean");
+}
+
 TEST(SyncBatchNorm, GradCheck) {
   const auto g = local_group();
   check_gradients("sync_batch_norm",

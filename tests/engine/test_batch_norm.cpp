@@ -187,5 +187,47 @@ TEST(BatchNorm, Errors) {
   EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), zeros({3}), Tensor(), true), Error);
 }
 
+// Mixed precision: an f16/bf16 input with f32 parameters and statistics is
+// normalised in f32 and returned in its own dtype, exactly as casting to f32,
+// normalising and casting back would do, gradients and running stats included.
+TEST(BatchNorm, HalfInputComputesInF32) {
+  for (DType half : {DType::bf16, DType::f16}) {
+    for (bool training : {true, false}) {
+      Tensor x0 = testing::rand_f64({3, 4, 5, 2}, 21, -2.0, 2.0, false).to(half);
+      Tensor w0 = testing::rand_f64({4}, 22, 0.5, 1.5, false).to(DType::f32);
+      Tensor b0 = testing::rand_f64({4}, 23, -0.5, 0.5, false).to(DType::f32);
+      Tensor dy = testing::rand_f64({3, 4, 5, 2}, 24, -1.0, 1.0, false).to(half);
+      Tensor rm_a = zeros({4}), rv_a = ones({4}), rm_b = zeros({4}), rv_b = ones({4});
+      auto leaf = [](const Tensor& t) {
+        Tensor c = t.clone();
+        c.set_requires_grad(true);
+        return c;
+      };
+      Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
+      Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
+      Tensor ya = ops::batch_norm(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
+      Tensor yb =
+          ops::batch_norm(xb.to(DType::f32), wb, bb, rm_b, rv_b, training, 0.1, 1e-5).to(half);
+      const std::string what = std::string(dtype_name(half)) + (training ? " train" : " eval");
+      ASSERT_EQ(ya.dtype(), half) << what;
+      testing::expect_close(ya, yb, 0, 0, what + " output");
+      ya.backward(dy);
+      yb.backward(dy);
+      EXPECT_EQ(xa.grad().dtype(), half);
+      EXPECT_EQ(wa.grad().dtype(), DType::f32);
+      testing::expect_close(xa.grad(), xb.grad(), 0, 0, what + " dx");
+      testing::expect_close(wa.grad(), wb.grad(), 0, 0, what + " dweight");
+      testing::expect_close(ba.grad(), bb.grad(), 0, 0, what + " dbias");
+      testing::expect_close(rm_a, rm_b, 0, 0, what + " running_mean");
+      testing::expect_close(rv_a, rv_b, 0, 0, what + " running_var");
+    }
+  }
+  EXPECT_NE(testing::error_of([] {
+              ops::batch_norm(ones({2, 3, 4}).to(DType::bf16), ones({3}).to(DType::bf16), Tensor(),
+                              Tensor(), Tensor(), true);
+            }).find("needs f32"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tcv
