@@ -27,6 +27,7 @@
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cuda/runtime.h"
 #include "models/registry.h"
 #include "train/grad_scaler.h"
@@ -93,6 +94,9 @@ struct TrainBenchOptions {
   int64_t warmup = 5;
   std::string device = "cpu";
   std::string dtype = "f32";
+  /// CPU f32 convolutions: auto (Winograd where it wins) | direct; empty keeps
+  /// TCV_CONV_ALGO's choice (auto when unset).
+  std::string conv_algo;
   bool json = false;
 };
 
@@ -110,7 +114,7 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
   TrainBenchOptions o;
   parse_flags(args,
               {"--model", "--batch", "--image-size", "--channels", "--classes", "--steps",
-               "--warmup", "--device", "--dtype"},
+               "--warmup", "--device", "--dtype", "--conv-algo"},
               {"--json"}, [&](const std::string& flag, const std::string& v) {
                 if (flag == "--json")
                   o.json = true;
@@ -132,6 +136,8 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
                   o.device = v;
                 else if (flag == "--dtype")
                   o.dtype = v;
+                else if (flag == "--conv-algo")
+                  o.conv_algo = v;
               });
   if (o.model.empty())
     throw UsageError{"train: --model NAME is required (tcv-train --list-models)"};
@@ -139,6 +145,8 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
     throw UsageError{"--device must be cpu, cuda or cuda:N, got '" + o.device + "'"};
   if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16")
     throw UsageError{"--dtype must be f32, bf16 or f16, got '" + o.dtype + "'"};
+  if (!o.conv_algo.empty() && o.conv_algo != "auto" && o.conv_algo != "direct")
+    throw UsageError{"--conv-algo must be auto or direct, got '" + o.conv_algo + "'"};
   if (o.device == "cpu" && o.dtype != "f32")
     throw Error("[tcv-bench train] --dtype " + o.dtype +
                 ": mixed precision runs on CUDA only (use --device cuda, or --dtype f32)");
@@ -160,6 +168,8 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
   const Device device = Device::parse(o.device);
   const bool gpu = device.is_cuda();
+  if (!o.conv_algo.empty())
+    kernels::cpu::set_conv_algo(kernels::cpu::parse_conv_algo(o.conv_algo, "--conv-algo"));
   CpuAllocator::instance().reset_peak();
   manual_seed(0);
   auto model = models::create_model(o.model, {.num_classes = o.classes, .in_channels = o.channels});
@@ -226,6 +236,8 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
   j["model"] = o.model;
   j["device"] = o.device;
   j["dtype"] = o.dtype;
+  j["conv_algo"] =
+      kernels::cpu::get_conv_algo() == kernels::cpu::ConvAlgo::direct ? "direct" : "auto";
   j["batch"] = o.batch;
   j["image_size"] = o.image_size;
   j["channels"] = o.channels;

@@ -1,7 +1,8 @@
 // tcv-bench: throughput of whole training steps and of the image data pipeline.
 //
 //   tcv-bench train --model NAME [--batch B] [--image-size S] [--channels C] [--classes K]
-//                   [--steps N] [--warmup W] [--device cpu|cuda] [--dtype f32|bf16|f16] [--json]
+//                   [--steps N] [--warmup W] [--device cpu|cuda] [--dtype f32|bf16|f16]
+//                   [--conv-algo auto|direct] [--json]
 //   tcv-bench data [--images N] [--size S] [--crop S] [--batch B] [--workers 0,1,2]
 //                  [--epochs E] [--dir DIR] [--json]
 //
@@ -33,6 +34,9 @@ constexpr const char* kUsage =
     "  --warmup W         untimed steps first (5)\n"
     "  --device D         cpu | cuda | cuda:N (cpu)\n"
     "  --dtype T          f32 | bf16 | f16: mixed precision on CUDA, f16 with loss scaling (f32)\n"
+    "  --conv-algo A      CPU f32 convolutions: auto (oneDNN picks Winograd where it expects\n"
+    "                     it to win) | direct (always direct, as PyTorch) (TCV_CONV_ALGO, or "
+    "auto)\n"
     "  --json             one JSON line instead of text\n"
     "\n"
     "data: generates JPEGs, reads them through ImageFolder with RandomResizedCrop + flip +\n"

@@ -7,6 +7,7 @@ the same number of threads (2 by default); PyTorch runs with its fastest malloc
 settings. Each run is a fresh process, so peak RSS is that of one run.
 
     /usr/bin/python3 bench/compare/resnet18_cifar.py [--build build] [--rounds 3]
+        [--conv-algo auto|direct]
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ def shape_args(args):
 def run_tcv(args):
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     cmd = [os.path.join(args.build, "apps", "tcv-bench"), "train", "--model", args.model,
-           *shape_args(args), "--json"]
+           *shape_args(args), "--conv-algo", args.conv_algo, "--json"]
     return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 
@@ -43,6 +44,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
     p.add_argument("--model", default="resnet18_cifar", help="tcv's model name")
+    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct"],
+                   help="tcv's CPU convolution algorithm (direct is PyTorch's)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
@@ -65,14 +68,16 @@ def main():
     it, ip = med(tcv, "images_per_sec"), med(torch, "images_per_sec")
     rt, rp = med(tcv, "peak_rss_bytes") / 2**20, med(torch, "peak_rss_bytes") / 2**20
     print(f"{args.model} train step, batch {args.batch} of 3x{args.image_size}x{args.image_size}, "
-          f"{args.threads} threads, median of {args.rounds} interleaved rounds "
+          f"{args.threads} threads, tcv conv {args.conv_algo}, "
+          f"median of {args.rounds} interleaved rounds "
           f"({args.steps} timed steps after {args.warmup} warm-up each)")
     print(f"  {'':8s} {'images/s':>10s} {'ms/step':>10s} {'peak RSS MiB':>13s} {'params':>10s}")
     for name, runs in (("tcv", tcv), ("pytorch", torch)):
         print(f"  {name:8s} {med(runs, 'images_per_sec'):10.1f} {med(runs, 'ms_per_step'):10.1f} "
               f"{med(runs, 'peak_rss_bytes') / 2**20:13.0f} {runs[0]['parameters']:10d}")
     print(f"  ratio    {it / ip:10.2f}x{'':10s} {rt / rp:12.2f}x")
-    print(json.dumps({"model": args.model, "batch": args.batch, "threads": args.threads,
+    print(json.dumps({"model": args.model, "conv_algo": args.conv_algo, "batch": args.batch,
+                      "threads": args.threads,
                       "rounds": args.rounds, "tcv_images_per_sec": it, "torch_images_per_sec": ip,
                       "speed_ratio": it / ip, "tcv_peak_rss_mib": rt, "torch_peak_rss_mib": rp,
                       "tcv_allocator_peak_mib": med(tcv, "allocator_peak_bytes") / 2**20}))

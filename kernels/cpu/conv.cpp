@@ -8,6 +8,8 @@
 #include "kernels/cpu/conv.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/loops.h"
@@ -144,7 +146,7 @@ Cache<ConvEntry>& conv_cache() {
   return cache;
 }
 
-std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g) {
+std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice) {
   const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.k, g.oh, g.ow};
   const memory::dims w_dims =
       g.groups == 1 ? memory::dims{g.k, g.c, g.r, g.s}
@@ -160,7 +162,8 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g) {
   const auto any = memory::format_tag::any;
   const memory::desc x_any(x_dims, f32, any), y_any(y_dims, f32, any), w_any(w_dims, f32, any);
   const memory::desc b_md = g.has_bias ? plain_md({g.k}) : memory::desc();
-  const auto algo = dnnl::algorithm::convolution_direct;
+  const auto algo = algo_choice == ConvAlgo::direct ? dnnl::algorithm::convolution_direct
+                                                    : dnnl::algorithm::convolution_auto;
   const dnnl::primitive_attr attr = default_attr();
 
   auto e = std::make_unique<ConvEntry>();
@@ -195,11 +198,21 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g) {
   return e;
 }
 
+std::atomic<ConvAlgo>& conv_algo() {
+  static std::atomic<ConvAlgo> algo{[] {
+    const char* env = std::getenv("TCV_CONV_ALGO");
+    return env ? parse_conv_algo(env, "TCV_CONV_ALGO") : ConvAlgo::automatic;
+  }()};
+  return algo;
+}
+
 const ConvEntry& entry(const Conv2dGeom& g) {
-  const Key key{g.n,      g.c,           g.h,           g.w,         g.k,
-                g.r,      g.s,           g.stride[0],   g.stride[1], g.pad[0],
-                g.pad[1], g.dilation[0], g.dilation[1], g.groups,    g.has_bias};
-  return conv_cache().get(key, [&] { return make_entry(g); });
+  const ConvAlgo algo = get_conv_algo();
+  const Key key{g.n,           g.c,      g.h,        g.w,
+                g.k,           g.r,      g.s,        g.stride[0],
+                g.stride[1],   g.pad[0], g.pad[1],   g.dilation[0],
+                g.dilation[1], g.groups, g.has_bias, static_cast<int64_t>(algo)};
+  return conv_cache().get(key, [&] { return make_entry(g, algo); });
 }
 
 void check_f32(const char* op, const KTensor& t) {
@@ -296,6 +309,26 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
 
 size_t conv2d_cache_size() {
   return conv_cache().size();
+}
+
+std::string conv2d_impl_names(const Conv2dGeom& g) {
+  const ConvEntry& e = entry(g);
+  return std::string(e.fwd_pd.impl_info_str()) + " / " + e.bwd_data_pd.impl_info_str() + " / " +
+         e.bwd_weights_pd.impl_info_str();
+}
+
+ConvAlgo parse_conv_algo(const std::string& text, const std::string& what) {
+  if (text == "auto") return ConvAlgo::automatic;
+  if (text == "direct") return ConvAlgo::direct;
+  TCV_THROW(what, " must be \"auto\" or \"direct\", got \"", text, "\"");
+}
+
+void set_conv_algo(ConvAlgo algo) {
+  conv_algo().store(algo);
+}
+
+ConvAlgo get_conv_algo() {
+  return conv_algo().load();
 }
 
 }  // namespace tcv::kernels::cpu

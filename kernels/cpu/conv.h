@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/base.h"
 
@@ -48,5 +49,20 @@ void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& w
 
 /// Number of distinct convolution configurations whose primitives are cached.
 size_t conv2d_cache_size();
+
+/// How f32 convolutions choose oneDNN's algorithm.
+///  - automatic: oneDNN picks Winograd F(4x4, 3x3) where its heuristic expects it
+///    to win (3x3 kernels, stride 1, enough images per batch; about 2x faster on
+///    AVX-512, results within about 1e-6 relative of direct), direct elsewhere.
+///  - direct: always direct convolution, as PyTorch's CPU path does.
+/// The default is automatic, or the value of TCV_CONV_ALGO (auto | direct).
+enum class ConvAlgo { automatic, direct };
+void set_conv_algo(ConvAlgo algo);
+ConvAlgo get_conv_algo();
+/// oneDNN's implementations for `g` under the current algorithm choice, as
+/// "forward / backward-data / backward-weights" (e.g. "jit_wino_4x3:avx512_core / ...").
+std::string conv2d_impl_names(const Conv2dGeom& g);
+/// Parses "auto" or "direct"; throws naming `what` otherwise.
+ConvAlgo parse_conv_algo(const std::string& text, const std::string& what);
 
 }  // namespace tcv::kernels::cpu

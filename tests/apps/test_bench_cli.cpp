@@ -12,10 +12,12 @@ using namespace tcv;
 using namespace tcv::bench;
 
 TEST(BenchCli, ParsesTrainArguments) {
-  auto o = parse_train_args({"--model", "fmnist_cnn", "--batch=4", "--image-size", "28",
-                             "--channels", "1", "--classes", "10", "--steps", "2", "--warmup", "1",
-                             "--device", "cpu", "--dtype", "f32", "--json"});
+  auto o = parse_train_args({"--model",    "fmnist_cnn", "--batch=4",   "--image-size", "28",
+                             "--channels", "1",          "--classes",   "10",           "--steps",
+                             "2",          "--warmup",   "1",           "--device",     "cpu",
+                             "--dtype",    "f32",        "--conv-algo", "direct",       "--json"});
   EXPECT_EQ(o.model, "fmnist_cnn");
+  EXPECT_EQ(o.conv_algo, "direct");
   EXPECT_EQ(o.batch, 4);
   EXPECT_EQ(o.image_size, 28);
   EXPECT_EQ(o.channels, 1);
@@ -27,6 +29,7 @@ TEST(BenchCli, ParsesTrainArguments) {
 TEST(BenchCli, RejectsBadTrainArguments) {
   EXPECT_THROW(parse_train_args({}), UsageError);  // no --model
   EXPECT_THROW(parse_train_args({"--model", "m", "--batch", "0"}), UsageError);
+  EXPECT_THROW(parse_train_args({"--model", "m", "--conv-algo", "wino"}), UsageError);
   EXPECT_THROW(parse_train_args({"--model", "m", "--batch", "4x"}), UsageError);
   EXPECT_THROW(parse_train_args({"--model", "m", "--frobnicate"}), UsageError);
   EXPECT_THROW(parse_train_args({"--model", "m", "--steps"}), UsageError);

@@ -2,6 +2,9 @@
 // oneDNN f32 path against the f64 reference loops, forward and every gradient.
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <string>
+
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "kernels/cpu/conv.h"
@@ -139,6 +142,62 @@ TEST(Conv2d, OneDnnF32MatchesReferenceBlockedShapes) {
   for (const Case& c : big) {
     SCOPED_TRACE(c.name);
     compare_f32_with_f64(c, seed += 10);
+  }
+}
+
+// Restores the process-wide algorithm choice when a test ends.
+struct ConvAlgoScope {
+  kernels::cpu::ConvAlgo saved = kernels::cpu::get_conv_algo();
+  explicit ConvAlgoScope(kernels::cpu::ConvAlgo algo) { kernels::cpu::set_conv_algo(algo); }
+  ~ConvAlgoScope() { kernels::cpu::set_conv_algo(saved); }
+};
+
+kernels::Conv2dGeom geom_3x3(int64_t n, int64_t c, int64_t hw) {
+  kernels::Conv2dGeom g;
+  g.n = n, g.c = c, g.h = hw, g.w = hw, g.k = c, g.r = 3, g.s = 3, g.oh = hw, g.ow = hw;
+  g.pad[0] = g.pad[1] = 1;
+  return g;
+}
+
+TEST(Conv2d, WinogradMatchesReference) {
+  // 3x3 stride-1 layers with enough images take oneDNN's Winograd F(4x4, 3x3)
+  // kernels under the default choice, on AVX-512 CPUs; their f32 results stay as
+  // close to the f64 reference as direct convolution's.
+  ConvAlgoScope scope(kernels::cpu::ConvAlgo::automatic);
+  const std::string impl = kernels::cpu::conv2d_impl_names(geom_3x3(32, 32, 16));
+  if (__builtin_cpu_supports("avx512f"))  // forward and backward-data; weights vary by shape
+    EXPECT_EQ(impl.rfind("jit_wino_4x3:avx512_core / jit_wino_4x3:avx512_core / ", 0), 0u) << impl;
+  else
+    std::cout << "no AVX-512: oneDNN runs " << impl << "\n";
+  compare_f32_with_f64({"wino_c32", {32, 32, 16, 16}, {32, 32, 3, 3}, true, {.padding = {1, 1}}},
+                       900);
+  // Few images: oneDNN's heuristic keeps direct convolution.
+  EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(1, 32, 8)).find("wino"), std::string::npos);
+}
+
+TEST(Conv2d, DirectAlgorithmIsSelectable) {
+  Tensor x = rand_f64({32, 32, 8, 8}, 31, -1, 1, false).to(DType::f32);
+  Tensor w = rand_f64({32, 32, 3, 3}, 32, -1, 1, false).to(DType::f32);
+  Tensor y_auto, y_direct;
+  {
+    ConvAlgoScope scope(kernels::cpu::ConvAlgo::automatic);
+    y_auto = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+  }
+  {
+    ConvAlgoScope scope(kernels::cpu::ConvAlgo::direct);
+    EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(32, 32, 8)).find("wino"), std::string::npos);
+    const size_t n = kernels::cpu::conv2d_cache_size();
+    y_direct = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
+    EXPECT_EQ(kernels::cpu::conv2d_cache_size(), n);  // built by conv2d_impl_names above
+  }
+  expect_close(y_auto, y_direct, 1e-5, 1e-5, "auto vs direct");
+  EXPECT_EQ(kernels::cpu::parse_conv_algo("auto", "x"), kernels::cpu::ConvAlgo::automatic);
+  EXPECT_EQ(kernels::cpu::parse_conv_algo("direct", "x"), kernels::cpu::ConvAlgo::direct);
+  try {
+    kernels::cpu::parse_conv_algo("wino", "TCV_CONV_ALGO");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "TCV_CONV_ALGO must be \"auto\" or \"direct\", got \"wino\"");
   }
 }
 
