@@ -57,16 +57,16 @@ void gemm_strided(DType dt, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k,
   const int ibatch = as_int(batch, "batch");
   if (dt == DType::f64) {
     const double al = alpha, be = beta;
-    TCV_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, in, im, ik, &al, b, type, ildb, sb, a,
-                                                type, ilda, sa, &be, c, type, ildc, sc, ibatch,
-                                                CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
+    TCV_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(
+        h, opb, opa, in, im, ik, &al, b, type, ildb, sb, a, type, ilda, sa, &be, c, type, ildc, sc,
+        ibatch, CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
   } else {
     const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
     const cublasComputeType_t compute =
         dt == DType::f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    TCV_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, opb, opa, in, im, ik, &al, b, type, ildb, sb, a,
-                                                type, ilda, sa, &be, c, type, ildc, sc, ibatch,
-                                                compute, CUBLAS_GEMM_DEFAULT));
+    TCV_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(
+        h, opb, opa, in, im, ik, &al, b, type, ildb, sb, a, type, ilda, sa, &be, c, type, ildc, sc,
+        ibatch, compute, CUBLAS_GEMM_DEFAULT));
   }
 }
 
