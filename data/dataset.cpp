@@ -114,10 +114,20 @@ std::vector<int64_t> EpochSampler::indices(int64_t epoch) const {
 }
 
 Sample InMemoryDataset::get(int64_t i, Rng& rng) const {
+  return make(i, rng, false);
+}
+
+Sample InMemoryDataset::get_for_batch(int64_t i, Rng& rng) const {
+  return make(i, rng, true);
+}
+
+Sample InMemoryDataset::make(int64_t i, Rng& rng, bool defer) const {
   TCV_CHECK(i >= 0 && i < size(), data_->name(), ": sample index ", i, " out of range [0, ", size(),
             ")");
-  Sample s{data_->images().select(0, i), data_->labels().data<int64_t>()[i]};
-  if (transform_) s.image = transform_(s.image, rng);
+  Sample s{data_->images().select(0, i), data_->labels().data<int64_t>()[i], {}};
+  if (transform_)
+    s.image =
+        defer ? apply_deferring(transform_, s.image, rng, s.deferred) : transform_(s.image, rng);
   return s;
 }
 
@@ -159,63 +169,96 @@ int64_t DataLoader::size() const {
   return dataset_ ? dataset_->size() : source_->size();
 }
 
+namespace {
+
+// One u8 (C, H, W) image into f32 `dst`, mirrored when `flip`:
+// (pixel * scale[c] + shift[c]) or, with `exact`, (pixel / 255 - mean[c]) / std[c]
+// with the same float operations as normalize().
+void write_pixels(const uint8_t* src, int64_t C, int64_t H, int64_t W, bool flip,
+                  const std::vector<std::pair<float, float>>& coeffs, bool exact, float* dst) {
+  for (int64_t c = 0; c < C; ++c) {
+    const auto [a, b] = coeffs[static_cast<size_t>(c)];
+    for (int64_t y = 0; y < H; ++y) {
+      const uint8_t* __restrict s = src + (c * H + y) * W;
+      float* __restrict d = dst + (c * H + y) * W;
+      if (exact && flip)
+        for (int64_t x = 0; x < W; ++x) d[x] = (static_cast<float>(s[W - 1 - x]) / 255.0f - a) / b;
+      else if (exact)
+        for (int64_t x = 0; x < W; ++x) d[x] = (static_cast<float>(s[x]) / 255.0f - a) / b;
+      else if (flip)
+        for (int64_t x = 0; x < W; ++x) d[x] = static_cast<float>(s[W - 1 - x]) * a + b;
+      else
+        for (int64_t x = 0; x < W; ++x) d[x] = static_cast<float>(s[x]) * a + b;
+    }
+  }
+}
+
+}  // namespace
+
 Batch DataLoader::collate(const int64_t* indices, int64_t n) const {
   const uint64_t aug_seed = opts_.seed ^ kAugmentKey;
   const auto N = static_cast<uint64_t>(size());
-  std::vector<Sample> samples;
-  samples.reserve(static_cast<size_t>(n));
+  // Each sample goes into the batch as soon as it is made, while it is still in
+  // cache; the batch is allocated at the first sample, whose shape it takes.
+  Batch b;
+  Shape chw;
+  int64_t B = 0, C = 0, H = 0, W = 0;
+  float* x = nullptr;
+  int64_t* y = nullptr;
+  std::vector<std::pair<float, float>> loader_norm;  // (scale, shift) per channel
   for (int64_t i = 0; i < n; ++i) {
     Rng rng(aug_seed, static_cast<uint64_t>(epoch_) * N + static_cast<uint64_t>(indices[i]));
-    Sample s = source_->get(indices[i], rng);
+    Sample s = source_->get_for_batch(indices[i], rng);
     if (!s.image.defined()) continue;  // skipped (corrupt) sample
     if (s.image.dim() == 2) s.image = s.image.unsqueeze(0);
     TCV_CHECK(s.image.dim() == 3 && (s.image.dtype() == DType::u8 || s.image.dtype() == DType::f32),
               source_->name(), ": sample ", indices[i],
               " is not a u8/f32 (C, H, W) image: ", dtype_name(s.image.dtype()), " ",
               s.image.shape_str());
-    if (!samples.empty())
-      TCV_CHECK(s.image.shape() == samples[0].image.shape(), source_->name(), ": sample ",
-                indices[i], " has shape ", s.image.shape_str(), " but the batch has ",
-                samples[0].image.shape_str(), " (add a Resize/CenterCrop/RandomResizedCrop)");
-    samples.push_back(std::move(s));
+    if (B == 0) {
+      chw = s.image.shape();
+      C = chw[0];
+      H = chw[1];
+      W = chw[2];
+      b.x = empty({n, C, H, W});  // (B, C, H, W)
+      b.y = empty({n}, {.dtype = DType::i64});
+      x = b.x.data<float>();
+      y = b.y.data<int64_t>();
+      const Normalize& norm = opts_.normalize;
+      for (int64_t c = 0; c < C; ++c) {
+        auto pick = [&](const std::vector<double>& v, const char* what) {
+          TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what,
+                    " has ", v.size(), " values for ", C, " channels (give 1 or ", C, ")");
+          return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
+        };
+        const double m = pick(norm.mean, "mean"), sd = pick(norm.std, "std");
+        loader_norm.emplace_back(static_cast<float>(1.0 / (norm.div_value * sd)),
+                                 static_cast<float>(-m / sd));
+      }
+    } else {
+      TCV_CHECK(s.image.shape() == chw, source_->name(), ": sample ", indices[i], " has shape ",
+                s.image.shape_str(), " but the batch has ", shape_str(chw),
+                " (add a Resize/CenterCrop/RandomResizedCrop)");
+    }
+    y[B] = s.label;
+    float* d = x + B * C * H * W;
+    const Tensor img = s.image.contiguous();
+    if (img.dtype() == DType::f32) {
+      std::copy_n(img.data<float>(), C * H * W, d);
+    } else if (s.deferred.normalize) {
+      const auto coeffs = normalize_coeffs(s.deferred.mean, s.deferred.std, C, "normalize");
+      write_pixels(img.data<uint8_t>(), C, H, W, s.deferred.flip, coeffs, true, d);
+    } else {
+      write_pixels(img.data<uint8_t>(), C, H, W, s.deferred.flip, loader_norm, false, d);
+    }
+    ++B;
   }
-  Batch b;
-  const auto B = static_cast<int64_t>(samples.size());
   if (B == 0) {
     b.x = empty({0, 0, 0, 0});
     b.y = empty({0}, {.dtype = DType::i64});
-    return b;
-  }
-  const Shape& chw = samples[0].image.shape();
-  const int64_t C = chw[0], HW = chw[1] * chw[2];
-  std::vector<float> scale(C), shift(C);
-  const Normalize& norm = opts_.normalize;
-  for (int64_t c = 0; c < C; ++c) {
-    auto pick = [&](const std::vector<double>& v, const char* what) {
-      TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what, " has ",
-                v.size(), " values for ", C, " channels (give 1 or ", C, ")");
-      return v.size() == 1 ? v[0] : v[c];
-    };
-    const double m = pick(norm.mean, "mean"), sd = pick(norm.std, "std");
-    scale[c] = static_cast<float>(1.0 / (norm.div_value * sd));
-    shift[c] = static_cast<float>(-m / sd);
-  }
-  b.x = empty({B, C, chw[1], chw[2]});  // (B, C, H, W)
-  b.y = empty({B}, {.dtype = DType::i64});
-  float* x = b.x.data<float>();
-  int64_t* y = b.y.data<int64_t>();
-  for (int64_t i = 0; i < B; ++i) {
-    const Tensor img = samples[i].image.contiguous();
-    y[i] = samples[i].label;
-    float* d = x + i * C * HW;
-    if (img.dtype() == DType::f32) {
-      std::copy_n(img.data<float>(), C * HW, d);
-      continue;
-    }
-    const uint8_t* src = img.data<uint8_t>();
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t k = 0; k < HW; ++k)
-        d[c * HW + k] = static_cast<float>(src[c * HW + k]) * scale[c] + shift[c];
+  } else if (B < n) {
+    b.x = b.x.narrow(0, 0, B);
+    b.y = b.y.narrow(0, 0, B);
   }
   return b;
 }

@@ -71,6 +71,9 @@ class ImageClassificationDataset {
 struct Sample {
   Tensor image;
   int64_t label = 0;
+  /// From Dataset::get_for_batch only: the end of the transform left for the
+  /// DataLoader to apply to this u8 image while it copies it into the batch.
+  Deferred deferred;
 };
 
 /// A dataset that makes samples on demand (decode + transform), for the DataLoader.
@@ -82,6 +85,10 @@ class Dataset {
   /// Sample i; random transforms draw from `rng` only. Must be safe to call from
   /// several threads at once.
   virtual Sample get(int64_t i, Rng& rng) const = 0;
+  /// Sample i for a batch: as get(), except that a trailing flip / normalize of a
+  /// u8 image may be left undone and described in Sample::deferred (see
+  /// Compose::apply_deferring), for the DataLoader to fuse into its copy.
+  virtual Sample get_for_batch(int64_t i, Rng& rng) const { return get(i, rng); }
   /// Samples skipped so far (corrupt files); 0 for datasets that never skip.
   virtual int64_t skipped() const { return 0; }
   virtual std::string name() const { return "dataset"; }
@@ -95,9 +102,12 @@ class InMemoryDataset : public Dataset {
   int64_t size() const override { return data_->size(); }
   int64_t num_classes() const override { return data_->num_classes(); }
   Sample get(int64_t i, Rng& rng) const override;
+  Sample get_for_batch(int64_t i, Rng& rng) const override;
   std::string name() const override { return data_->name(); }
 
  private:
+  Sample make(int64_t i, Rng& rng, bool defer) const;
+
   std::shared_ptr<const ImageClassificationDataset> data_;
   Transform transform_;
 };

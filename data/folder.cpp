@@ -47,6 +47,14 @@ ImageFileDataset::ImageFileDataset(std::vector<std::pair<std::string, int64_t>> 
 }
 
 Sample ImageFileDataset::get(int64_t i, Rng& rng) const {
+  return make(i, rng, false);
+}
+
+Sample ImageFileDataset::get_for_batch(int64_t i, Rng& rng) const {
+  return make(i, rng, true);
+}
+
+Sample ImageFileDataset::make(int64_t i, Rng& rng, bool defer) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": sample index ", i, " out of range [0, ", size(), ")");
   const auto& [path, label] = samples_[static_cast<size_t>(i)];
   Tensor img;
@@ -57,10 +65,12 @@ Sample ImageFileDataset::get(int64_t i, Rng& rng) const {
     skipped_.fetch_add(1);
     std::lock_guard<std::mutex> l(skip_mu_);
     if (first_skipped_.empty()) first_skipped_ = e.what();
-    return Sample{Tensor(), label};
+    return Sample{Tensor(), label, {}};
   }
-  if (transform_) img = transform_(img, rng);
-  return Sample{img, label};
+  Sample s{img, label, {}};
+  if (transform_)
+    s.image = defer ? apply_deferring(transform_, img, rng, s.deferred) : transform_(img, rng);
+  return s;
 }
 
 std::string ImageFileDataset::first_skipped() const {

@@ -38,6 +38,7 @@ class ImageFileDataset : public Dataset {
   /// Reads, decodes and transforms file i. A bad file is an error naming it,
   /// or with OnCorrupt::skip an empty Sample counted in skipped().
   Sample get(int64_t i, Rng& rng) const override;
+  Sample get_for_batch(int64_t i, Rng& rng) const override;
   int64_t skipped() const override { return skipped_.load(); }
   std::string name() const override { return name_; }
 
@@ -47,6 +48,8 @@ class ImageFileDataset : public Dataset {
   std::string first_skipped() const;
 
  private:
+  Sample make(int64_t i, Rng& rng, bool defer) const;
+
   std::vector<std::pair<std::string, int64_t>> samples_;
   int64_t num_classes_;
   Transform transform_;

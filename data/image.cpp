@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <memory>
 
 // stb is compiled into this one file, with internal linkage so it cannot clash
 // with another copy elsewhere in a program, and without our warning flags.
@@ -37,12 +38,24 @@ namespace {
 std::string read_file(const std::string& path) {
   std::error_code ec;
   TCV_CHECK(std::filesystem::exists(path, ec), path, ": image file not found");
-  std::ifstream f(path, std::ios::binary);
-  TCV_CHECK(f.good(), path, ": cannot open image file for reading");
-  std::ostringstream os;
-  os << f.rdbuf();
-  TCV_CHECK(!f.bad(), path, ": read error");
-  return os.str();
+  // One read into a buffer of the file's size (a stream through ostringstream
+  // copies the bytes twice).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  TCV_CHECK(f != nullptr, path, ": cannot open image file for reading");
+  std::string out;
+  if (std::fseek(f.get(), 0, SEEK_END) == 0) {
+    const long size = std::ftell(f.get());
+    if (size > 0) out.resize(static_cast<size_t>(size));
+    std::rewind(f.get());
+  }
+  size_t got = std::fread(out.data(), 1, out.size(), f.get());
+  TCV_CHECK(!std::ferror(f.get()), path, ": read error");
+  out.resize(got);
+  // The file may have grown since we asked its size: read the rest.
+  char chunk[4096];
+  while ((got = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) out.append(chunk, got);
+  TCV_CHECK(!std::ferror(f.get()), path, ": read error");
+  return out;
 }
 
 uint32_t le32(const std::string& b, size_t at) {
@@ -64,6 +77,20 @@ bool bmp_truncated(const std::string& b) {
   const uint64_t stride =
       (static_cast<uint64_t>(std::abs(static_cast<int64_t>(w))) * bpp + 31) / 32 * 4;
   return b.size() < off + stride * static_cast<uint64_t>(std::abs(static_cast<int64_t>(h)));
+}
+
+// (H, W, step) interleaved pixels to three (H, W) planes; a fixed step lets the
+// compiler unroll and vectorize.
+template <int step>
+void deinterleave(const uint8_t* src, int64_t hw, uint8_t* dst) {
+  uint8_t* __restrict r = dst;
+  uint8_t* __restrict g = dst + hw;
+  uint8_t* __restrict b = dst + 2 * hw;
+  for (int64_t k = 0; k < hw; ++k) {
+    r[k] = src[k * step];
+    g[k] = src[k * step + 1];
+    b[k] = src[k * step + 2];
+  }
 }
 
 void append_bytes(void* ctx, void* data, int size) {
@@ -92,7 +119,10 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   int want = 3;
   if (mode == ImageMode::gray) want = 1;
   if (mode == ImageMode::keep) want = stored <= 2 ? 1 : 3;
-  stbi_uc* px = stbi_load_from_memory(buf, len, &w, &h, &stored, want);
+  // stb converts colour JPEGs with SIMD only when it writes 4 bytes a pixel;
+  // the padding byte is dropped below, while the pixels go to planes anyway.
+  const int step = jpeg && want == 3 && stored == 3 ? 4 : want;
+  stbi_uc* px = stbi_load_from_memory(buf, len, &w, &h, &stored, step);
   if (!px) TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
   // stb gives (H, W, C) interleaved; we store (C, H, W).
   Tensor img = empty({want, h, w}, {.dtype = DType::u8});
@@ -100,9 +130,10 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   const int64_t hw = static_cast<int64_t>(h) * w;
   if (want == 1) {
     std::memcpy(dst, px, static_cast<size_t>(hw));
+  } else if (step == 4) {
+    deinterleave<4>(px, hw, dst);
   } else {
-    for (int64_t k = 0; k < hw; ++k)
-      for (int c = 0; c < want; ++c) dst[c * hw + k] = px[k * want + c];
+    deinterleave<3>(px, hw, dst);
   }
   stbi_image_free(px);
   return img;

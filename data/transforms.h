@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/rng.h"
@@ -55,9 +56,23 @@ using Transform = std::function<Tensor(const Tensor&, Rng&)>;
 
 // ---- functional ops (deterministic) ----------------------------------------
 
-/// Bilinear resize to (h, w) like torch's interpolate(align_corners=False,
-/// antialias=False): u8 images are computed in f32 and rounded back.
-Tensor resize(const Tensor& img, int64_t h, int64_t w);
+/// Whether bilinear resizing filters the image when it shrinks it.
+enum class Antialias {
+  /// torch's interpolate(mode="bilinear", align_corners=False, antialias=False):
+  /// two taps per output; u8 images are computed in f32 and rounded back.
+  off,
+  /// PIL's Image.resize(BILINEAR) (what torchvision does on PIL images): the
+  /// triangle filter widened by the scale factor when shrinking; u8 images in
+  /// PIL's fixed point, so u8 results equal PIL's.
+  on,
+};
+
+/// Bilinear resize to (h, w); see Antialias.
+Tensor resize(const Tensor& img, int64_t h, int64_t w, Antialias antialias = Antialias::off);
+/// The (h, w) window at (top, left) resized to (oh, ow), as torchvision's
+/// resized_crop (crop, then resize), without copying the window out first.
+Tensor resized_crop(const Tensor& img, int64_t top, int64_t left, int64_t h, int64_t w, int64_t oh,
+                    int64_t ow, Antialias antialias = Antialias::on);
 /// Resizes so the shorter side is `size`, keeping the aspect ratio the way
 /// torchvision does (the longer side is int(size * long / short)); `max_size`
 /// (0 = none) caps the longer side.
@@ -102,11 +117,13 @@ struct CenterCrop {
 };
 
 /// torchvision's RandomResizedCrop: 10 tries of (scale, log-uniform ratio), then
-/// the central crop clamped to the ratio range; the crop is resized to size x size.
+/// the central crop clamped to the ratio range; the crop is resized to size x size
+/// (by default as torchvision does on PIL images: antialiased, see Antialias).
 struct RandomResizedCrop {
   int64_t size;
   std::array<double, 2> scale{0.08, 1.0};
   std::array<double, 2> ratio{3.0 / 4.0, 4.0 / 3.0};
+  Antialias antialias = Antialias::on;
   /// The window (top, left, h, w) for an (H, W) image.
   std::array<int64_t, 4> params(int64_t H, int64_t W, Rng& rng) const;
   Tensor operator()(const Tensor& img, Rng& rng) const;
@@ -145,6 +162,22 @@ struct ToFloat {
   Tensor operator()(const Tensor& img, Rng&) const { return to_float(img); }
 };
 
+/// The end of a pipeline left undone for the consumer of a u8 image, which
+/// applies it as it copies the pixels out (the DataLoader, into the batch):
+/// mirror left to right when `flip`, then, when `normalize`, produce f32
+/// (pixel / 255 - mean[c]) / std[c], exactly as normalize() on the u8 image.
+struct Deferred {
+  bool flip = false;
+  bool normalize = false;
+  std::vector<double> mean, std;
+};
+
+/// Per-channel (mean, std) for C channels from one value or one per channel, as
+/// normalize() reads them; errors name the op `op`.
+std::vector<std::pair<float, float>> normalize_coeffs(const std::vector<double>& mean,
+                                                      const std::vector<double>& std, int64_t C,
+                                                      const char* op);
+
 /// Applies transforms in order; an empty Compose is the identity.
 class Compose {
  public:
@@ -155,11 +188,21 @@ class Compose {
     return *this;
   }
   Tensor operator()(const Tensor& img, Rng& rng) const;
+  /// Like operator(), but when the pipeline ends in [RandomHorizontalFlip]
+  /// [ToFloat] [NormalizeImage | ToFloat] (each optional, at least one) and the
+  /// image reaching that tail is u8, the tail is not run: it is described in
+  /// `deferred` (the flip drawn from rng as RandomHorizontalFlip would) and the
+  /// u8 image is returned. Otherwise the same as operator() with nothing deferred.
+  Tensor apply_deferring(const Tensor& img, Rng& rng, Deferred& deferred) const;
   size_t size() const { return transforms_.size(); }
 
  private:
   std::vector<Transform> transforms_;
 };
+
+/// Runs `t` on img, deferring the tail as Compose::apply_deferring when t is a
+/// Compose (else: t(img, rng), nothing deferred).
+Tensor apply_deferring(const Transform& t, const Tensor& img, Rng& rng, Deferred& deferred);
 
 // ---- batch transforms ---------------------------------------------------------
 

@@ -90,7 +90,7 @@ data::Transform train_transform(const Config& cfg) {
     if (shorter > 0) x = data::resize_shorter(x, shorter);
     if (rrc) {
       const auto [top, left, ch, cw] = rrc_op.params(x.size(1), x.size(2), rng);
-      x = data::resize(data::crop(x, top, left, ch, cw), h, w);
+      x = data::resized_crop(x, top, left, ch, cw, h, w);  // antialiased, as torchvision on PIL
     } else if (rcrop) {
       // torchvision's RandomCrop for an (h, w) window: pad, pad up to the size, place.
       if (padding > 0) x = data::pad(x, padding, padding, padding, padding);

@@ -5,6 +5,8 @@ Generates the JPEGs once with `tcv-bench data --dir DIR` (N images, S x S, two c
 directories), then interleaves rounds of `tcv-bench data` and dataloader_torch.py
 over the same files and the same pipeline (RandomResizedCrop 224, horizontal flip,
 to float, normalize) and prints the median images/s per worker count and the ratio.
+Both resample alike: tcv's RandomResizedCrop uses PIL's antialiased bilinear filter
+(data::Antialias::on), and its u8 output equals PIL's crop + resize bit for bit.
 tcv gets OMP_NUM_THREADS=--threads; PyTorch's main process gets --torch-threads
 (1 by default, as its worker processes; more made workers=0 slower).
 

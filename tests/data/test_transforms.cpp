@@ -122,6 +122,76 @@ TEST(Transforms, ResizeMatchesBilinearByHand) {
   EXPECT_EQ((Resize{3, 5})(ramp(4, 6), rng).shape(), (Shape{1, 3, 5}));
 }
 
+TEST(Transforms, AntialiasedResizeMatchesPil) {
+  // Expected values from PIL 9.4: Image.fromarray(a, "L").resize((w, h), Image.BILINEAR).
+  const Tensor a = u8({0, 40, 200, 90, 10, 255, 30, 60, 120, 180, 5, 250, 100, 0, 77}, {1, 3, 5});
+  EXPECT_EQ(
+      ints(resize(a, 4, 7, Antialias::on)),
+      (std::vector<int>{0,   23,  86,  200, 121, 56,  10,  159, 87,  57,  113, 110, 112, 116,
+                        161, 133, 102, 75,  75,  104, 141, 5,   145, 207, 100, 29,  33,  77}));
+  // b[y][x] = (37 * (8 y + x)) % 256, (6, 8).
+  std::vector<int> bv;
+  for (int k = 0; k < 48; ++k) bv.push_back(37 * k % 256);
+  const Tensor b = u8(bv, {1, 6, 8});
+  // Shrinking widens the filter: (6, 8) -> (3, 3).
+  EXPECT_EQ(ints(resize(b, 3, 3, Antialias::on)),
+            (std::vector<int>{70, 149, 106, 139, 137, 80, 169, 87, 133}));
+  // resized_crop = crop((left 2, top 1, w 5, h 4)) then resize, without the copy.
+  EXPECT_EQ(ints(resized_crop(b, 1, 2, 4, 5, 3, 2)),
+            (std::vector<int>{159, 125, 170, 70, 115, 81}));
+  EXPECT_EQ(ints(resized_crop(b, 1, 2, 4, 5, 6, 9)),
+            (std::vector<int>{114, 126, 147, 167, 188, 209, 201, 79,  6,   134, 146, 167, 187, 208,
+                              158, 107, 57,  26,  161, 173, 194, 195, 192, 94,  20,  41,  53,  187,
+                              199, 220, 146, 48,  45,  46,  67,  79,  214, 184, 133, 83,  32,  53,
+                              73,  94,  106, 234, 161, 39,  31,  52,  73,  93,  114, 126}));
+  EXPECT_EQ(ints(resized_crop(b, 1, 2, 4, 5, 3, 2)),
+            ints(resize(crop(b, 1, 2, 4, 5), 3, 2, Antialias::on)));
+  // Every channel alike; a window reaching outside the image reads zeros, as crop().
+  const Tensor b3 = b.expand({3, 6, 8}).contiguous();
+  EXPECT_EQ(ints(resized_crop(b3, 1, 2, 4, 5, 3, 2).select(0, 2)),
+            ints(resized_crop(b, 1, 2, 4, 5, 3, 2)));
+  EXPECT_EQ(ints(resized_crop(b, -1, 5, 4, 5, 3, 2)),
+            ints(resize(crop(b, -1, 5, 4, 5), 3, 2, Antialias::on)));
+  // f32 (PIL mode "F"): no rounding.
+  const Tensor f = from_vector(std::vector<float>{0, 10, 20, 30}, {1, 2, 2});
+  EXPECT_EQ(resize(f, 3, 3, Antialias::on).to_vector<float>(),
+            (std::vector<float>{0, 5, 10, 10, 15, 20, 20, 25, 30}));
+  EXPECT_EQ(resize(f, 1, 1, Antialias::on).to_vector<float>(), (std::vector<float>{15}));
+  // Antialias::off is torch's interpolate: 2 taps, (0 + 10) / 2 and (20 + 30) / 2.
+  EXPECT_EQ(ints(resized_crop(u8({0, 10, 20, 30}, {1, 1, 4}), 0, 0, 1, 4, 1, 2, Antialias::off)),
+            (std::vector<int>{5, 25}));
+}
+
+TEST(Transforms, AntialiasedResizeRowsEqualColumns) {
+  // Long rows take the vectorised horizontal pass (16 outputs at a time where the
+  // CPU has it); the vertical pass is plain code. Resizing only the width of an
+  // image, or only the height of its transpose, must agree exactly.
+  std::vector<int> v;
+  for (int k = 0; k < 3 * 200; ++k) v.push_back((k * 73 + (k / 7) * 31) % 256);
+  const Tensor rows = u8(v, {1, 3, 200});
+  const Tensor cols = rows.permute({0, 2, 1}).contiguous();  // (1, 200, 3)
+  for (const int64_t n : {17, 40, 64, 150, 224, 250, 600}) {
+    const Tensor a = resize(rows, 3, n, Antialias::on);
+    const Tensor b = resize(cols, n, 3, Antialias::on).permute({0, 2, 1}).contiguous();
+    EXPECT_EQ(ints(a), ints(b)) << "size " << n;
+    // And a window of it, reaching the end of the buffer.
+    const Tensor c = resized_crop(rows, 1, 37, 2, 163, 2, n);
+    const Tensor d = resized_crop(cols, 37, 1, 163, 2, n, 2).permute({0, 2, 1}).contiguous();
+    EXPECT_EQ(ints(c), ints(d)) << "size " << n;
+  }
+}
+
+TEST(Transforms, RandomResizedCropAntialias) {
+  const Tensor img = ramp(20, 30);
+  const RandomResizedCrop pil{8}, torch{8, {0.08, 1.0}, {3.0 / 4.0, 4.0 / 3.0}, Antialias::off};
+  for (uint64_t s = 0; s < 20; ++s) {
+    Rng a(4, s), b(4, s), c(4, s);
+    const auto [i, j, h, w] = pil.params(20, 30, c);
+    EXPECT_EQ(ints(pil(img, a)), ints(resized_crop(img, i, j, h, w, 8, 8)));
+    EXPECT_EQ(ints(torch(img, b)), ints(resize(crop(img, i, j, h, w), 8, 8)));
+  }
+}
+
 TEST(Transforms, NormalizeAndToFloat) {
   const Tensor img = u8({0, 255, 0, 255}, {2, 1, 2});
   const auto x = normalize(img, {0.5, 0.25}, {0.5, 0.5}).to_vector<float>();
@@ -284,4 +354,57 @@ TEST(Loader, AugmentedBatchesIndependentOfWorkerCount) {
   // Labels follow the sampler's order.
   const auto order = EpochSampler(n, 3, true).indices(0);
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a0.second[i], order[i] % 5);
+}
+
+TEST(Loader, DeferredFlipAndNormalizeEqualTheTransforms) {
+  const int64_t n = 11;
+  std::vector<uint8_t> px;
+  for (int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3 * 12 * 10; ++k)
+      px.push_back(static_cast<uint8_t>((i * 29 + k * 7) % 256));
+  auto mem = std::make_shared<ImageClassificationDataset>(
+      from_vector(px, {n, 3, 12, 10}), from_vector(std::vector<int64_t>(n, 1), {n}), 2, "toy");
+  const std::vector<Compose> pipelines{
+      Compose({RandomResizedCrop{7}, RandomHorizontalFlip{},
+               NormalizeImage{{0.4, 0.5, 0.6}, {0.2, 0.3, 0.25}}}),
+      Compose({RandomResizedCrop{7}, RandomHorizontalFlip{0.7}, ToFloat{}}),
+      Compose({RandomResizedCrop{7}, ToFloat{}, NormalizeImage{{0.5}, {0.2}}}),
+      Compose({RandomResizedCrop{7}, RandomHorizontalFlip{}}),  // u8: the loader's normalize
+      Compose({RandomHorizontalFlip{}, ToFloat{}, NormalizeImage{{0.5}, {0.2}}}),
+  };
+  for (size_t p = 0; p < pipelines.size(); ++p) {
+    const Compose& c = pipelines[p];
+    // The same transform behind a lambda: the loader cannot look into it, so
+    // nothing is deferred.
+    const Transform opaque = [c](const Tensor& img, Rng& rng) { return c(img, rng); };
+    auto batches = [&](const Transform& t) {
+      DataLoader loader(std::make_shared<InMemoryDataset>(mem, t),
+                        {.batch_size = 4, .seed = 7, .normalize = {255.0, {0.3}, {0.5}}});
+      loader.start_epoch(1);
+      std::vector<float> xs;
+      Batch b;
+      while (loader.next(b)) {
+        const auto v = b.x.to_vector<float>();
+        xs.insert(xs.end(), v.begin(), v.end());
+      }
+      return xs;
+    };
+    const auto fused = batches(c), plain = batches(opaque);
+    ASSERT_EQ(fused.size(), static_cast<size_t>(n * 3 * (p == 4 ? 120 : 49))) << p;
+    EXPECT_EQ(fused, plain) << "pipeline " << p;  // bit for bit
+  }
+  // apply_deferring leaves the tail undone on u8 images only.
+  Rng r1(1, 1), r2(1, 1);
+  Deferred d;
+  const Tensor img = mem->images().select(0, 3);
+  const Tensor kept = pipelines[0].apply_deferring(img, r1, d);
+  EXPECT_EQ(kept.dtype(), DType::u8);
+  EXPECT_TRUE(d.normalize);
+  Tensor manual = d.flip ? hflip(kept) : kept;
+  EXPECT_EQ(normalize(manual, d.mean, d.std).to_vector<float>(),
+            pipelines[0](img, r2).to_vector<float>());
+  Rng r3(1, 1);
+  const Tensor f = pipelines[0].apply_deferring(img.to(DType::f32), r3, d);
+  EXPECT_EQ(f.dtype(), DType::f32);
+  EXPECT_FALSE(d.normalize);
 }
