@@ -32,50 +32,90 @@ T* opt_mut(const KTensor* t) {
 
 // ------------------------------------------------------------- reference
 
+// Planes smaller than this (late stages of small-input networks: 2x2, 4x4 maps)
+// are summed straight into doubles; a SIMD reduction's setup and final
+// horizontal add cost more than the few elements it covers.
+constexpr int64_t kSmallPlane = 8;
+
 // Channels are independent, so threads split them. Each (n, c) plane is reduced
 // with SIMD lanes in T, planes are combined in double.
+//
+// The statistics are taken about m, the batch mean rounded to T, and corrected
+// by d = mean(x - m), the part of the mean that T cannot hold:
+//   var = mean((x - m)^2) - d^2,   y = (x - m) * scale + (b - d * scale).
+// Folding the mean into the shift (y = x * scale + (b - mean * scale)) or
+// leaving out d loses about |mean| / std ulps: 1e-3 relative in f32 for a mean
+// of 1000 and a std of 0.01 (BatchNorm.F32LargeMeanSmallSpreadMatchesF64). Here
+// x - m is computed without loss for x near m, for one more add per element.
 template <typename T>
 void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w, const T* b, T* y,
                    T* mean, T* var) {
   const int64_t count = g.n * g.l, l = g.l;
-  parallel_for(g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t c = lo; c < hi; ++c) {
-                   if (training) {
-                     double s = 0;
-                     for (int64_t n = 0; n < g.n; ++n) {
-                       const T* xp = x + (n * g.c + c) * l;
-                       T ps = 0;
+  parallel_for(
+      g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t c = lo; c < hi; ++c) {
+          T m = mean[c];
+          double d = 0;
+          if (training) {
+            double s = 0;
+            for (int64_t n = 0; n < g.n; ++n) {
+              const T* xp = x + (n * g.c + c) * l;
+              if (l < kSmallPlane) {
+                for (int64_t i = 0; i < l; ++i) s += static_cast<double>(xp[i]);
+                continue;
+              }
+              T ps = 0;
 #pragma omp simd reduction(+ : ps)
-                       for (int64_t i = 0; i < l; ++i) ps += xp[i];
-                       s += ps;
-                     }
-                     const T m = static_cast<T>(s / static_cast<double>(count));
-                     double ss = 0;
-                     for (int64_t n = 0; n < g.n; ++n) {
-                       const T* xp = x + (n * g.c + c) * l;
-                       T ps = 0;
-#pragma omp simd reduction(+ : ps)
-                       for (int64_t i = 0; i < l; ++i) ps += (xp[i] - m) * (xp[i] - m);
-                       ss += ps;
-                     }
-                     mean[c] = m;
-                     var[c] = static_cast<T>(ss / static_cast<double>(count));
-                   }
-                   const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
-                   const T scale = static_cast<T>(invstd * (w ? static_cast<double>(w[c]) : 1.0));
-                   const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) -
-                                                  mean[c] * static_cast<double>(scale));
-                   for (int64_t n = 0; n < g.n; ++n) {
-                     const T* xp = x + (n * g.c + c) * l;
-                     T* yp = y + (n * g.c + c) * l;
+              for (int64_t i = 0; i < l; ++i) ps += xp[i];
+              s += ps;
+            }
+            m = static_cast<T>(s / static_cast<double>(count));
+            double s1 = 0, s2 = 0;
+            if (l < kSmallPlane) {
+              for (int64_t n = 0; n < g.n; ++n) {
+                const T* xp = x + (n * g.c + c) * l;
+                for (int64_t i = 0; i < l; ++i) {
+                  const double xc = static_cast<double>(xp[i] - m);
+                  s1 += xc;
+                  s2 += xc * xc;
+                }
+              }
+            } else {
+              for (int64_t n = 0; n < g.n; ++n) {
+                const T* xp = x + (n * g.c + c) * l;
+                T p1 = 0, p2 = 0;
+#pragma omp simd reduction(+ : p1, p2)
+                for (int64_t i = 0; i < l; ++i) {
+                  const T xc = xp[i] - m;
+                  p1 += xc;
+                  p2 += xc * xc;
+                }
+                s1 += p1;
+                s2 += p2;
+              }
+            }
+            d = s1 / static_cast<double>(count);
+            mean[c] = static_cast<T>(static_cast<double>(m) + d);
+            var[c] = static_cast<T>(std::max(0.0, s2 / static_cast<double>(count) - d * d));
+          }
+          const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
+          const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
+          const T scale_t = static_cast<T>(scale);
+          const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - d * scale);
+          for (int64_t n = 0; n < g.n; ++n) {
+            const T* xp = x + (n * g.c + c) * l;
+            T* yp = y + (n * g.c + c) * l;
 #pragma omp simd
-                     for (int64_t i = 0; i < l; ++i) yp[i] = xp[i] * scale + shift;
-                   }
-                 }
-               });
+            for (int64_t i = 0; i < l; ++i) yp[i] = (xp[i] - m) * scale_t + shift;
+          }
+        }
+      });
 }
 
+// The saved mean is the batch mean rounded to T; in training the part it lost,
+// d = mean(x - mean), is measured again and taken out of sum(dy * (x - mean))
+// and of dx, as in the forward.
 template <typename T>
 void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* dy, const T* w,
                     const T* mean, const T* var, T* dx, T* dw, T* db) {
@@ -86,36 +126,51 @@ void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* 
                  for (int64_t c = lo; c < hi; ++c) {
                    const T m = mean[c];
                    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
-                   double sum_dy = 0, sum_dy_xc = 0;
+                   double sum_dy = 0, sum_dy_xc = 0, sum_xc = 0;
                    for (int64_t n = 0; n < g.n; ++n) {
                      const T* xp = x + (n * g.c + c) * l;
                      const T* dyp = dy + (n * g.c + c) * l;
-                     T a = 0, bsum = 0;
-#pragma omp simd reduction(+ : a, bsum)
+                     if (l < kSmallPlane) {
+                       for (int64_t i = 0; i < l; ++i) {
+                         const double xc = static_cast<double>(xp[i] - m);
+                         const double dyi = static_cast<double>(dyp[i]);
+                         sum_dy += dyi;
+                         sum_dy_xc += dyi * xc;
+                         sum_xc += xc;
+                       }
+                       continue;
+                     }
+                     T a = 0, bsum = 0, xsum = 0;
+#pragma omp simd reduction(+ : a, bsum, xsum)
                      for (int64_t i = 0; i < l; ++i) {
+                       const T xc = xp[i] - m;
                        a += dyp[i];
-                       bsum += dyp[i] * (xp[i] - m);
+                       bsum += dyp[i] * xc;
+                       xsum += xc;
                      }
                      sum_dy += a;
                      sum_dy_xc += bsum;
+                     sum_xc += xsum;
                    }
-                   const double sum_dy_xhat = sum_dy_xc * invstd;
+                   const double d = training ? sum_xc / count : 0.0;
+                   const double sum_dy_xhat = (sum_dy_xc - d * sum_dy) * invstd;
                    if (dw) dw[c] = static_cast<T>(sum_dy_xhat);
                    if (db) db[c] = static_cast<T>(sum_dy);
                    if (!dx) continue;
                    const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
-                   // dx = scale · (dy - mean(dy) - xhat · mean(dy · xhat)) in training.
+                   // dx = scale · (dy - mean(dy) - xhat · mean(dy · xhat)) in training,
+                   // with xhat = (x - m - d) · invstd.
+                   const double k_x = training ? scale * sum_dy_xhat * invstd / count : 0.0;
                    const T k_dy = static_cast<T>(scale);
-                   const T k_x =
-                       training ? static_cast<T>(scale * sum_dy_xhat * invstd / count) : T(0);
-                   const T k_0 = training ? static_cast<T>(scale * sum_dy / count) : T(0);
+                   const T k_xt = static_cast<T>(k_x);
+                   const T k_0 = training ? static_cast<T>(scale * sum_dy / count - d * k_x) : T(0);
                    for (int64_t n = 0; n < g.n; ++n) {
                      const T* xp = x + (n * g.c + c) * l;
                      const T* dyp = dy + (n * g.c + c) * l;
                      T* dxp = dx + (n * g.c + c) * l;
 #pragma omp simd
                      for (int64_t i = 0; i < l; ++i)
-                       dxp[i] = dyp[i] * k_dy - (xp[i] - m) * k_x - k_0;
+                       dxp[i] = dyp[i] * k_dy - (xp[i] - m) * k_xt - k_0;
                    }
                  }
                });

@@ -2,7 +2,9 @@
 // gradient checks, and the f32 path against the f64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -130,6 +132,51 @@ TEST(BatchNorm, F32MatchesReference) {
       expect_close(in32[1].grad(), in64[1].grad(), 1e-3, 1e-4, std::string(c.name) + " dweight");
       expect_close(in32[2].grad(), in64[2].grad(), 1e-3, 1e-4, std::string(c.name) + " dbias");
     }
+  }
+}
+
+// ‖actual − expected‖∞ / ‖expected‖∞.
+double max_rel(const Tensor& actual, const Tensor& expected) {
+  const std::vector<double> a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - e[i]));
+    scale = std::max(scale, std::abs(e[i]));
+  }
+  return diff / scale;
+}
+
+TEST(BatchNorm, F32LargeMeanSmallSpreadMatchesF64) {
+  // Values 1000 ± 0.01 (f32 holds them to 6e-5): centring on the f32-rounded
+  // mean without correcting for its rounding, or folding the mean into the
+  // shift (x · scale + (b − mean · scale)), left y, dx and dweight 5e-4 to 5e-3
+  // away from f64 on the same inputs.
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "train" : "eval");
+    const Shape shape{8, 4, 6, 6};
+    const Tensor x32 = rand_f64(shape, 61, 1000.0 - 0.01, 1000.0 + 0.01, false).to(DType::f32);
+    const Tensor dy32 = rand_f64(shape, 62, -1, 1, false).to(DType::f32);
+    const Tensor w32 = rand_f64({4}, 63, 0.5, 1.5, false).to(DType::f32);
+    const Tensor b32 = rand_f64({4}, 64, -0.1, 0.1, false).to(DType::f32);
+    // Eval normalizes with running statistics close to the batch's.
+    const Tensor rm32 = rand_f64({4}, 65, 1000.0 - 1e-3, 1000.0 + 1e-3, false).to(DType::f32);
+    const Tensor rv32 = rand_f64({4}, 66, 2e-5, 4e-5, false).to(DType::f32);
+    std::vector<Tensor> y, dx, dw, db;
+    for (const DType dt : {DType::f32, DType::f64}) {
+      Tensor x = x32.detach().to(dt).set_requires_grad(true);
+      Tensor w = w32.detach().to(dt).set_requires_grad(true);
+      Tensor b = b32.detach().to(dt).set_requires_grad(true);
+      Tensor out = ops::batch_norm(x, w, b, rm32.to(dt), rv32.to(dt), training, 0.1, 1e-5);
+      out.backward(dy32.to(dt));
+      y.push_back(out);
+      dx.push_back(x.grad());
+      dw.push_back(w.grad());
+      db.push_back(b.grad());
+    }
+    EXPECT_LT(max_rel(y[0], y[1]), 1e-5);
+    EXPECT_LT(max_rel(dx[0], dx[1]), 1e-5);
+    EXPECT_LT(max_rel(dw[0], dw[1]), 1e-5);
+    EXPECT_LT(max_rel(db[0], db[1]), 1e-5);
   }
 }
 
