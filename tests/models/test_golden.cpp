@@ -1,8 +1,9 @@
 // Forward outputs and parameter gradients of ResNet-18 (CIFAR stem) and
 // MobileNetV2 against PyTorch 1.13's on the same weights and inputs. The golden
 // file tests/data/golden/cls_models.safetensors was written by
-// scripts/make_golden_cls.py; weights and inputs come from closed-form formulas
-// repeated here, so no weights are committed and no PyTorch is needed.
+// scripts/make_golden_cls.py, with PyTorch computing in f64 on f32 weights and
+// inputs; those come from closed-form formulas repeated here, so no weights are
+// committed and no PyTorch is needed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,7 +27,8 @@ namespace {
 
 using tcv::testing::source_dir;
 
-// ‖actual − expected‖∞ / ‖expected‖∞ must stay under this (f32 against f32).
+// ‖actual − expected‖∞ / ‖expected‖∞ must stay under this: tcv in f32 against
+// PyTorch's f64 results (stored as f32).
 constexpr double kRelTol = 1e-4;
 
 const std::map<std::string, Tensor>& golden() {
@@ -147,8 +149,8 @@ struct GoldenCase {
   std::vector<std::string> grads, stats;
   /// The dtype tcv computes in (the golden values are PyTorch's f32 ones).
   DType dtype = DType::f32;
-  /// Looser tolerances for some gradients (see MobileNetV2MatchesPyTorch).
-  std::map<std::string, double> grad_tol = {};
+  /// Relative tolerance of every checked tensor.
+  double tol = kRelTol;
 };
 
 void run_golden(nn::Module& model, const GoldenCase& c) {
@@ -164,26 +166,26 @@ void run_golden(nn::Module& model, const GoldenCase& c) {
   std::vector<double> input_sample;
   const std::vector<double> flat = x.to_vector<double>();
   for (size_t i = 0; i < flat.size(); i += 97) input_sample.push_back(flat[i]);
-  expect_matches(input_sample, c.prefix + ".input_sample");
+  expect_matches(input_sample, c.prefix + ".input_sample", c.tol);
 
   model.eval();
   {
     NoGradGuard no_grad;
-    expect_matches(model.forward(x).to_vector<double>(), c.prefix + ".eval.logits");
+    expect_matches(model.forward(x).to_vector<double>(), c.prefix + ".eval.logits", c.tol);
   }
 
   model.train();
   const Tensor logits = model.forward(x);  // (N, 10)
   const Tensor loss = ops::cross_entropy(logits, from_vector<int64_t>(target));
   loss.backward();
-  expect_matches(logits.to_vector<double>(), c.prefix + ".train.logits");
-  expect_matches({loss.item()}, c.prefix + ".train.loss");
+  expect_matches(logits.to_vector<double>(), c.prefix + ".train.logits", c.tol);
+  expect_matches({loss.item()}, c.prefix + ".train.loss", c.tol);
 
   std::map<std::string, Tensor> state;
   for (auto& [name, t] : model.state_dict()) state[name] = t;
   for (const auto& s : c.stats) {
     ASSERT_TRUE(state.count(s)) << s;
-    expect_matches(state[s].to_vector<double>(), c.prefix + ".stat." + s);
+    expect_matches(state[s].to_vector<double>(), c.prefix + ".stat." + s, c.tol);
   }
   std::map<std::string, Tensor> params;
   for (auto& [name, t] : model.named_parameters()) params[name] = t;
@@ -191,12 +193,11 @@ void run_golden(nn::Module& model, const GoldenCase& c) {
     ASSERT_TRUE(params.count(g)) << g;
     const Tensor grad = params[g].grad();
     ASSERT_TRUE(grad.defined()) << g;
-    const double tol = c.grad_tol.count(g) ? c.grad_tol.at(g) : kRelTol;
-    expect_matches(sample(grad), c.prefix + ".grad." + g, tol);
+    expect_matches(sample(grad), c.prefix + ".grad." + g, c.tol);
     const auto v = grad.contiguous().to_vector<double>();
     double ss = 0;
     for (double e : v) ss += e * e;
-    expect_matches({std::sqrt(ss)}, c.prefix + ".grad_norm." + g, tol);
+    expect_matches({std::sqrt(ss)}, c.prefix + ".grad_norm." + g, c.tol);
   }
 }
 
@@ -213,7 +214,7 @@ TEST(Golden, ResNet18CifarMatchesPyTorch) {
 GoldenCase mobilenet_case() {
   return {
       "mobilenet_v2",
-      {4, 3, 64, 64},
+      {4, 3, 96, 96},
       {"features.0.0.weight", "features.0.1.weight", "features.1.conv.0.0.weight",
        "features.2.conv.0.0.weight", "features.10.conv.1.1.bias", "features.17.conv.2.weight",
        "features.18.0.weight", "features.18.1.bias", "classifier.1.weight", "classifier.1.bias"},
@@ -221,25 +222,22 @@ GoldenCase mobilenet_case() {
 }
 
 TEST(Golden, MobileNetV2MatchesPyTorch) {
-  // Outputs, loss, running statistics and the gradients of the last blocks and the
-  // classifier agree to 1e-4. Gradients that flow back through features.16 (2x2
-  // maps, batch statistics over 16 values) come out of tcv's f32 kernels about
-  // 1.5e-3 away from the f64 truth, while PyTorch's f32 stays within 5e-5 of it
-  // and tcv's f64 agrees with PyTorch (next test): a precision gap in an f32 CPU
-  // kernel on this input, not a difference in the model. Checked at 5e-3 until
-  // that is found.
+  // Every tensor within 1e-4 of PyTorch's f64 results, on 96x96 inputs. In f32,
+  // a ReLU6 pre-activation within f32 noise of a kink can land on either side:
+  // on 64x64 inputs one in features.16 (2.6e-6 below zero in f64) did so in
+  // tcv's f32, and on these inputs one does in PyTorch's own f32 run; either
+  // moves the early-layer gradients by about 1e-3. So the reference is f64.
   GoldenCase c = mobilenet_case();
-  for (const char* g : {"features.0.0.weight", "features.0.1.weight", "features.1.conv.0.0.weight",
-                        "features.2.conv.0.0.weight", "features.10.conv.1.1.bias"})
-    c.grad_tol[g] = 5e-3;
   models::cls::MobileNetV2 model({.num_classes = 10, .dropout = 0.0});
   run_golden(model, c);
 }
 
 TEST(Golden, MobileNetV2InF64MatchesPyTorch) {
-  // The same model in f64 against PyTorch's f32 numbers: every tensor within 1e-4.
+  // The same model in f64 against PyTorch's f64 numbers: every tensor within 1e-6
+  // (the golden file's f32 rounding is 6e-8).
   GoldenCase c = mobilenet_case();
   c.dtype = DType::f64;
+  c.tol = 1e-6;
   models::cls::MobileNetV2 model({.num_classes = 10, .dropout = 0.0});
   run_golden(model, c);
 }
