@@ -102,6 +102,10 @@ void binary_inplace(kernels::BinaryOp op, const Tensor& dst, const Tensor& other
   require_device(name, dst.device(), {&other});
   Tensor o = other.dtype() == dst.dtype() ? other : other.to(dst.dtype());
   ops::broadcast_shapes(dst.shape(), o.shape(), name);
+  if (dst.is_blocked() && o.shape() == dst.shape()) {  // stays blocked (other converted)
+    TCV_KERNEL(dst.device(), binary, op, flat_k(dst), flat_k(dst), flat_k(to_blocked(o)), alpha);
+    return;
+  }
   TCV_CHECK(o.dim() <= dst.dim(), "[", name, "_] cannot broadcast ", o.shape_str(), " into ",
             dst.shape_str());
   TCV_KERNEL(dst.device(), binary, op, dst.k(), dst.k(), o.expand(dst.shape()).detach().k(), alpha);

@@ -1,5 +1,6 @@
 #include "engine/tensor.h"
 
+#include "kernels/cpu/blocked.h"
 #include "kernels/cuda/runtime.h"
 
 #include <algorithm>
@@ -58,6 +59,27 @@ Storage::~Storage() {
   } else {
     backend::deallocate(data_, nbytes_, device_);
   }
+}
+
+void Storage::mark_blocked(const std::vector<int64_t>& dims) {
+  TCV_CHECK(dims.size() == 4 && device_.is_cpu() &&
+                static_cast<size_t>(shape_numel(dims)) * sizeof(float) == nbytes_,
+            "[tensor] a blocked storage holds one 4-D f32 tensor, got ", shape_str(dims), " over ",
+            nbytes_, " bytes");
+  blocked_dims_ = dims;
+  blocked_.store(true, std::memory_order_release);
+}
+
+// Converts to row-major in a new buffer. Kernels that read the blocked bytes
+// took raw_data() inside one op, so no pointer to the old buffer outlives it.
+void Storage::unblock() const {
+  std::lock_guard<std::mutex> lock(unblock_mu_);
+  if (!blocked_.load(std::memory_order_relaxed)) return;
+  void* plain = backend::allocate(nbytes_, device_);
+  kernels::cpu::blocked_to_nchw(blocked_dims_.data(), data_, plain);
+  backend::deallocate(data_, nbytes_, device_);
+  data_ = plain;
+  blocked_.store(false, std::memory_order_release);
 }
 
 TensorImpl::TensorImpl() = default;
@@ -162,6 +184,27 @@ kernels::KTensor Tensor::k() const {
   return kt;
 }
 
+bool Tensor::is_blocked() const {
+  const auto& i = impl();
+  return i.storage->blocked() && i.offset == 0 && dim() == 4 && i.dtype == DType::f32 &&
+         nbytes() == i.storage->nbytes() && is_contiguous();
+}
+
+kernels::KTensor Tensor::k_any() const {
+  if (!is_blocked()) return k();
+  kernels::KTensor kt;
+  kt.data = impl().storage->raw_data();
+  kt.dtype = dtype();
+  kt.ndim = 4;
+  const Shape st = contiguous_strides(shape());
+  for (int i = 0; i < 4; ++i) {
+    kt.sizes[i] = shape()[i];
+    kt.strides[i] = st[i];
+  }
+  kt.blocked = true;
+  return kt;
+}
+
 // ---------------------------------------------------------------- creation
 
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset) {
@@ -189,6 +232,44 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   Tensor t(std::move(impl));
   if (opts.requires_grad) t.set_requires_grad(true);
   return t;
+}
+
+kernels::KTensor flat_k(const Tensor& t) {
+  TCV_CHECK(t.is_contiguous(), "[flat_k] needs a contiguous tensor, got strides ",
+            shape_str(t.strides()));
+  kernels::KTensor k = t.k_any();
+  k.ndim = 1;
+  k.sizes[0] = t.numel();
+  k.strides[0] = 1;
+  k.blocked = false;
+  return k;
+}
+
+bool blockable(const Shape& shape, DType dtype, Device device) {
+  return shape.size() == 4 && dtype == DType::f32 && device.is_cpu() && shape[1] > 0 &&
+         shape[1] % kernels::cpu::kChannelBlock == 0 && shape_numel(shape) > 0;
+}
+
+Tensor empty_blocked(const Shape& shape) {
+  TCV_CHECK(blockable(shape, DType::f32, kCPU),
+            "[empty_blocked] needs (N, C, H, W) with C a "
+            "multiple of ",
+            kernels::cpu::kChannelBlock, ", got ", shape_str(shape));
+  Tensor t = empty(shape);
+  t.storage()->mark_blocked(shape);
+  return t;
+}
+
+Tensor to_blocked(const Tensor& t) {
+  if (t.is_blocked()) return t;
+  TCV_CHECK(blockable(t.shape(), t.dtype(), t.device()),
+            "[to_blocked] needs a CPU f32 (N, C, H, "
+            "W) tensor with C a multiple of ",
+            kernels::cpu::kChannelBlock, ", got ", t.shape_str(), " ", dtype_name(t.dtype()));
+  const Tensor src = t.detach().contiguous();
+  Tensor out = empty_blocked(t.shape());
+  kernels::cpu::nchw_to_blocked(t.shape().data(), src.data_ptr(), out.storage()->raw_data());
+  return out;
 }
 
 Tensor empty_like(const Tensor& t) {

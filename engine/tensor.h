@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,18 +34,37 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return data_; }
+  /// The bytes in row-major layout: a storage still in the blocked layout (see
+  /// blocked()) is converted first, once.
+  void* data() const {
+    if (blocked()) [[unlikely]]
+      unblock();
+    return data_;
+  }
   size_t nbytes() const { return nbytes_; }
+  /// Whether the bytes are a 4-D f32 activation in oneDNN's nChw16c layout (see
+  /// Tensor::is_blocked): written so by a kernel that produces that layout, and
+  /// row-major again from the first data() on.
+  bool blocked() const { return blocked_.load(std::memory_order_acquire); }
+  /// Declares the (not yet read) bytes nChw16c for the logical (N, C, H, W) `dims`.
+  void mark_blocked(const std::vector<int64_t>& dims);
+  /// The bytes as they are, blocked or not: for kernels that read both layouts.
+  void* raw_data() const { return data_; }
   Device device() const { return device_; }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  void* data_ = nullptr;
+  void unblock() const;
+
+  mutable void* data_ = nullptr;  // replaced when a blocked storage is converted
   size_t nbytes_ = 0;
   Device device_;
   std::function<void(void*)> deleter_;
   std::atomic<uint32_t> version_{0};
+  mutable std::atomic<bool> blocked_{false};
+  std::vector<int64_t> blocked_dims_;
+  mutable std::mutex unblock_mu_;
 };
 
 /// How a new tensor is made: `zeros({2, 3}, {.dtype = DType::f64})`.
@@ -116,8 +136,20 @@ class Tensor {
   /// Copies the elements (any layout) out as a flat vector of T.
   template <typename T>
   std::vector<T> to_vector() const;
-  /// Kernel descriptor of this view.
+  /// Kernel descriptor of this view (row-major: a blocked storage is converted).
   kernels::KTensor k() const;
+
+  // ---- oneDNN's blocked layout (CPU f32 activations) ----
+  /// True when this tensor is a whole 4-D f32 storage held in oneDNN's nChw16c
+  /// layout: CPU convolutions write their outputs so, and batch norm and
+  /// elementwise ops on equal shapes keep it, so no reorder runs between those
+  /// layers. Any other access (data_ptr, k, to_vector, a kernel that does not
+  /// know the layout) converts the storage to row-major first, once; code that
+  /// does not ask never sees the layout.
+  bool is_blocked() const;
+  /// Kernel descriptor that leaves a blocked storage as it is (kt.blocked set);
+  /// the same as k() otherwise.
+  kernels::KTensor k_any() const;
 
   // ---- views (differentiable; share storage) ----
   Tensor view(const Shape& shape) const;
@@ -200,6 +232,17 @@ struct AutogradMeta {
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 /// An uninitialised tensor.
 Tensor empty(const Shape& shape, TensorOptions opts = {});
+/// An uninitialized CPU f32 (N, C, H, W) tensor whose storage is declared nChw16c
+/// (C must be a multiple of 16): for kernels that write that layout.
+Tensor empty_blocked(const Shape& shape);
+/// t (a CPU f32 4-D tensor with C a multiple of 16) in the blocked layout: t
+/// itself when it already is, else a converted copy (outside autograd).
+Tensor to_blocked(const Tensor& t);
+/// A 1-D kernel descriptor over all of a contiguous tensor's elements in memory
+/// order, blocked or not: for elementwise kernels on operands of one layout.
+kernels::KTensor flat_k(const Tensor& t);
+/// Whether a tensor of this shape, dtype and device may be held blocked.
+bool blockable(const Shape& shape, DType dtype, Device device);
 Tensor empty_like(const Tensor& t);
 Tensor empty_like(const Tensor& t, DType dtype);
 Tensor zeros(const Shape& shape, TensorOptions opts = {});

@@ -66,14 +66,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const kernels::KTensor wk = opt_k(wc), bk = opt_k(bc);
   const TensorOptions opts{.dtype = cd, .device = x.device()};
-  Tensor y = empty(x.shape(), opts);
+  // A blocked input (a CPU convolution's output) gives a blocked output.
+  g.blocked = xk.is_blocked();
+  Tensor y = g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), opts);
   Tensor mean, var;  // (C); biased var
   if (batch_stats) {
     mean = empty({g.c}, opts);
     var = empty({g.c}, opts);
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.k(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, y.k(), mean.k(), var.k());
+      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.k_any(), wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, y.k_any(), mean.k(), var.k());
     if (training && running_mean.defined()) {
       NoGradGuard no_grad;
       const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
@@ -88,8 +90,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     mean = running_mean.detach().to(cd).contiguous().clone();
     var = running_var.detach().to(cd).contiguous().clone();
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.k(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k());
+      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.k_any(), wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k_any());
   }
   if (half_in) y = y.to(x.dtype());
 
@@ -106,18 +108,25 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
           const Tensor xv = sx.get().to(cd);
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
           const TensorOptions o{.dtype = cd, .device = dy.device()};
-          Tensor dx = need_dx ? empty(xv.shape(), o) : Tensor();
+          // x still blocked (nothing read it row-major since): dy and dx follow it.
+          kernels::BatchNormGeom gb = g;
+          gb.blocked = xv.is_blocked();
+          if (gb.blocked) dy = to_blocked(dy);
+          Tensor dx =
+              need_dx ? (gb.blocked ? empty_blocked(xv.shape()) : empty(xv.shape(), o)) : Tensor();
           Tensor dweight = need_dw ? empty({g.c}, o) : Tensor();
           Tensor dbias = need_db ? empty({g.c}, o) : Tensor();
           if (dy.numel() == 0) {
             for (Tensor* t : {&dx, &dweight, &dbias})
               if (t->defined()) t->zero_();
           } else {
-            const kernels::KTensor wk2 = opt_k(wv), dxk = opt_k(dx), dwk = opt_k(dweight),
-                                   dbk = opt_k(dbias);
-            TCV_KERNEL(dy.device(), batch_norm_backward, g, batch_stats, xv.k(), dy.k(),
-                       wv.defined() ? &wk2 : nullptr, mean.k(), var.k(), need_dx ? &dxk : nullptr,
-                       need_dw ? &dwk : nullptr, need_db ? &dbk : nullptr);
+            const kernels::KTensor wk2 = opt_k(wv),
+                                   dxk = dx.defined() ? dx.k_any() : kernels::KTensor{},
+                                   dwk = opt_k(dweight), dbk = opt_k(dbias);
+            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xv.k_any(),
+                       gb.blocked ? dy.k_any() : dy.k(), wv.defined() ? &wk2 : nullptr, mean.k(),
+                       var.k(), need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
+                       need_db ? &dbk : nullptr);
           }
           if (dx.defined()) dx = dx.to(xdt);
           return std::vector<Tensor>{dx, dweight, dbias};

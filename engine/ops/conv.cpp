@@ -61,6 +61,18 @@ kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tenso
   return g;
 }
 
+// The blocked layouts of g's CPU f32 primitives, kept only for activations
+// whose shape can be held blocked (none on CUDA or in f64).
+kernels::cpu::ConvBlockedLayouts blocked_layouts(const kernels::Conv2dGeom& g, const Tensor& t) {
+  if (!t.device().is_cpu() || t.dtype() != DType::f32) return {};
+  kernels::cpu::ConvBlockedLayouts bl = kernels::cpu::conv2d_blocked_layouts(g);
+  const bool x_ok = blockable({g.n, g.c, g.h, g.w}, DType::f32, kCPU);
+  const bool y_ok = blockable({g.n, g.k, g.oh, g.ow}, DType::f32, kCPU);
+  bl.src &= x_ok, bl.diff_src &= x_ok, bl.bwd_src &= x_ok;
+  bl.dst &= y_ok, bl.diff_dst &= y_ok, bl.bwd_diff_dst &= y_ok;
+  return bl;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
@@ -71,11 +83,15 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   Tensor xc = x.detach().contiguous();
   Tensor wc = weight.detach().contiguous();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const Shape y_shape{g.n, g.k, g.oh, g.ow};
+  // On the CPU in f32, activations stay in the layout oneDNN computes in.
+  const kernels::cpu::ConvBlockedLayouts bl = blocked_layouts(g, x);
   Tensor y =
-      empty({g.n, g.k, g.oh, g.ow}, {.dtype = x.dtype(), .device = x.device()});  // (N, K, OH, OW)
+      bl.dst ? empty_blocked(y_shape) : empty(y_shape, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor bk = bc.defined() ? bc.k() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), conv2d_forward, g, xc.k(), wc.k(), bc.defined() ? &bk : nullptr, y.k());
+    TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.k_any() : xc.k(), wc.k(),
+               bc.defined() ? &bk : nullptr, y.k_any());
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_dx = x.requires_grad();
@@ -90,19 +106,26 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
           const Tensor xv = sx.defined() ? sx.get() : Tensor();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
           const TensorOptions opts{.dtype = dy.dtype(), .device = dy.device()};
-          Tensor dx = need_dx ? empty({g.n, g.c, g.h, g.w}, opts) : Tensor();
+          const Shape x_shape{g.n, g.c, g.h, g.w};
+          const kernels::cpu::ConvBlockedLayouts bl = blocked_layouts(g, dy);
+          // dy goes in blocked when every pass that reads it wants that layout.
+          const bool dy_blocked = bl.diff_dst && (!need_dw || bl.bwd_diff_dst);
+          Tensor dx =
+              need_dx ? (bl.diff_src ? empty_blocked(x_shape) : empty(x_shape, opts)) : Tensor();
           Tensor dweight = need_dw ? empty({g.k, g.c / g.groups, g.r, g.s}, opts) : Tensor();
           Tensor dbias = need_db ? empty({g.k}, opts) : Tensor();
           if (dy.numel() == 0) {
             for (Tensor* t : {&dx, &dweight, &dbias})
               if (t->defined()) t->zero_();
           } else {
-            const kernels::KTensor dxk = dx.defined() ? dx.k() : kernels::KTensor{};
+            const kernels::KTensor dxk = dx.defined() ? dx.k_any() : kernels::KTensor{};
             const kernels::KTensor dwk = dweight.defined() ? dweight.k() : kernels::KTensor{};
             const kernels::KTensor dbk = dbias.defined() ? dbias.k() : kernels::KTensor{};
-            const kernels::KTensor xk = xv.defined() ? xv.k() : kernels::KTensor{};
+            const kernels::KTensor xk =
+                xv.defined() ? (bl.bwd_src ? xv.k_any() : xv.k()) : kernels::KTensor{};
             const kernels::KTensor wk = wv.defined() ? wv.k() : kernels::KTensor{};
-            TCV_KERNEL(dy.device(), conv2d_backward, g, xk, wk, dy.k(), need_dx ? &dxk : nullptr,
+            const kernels::KTensor dyk = dy_blocked ? dy.k_any() : dy.k();
+            TCV_KERNEL(dy.device(), conv2d_backward, g, xk, wk, dyk, need_dx ? &dxk : nullptr,
                        need_dw ? &dwk : nullptr, need_db ? &dbk : nullptr);
           }
           return std::vector<Tensor>{dx, dweight, dbias};

@@ -62,6 +62,15 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   const char* name = kernels::binary_op_name(op);
   TCV_CHECK(a.device() == b.device(), "[", name, "] operands on ", a.device().str(), " and ",
             b.device().str());
+  // Equal-shape f32 operands, one of them in the blocked layout: the other is
+  // converted to it and the result stays blocked.
+  if ((a.is_blocked() || b.is_blocked()) && a.shape() == b.shape() && a.dtype() == DType::f32 &&
+      b.dtype() == DType::f32 && !kernels::is_comparison(op)) {
+    const Tensor ab = to_blocked(a), bb = to_blocked(b);
+    Tensor out = empty_blocked(a.shape());
+    TCV_KERNEL(a.device(), binary, op, flat_k(out), flat_k(ab), flat_k(bb), alpha);
+    return out;
+  }
   DType dt = result_type(a, b);
   if ((op == BinaryOp::div || op == BinaryOp::pow) && !is_floating(dt)) dt = DType::f32;
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
@@ -201,6 +210,11 @@ Tensor mul(const Tensor& a, double b) {
 namespace {
 
 Tensor unary_forward(UnaryOp op, const Tensor& x, double p0, double p1) {
+  if (x.is_blocked()) {  // element by element: the layout does not matter
+    Tensor out = empty_blocked(x.shape());
+    TCV_KERNEL(x.device(), unary, op, flat_k(out), flat_k(x), p0, p1);
+    return out;
+  }
   Tensor out = empty_like(x);
   if (out.numel() == 0) return out;
   TCV_KERNEL(x.device(), unary, op, out.k(), x.k(), p0, p1);
@@ -218,6 +232,12 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
     SavedTensor saved(kernels::backward_uses_output(op) ? out : in);
     autograd::record(name, {x}, {out}, [op, saved, p0, p1](std::vector<Tensor>& g) {
       Tensor s = saved.get();
+      if (s.is_blocked() && g[0].dtype() == DType::f32) {
+        Tensor dx = empty_blocked(s.shape());
+        TCV_KERNEL(s.device(), unary_backward, op, flat_k(dx), flat_k(to_blocked(g[0])), flat_k(s),
+                   p0, p1);
+        return std::vector<Tensor>{dx};
+      }
       Tensor dx = empty_like(s);
       TCV_KERNEL(s.device(), unary_backward, op, dx.k(), g[0].contiguous().k(), s.k(), p0, p1);
       return std::vector<Tensor>{dx};

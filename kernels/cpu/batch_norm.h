@@ -15,6 +15,9 @@ namespace tcv::kernels {
 struct BatchNormGeom {
   int64_t n = 0, c = 0, l = 1;
   double eps = 1e-5;
+  /// CPU f32 only: x, y, dy and dx are in the nChw16c layout (kernels/cpu/
+  /// blocked.h) with l = H * W, instead of row-major.
+  bool blocked = false;
 };
 
 }  // namespace tcv::kernels

@@ -1,7 +1,8 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
-// f32 runs through oneDNN (blocked layouts inside, NCHW at the boundary); f64
-// runs through direct reference loops that serve the gradient checks.
+// f32 runs through oneDNN (blocked layouts inside; activations may also come
+// and go in nChw16c, see conv2d_blocked_layouts); f64 runs through direct
+// reference loops that serve the gradient checks.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,17 @@ void conv2d_forward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& we
 void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
                          const KTensor& dy, const KTensor* dx, const KTensor* dweight,
                          const KTensor* dbias);
+
+/// Which activations of g's f32 oneDNN primitives are in the nChw16c layout
+/// (kernels/cpu/blocked.h). Exactly those may be passed to conv2d_forward and
+/// conv2d_backward as KTensors with `blocked` set (dst and diff_src: are
+/// written blocked); every other tensor is row-major.
+struct ConvBlockedLayouts {
+  bool src = false, dst = false;               // forward
+  bool diff_dst = false, diff_src = false;     // backward-data
+  bool bwd_src = false, bwd_diff_dst = false;  // backward-weights
+};
+ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g);
 
 /// Number of distinct convolution configurations whose primitives are cached.
 size_t conv2d_cache_size();
