@@ -508,7 +508,7 @@ Tensor resized_crop(const Tensor& image, int64_t top, int64_t left, int64_t h, i
   return out;
 }
 
-Tensor resize_shorter(const Tensor& image, int64_t size, int64_t max_size) {
+Tensor resize_shorter(const Tensor& image, int64_t size, int64_t max_size, Antialias antialias) {
   const Tensor img = check_image(image, "resize");
   TCV_CHECK(size > 0, "[resize] size must be positive, got ", size);
   const int64_t h = img.size(1), w = img.size(2);
@@ -525,7 +525,8 @@ Tensor resize_shorter(const Tensor& image, int64_t size, int64_t max_size) {
       new_long = max_size;
     }
   }
-  return w <= h ? resize(img, new_long, new_short) : resize(img, new_short, new_long);
+  return w <= h ? resize(img, new_long, new_short, antialias)
+                : resize(img, new_short, new_long, antialias);
 }
 
 Tensor crop(const Tensor& image, int64_t top, int64_t left, int64_t h, int64_t w) {

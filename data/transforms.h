@@ -76,7 +76,8 @@ Tensor resized_crop(const Tensor& img, int64_t top, int64_t left, int64_t h, int
 /// Resizes so the shorter side is `size`, keeping the aspect ratio the way
 /// torchvision does (the longer side is int(size * long / short)); `max_size`
 /// (0 = none) caps the longer side.
-Tensor resize_shorter(const Tensor& img, int64_t size, int64_t max_size = 0);
+Tensor resize_shorter(const Tensor& img, int64_t size, int64_t max_size = 0,
+                      Antialias antialias = Antialias::off);
 /// The (h, w) window at (top, left); parts outside the image are zero (as torchvision's crop).
 Tensor crop(const Tensor& img, int64_t top, int64_t left, int64_t h, int64_t w);
 /// The central (h, w) window, offsets rounded like torchvision (half to even);

@@ -22,10 +22,12 @@ InputSpec input_spec(const Config& cfg);
 
 /// Training augmentation on u8 (C, H, W): train.aug.resize_shorter, then
 /// random_resized_crop or random_crop (to data.input_size), a resize to the input
-/// size if the image still differs, hflip, color_jitter.
+/// size if the image still differs, hflip, color_jitter. Resizes are antialiased
+/// (data::Antialias::on), as torchvision's on PIL images.
 data::Transform train_transform(const Config& cfg);
 /// Evaluation (and tcv-predict) preprocessing on u8 (C, H, W): val.aug.resize_shorter,
-/// val.aug.center_crop, then a resize to the input size if the image still differs.
+/// val.aug.center_crop, then a resize to the input size if the image still differs
+/// (antialiased, as training).
 data::Transform eval_transform(const Config& cfg);
 
 /// Class names for reports and tcv-predict: the class directories of data.train_dir

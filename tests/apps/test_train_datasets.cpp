@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,36 @@ bool has(const std::string& s, const std::string& needle) {
 }
 
 }  // namespace
+
+TEST(TrainDatasets, ResizesFilterWhenShrinking) {
+  // A one-pixel checkerboard shrunk 3.2x: filtered (as torchvision on PIL images)
+  // it is an even grey; two bilinear taps per output leave dark and light moire.
+  Tensor board = empty({3, 64, 96}, {.dtype = DType::u8});
+  auto* p = board.data<uint8_t>();
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < 64; ++y)
+      for (int64_t x = 0; x < 96; ++x) p[(c * 64 + y) * 96 + x] = (x + y) % 2 ? 255 : 0;
+  Config c = base_config();
+  c.set_override("data.input_size=[12, 12]");
+  c.set_override("val.aug.resize_shorter=20");
+  c.set_override("val.aug.center_crop=true");
+  c.set_override("train.aug.resize_shorter=20");
+
+  data::Rng rng(1, 0);
+  for (const auto& [name, t] :
+       {std::pair{"eval", eval_transform(c)}, std::pair{"train", train_transform(c)}}) {
+    const Tensor out = t(board, rng);
+    ASSERT_EQ(out.shape(), (Shape{3, 12, 12})) << name;
+    for (uint8_t v : out.to_vector<uint8_t>()) {
+      EXPECT_GE(v, 120) << name;
+      EXPECT_LE(v, 135) << name;
+    }
+  }
+  // Without filtering the same shrink keeps values near the extremes.
+  const auto aliased = data::resize_shorter(board, 20).to_vector<uint8_t>();
+  EXPECT_LE(*std::min_element(aliased.begin(), aliased.end()), 60);
+  EXPECT_GE(*std::max_element(aliased.begin(), aliased.end()), 195);
+}
 
 TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
   TempDir tmp("folder");
