@@ -252,9 +252,8 @@ bool blockable(const Shape& shape, DType dtype, Device device) {
 
 Tensor empty_blocked(const Shape& shape) {
   TCV_CHECK(blockable(shape, DType::f32, kCPU),
-            "[empty_blocked] needs (N, C, H, W) with C a "
-            "multiple of ",
-            kernels::cpu::kChannelBlock, ", got ", shape_str(shape));
+            "[empty_blocked] needs (N, C, H, W) with C a multiple of ", kernels::cpu::kChannelBlock,
+            ", got ", shape_str(shape));
   Tensor t = empty(shape);
   t.storage()->mark_blocked(shape);
   return t;
@@ -263,8 +262,7 @@ Tensor empty_blocked(const Shape& shape) {
 Tensor to_blocked(const Tensor& t) {
   if (t.is_blocked()) return t;
   TCV_CHECK(blockable(t.shape(), t.dtype(), t.device()),
-            "[to_blocked] needs a CPU f32 (N, C, H, "
-            "W) tensor with C a multiple of ",
+            "[to_blocked] needs a CPU f32 (N, C, H, W) tensor with C a multiple of ",
             kernels::cpu::kChannelBlock, ", got ", t.shape_str(), " ", dtype_name(t.dtype()));
   const Tensor src = t.detach().contiguous();
   Tensor out = empty_blocked(t.shape());

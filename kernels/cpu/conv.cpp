@@ -274,9 +274,9 @@ void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight
     const ConvEntry& e = entry(g);
     check_blocked(x, e.blocked.src, "input");
     check_blocked(y, e.blocked.dst, "output");
-    memory xm = x.blocked ? wrap(e.x_fwd.want, x.data) : e.x_fwd.in(x.data, Buf::src);
+    memory xm = e.x_fwd.in(x, Buf::src);
     memory wm = e.w_fwd.in(weight.data, Buf::weights);
-    memory ym = y.blocked ? wrap(e.y_fwd.want, y.data) : e.y_fwd.out(y.data, Buf::dst);
+    memory ym = e.y_fwd.out(y, Buf::dst);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
                                          {DNNL_ARG_WEIGHTS, wm},
                                          {DNNL_ARG_DST, ym},
@@ -286,7 +286,7 @@ void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight
       args.emplace(DNNL_ARG_BIAS, wrap(e.bias_md, bias->data));
     }
     e.fwd.execute(stream(), args);
-    if (!y.blocked) e.y_fwd.finish(ym, y.data);
+    e.y_fwd.finish(ym, y);
   } catch (const dnnl::error& err) {
     rethrow("conv2d", err);
   }
@@ -303,22 +303,21 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
     check_blocked(dy, e.blocked.diff_dst && (!(dweight || dbias) || e.blocked.bwd_diff_dst),
                   "output gradient");
     // dy is reordered once and shared when both passes want the same layout.
-    memory dym = dy.blocked ? wrap(e.dy_bd.want, dy.data) : e.dy_bd.in(dy.data, Buf::diff_dst);
+    memory dym = e.dy_bd.in(dy, Buf::diff_dst);
     if (dx) {
       check_blocked(*dx, e.blocked.diff_src, "input gradient");
       memory wm = e.w_bd.in(weight.data, Buf::weights);
-      memory dxm =
-          dx->blocked ? wrap(e.dx_bd.want, dx->data) : e.dx_bd.out(dx->data, Buf::diff_src);
+      memory dxm = e.dx_bd.out(*dx, Buf::diff_src);
       e.bwd_data.execute(stream(), {{DNNL_ARG_DIFF_DST, dym},
                                     {DNNL_ARG_WEIGHTS, wm},
                                     {DNNL_ARG_DIFF_SRC, dxm},
                                     {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_data_pd)}});
-      if (!dx->blocked) e.dx_bd.finish(dxm, dx->data);
+      e.dx_bd.finish(dxm, *dx);
     }
     if (dweight || dbias) {
       check_blocked(x, e.blocked.bwd_src, "input");
       memory dym_w = e.dy_bw.want == e.dy_bd.want ? dym : e.dy_bw.in(dy.data, Buf::bwd_src);
-      memory xm = x.blocked ? wrap(e.x_bw.want, x.data) : e.x_bw.in(x.data, Buf::src);
+      memory xm = e.x_bw.in(x, Buf::src);
       void* dw_data = dweight ? dweight->data : buffer(Buf::weights, e.dw_bw.plain.get_size());
       memory dwm = e.dw_bw.out(dw_data, Buf::diff_weights);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},

@@ -77,6 +77,18 @@ void Layout::finish(dnnl::memory m, void* data) const {
   to_plain->execute(stream(), m, dst);
 }
 
+dnnl::memory Layout::in(const KTensor& t, Buf slot) const {
+  return t.blocked ? wrap(want, t.data) : in(t.data, slot);
+}
+
+dnnl::memory Layout::out(const KTensor& t, Buf slot) const {
+  return t.blocked ? wrap(want, t.data) : out(t.data, slot);
+}
+
+void Layout::finish(dnnl::memory m, const KTensor& t) const {
+  if (!t.blocked) finish(m, t.data);
+}
+
 dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd) {
   const dnnl::memory::desc md = pd.scratchpad_desc();
   const size_t bytes = md.get_size();

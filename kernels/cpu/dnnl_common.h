@@ -76,6 +76,11 @@ struct Layout {
   dnnl::memory out(void* data, Buf slot) const;
   /// Copies `m` (from out()) back into `data` when a reorder is needed.
   void finish(dnnl::memory m, void* data) const;
+  /// The same three for a kernel tensor: one already in the blocked layout
+  /// (t.blocked, which the caller has checked is `want`) is used as it is.
+  dnnl::memory in(const KTensor& t, Buf slot) const;
+  dnnl::memory out(const KTensor& t, Buf slot) const;
+  void finish(dnnl::memory m, const KTensor& t) const;
 };
 
 /// Scratchpad memory large enough for `pd`.
