@@ -30,10 +30,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   TCV_CHECK(is_floating(x.dtype()), "[batch_norm] supports f32, f64, f16 and bf16, got ",
             dtype_name(x.dtype()));
   // f16/bf16 inputs (mixed precision) compute in f32 with f32 parameters and
-  // statistics: the kernels see an f32 copy, the output and the tensor saved
-  // for backward stay 16-bit, as in PyTorch's autocast.
+  // statistics; the output, the tensor saved for backward and dx stay 16-bit,
+  // as in PyTorch's autocast. The CUDA kernels read and write the 16-bit data
+  // directly; the CPU loops, f32/f64 only, get widened copies (`widen`).
   const bool half_in = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
   const DType cd = half_in ? DType::f32 : x.dtype();
+  const bool widen = half_in && x.device().is_cpu();
+  const DType kd = widen ? cd : x.dtype();  // the kernels' data dtype
   check_param("weight", weight, x);
   check_param("bias", bias, x);
   check_param("running_mean", running_mean, x);
@@ -60,15 +63,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
             "[batch_norm] expected more than 1 value per channel when training, got input ",
             x.shape_str());
 
-  Tensor xc = x.detach().contiguous();         // saved for backward, in x's dtype
-  const Tensor xk = half_in ? xc.to(cd) : xc;  // what the kernels read
+  Tensor xc = x.detach().contiguous();       // saved for backward, in x's dtype
+  const Tensor xk = widen ? xc.to(cd) : xc;  // what the kernels read
   Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const kernels::KTensor wk = opt_k(wc), bk = opt_k(bc);
   const TensorOptions opts{.dtype = cd, .device = x.device()};
   // A blocked input (a CPU convolution's output) gives a blocked output.
   g.blocked = xk.is_blocked();
-  Tensor y = g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), opts);
+  Tensor y =
+      g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), {.dtype = kd, .device = x.device()});
   Tensor mean, var;  // (C); biased var
   if (batch_stats) {
     mean = empty({g.c}, opts);
@@ -93,7 +97,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
       TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.k_any(), wc.defined() ? &wk : nullptr,
                  bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k_any());
   }
-  if (half_in) y = y.to(x.dtype());
+  if (widen) y = y.to(x.dtype());
 
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_dx = x.requires_grad();
@@ -101,19 +105,20 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     const bool need_db = bias.defined() && bias.requires_grad();
     autograd::record(
         "batch_norm", {x, weight, bias}, {y},
-        [g, batch_stats, need_dx, need_dw, need_db, cd, xdt = x.dtype(), sx = SavedTensor(xc),
-         sw = SavedTensor(wc), mean, var](std::vector<Tensor>& grads) {
-          // 16-bit inputs: f32 math on f32 copies, dx back in x's dtype.
-          Tensor dy = grads[0].to(cd).contiguous();
-          const Tensor xv = sx.get().to(cd);
+        [g, batch_stats, need_dx, need_dw, need_db, cd, kd, widen, xdt = x.dtype(),
+         sx = SavedTensor(xc), sw = SavedTensor(wc), mean, var](std::vector<Tensor>& grads) {
+          Tensor dy = grads[0].to(kd).contiguous();
+          const Tensor xv = widen ? sx.get().to(cd) : sx.get();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
           const TensorOptions o{.dtype = cd, .device = dy.device()};
           // x still blocked (nothing read it row-major since): dy and dx follow it.
           kernels::BatchNormGeom gb = g;
           gb.blocked = xv.is_blocked();
           if (gb.blocked) dy = to_blocked(dy);
-          Tensor dx =
-              need_dx ? (gb.blocked ? empty_blocked(xv.shape()) : empty(xv.shape(), o)) : Tensor();
+          Tensor dx = need_dx
+                          ? (gb.blocked ? empty_blocked(xv.shape())
+                                        : empty(xv.shape(), {.dtype = kd, .device = dy.device()}))
+                          : Tensor();
           Tensor dweight = need_dw ? empty({g.c}, o) : Tensor();
           Tensor dbias = need_db ? empty({g.c}, o) : Tensor();
           if (dy.numel() == 0) {
@@ -128,7 +133,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
                        var.k(), need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
                        need_db ? &dbk : nullptr);
           }
-          if (dx.defined()) dx = dx.to(xdt);
+          if (widen && dx.defined()) dx = dx.to(xdt);
           return std::vector<Tensor>{dx, dweight, dbias};
         });
   }

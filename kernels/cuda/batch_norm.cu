@@ -1,146 +1,290 @@
-// Batch norm: per-channel sums over (n, l) split into chunks so that many
-// blocks work on each channel; chunk partials are combined in double by one
-// thread per channel. The statistics follow the CPU loops: mean first, then
-// the biased variance as the mean of (x - mean)², then y = x·scale + shift.
+// Batch norm on (n, c, l) contiguous data, with the CPU loops' arithmetic
+// (kernels/cpu/batch_norm.cpp) so both backends agree to rounding:
+//
+//   forward (training)  one read of x: per channel Σ(x - k) and Σ(x - k)² about
+//                       a pivot k, the channel's first value, which keeps the
+//                       variance from cancelling when |mean| >> std; the mean
+//                       is stored rounded to m and the remainder d = mean - m
+//                       goes into the shift: y = (x - m)·scale + (b - d·scale).
+//   forward (eval)      the same normalize pass with the running statistics.
+//   backward            one reduction pass (Σdy, Σdy·(x - m), Σ(x - m)), then
+//                       dx = dy·k_dy - (x - m)·k_x - k_0 per element.
+//
+// Data (x, y, dy, dx) may be f16/bf16 with f32 parameters and statistics
+// (mixed precision: no cast passes around the kernels), or all f32, or all f64.
+// Reductions split every channel over enough blocks to fill the device and
+// combine their partials in double. Element loops read 4 values per load when
+// the plane size and the pointers allow it, and take their indices through
+// FastDivmod (no integer division on the GPU) when everything fits in 31 bits.
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "kernels/cuda/batch_norm.h"
+#include "kernels/cuda/divmod.h"
 #include "kernels/cuda/handles.cuh"
+#include "kernels/cuda/tile_reduce.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-enum class Sum : int { x, sq_dev, grad };
+/// V consecutive elements, loaded and stored as one access.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+template <int V, typename T>
+__device__ __forceinline__ Pack<T, V> load(const T* p) {
+  return *reinterpret_cast<const Pack<T, V>*>(p);
+}
+template <int V, typename T>
+__device__ __forceinline__ void store(T* p, const Pack<T, V>& v) {
+  *reinterpret_cast<Pack<T, V>*>(p) = v;
+}
 
-// partial[(c * chunks + chunk) * 2 + {0, 1}]:
-//   Sum::x       Σ x
-//   Sum::sq_dev  Σ (x - mean[c])²
-//   Sum::grad    Σ dy and Σ dy·(x - mean[c])
-template <typename T, Sum S>
-__global__ void channel_sums(const T* x, const T* dy, const T* mean, int64_t n, int64_t c,
-                             int64_t l, double* partial) {
-  using A = acc_t<T>;
-  const int64_t ch = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
-  const int64_t count = n * l;
-  const A m = S == Sum::x ? A(0) : to_acc(mean[ch]);
-  double s0 = 0, s1 = 0;
-  for (int64_t j = chunk * blockDim.x + threadIdx.x; j < count; j += chunks * blockDim.x) {
-    const int64_t b = j / l, i = j - b * l;
-    const int64_t off = (b * c + ch) * l + i;
-    const A v = to_acc(x[off]);
-    if constexpr (S == Sum::x) {
-      s0 += static_cast<double>(v);
-    } else if constexpr (S == Sum::sq_dev) {
-      const A d = v - m;
-      s0 += static_cast<double>(d * d);
-    } else {
-      const A g = to_acc(dy[off]);
-      s0 += static_cast<double>(g);
-      s1 += static_cast<double>(g * (v - m));
-    }
+template <typename Div>
+using index_of = decltype(Div().divisor());
+
+/// Sums v[0..K) over the block (kThreads threads); the totals are valid in thread 0.
+template <int K>
+__device__ __forceinline__ void block_sum(double (&v)[K]) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ double warp_sums[K][kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_down_sync(0xffffffffu, v[k], o);
+    if (lane == 0) warp_sums[k][warp] = v[k];
   }
-  __shared__ double b0[kThreads], b1[kThreads];
-  b0[threadIdx.x] = s0;
-  b1[threadIdx.x] = s1;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      b0[threadIdx.x] += b0[threadIdx.x + s];
-      b1[threadIdx.x] += b1[threadIdx.x + s];
+  if (warp == 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      v[k] = lane < kWarps ? warp_sums[k][lane] : 0.0;
+      for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_down_sync(0xffffffffu, v[k], o);
     }
-    __syncthreads();
   }
+}
+
+// Channel blockIdx.x, chunk blockIdx.y of its n·l values, read V at a time:
+// pack j of the channel is at x[(j / lv)·c·l + ch·l + (j % lv)·V], lv = l / V.
+// Each block writes its K sums to partial[(ch·chunks + chunk)·K + k].
+
+// Σ(x - k) and Σ(x - k)² with k the channel's first value.
+template <typename T, int V, typename Div>
+__global__ void __launch_bounds__(kThreads)
+    stat_sums(const T* __restrict__ x, index_of<Div> packs, int64_t cl, int64_t l, Div lv,
+              double* __restrict__ partial) {
+  using I = index_of<Div>;
+  const int64_t ch = blockIdx.x;
+  const I chunk = blockIdx.y, chunks = gridDim.y;
+  const T* xc = x + ch * l;
+  const double k = static_cast<double>(to_acc(xc[0]));
+  double s[2] = {0, 0};
+  for (I j = chunk * kThreads + threadIdx.x; j < packs; j += chunks * kThreads) {
+    I b, i;
+    lv.divmod(j, b, i);
+    const Pack<T, V> p = load<V>(xc + static_cast<int64_t>(b) * cl + static_cast<int64_t>(i) * V);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const double d = static_cast<double>(to_acc(p.v[e])) - k;
+      s[0] += d;
+      s[1] += d * d;
+    }
+  }
+  block_sum(s);
   if (threadIdx.x == 0) {
-    partial[(ch * chunks + chunk) * 2] = b0[0];
-    partial[(ch * chunks + chunk) * 2 + 1] = b1[0];
+    partial[(ch * chunks + chunk) * 2] = s[0];
+    partial[(ch * chunks + chunk) * 2 + 1] = s[1];
   }
 }
 
-// stat[c] = T(Σ partials / count)
-template <typename T>
-__global__ void finalize_stat(const double* partial, int chunks, int64_t c, double count, T* stat) {
-  TCV_CUDA_GRID_STRIDE(ch, c) {
-    double s = 0;
-    for (int k = 0; k < chunks; ++k) s += partial[(ch * chunks + k) * 2];
-    stat[ch] = convert<T>(s / count);
-  }
-}
-
-// Per-channel scale and shift of y = x·scale + shift, rounded to T like the CPU.
-template <typename T>
-__global__ void scale_shift(const T* w, const T* b, const T* mean, const T* var, double eps,
-                            int64_t c, acc_t<T>* scale, acc_t<T>* shift) {
-  TCV_CUDA_GRID_STRIDE(ch, c) {
-    const double invstd = 1.0 / ::sqrt(static_cast<double>(to_acc(var[ch])) + eps);
-    const T sc = convert<T>(invstd * (w ? static_cast<double>(to_acc(w[ch])) : 1.0));
-    const T sh =
-        convert<T>((b ? static_cast<double>(to_acc(b[ch])) : 0.0) -
-                   static_cast<double>(to_acc(mean[ch])) * static_cast<double>(to_acc(sc)));
-    scale[ch] = to_acc(sc);
-    shift[ch] = to_acc(sh);
-  }
-}
-
-template <typename T>
-__global__ void normalize(const T* x, T* y, const acc_t<T>* scale, const acc_t<T>* shift,
-                          int64_t total, int64_t c, int64_t l) {
-  TCV_CUDA_GRID_STRIDE(i, total) {
-    const int64_t ch = (i / l) % c;
-    y[i] = convert<T>(to_acc(x[i]) * scale[ch] + shift[ch]);
-  }
-}
-
-// dweight, dbias and the three dx coefficients per channel (see the CPU loops).
-template <typename T>
-__global__ void backward_coeffs(const double* partial, int chunks, const T* w, const T* var,
-                                double eps, int64_t c, double count, bool training, T* dw, T* db,
-                                acc_t<T>* coef) {
-  TCV_CUDA_GRID_STRIDE(ch, c) {
-    double sum_dy = 0, sum_dy_xc = 0;
-    for (int k = 0; k < chunks; ++k) {
-      sum_dy += partial[(ch * chunks + k) * 2];
-      sum_dy_xc += partial[(ch * chunks + k) * 2 + 1];
+// Σdy, Σdy·(x - m) and Σ(x - m) with m = mean[ch], x - m taken in the
+// accumulation type as on the CPU.
+template <typename T, int V, typename Div>
+__global__ void __launch_bounds__(kThreads)
+    grad_sums(const T* __restrict__ x, const T* __restrict__ dy, const acc_t<T>* __restrict__ mean,
+              index_of<Div> packs, int64_t cl, int64_t l, Div lv, double* __restrict__ partial) {
+  using I = index_of<Div>;
+  using A = acc_t<T>;
+  const int64_t ch = blockIdx.x;
+  const I chunk = blockIdx.y, chunks = gridDim.y;
+  const T* xc = x + ch * l;
+  const T* dyc = dy + ch * l;
+  const A m = mean[ch];
+  double s[3] = {0, 0, 0};
+  for (I j = chunk * kThreads + threadIdx.x; j < packs; j += chunks * kThreads) {
+    I b, i;
+    lv.divmod(j, b, i);
+    const int64_t off = static_cast<int64_t>(b) * cl + static_cast<int64_t>(i) * V;
+    const Pack<T, V> px = load<V>(xc + off), pg = load<V>(dyc + off);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const A xm = to_acc(px.v[e]) - m;
+      const A g = to_acc(pg.v[e]);
+      s[0] += static_cast<double>(g);
+      s[1] += static_cast<double>(g) * static_cast<double>(xm);
+      s[2] += static_cast<double>(xm);
     }
-    const double invstd = 1.0 / ::sqrt(static_cast<double>(to_acc(var[ch])) + eps);
-    const double sum_dy_xhat = sum_dy_xc * invstd;
-    if (dw) dw[ch] = convert<T>(sum_dy_xhat);
-    if (db) db[ch] = convert<T>(sum_dy);
-    const double scale = invstd * (w ? static_cast<double>(to_acc(w[ch])) : 1.0);
-    coef[3 * ch] = to_acc(convert<T>(scale));
-    coef[3 * ch + 1] = training ? to_acc(convert<T>(scale * sum_dy_xhat * invstd / count)) : 0;
-    coef[3 * ch + 2] = training ? to_acc(convert<T>(scale * sum_dy / count)) : 0;
+  }
+  block_sum(s);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) partial[(ch * chunks + chunk) * 3 + k] = s[k];
   }
 }
+
+// Per channel (one thread each): with batch statistics (partial set) the mean
+// and biased variance from the pivot sums; then coef = {m, scale, shift} of
+// y = (x - m)·scale + shift, rounded to the accumulation type as on the CPU.
+template <typename T>
+__global__ void forward_coeffs(const double* __restrict__ partial, int chunks,
+                               const T* __restrict__ x, int64_t l, double count, const acc_t<T>* w,
+                               const acc_t<T>* b, double eps, int64_t c, acc_t<T>* mean,
+                               acc_t<T>* var, acc_t<T>* coef) {
+  using A = acc_t<T>;
+  TCV_CUDA_GRID_STRIDE(ch, c) {
+    double d = 0;
+    if (partial) {
+      double s1 = 0, s2 = 0;
+      for (int k = 0; k < chunks; ++k) {
+        s1 += partial[(ch * chunks + k) * 2];
+        s2 += partial[(ch * chunks + k) * 2 + 1];
+      }
+      const double d1 = s1 / count;
+      const double mu = static_cast<double>(to_acc(x[ch * l])) + d1;
+      mean[ch] = static_cast<A>(mu);
+      var[ch] = static_cast<A>(::fmax(0.0, s2 / count - d1 * d1));
+      d = mu - static_cast<double>(mean[ch]);
+    }
+    const double invstd = 1.0 / ::sqrt(static_cast<double>(var[ch]) + eps);
+    const double scale = invstd * (w ? static_cast<double>(w[ch]) : 1.0);
+    coef[3 * ch] = mean[ch];
+    coef[3 * ch + 1] = static_cast<A>(scale);
+    coef[3 * ch + 2] = static_cast<A>((b ? static_cast<double>(b[ch]) : 0.0) - d * scale);
+  }
+}
+
+// dweight, dbias and coef = {m, k_dy, k_x, k_0} of dx = dy·k_dy - (x - m)·k_x - k_0.
+// In training the part of the mean that m lost, d = mean(x - m), is taken out
+// as on the CPU. Without partial (eval, only dx wanted) the sums are not needed.
+template <typename T>
+__global__ void backward_coeffs(const double* __restrict__ partial, int chunks, const acc_t<T>* w,
+                                const acc_t<T>* mean, const acc_t<T>* var, double eps, int64_t c,
+                                double count, bool training, acc_t<T>* dw, acc_t<T>* db,
+                                acc_t<T>* coef) {
+  using A = acc_t<T>;
+  TCV_CUDA_GRID_STRIDE(ch, c) {
+    double sum_dy = 0, sum_dy_xc = 0, sum_xc = 0;
+    if (partial) {
+      for (int k = 0; k < chunks; ++k) {
+        sum_dy += partial[(ch * chunks + k) * 3];
+        sum_dy_xc += partial[(ch * chunks + k) * 3 + 1];
+        sum_xc += partial[(ch * chunks + k) * 3 + 2];
+      }
+    }
+    const double invstd = 1.0 / ::sqrt(static_cast<double>(var[ch]) + eps);
+    const double d = training ? sum_xc / count : 0.0;
+    const double sum_dy_xhat = (sum_dy_xc - d * sum_dy) * invstd;
+    if (dw) dw[ch] = static_cast<A>(sum_dy_xhat);
+    if (db) db[ch] = static_cast<A>(sum_dy);
+    const double scale = invstd * (w ? static_cast<double>(w[ch]) : 1.0);
+    const double k_x = training ? scale * sum_dy_xhat * invstd / count : 0.0;
+    coef[4 * ch] = mean[ch];
+    coef[4 * ch + 1] = static_cast<A>(scale);
+    coef[4 * ch + 2] = static_cast<A>(k_x);
+    coef[4 * ch + 3] = training ? static_cast<A>(scale * sum_dy / count - d * k_x) : A(0);
+  }
+}
+
+// Pack j of all n·c·l values (V at a time): channel (j / lv) % c.
+template <typename T, int V, typename Div>
+__global__ void __launch_bounds__(kThreads)
+    normalize(const T* __restrict__ x, T* __restrict__ y, const acc_t<T>* __restrict__ coef,
+              index_of<Div> packs, Div lv, Div c) {
+  using I = index_of<Div>;
+  using A = acc_t<T>;
+  for (I j = blockIdx.x * kThreads + threadIdx.x; j < packs; j += gridDim.x * kThreads) {
+    I plane, ch;
+    c.divmod(lv.div(j), plane, ch);
+    const A m = coef[3 * ch], scale = coef[3 * ch + 1], shift = coef[3 * ch + 2];
+    const Pack<T, V> px = load<V>(x + static_cast<int64_t>(j) * V);
+    Pack<T, V> py;
+#pragma unroll
+    for (int e = 0; e < V; ++e) py.v[e] = convert<T>((to_acc(px.v[e]) - m) * scale + shift);
+    store<V>(y + static_cast<int64_t>(j) * V, py);
+  }
+}
+
+template <typename T, int V, typename Div>
+__global__ void __launch_bounds__(kThreads)
+    backward_dx(const T* __restrict__ x, const T* __restrict__ dy,
+                const acc_t<T>* __restrict__ coef, T* __restrict__ dx, index_of<Div> packs, Div lv,
+                Div c) {
+  using I = index_of<Div>;
+  using A = acc_t<T>;
+  for (I j = blockIdx.x * kThreads + threadIdx.x; j < packs; j += gridDim.x * kThreads) {
+    I plane, ch;
+    c.divmod(lv.div(j), plane, ch);
+    const A m = coef[4 * ch], k_dy = coef[4 * ch + 1], k_x = coef[4 * ch + 2],
+            k_0 = coef[4 * ch + 3];
+    const int64_t off = static_cast<int64_t>(j) * V;
+    const Pack<T, V> px = load<V>(x + off), pg = load<V>(dy + off);
+    Pack<T, V> pd;
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+      pd.v[e] = convert<T>(to_acc(pg.v[e]) * k_dy - (to_acc(px.v[e]) - m) * k_x - k_0);
+    store<V>(dx + off, pd);
+  }
+}
+
+/// How the element loops run: 4 values per access when every plane splits into
+/// whole aligned packs, 32-bit FastDivmod indices when all of them fit.
+struct Plan {
+  bool vec4 = false;
+  bool narrow = false;
+};
 
 template <typename T>
-__global__ void backward_dx(const T* x, const T* dy, const T* mean, const acc_t<T>* coef, T* dx,
-                            int64_t total, int64_t c, int64_t l) {
-  TCV_CUDA_GRID_STRIDE(i, total) {
-    const int64_t ch = (i / l) % c;
-    const acc_t<T> xc = to_acc(x[i]) - to_acc(mean[ch]);
-    dx[i] = convert<T>(to_acc(dy[i]) * coef[3 * ch] - xc * coef[3 * ch + 1] - coef[3 * ch + 2]);
-  }
+Plan plan_for(const BatchNormGeom& g, std::initializer_list<const void*> data) {
+  Plan p;
+  p.narrow = g.n * g.c * g.l < FastDivmod::kLimit && g.c < FastDivmod::kLimit;
+  p.vec4 = g.l % 4 == 0;
+  for (const void* ptr : data)
+    p.vec4 = p.vec4 && reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
+  return p;
 }
 
-/// Chunks per channel: enough blocks to fill the device, each with some work.
-int chunks_for(const BatchNormGeom& g) {
-  const int64_t count = g.n * g.l;
-  const int64_t by_work = std::max<int64_t>(1, count / (kThreads * 8));
-  const int64_t by_device = std::max<int64_t>(1, (int64_t(132) * 8 + g.c - 1) / g.c);
+/// Calls f(Div{}, std::integral_constant<int, V>{}) for the plan's variant.
+template <typename F>
+void with_plan(const Plan& p, F&& f) {
+  using V1 = std::integral_constant<int, 1>;
+  using V4 = std::integral_constant<int, 4>;
+  if (p.narrow)
+    p.vec4 ? f(FastDivmod{}, V4{}) : f(FastDivmod{}, V1{});
+  else
+    p.vec4 ? f(WideDivmod{}, V4{}) : f(WideDivmod{}, V1{});
+}
+
+template <typename Div>
+Div divider(int64_t d) {
+  return Div(static_cast<index_of<Div>>(d));
+}
+
+/// Chunks per channel for the reductions: enough blocks to fill the device,
+/// each thread with at least 8 packs.
+int chunks_for(int64_t c, int64_t packs_per_channel) {
+  const int64_t by_work = std::max<int64_t>(1, packs_per_channel / (kThreads * 8));
+  const int64_t by_device = std::max<int64_t>(1, (int64_t(num_sms()) * 8 + c - 1) / c);
   return static_cast<int>(std::min<int64_t>({by_work, by_device, 1024}));
 }
 
 template <typename T>
-const T* opt(const KTensor* t) {
-  return t && t->data ? t->ptr<const T>() : nullptr;
-}
-
-void check(const KTensor& t, DType dt, const char* what) {
-  TCV_CHECK(t.dtype == dt, "[batch_norm] ", what, " is ", dtype_name(t.dtype), " but input is ",
-            dtype_name(dt));
-  TCV_CHECK(t.is_contiguous(), "[batch_norm] CUDA kernel expects contiguous ", what);
+const acc_t<T>* opt(const KTensor* t) {
+  return t && t->data ? t->ptr<const acc_t<T>>() : nullptr;
 }
 
 template <typename T>
@@ -149,35 +293,35 @@ void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, cons
   using A = acc_t<T>;
   cudaStream_t st = cur_stream();
   const int64_t total = g.n * g.c * g.l;
-  if (g.c == 0) return;
-  if (training) {
-    const int chunks = chunks_for(g);
-    TCV_CHECK(g.c <= INT32_MAX, "[batch_norm] too many channels: ", g.c);
+  if (g.c == 0 || total == 0) return;
+  TCV_CHECK(g.c <= INT32_MAX, "[batch_norm] too many channels: ", g.c);
+  const Plan plan = plan_for<T>(g, {x.data, y.data});
+  Workspace cw(static_cast<size_t>(g.c) * 3 * sizeof(A));
+  A* coef = static_cast<A*>(cw.get());
+  with_plan(plan, [&](auto div, auto vec) {
+    using Div = decltype(div);
+    constexpr int V = decltype(vec)::value;
+    const int64_t packs_per_channel = g.n * g.l / V;
+    const int chunks = training ? chunks_for(g.c, packs_per_channel) : 0;
     Workspace part(static_cast<size_t>(g.c) * chunks * 2 * sizeof(double));
-    double* p = static_cast<double*>(part.get());
-    const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks));
-    const double count = static_cast<double>(g.n * g.l);
-    channel_sums<T, Sum::x>
-        <<<grid, kThreads, 0, st>>>(x.ptr<const T>(), nullptr, nullptr, g.n, g.c, g.l, p);
+    if (training) {
+      stat_sums<T, V, Div>
+          <<<dim3(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks)), kThreads, 0, st>>>(
+              x.ptr<const T>(), static_cast<index_of<Div>>(packs_per_channel), g.c * g.l, g.l,
+              divider<Div>(g.l / V), static_cast<double*>(part.get()));
+      TCV_CUDA_LAUNCH_CHECK();
+    }
+    forward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
+        training ? static_cast<const double*>(part.get()) : nullptr, chunks, x.ptr<const T>(), g.l,
+        static_cast<double>(g.n * g.l), opt<T>(weight), opt<T>(bias), g.eps, g.c, mean.ptr<A>(),
+        var.ptr<A>(), coef);
     TCV_CUDA_LAUNCH_CHECK();
-    finalize_stat<T><<<grid_for(g.c), 256, 0, st>>>(p, chunks, g.c, count, mean.ptr<T>());
+    const int64_t packs = total / V;
+    normalize<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
+        x.ptr<const T>(), y.ptr<T>(), coef, static_cast<index_of<Div>>(packs),
+        divider<Div>(g.l / V), divider<Div>(g.c));
     TCV_CUDA_LAUNCH_CHECK();
-    channel_sums<T, Sum::sq_dev><<<grid, kThreads, 0, st>>>(x.ptr<const T>(), nullptr,
-                                                            mean.ptr<const T>(), g.n, g.c, g.l, p);
-    TCV_CUDA_LAUNCH_CHECK();
-    finalize_stat<T><<<grid_for(g.c), 256, 0, st>>>(p, chunks, g.c, count, var.ptr<T>());
-    TCV_CUDA_LAUNCH_CHECK();
-  }
-  Workspace ss(static_cast<size_t>(g.c) * 2 * sizeof(A));
-  A* scale = static_cast<A*>(ss.get());
-  A* shift = scale + g.c;
-  scale_shift<T><<<grid_for(g.c), 256, 0, st>>>(opt<T>(weight), opt<T>(bias), mean.ptr<const T>(),
-                                                var.ptr<const T>(), g.eps, g.c, scale, shift);
-  TCV_CUDA_LAUNCH_CHECK();
-  if (total == 0) return;
-  normalize<T><<<grid_for(total), 256, 0, st>>>(x.ptr<const T>(), y.ptr<T>(), scale, shift, total,
-                                                g.c, g.l);
-  TCV_CUDA_LAUNCH_CHECK();
+  });
 }
 
 template <typename T>
@@ -186,37 +330,61 @@ void backward_typed(const BatchNormGeom& g, bool training, const KTensor& x, con
                     const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
   using A = acc_t<T>;
   cudaStream_t st = cur_stream();
-  if (g.c == 0) return;
   const int64_t total = g.n * g.c * g.l;
-  const int chunks = chunks_for(g);
-  Workspace part(static_cast<size_t>(g.c) * chunks * 2 * sizeof(double));
-  double* p = static_cast<double*>(part.get());
-  const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks));
-  channel_sums<T, Sum::grad><<<grid, kThreads, 0, st>>>(x.ptr<const T>(), dy.ptr<const T>(),
-                                                        mean.ptr<const T>(), g.n, g.c, g.l, p);
-  TCV_CUDA_LAUNCH_CHECK();
-  Workspace cw(static_cast<size_t>(g.c) * 3 * sizeof(A));
+  if (g.c == 0) return;
+  TCV_CHECK(g.c <= INT32_MAX, "[batch_norm] too many channels: ", g.c);
+  // The sums feed dweight, dbias and, with batch statistics, dx.
+  const bool sums = dweight || dbias || training;
+  const Plan plan = plan_for<T>(g, {x.data, dy.data, dx ? dx->data : nullptr});
+  Workspace cw(static_cast<size_t>(g.c) * 4 * sizeof(A));
   A* coef = static_cast<A*>(cw.get());
-  backward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
-      p, chunks, opt<T>(weight), var.ptr<const T>(), g.eps, g.c, static_cast<double>(g.n * g.l),
-      training, dweight ? dweight->ptr<T>() : nullptr, dbias ? dbias->ptr<T>() : nullptr, coef);
-  TCV_CUDA_LAUNCH_CHECK();
-  if (!dx || total == 0) return;
-  backward_dx<T><<<grid_for(total), 256, 0, st>>>(x.ptr<const T>(), dy.ptr<const T>(),
-                                                  mean.ptr<const T>(), coef, dx->ptr<T>(), total,
-                                                  g.c, g.l);
-  TCV_CUDA_LAUNCH_CHECK();
+  with_plan(plan, [&](auto div, auto vec) {
+    using Div = decltype(div);
+    constexpr int V = decltype(vec)::value;
+    const int64_t packs_per_channel = g.n * g.l / V;
+    const int chunks = sums && total > 0 ? chunks_for(g.c, packs_per_channel) : 0;
+    Workspace part(static_cast<size_t>(g.c) * chunks * 3 * sizeof(double));
+    if (chunks > 0) {
+      grad_sums<T, V, Div>
+          <<<dim3(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks)), kThreads, 0, st>>>(
+              x.ptr<const T>(), dy.ptr<const T>(), mean.ptr<const A>(),
+              static_cast<index_of<Div>>(packs_per_channel), g.c * g.l, g.l, divider<Div>(g.l / V),
+              static_cast<double*>(part.get()));
+      TCV_CUDA_LAUNCH_CHECK();
+    }
+    backward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
+        chunks > 0 ? static_cast<const double*>(part.get()) : nullptr, chunks, opt<T>(weight),
+        mean.ptr<const A>(), var.ptr<const A>(), g.eps, g.c, static_cast<double>(g.n * g.l),
+        training, dweight ? dweight->ptr<A>() : nullptr, dbias ? dbias->ptr<A>() : nullptr, coef);
+    TCV_CUDA_LAUNCH_CHECK();
+    if (!dx || total == 0) return;
+    const int64_t packs = total / V;
+    backward_dx<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
+        x.ptr<const T>(), dy.ptr<const T>(), coef, dx->ptr<T>(), static_cast<index_of<Div>>(packs),
+        divider<Div>(g.l / V), divider<Div>(g.c));
+    TCV_CUDA_LAUNCH_CHECK();
+  });
 }
 
-void check_all(const BatchNormGeom& g, const KTensor& x, const KTensor* weight, const KTensor* bias,
-               const KTensor& mean, const KTensor& var) {
-  (void)g;
-  const DType dt = x.dtype;
-  check(x, dt, "input");
-  if (weight && weight->data) check(*weight, dt, "weight");
-  if (bias && bias->data) check(*bias, dt, "bias");
-  check(mean, dt, "mean");
-  check(var, dt, "var");
+/// The parameters' and statistics' dtype for data of dtype dt.
+DType param_dtype(DType dt) {
+  return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
+}
+
+void check(const KTensor& t, DType dt, const char* what, DType data) {
+  TCV_CHECK(t.dtype == dt, "[batch_norm] ", what, " is ", dtype_name(t.dtype), " but input ",
+            dtype_name(data), " needs ", dtype_name(dt));
+  TCV_CHECK(t.is_contiguous(), "[batch_norm] CUDA kernel expects contiguous ", what);
+}
+
+void check_all(const KTensor& x, const KTensor* weight, const KTensor* bias, const KTensor& mean,
+               const KTensor& var) {
+  const DType dt = x.dtype, pt = param_dtype(dt);
+  check(x, dt, "input", dt);
+  if (weight && weight->data) check(*weight, pt, "weight", dt);
+  if (bias && bias->data) check(*bias, pt, "bias", dt);
+  check(mean, pt, "mean", dt);
+  check(var, pt, "var", dt);
 }
 
 }  // namespace
@@ -224,8 +392,8 @@ void check_all(const BatchNormGeom& g, const KTensor& x, const KTensor* weight, 
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
                               const KTensor& var) {
-  check_all(g, x, weight, bias, mean, var);
-  check(y, x.dtype, "output");
+  check_all(x, weight, bias, mean, var);
+  check(y, x.dtype, "output", x.dtype);
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "batch_norm",
                           forward_typed<scalar_t>(g, true, x, weight, bias, y, mean, var));
 }
@@ -233,8 +401,8 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                              const KTensor* bias, const KTensor& mean, const KTensor& var,
                              const KTensor& y) {
-  check_all(g, x, weight, bias, mean, var);
-  check(y, x.dtype, "output");
+  check_all(x, weight, bias, mean, var);
+  check(y, x.dtype, "output", x.dtype);
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "batch_norm",
                           forward_typed<scalar_t>(g, false, x, weight, bias, y, mean, var));
 }
@@ -242,11 +410,12 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
 void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
                          const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
-  check_all(g, x, weight, nullptr, mean, var);
-  check(dy, x.dtype, "dy");
-  if (dx) check(*dx, x.dtype, "dx");
-  if (dweight) check(*dweight, x.dtype, "dweight");
-  if (dbias) check(*dbias, x.dtype, "dbias");
+  check_all(x, weight, nullptr, mean, var);
+  const DType pt = param_dtype(x.dtype);
+  check(dy, x.dtype, "dy", x.dtype);
+  if (dx) check(*dx, x.dtype, "dx", x.dtype);
+  if (dweight) check(*dweight, pt, "dweight", x.dtype);
+  if (dbias) check(*dbias, pt, "dbias", x.dtype);
   TCV_CUDA_DISPATCH_FLOAT(
       x.dtype, "batch_norm_backward",
       backward_typed<scalar_t>(g, training, x, dy, weight, mean, var, dx, dweight, dbias));

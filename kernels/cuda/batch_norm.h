@@ -1,7 +1,9 @@
 // Batch normalization on the GPU, the same entry points and semantics as
 // kernels/cpu/batch_norm.h: x viewed as contiguous (n, c, l), statistics per
-// channel. Per-channel sums are split over many blocks and combined in double;
-// f16/bf16 data (with parameters and statistics in the same dtype) compute in f32.
+// channel. Per-channel sums are split over many blocks and combined in double.
+// Data (x, y, dy, dx) in f16/bf16 takes f32 weight, bias, mean, var, dweight and
+// dbias and computes in f32 (mixed precision without cast passes); f32 and f64
+// data take parameters of their own dtype.
 #pragma once
 
 #include "kernels/cpu/batch_norm.h"
@@ -17,7 +19,7 @@ TCV_CUDA_API void batch_norm_forward_train(const BatchNormGeom& g, const KTensor
                                            const KTensor& y, const KTensor& mean,
                                            const KTensor& var) TCV_CUDA_ENTRY;
 
-/// Eval forward with the given (running) mean and var, all in x's dtype.
+/// Eval forward with the given (running) mean and var.
 TCV_CUDA_API void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x,
                                           const KTensor* weight, const KTensor* bias,
                                           const KTensor& mean, const KTensor& var, const KTensor& y)

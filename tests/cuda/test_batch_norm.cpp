@@ -3,7 +3,10 @@
 // running statistics, eval without running statistics (batch stats), with and
 // without weight/bias, 2-D, 3-D and 4-D inputs, odd sizes, a large N·H·W that
 // splits every channel over many blocks, a non-contiguous input; f32 and f64,
-// gradients of x, weight and bias.
+// gradients of x, weight and bias. Then the kernels' own paths: f16/bf16 data
+// with f32 parameters, planes that take 4-wide loads and planes that do not, a
+// misaligned input, eval with only dx wanted, and a large mean with a small
+// spread (the variance and the normalization must not cancel).
 #include <gtest/gtest.h>
 
 #include "engine/ops.h"
@@ -114,6 +117,73 @@ TEST(CudaBatchNorm, NoAffineAndNonContiguous) {
       "dweight only",
       [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true); }, in,
       tol_for(DType::f64));
+}
+
+TEST(CudaBatchNorm, HalfDataWithF32Parameters) {
+  TCV_REQUIRE_CUDA();
+  CudaCompareOptions o;
+  o.rtol = 1e-2;
+  o.atol = 1e-2;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    // Planes of 36 (4-wide loads), 21 (scalar), 1 (2-D input).
+    for (const Shape& s : {Shape{4, 8, 6, 6}, Shape{3, 5, 7, 3}, Shape{6, 4}}) {
+      TVec in = bn_inputs(s, 80, DType::f32);
+      in[0] = input(s, 81, dt, true, -1.0, 3.0);
+      const std::string what = std::string(dtype_name(dt)) + " " + in[0].shape_str();
+      for (bool training : {true, false}) {
+        expect_cuda_matches_cpu(
+            what + (training ? " train" : " eval"),
+            [training, dt](const TVec& v) {
+              Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+              EXPECT_EQ(y.dtype(), dt);
+              return TVec{y, v[3].clone(), v[4].clone()};
+            },
+            in, o);
+      }
+    }
+  }
+}
+
+TEST(CudaBatchNorm, MisalignedInputAndEvalDxOnly) {
+  TCV_REQUIRE_CUDA();
+  // A contiguous view one element into its storage: the plane size allows
+  // 4-wide loads but the pointer does not, so the kernels take scalar loads.
+  TVec in = bn_inputs({2, 4, 8, 8}, 90, DType::f32);
+  in[0] = input({1 + 2 * 4 * 8 * 8}, 91, DType::f32, true, -1.0, 3.0);
+  expect_cuda_matches_cpu(
+      "misaligned",
+      [](const TVec& v) {
+        Tensor x = v[0].narrow(0, 1, 2 * 4 * 8 * 8).reshape({2, 4, 8, 8});
+        Tensor y = ops::batch_norm(x, v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+        return TVec{y, v[3].clone(), v[4].clone()};
+      },
+      in, tol_for(DType::f32));
+  // Eval with only dx wanted: the kernels skip the reduction pass.
+  TVec ev = bn_inputs({3, 4, 5, 4}, 100, DType::f32);
+  ev[1] = ev[1].detach();
+  ev[2] = ev[2].detach();
+  expect_cuda_matches_cpu(
+      "eval dx only",
+      [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); }, ev,
+      tol_for(DType::f32));
+}
+
+TEST(CudaBatchNorm, F32LargeMeanSmallSpreadMatchesCpu) {
+  TCV_REQUIRE_CUDA();
+  // Values 1000 ± 0.01: a variance taken as E[x²] - E[x]² or an output taken as
+  // x·scale + (b - mean·scale) in f32 is off by about 1e-3 relative; the CPU
+  // loops are within 1e-7 of f64 (BatchNorm.F32LargeMeanSmallSpreadMatchesF64).
+  for (const Shape& s : {Shape{4, 3, 8, 8}, Shape{5, 2, 7}}) {
+    TVec in = bn_inputs(s, 110, DType::f32);
+    in[0] = input(s, 111, DType::f32, true, 999.99, 1000.01);
+    expect_cuda_matches_cpu(
+        "large mean " + in[0].shape_str(),
+        [](const TVec& v) {
+          Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+          return TVec{y, v[3].clone(), v[4].clone()};
+        },
+        in, tol_for(DType::f32));
+  }
 }
 
 }  // namespace
