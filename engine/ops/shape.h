@@ -17,7 +17,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
 enum class PadMode : uint8_t { constant, reflect, replicate };
 /// Pads the last dims: pads = {left, right, top, bottom, ...} as torch.nn.functional.pad.
-Tensor pad(const Tensor& x, const Shape& pads, PadMode mode = PadMode::constant, double value = 0.0);
+Tensor pad(const Tensor& x, const Shape& pads, PadMode mode = PadMode::constant,
+           double value = 0.0);
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
