@@ -1,29 +1,48 @@
 // Elementwise loops on the GPU: out[i] = f(in...[i]) over tensors that share
 // out's shape (inputs broadcast with stride 0). Dims are coalesced first; all
-// operands contiguous takes a plain indexed loop, anything else computes each
-// operand's offset from the linear index. Included only from .cu files
-// compiled with --extended-lambda, so `f` may be a __device__ lambda.
+// operands contiguous takes a plain indexed loop, four elements per thread
+// with vector loads and stores when every pointer allows, anything else
+// computes each operand's offset from the linear index. Below 2^31 elements
+// the indices are 32-bit and the offsets divide through FastDivmod (no
+// emulated int64 division). Included only from .cu files compiled with
+// --extended-lambda, so `f` may be a __device__ lambda.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/divmod.h"
 
 namespace tcv::kernels::cuda {
 
-/// Shared sizes and per-operand strides of N operands.
-template <int N>
+/// Shared sizes and per-operand strides of N operands. Div divides the
+/// linear index by each size: WideDivmod (int64 indices, any size) or
+/// FastDivmod (32-bit indices, fewer than 2^31 elements). Filled by
+/// detail::prepare.
+template <int N, typename Div = WideDivmod>
 struct MultiIndexer {
-  int ndim = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[N][kMaxDims] = {};
+  /// The linear index type: int64_t for WideDivmod, uint32_t for FastDivmod.
+  using index_t = std::remove_cvref_t<decltype(std::declval<const Div&>().divisor())>;
 
-  __device__ __forceinline__ void offsets(int64_t i, int64_t* off) const {
+  int ndim = 0;
+  Div sizes[kMaxDims] = {};           // innermost dim first
+  int64_t strides[N][kMaxDims] = {};  // innermost dim first, in elements
+
+  /// Element offset of each operand at the row-major linear index `i`.
+  __device__ __forceinline__ void offsets(index_t i, int64_t* off) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-      const int64_t q = i / sizes[d];
-      const int64_t r = i - q * sizes[d];
+      // Unrolled over constant dims (with a break) so the parameters are read
+      // in place, not copied to local memory for a dynamic index.
 #pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += r * strides[k][d];
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
+      index_t q, r;
+      sizes[d].divmod(i, q, r);
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += static_cast<int64_t>(r) * strides[k][d];
       i = q;
     }
   }
@@ -31,54 +50,114 @@ struct MultiIndexer {
 
 namespace detail {
 
-template <int N>
-bool prepare(KTensor* ops, MultiIndexer<N>& mi) {
+/// Coalesces ops (ops[0] is the output) and fills mi; true when every operand
+/// is then contiguous (one dim of stride 1, or a single element).
+template <int N, typename Div>
+bool prepare(KTensor* ops, MultiIndexer<N, Div>& mi) {
+  using I = typename MultiIndexer<N, Div>::index_t;
   coalesce(ops, N);
   bool contiguous = ops[0].ndim <= 1;
   for (int k = 0; k < N && contiguous; ++k) contiguous = ops[k].ndim == 0 || ops[k].strides[0] == 1;
   mi.ndim = ops[0].ndim;
   for (int d = 0; d < mi.ndim; ++d) {
-    mi.sizes[d] = ops[0].sizes[d];
-    for (int k = 0; k < N; ++k) mi.strides[k][d] = ops[k].strides[d];
+    const int j = mi.ndim - 1 - d;
+    mi.sizes[j] = Div(static_cast<I>(ops[0].sizes[d]));
+    for (int k = 0; k < N; ++k) mi.strides[k][j] = ops[k].strides[d];
   }
   return contiguous;
 }
 
-template <typename Out, typename A, typename F>
-__global__ void map1_contig(int64_t n, F f, Out* out, const A* a) {
-  TCV_CUDA_GRID_STRIDE(i, n) out[i] = f(a[i]);
+/// Four elements of one operand, loaded or stored as one vector access.
+template <typename T>
+struct alignas(sizeof(T) * 4) Vec4 {
+  T v[4];
+};
+
+template <typename T>
+bool vec4_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(Vec4<T>) == 0;
 }
-template <typename Out, typename A, typename F>
-__global__ void map1_strided(int64_t n, F f, MultiIndexer<2> mi, Out* out, const A* a) {
-  TCV_CUDA_GRID_STRIDE(i, n) {
-    int64_t off[2];
+
+template <typename Out, typename F, typename... In>
+__device__ __forceinline__ void apply4(Vec4<Out>& o, const F& f, Vec4<In>... x) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) o.v[j] = f(x.v[j]...);
+}
+
+template <typename F, typename Out, typename... In, size_t... K>
+__device__ __forceinline__ void apply_at(const F& f, const int64_t* off, std::index_sequence<K...>,
+                                         Out* out, const In*... in) {
+  out[off[0]] = f(in[off[K + 1]]...);
+}
+
+template <typename I, typename F, typename Out, typename... In>
+__global__ void map_contig(I n, F f, Out* out, const In*... in) {
+  const I step = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    out[i] = f(in[i]...);
+}
+
+// Every pointer aligned to four of its elements: vector i covers elements
+// 4i..4i+3; the n % 4 last elements go one each to the first threads.
+template <typename I, typename F, typename Out, typename... In>
+__global__ void map_vec4(I n, F f, Out* out, const In*... in) {
+  const I nv = n / 4;
+  const I first = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const I step = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I v = first; v < nv; v += step) {
+    Vec4<Out> o;
+    apply4(o, f, reinterpret_cast<const Vec4<In>*>(in)[v]...);
+    reinterpret_cast<Vec4<Out>*>(out)[v] = o;
+  }
+  const I i = nv * 4 + first;
+  if (i < n) out[i] = f(in[i]...);
+}
+
+template <typename F, typename Ix, typename Out, typename... In>
+__global__ void map_strided(int64_t n, F f, Ix mi, Out* out, const In*... in) {
+  using I = typename Ix::index_t;
+  const I m = static_cast<I>(n);
+  const I step = static_cast<I>(blockDim.x) * gridDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < m; i += step) {
+    int64_t off[1 + sizeof...(In)];
     mi.offsets(i, off);
-    out[off[0]] = f(a[off[1]]);
+    apply_at(f, off, std::index_sequence_for<In...>{}, out, in...);
   }
 }
-template <typename Out, typename A, typename B, typename F>
-__global__ void map2_contig(int64_t n, F f, Out* out, const A* a, const B* b) {
-  TCV_CUDA_GRID_STRIDE(i, n) out[i] = f(a[i], b[i]);
+
+template <typename I, typename F, typename Out, typename... In>
+void launch_contig(I n, F f, Out* out, const In*... in) {
+  if (vec4_aligned(out) && (vec4_aligned(in) && ...))
+    map_vec4<<<grid_for(n / 4), 256, 0, cur_stream()>>>(n, f, out, in...);
+  else
+    map_contig<<<grid_for(n), 256, 0, cur_stream()>>>(n, f, out, in...);
+  TCV_CUDA_LAUNCH_CHECK();
 }
-template <typename Out, typename A, typename B, typename F>
-__global__ void map2_strided(int64_t n, F f, MultiIndexer<3> mi, Out* out, const A* a, const B* b) {
-  TCV_CUDA_GRID_STRIDE(i, n) {
-    int64_t off[3];
-    mi.offsets(i, off);
-    out[off[0]] = f(a[off[1]], b[off[2]]);
-  }
+
+template <typename Ix, typename F, typename Out, typename... In>
+void launch_strided(int64_t n, F f, const Ix& mi, Out* out, const In*... in) {
+  map_strided<<<grid_for(n), 256, 0, cur_stream()>>>(n, f, mi, out, in...);
+  TCV_CUDA_LAUNCH_CHECK();
 }
-template <typename Out, typename A, typename B, typename C, typename F>
-__global__ void map3_contig(int64_t n, F f, Out* out, const A* a, const B* b, const C* c) {
-  TCV_CUDA_GRID_STRIDE(i, n) out[i] = f(a[i], b[i], c[i]);
-}
-template <typename Out, typename A, typename B, typename C, typename F>
-__global__ void map3_strided(int64_t n, F f, MultiIndexer<4> mi, Out* out, const A* a, const B* b,
-                             const C* c) {
-  TCV_CUDA_GRID_STRIDE(i, n) {
-    int64_t off[4];
-    mi.offsets(i, off);
-    out[off[0]] = f(a[off[1]], b[off[2]], c[off[3]]);
+
+/// out = f(in...) over ops = {out, in...}, element types Out and In...
+template <typename Out, typename... In, typename F, size_t... K>
+void map_n(F f, KTensor* ops, std::index_sequence<K...>) {
+  constexpr int N = 1 + sizeof...(In);
+  const int64_t n = ops[0].numel();
+  if (n == 0) return;
+  if (n < FastDivmod::kLimit) {
+    MultiIndexer<N, FastDivmod> mi;
+    if (prepare<N>(ops, mi))
+      launch_contig(static_cast<uint32_t>(n), f, ops[0].ptr<Out>(), ops[K + 1].ptr<const In>()...);
+    else
+      launch_strided(n, f, mi, ops[0].ptr<Out>(), ops[K + 1].ptr<const In>()...);
+  } else {
+    MultiIndexer<N> mi;
+    if (prepare<N>(ops, mi))
+      launch_contig(n, f, ops[0].ptr<Out>(), ops[K + 1].ptr<const In>()...);
+    else
+      launch_strided(n, f, mi, ops[0].ptr<Out>(), ops[K + 1].ptr<const In>()...);
   }
 }
 
@@ -87,50 +166,30 @@ __global__ void map3_strided(int64_t n, F f, MultiIndexer<4> mi, Out* out, const
 /// out = f(a), element types Out and A.
 template <typename Out, typename A, typename F>
 void map(const KTensor& out, F f, const KTensor& a) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
   KTensor ops[2] = {out, a};
-  MultiIndexer<2> mi;
-  const int g = grid_for(n);
-  if (detail::prepare<2>(ops, mi))
-    detail::map1_contig<<<g, 256, 0, cur_stream()>>>(n, f, ops[0].ptr<Out>(), ops[1].ptr<A>());
-  else
-    detail::map1_strided<<<g, 256, 0, cur_stream()>>>(n, f, mi, ops[0].ptr<Out>(), ops[1].ptr<A>());
-  TCV_CUDA_LAUNCH_CHECK();
+  detail::map_n<Out, A>(f, ops, std::make_index_sequence<1>{});
 }
 
 /// out = f(a, b).
 template <typename Out, typename A, typename B, typename F>
 void map(const KTensor& out, F f, const KTensor& a, const KTensor& b) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
   KTensor ops[3] = {out, a, b};
-  MultiIndexer<3> mi;
-  const int g = grid_for(n);
-  if (detail::prepare<3>(ops, mi))
-    detail::map2_contig<<<g, 256, 0, cur_stream()>>>(n, f, ops[0].ptr<Out>(), ops[1].ptr<A>(),
-                                                     ops[2].ptr<B>());
-  else
-    detail::map2_strided<<<g, 256, 0, cur_stream()>>>(n, f, mi, ops[0].ptr<Out>(), ops[1].ptr<A>(),
-                                                      ops[2].ptr<B>());
-  TCV_CUDA_LAUNCH_CHECK();
+  detail::map_n<Out, A, B>(f, ops, std::make_index_sequence<2>{});
 }
 
 /// out = f(a, b, c).
 template <typename Out, typename A, typename B, typename C, typename F>
 void map(const KTensor& out, F f, const KTensor& a, const KTensor& b, const KTensor& c) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
   KTensor ops[4] = {out, a, b, c};
-  MultiIndexer<4> mi;
-  const int g = grid_for(n);
-  if (detail::prepare<4>(ops, mi))
-    detail::map3_contig<<<g, 256, 0, cur_stream()>>>(n, f, ops[0].ptr<Out>(), ops[1].ptr<A>(),
-                                                     ops[2].ptr<B>(), ops[3].ptr<C>());
-  else
-    detail::map3_strided<<<g, 256, 0, cur_stream()>>>(n, f, mi, ops[0].ptr<Out>(), ops[1].ptr<A>(),
-                                                      ops[2].ptr<B>(), ops[3].ptr<C>());
-  TCV_CUDA_LAUNCH_CHECK();
+  detail::map_n<Out, A, B, C>(f, ops, std::make_index_sequence<3>{});
+}
+
+/// out = f(a, b, c, d).
+template <typename Out, typename A, typename B, typename C, typename D, typename F>
+void map(const KTensor& out, F f, const KTensor& a, const KTensor& b, const KTensor& c,
+         const KTensor& d) {
+  KTensor ops[5] = {out, a, b, c, d};
+  detail::map_n<Out, A, B, C, D>(f, ops, std::make_index_sequence<4>{});
 }
 
 }  // namespace tcv::kernels::cuda

@@ -200,31 +200,6 @@ __device__ __forceinline__ A softplus(A z) {
   return (z > A(0) ? z : A(0)) + ::log1p(::exp(-::fabs(z)));
 }
 
-// d = f(g, x, y, pw) over four same-shaped (broadcast) inputs: loops.cuh stops at three.
-template <typename T, typename F>
-__global__ void map4_kernel(int64_t n, F f, MultiIndexer<5> mi, T* out, const T* a, const T* b,
-                            const T* c, const T* d) {
-  TCV_CUDA_GRID_STRIDE(i, n) {
-    int64_t off[5];
-    mi.offsets(i, off);
-    out[off[0]] = f(a[off[1]], b[off[2]], c[off[3]], d[off[4]]);
-  }
-}
-
-template <typename T, typename F>
-void map4(const KTensor& out, F f, const KTensor& a, const KTensor& b, const KTensor& c,
-          const KTensor& d) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
-  KTensor ops[5] = {out, a, b, c, d};
-  MultiIndexer<5> mi;
-  detail::prepare<5>(ops, mi);
-  map4_kernel<T><<<grid_for(n), 256, 0, cur_stream()>>>(n, f, mi, ops[0].ptr<T>(), ops[1].ptr<T>(),
-                                                        ops[2].ptr<T>(), ops[3].ptr<T>(),
-                                                        ops[4].ptr<T>());
-  TCV_CUDA_LAUNCH_CHECK();
-}
-
 template <typename T>
 void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
                      const KTensor* pw, double beta_d) {
@@ -313,7 +288,7 @@ void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d,
       return;
     case PointwiseLoss::bce_with_logits:
       if (pw) {
-        map4<T>(
+        map<T, T, T, T, T>(
             d,
             [arg] __device__(T gv, T a, T b, T w) {
               return convert<T>(bce_grad<A>(arg, to_acc(gv), to_acc(a), to_acc(b), to_acc(w)));

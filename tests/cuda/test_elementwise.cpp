@@ -147,5 +147,152 @@ TEST(CudaElementwise, LargeTensor) {
   expect_cuda_matches_cpu("large relu", [](const TVec& v) { return ops::relu(v[0]); }, {a});
 }
 
+// The loops in kernels/cuda/loops.cuh: four elements per thread with vector
+// accesses when every operand is aligned to four of its elements, the n % 4
+// last ones one at a time, the scalar loop otherwise, and strided offsets
+// through FastDivmod below 2^31 elements.
+const int64_t kTailLengths[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 255, 256, 257, 1022, 1023, 1025};
+
+TEST(CudaElementwise, ContiguousEveryTail) {
+  TCV_REQUIRE_CUDA();
+  for (int64_t n : kTailLengths) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+      const auto o = tol_for(dt);
+      Tensor a = input({n}, 20 + n, dt), b = input({n}, 40 + n, dt);
+      expect_cuda_matches_cpu(
+          "add", [](const TVec& v) { return ops::add(v[0], v[1]); }, {a, b}, o);
+      expect_cuda_matches_cpu(
+          "exp", [](const TVec& v) { return ops::exp(v[0]); }, {a}, o);
+    }
+    Tensor x = input({n}, 60 + n), y = input({n}, 80 + n), c = input({n}, 90 + n);
+    expect_cuda_matches_cpu("mul", [](const TVec& v) { return ops::mul(v[0], v[1]); }, {x, y});
+    expect_cuda_matches_cpu(
+        "where", [](const TVec& v) { return ops::where(ops::gt(v[2], 0.0), v[0], v[1]); },
+        {x, y, c});
+    Tensor i = testing::iota({n}, DType::i64, -7), j = testing::iota({n}, DType::i32, 3);
+    expect_cuda_matches_cpu("int add", [](const TVec& v) { return ops::add(v[0], v[1]); }, {i, j});
+  }
+}
+
+TEST(CudaElementwise, MisalignedOperandsFallBack) {
+  TCV_REQUIRE_CUDA();
+  // Views starting s elements in: s = 1, 2, 3 break the vector alignment of
+  // f32 (16 bytes), s = 4 keeps it; for f16 (8 bytes) s = 2 breaks it too.
+  for (int64_t n : {3, 4, 5, 8, 1023, 1024}) {
+    for (int64_t s : {1, 2, 3, 4}) {
+      SCOPED_TRACE("n = " + std::to_string(n) + ", start = " + std::to_string(s));
+      Tensor a = input({n + 4}, 100 + n, DType::f32), b = input({n + 4}, 110 + n, DType::f32);
+      expect_cuda_matches_cpu(
+          "first input misaligned",
+          [n, s](const TVec& v) { return ops::add(v[0].slice(0, s, s + n), v[1].slice(0, 0, n)); },
+          {a, b});
+      expect_cuda_matches_cpu(
+          "second input misaligned",
+          [n, s](const TVec& v) { return ops::mul(v[0].slice(0, 0, n), v[1].slice(0, s, s + n)); },
+          {a, b});
+      expect_cuda_matches_cpu(
+          "unary misaligned",
+          [n, s](const TVec& v) { return ops::sigmoid(v[0].slice(0, s, s + n)); }, {a});
+      expect_cuda_matches_cpu("output misaligned (in place)",
+                              [n, s](const TVec& v) {
+                                Tensor t = v[0].detach().clone();
+                                t.slice(0, s, s + n).add_(v[1].detach().slice(0, 0, n), 0.5);
+                                t.slice(0, s, s + n).mul_(v[1].detach().slice(0, 4, 4 + n));
+                                return t;
+                              },
+                              {a, b});
+      expect_cuda_matches_cpu(
+          "bool out, misaligned f32 in",
+          [n, s](const TVec& v) { return ops::lt(v[0].slice(0, s, s + n), v[1].slice(0, 0, n)); },
+          {a, b});
+      Tensor h = input({n + 4}, 120 + n, DType::f16), g = input({n + 4}, 130 + n, DType::f16);
+      expect_cuda_matches_cpu(
+          "f16 misaligned",
+          [n, s](const TVec& v) { return ops::sub(v[0].slice(0, s, s + n), v[1].slice(0, 0, n)); },
+          {h, g}, tol_for(DType::f16));
+    }
+  }
+}
+
+TEST(CudaElementwise, MixedTypesContiguous) {
+  TCV_REQUIRE_CUDA();
+  for (int64_t n : kTailLengths) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    Tensor a = input({n}, 140 + n, DType::f32, false), b = input({n}, 150 + n, DType::f32, false);
+    expect_cuda_matches_cpu("ge -> bool", [](const TVec& v) { return ops::ge(v[0], v[1]); },
+                            {a, b});
+    Tensor hb = input({n}, 160 + n, DType::bf16, false);
+    Tensor hc = input({n}, 170 + n, DType::bf16, false);
+    expect_cuda_matches_cpu("bf16 gt -> bool", [](const TVec& v) { return ops::gt(v[0], v[1]); },
+                            {hb, hc});
+    expect_cuda_matches_cpu("f32 -> bf16", [](const TVec& v) { return v[0].to(DType::bf16); }, {a});
+    expect_cuda_matches_cpu("bf16 -> f32", [](const TVec& v) { return v[0].to(DType::f32); }, {hb});
+    expect_cuda_matches_cpu("f32 -> f16 -> f64",
+                            [](const TVec& v) { return v[0].to(DType::f16).to(DType::f64); }, {a});
+    expect_cuda_matches_cpu(
+        "bool -> f32 (where)",
+        [](const TVec& v) { return ops::where(ops::lt(v[0], v[1]), v[1], v[0]); }, {a, b});
+    // A misaligned source: the cast falls back to the scalar loop.
+    expect_cuda_matches_cpu("f32 view -> bf16",
+                            [n](const TVec& v) { return v[0].slice(0, 1, n).to(DType::bf16); },
+                            {a});
+  }
+}
+
+TEST(CudaElementwise, BroadcastAndStridedOffsets) {
+  TCV_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    const auto o = tol_for(dt);
+    for (const Shape& s : {Shape{2, 3, 5, 7}, Shape{4, 16, 9, 9}, Shape{3, 5, 1, 6}}) {
+      Tensor x = input(s, 200, dt), bias = input({1, s[1], 1, 1}, 201, dt);
+      expect_cuda_matches_cpu(
+          "bias add (N,C,H,W) + (1,C,1,1)", [](const TVec& v) { return ops::add(v[0], v[1]); },
+          {x, bias}, o);
+      expect_cuda_matches_cpu(
+          "scale (1,C,1,1) * (N,C,H,W)", [](const TVec& v) { return ops::mul(v[1], v[0]); },
+          {x, bias}, o);
+    }
+  }
+  Tensor a = input({37, 19}, 210), b = input({19, 37}, 211);
+  expect_cuda_matches_cpu("transposed operand",
+                          [](const TVec& v) { return ops::add(v[0], v[1].t()); }, {a, b});
+  expect_cuda_matches_cpu("transposed output shape",
+                          [](const TVec& v) { return ops::sub(v[0].t(), v[1]); }, {a, b});
+  Tensor c = input({6, 5, 4, 3}, 212), d = input({3, 1, 4, 1}, 213);  // (3, 4, 4, 6) out
+  expect_cuda_matches_cpu("permuted and broadcast",
+                          [](const TVec& v) {
+                            return ops::mul(v[0].permute({3, 1, 2, 0}).slice(1, 1, 5), v[1]);
+                          },
+                          {c, d});
+  Tensor m = input({7, 1, 9}, 214), r = input({7, 11, 1}, 215);
+  expect_cuda_matches_cpu("outer broadcast", [](const TVec& v) { return ops::maximum(v[0], v[1]); },
+                          {m, r});
+  expect_cuda_matches_cpu(
+      "where over broadcast",
+      [](const TVec& v) { return ops::where(ops::gt(v[1], 0.0), v[0], v[1].t()); },
+      {input({9, 9}, 216), input({9, 9}, 217)});
+}
+
+TEST(CudaElementwise, GridStrideIteratesMoreThanOnce) {
+  TCV_REQUIRE_CUDA();
+  // More elements than an H200's grid holds in one pass (132 SMs x 16 blocks
+  // x 256 threads x 4 per vector = 2,162,688): every path loops.
+  const int64_t n = 2 * 2162688 + 3;
+  Tensor a = input({n}, 220, DType::f32, false), b = input({n}, 221, DType::f32, false);
+  expect_cuda_matches_cpu("large vector add", [](const TVec& v) { return ops::add(v[0], v[1]); },
+                          {a, b});
+  expect_cuda_matches_cpu(
+      "large misaligned add",
+      [n](const TVec& v) { return ops::add(v[0].slice(0, 1, n), v[1].slice(0, 0, n - 1)); },
+      {a, b});
+  Tensor x = input({2, 64, 130, 140}, 222, DType::f32, false);
+  Tensor bias = input({1, 64, 1, 1}, 223, DType::f32, false);
+  expect_cuda_matches_cpu("large bias add", [](const TVec& v) { return ops::add(v[0], v[1]); },
+                          {x, bias});
+  expect_cuda_matches_cpu("large transposed",
+                          [](const TVec& v) { return ops::mul(v[0].transpose(2, 3), 2.0); }, {x});
+}
+
 }  // namespace
 }  // namespace tcv
