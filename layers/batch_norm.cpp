@@ -1,6 +1,7 @@
 #include "layers/batch_norm.h"
 
 #include "engine/autograd.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/nn.h"
 #include "layers/init.h"
 #include "layers/sync_batch_norm.h"
@@ -38,6 +39,14 @@ void BatchNorm2d::reset_parameters() {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
+  return apply(x, false);
+}
+
+Tensor BatchNorm2d::forward_relu(const Tensor& x) {
+  return apply(x, true);
+}
+
+Tensor BatchNorm2d::apply(const Tensor& x, bool relu) {
   TCV_CHECK(x.dim() == 4, "[BatchNorm2d] expects 4-D input (N, C, H, W), got ", x.shape_str());
   TCV_CHECK(x.size(1) == num_features, "[BatchNorm2d] expects ", num_features,
             " channels, got input ", x.shape_str());
@@ -47,14 +56,16 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     num_batches_tracked.add_(
         scalar_tensor(1.0, {.dtype = DType::i64, .device = num_batches_tracked.device()}));
   }
-  if (training_ && sync_group && sync_group->size > 1)
-    return sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
-                           track ? running_var : Tensor(), options.momentum, options.eps,
-                           *sync_group);
+  if (training_ && sync_group && sync_group->size > 1) {
+    Tensor y =
+        sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
+                        track ? running_var : Tensor(), options.momentum, options.eps, *sync_group);
+    return relu ? ops::relu(y) : y;
+  }
   // Without running statistics every forward normalises with the batch's own.
-  return ops::batch_norm(x, weight, bias, track ? running_mean : Tensor(),
-                         track ? running_var : Tensor(), training_ || !track, options.momentum,
-                         options.eps);
+  return (relu ? ops::batch_norm_relu : ops::batch_norm)(
+      x, weight, bias, track ? running_mean : Tensor(), track ? running_var : Tensor(),
+      training_ || !track, options.momentum, options.eps);
 }
 
 std::string BatchNorm2d::extra_repr() const {

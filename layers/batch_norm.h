@@ -26,6 +26,9 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions opts = {});
 
   Tensor forward(const Tensor& x) override;  // (N, C, H, W) -> (N, C, H, W)
+  /// relu(forward(x)), fused into the batch-norm kernels where they can (not
+  /// across a SyncBatchNorm group).
+  Tensor forward_relu(const Tensor& x);
   std::string type_name() const override { return sync_group ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   /// Running statistics back to mean 0, var 1, zero batches.
@@ -41,6 +44,9 @@ class BatchNorm2d : public Module {
   /// Set by convert_sync_batchnorm (layers/sync_batch_norm.h): training
   /// statistics are then those of the whole group.
   std::shared_ptr<SyncBNGroup> sync_group;
+
+ private:
+  Tensor apply(const Tensor& x, bool relu);
 };
 
 }  // namespace tcv::nn

@@ -1,5 +1,11 @@
 #include "layers/sequential.h"
 
+#include <typeinfo>
+
+#include "layers/activation.h"
+#include "layers/batch_norm.h"
+#include "layers/sync_batch_norm.h"
+
 namespace tcv::nn {
 
 Sequential::Sequential(std::initializer_list<ModulePtr> modules) {
@@ -12,9 +18,28 @@ void Sequential::push_back(ModulePtr m) {
   modules_.push_back(std::move(m));
 }
 
+namespace {
+
+/// A BatchNorm2d (or SyncBatchNorm) followed by a plain ReLU, which run as one
+/// fused pass (BatchNorm2d::forward_relu); null otherwise.
+BatchNorm2d* bn_relu_pair(Module& m, const Module& next) {
+  const bool bn = typeid(m) == typeid(BatchNorm2d) || typeid(m) == typeid(SyncBatchNorm);
+  return bn && typeid(next) == typeid(ReLU) ? static_cast<BatchNorm2d*>(&m) : nullptr;
+}
+
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& m : modules_) y = m->forward(y);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    if (i + 1 < modules_.size())
+      if (BatchNorm2d* bn = bn_relu_pair(*modules_[i], *modules_[i + 1])) {
+        y = bn->forward_relu(y);
+        ++i;
+        continue;
+      }
+    y = modules_[i]->forward(y);
+  }
   return y;
 }
 

@@ -22,10 +22,12 @@ kernels::KTensor opt_k(const Tensor& t) {
   return t.defined() ? t.k() : kernels::KTensor{};
 }
 
-}  // namespace
-
-Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
-                  Tensor running_var, bool training, double momentum, double eps) {
+// With `relu` the kernels clamp the output at 0 as they write it (one pass over
+// the data fewer than batch_norm then relu), and backward masks dy with the
+// saved output before the batch-norm backward.
+Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor running_mean, Tensor running_var, bool training, double momentum,
+                       double eps, bool relu) {
   TCV_CHECK(x.dim() >= 2, "[batch_norm] expects input (N, C, ...), got ", x.shape_str());
   TCV_CHECK(is_floating(x.dtype()), "[batch_norm] supports f32, f64, f16 and bf16, got ",
             dtype_name(x.dtype()));
@@ -55,6 +57,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
   g.c = x.size(1);
   g.l = x.numel() / std::max<int64_t>(g.n * g.c, 1);
   g.eps = eps;
+  g.relu = relu;
   // Without running statistics eval also normalizes with the batch (PyTorch's
   // track_running_stats=False).
   const bool batch_stats = training || !running_mean.defined();
@@ -104,10 +107,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
     const bool need_dw = weight.defined() && weight.requires_grad();
     const bool need_db = bias.defined() && bias.requires_grad();
     autograd::record(
-        "batch_norm", {x, weight, bias}, {y},
+        relu ? "batch_norm_relu" : "batch_norm", {x, weight, bias}, {y},
         [g, batch_stats, need_dx, need_dw, need_db, cd, kd, widen, xdt = x.dtype(),
-         sx = SavedTensor(xc), sw = SavedTensor(wc), mean, var](std::vector<Tensor>& grads) {
-          Tensor dy = grads[0].to(kd).contiguous();
+         sx = SavedTensor(xc), sw = SavedTensor(wc), sy = SavedTensor(relu ? y : Tensor()), mean,
+         var](std::vector<Tensor>& grads) {
+          Tensor dy =
+              sy.defined() ? unary_grad(kernels::UnaryOp::relu, grads[0], sy.get()) : grads[0];
+          dy = dy.to(kd).contiguous();
           const Tensor xv = widen ? sx.get().to(cd) : sx.get();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
           const TensorOptions o{.dtype = cd, .device = dy.device()};
@@ -138,6 +144,21 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
         });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
+                  Tensor running_var, bool training, double momentum, double eps) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
+                         momentum, eps, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor running_mean, Tensor running_var, bool training, double momentum,
+                       double eps) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
+                         momentum, eps, true);
 }
 
 }  // namespace tcv::ops

@@ -231,22 +231,25 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
   if (autograd::needs_grad({&x})) {
     SavedTensor saved(kernels::backward_uses_output(op) ? out : in);
     autograd::record(name, {x}, {out}, [op, saved, p0, p1](std::vector<Tensor>& g) {
-      Tensor s = saved.get();
-      if (s.is_blocked() && g[0].dtype() == DType::f32) {
-        Tensor dx = empty_blocked(s.shape());
-        TCV_KERNEL(s.device(), unary_backward, op, flat_k(dx), flat_k(to_blocked(g[0])), flat_k(s),
-                   p0, p1);
-        return std::vector<Tensor>{dx};
-      }
-      Tensor dx = empty_like(s);
-      TCV_KERNEL(s.device(), unary_backward, op, dx.k(), g[0].contiguous().k(), s.k(), p0, p1);
-      return std::vector<Tensor>{dx};
+      return std::vector<Tensor>{unary_grad(op, g[0], saved.get(), p0, p1)};
     });
   }
   return out;
 }
 
 }  // namespace
+
+Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, double p0, double p1) {
+  if (saved.is_blocked() && g.dtype() == DType::f32) {
+    Tensor dx = empty_blocked(saved.shape());
+    TCV_KERNEL(saved.device(), unary_backward, op, flat_k(dx), flat_k(to_blocked(g)), flat_k(saved),
+               p0, p1);
+    return dx;
+  }
+  Tensor dx = empty_like(saved);
+  TCV_KERNEL(saved.device(), unary_backward, op, dx.k(), g.contiguous().k(), saved.k(), p0, p1);
+  return dx;
+}
 
 Tensor neg(const Tensor& x) {
   return unary(UnaryOp::neg, x);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "engine/tensor.h"
+#include "kernels/cpu/elementwise.h"
 
 namespace tcv::ops {
 
@@ -37,6 +38,11 @@ Tensor hardswish(const Tensor& x);
 Tensor clamp(const Tensor& x, double min, double max);
 /// In place, for inference paths and fused layers (not recorded by autograd).
 Tensor& relu_(Tensor& x);
+/// The input gradient of the unary op for upstream gradient g, from `saved`:
+/// the op's output where kernels::backward_uses_output(op), its input otherwise.
+/// The backward of the unary ops, and of fused ops that end in one.
+Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, double p0 = 0.0,
+                  double p1 = 0.0);
 
 /// cond ? a : b, broadcasting all three.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -41,6 +41,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 /// in eval, uses the running statistics. weight/bias may be undefined.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+/// relu(batch_norm(...)) in one pass over the data, the same values and gradients.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor running_mean, Tensor running_var, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
 
 /// Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);

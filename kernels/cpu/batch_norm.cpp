@@ -104,11 +104,15 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
           const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
           const T scale_t = static_cast<T>(scale);
           const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - d * scale);
+          const bool relu = g.relu;
           for (int64_t n = 0; n < g.n; ++n) {
             const T* xp = x + (n * g.c + c) * l;
             T* yp = y + (n * g.c + c) * l;
 #pragma omp simd
-            for (int64_t i = 0; i < l; ++i) yp[i] = (xp[i] - m) * scale_t + shift;
+            for (int64_t i = 0; i < l; ++i) {
+              const T v = (xp[i] - m) * scale_t + shift;
+              yp[i] = relu && !(v > T(0)) ? T(0) : v;
+            }
           }
         }
       });
@@ -251,13 +255,16 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
             scale[j] = static_cast<float>(sc);
             shift[j] = static_cast<float>((b ? static_cast<double>(b[c]) : 0.0) - d[j] * sc);
           }
+          const bool relu = g.relu;
           for (int64_t n = 0; n < g.n; ++n) {
             const float* xp = xb + n * image;
             float* yp = yb + n * image;
             for (int64_t i = 0; i < l; ++i)
 #pragma omp simd
-              for (int64_t j = 0; j < kB; ++j)
-                yp[i * kB + j] = (xp[i * kB + j] - m[j]) * scale[j] + shift[j];
+              for (int64_t j = 0; j < kB; ++j) {
+                const float v = (xp[i * kB + j] - m[j]) * scale[j] + shift[j];
+                yp[i * kB + j] = relu && !(v > 0.0f) ? 0.0f : v;
+              }
           }
         }
       });
@@ -370,6 +377,7 @@ const BnEntry& entry(const BatchNormGeom& g, bool training, bool has_w, bool has
 
 void forward_dnnl(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor* w,
                   const KTensor* b, const KTensor& y, const KTensor& mean, const KTensor& var) {
+  TCV_CHECK(!g.relu, "[batch_norm] the oneDNN path (a cross-check) has no fused relu");
   try {
     const BnEntry& e = entry(g, training, w != nullptr, b != nullptr);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.data_md, x.data)},

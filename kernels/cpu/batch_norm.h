@@ -18,6 +18,10 @@ struct BatchNormGeom {
   /// CPU f32 only: x, y, dy and dx are in the nChw16c layout (kernels/cpu/
   /// blocked.h) with l = H * W, instead of row-major.
   bool blocked = false;
+  /// Forward only: the output is clamped at 0 as it is written (relu fused into
+  /// batch norm, with relu's `x > 0 ? x : 0`). The backward takes dy already
+  /// masked by the output.
+  bool relu = false;
 };
 
 }  // namespace tcv::kernels

@@ -42,9 +42,9 @@ FmnistResNet::FmnistResNet(int64_t num_classes, int64_t in_channels) {
 }
 
 Tensor FmnistResNet::forward(const Tensor& x) {
-  Tensor h = relu->forward(bn1->forward(conv1->forward(x)));  // (N, 32, H, W)
-  h = layer3->forward(layer2->forward(layer1->forward(h)));   // (N, 128, H/4, W/4)
-  h = avgpool->forward(h).flatten(1);                         // (N, 128)
+  Tensor h = bn1->forward_relu(conv1->forward(x));           // (N, 32, H, W)
+  h = layer3->forward(layer2->forward(layer1->forward(h)));  // (N, 128, H/4, W/4)
+  h = avgpool->forward(h).flatten(1);                        // (N, 128)
   return fc->forward(h);
 }
 

@@ -36,7 +36,7 @@ ResNetFeatures ResNet::forward_features(const Tensor& x) {
   TCV_CHECK(x.dim() == 4 && x.size(1) == options.in_channels, "[ResNet] expects input (N, ",
             options.in_channels, ", H, W), got ", x.shape_str());
   ResNetFeatures f;
-  f.stem = relu->forward(bn1->forward(conv1->forward(x)));  // (N, 64, H/2, W/2)
+  f.stem = bn1->forward_relu(conv1->forward(x));  // (N, 64, H/2, W/2)
   f.layer1 = layer1->forward(maxpool ? maxpool->forward(f.stem) : f.stem);
   f.layer2 = layer2->forward(f.layer1);
   f.layer3 = layer3->forward(f.layer2);

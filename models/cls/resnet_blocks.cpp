@@ -34,7 +34,7 @@ BasicBlock::BasicBlock(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = ops::relu(bn1->forward(conv1->forward(x)));
+  Tensor out = bn1->forward_relu(conv1->forward(x));
   out = bn2->forward(conv2->forward(out));
   const Tensor identity = downsample ? downsample->forward(x) : x;
   return ops::relu(out + identity);
@@ -53,8 +53,8 @@ Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, nn::Mod
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = ops::relu(bn1->forward(conv1->forward(x)));
-  out = ops::relu(bn2->forward(conv2->forward(out)));
+  Tensor out = bn1->forward_relu(conv1->forward(x));
+  out = bn2->forward_relu(conv2->forward(out));
   out = bn3->forward(conv3->forward(out));
   const Tensor identity = downsample ? downsample->forward(x) : x;
   return ops::relu(out + identity);

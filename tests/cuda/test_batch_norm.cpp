@@ -6,7 +6,8 @@
 // gradients of x, weight and bias. Then the kernels' own paths: f16/bf16 data
 // with f32 parameters, planes that take 4-wide loads and planes that do not, a
 // misaligned input, eval with only dx wanted, and a large mean with a small
-// spread (the variance and the normalization must not cancel).
+// spread (the variance and the normalization must not cancel), and relu fused
+// into the normalize pass.
 #include <gtest/gtest.h>
 
 #include "engine/ops.h"
@@ -183,6 +184,28 @@ TEST(CudaBatchNorm, F32LargeMeanSmallSpreadMatchesCpu) {
           return TVec{y, v[3].clone(), v[4].clone()};
         },
         in, tol_for(DType::f32));
+  }
+}
+
+TEST(CudaBatchNorm, FusedRelu) {
+  TCV_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    CudaCompareOptions o = tol_for(DType::f32);
+    if (dt == DType::bf16) o.rtol = o.atol = 1e-2;
+    for (const Shape& s : {Shape{4, 8, 6, 6}, Shape{3, 5, 7, 3}}) {
+      TVec in = bn_inputs(s, 120, DType::f32);
+      in[0] = input(s, 121, dt, true, -1.0, 3.0);
+      for (bool training : {true, false}) {
+        expect_cuda_matches_cpu(
+            std::string("bn+relu ") + dtype_name(dt) + " " + in[0].shape_str() +
+                (training ? " train" : " eval"),
+            [training](const TVec& v) {
+              Tensor y = ops::batch_norm_relu(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+              return TVec{y, v[3].clone(), v[4].clone()};
+            },
+            in, o);
+      }
+    }
   }
 }
 

@@ -54,11 +54,12 @@ TEST(Blocked, ThreeChannelInputGivesBlockedOutputOnly) {
   EXPECT_FALSE(ops::conv2d(x.to(DType::f64), w.to(DType::f64)).is_blocked());
 }
 
-// conv -> batch norm -> relu -> (+ skip) -> conv, forward and every gradient,
-// in f32 (blocked from the first convolution on) against f64.
+// conv -> batch norm -> relu (separate or fused) -> (+ skip) -> conv, forward
+// and every gradient, in f32 (blocked from the first convolution on) against f64.
 TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
-  for (bool training : {true, false}) {
-    SCOPED_TRACE(training ? "training" : "eval");
+  for (const auto& [training, fused] : {std::pair{true, false}, std::pair{false, false},
+                                        std::pair{true, true}, std::pair{false, true}}) {
+    SCOPED_TRACE(std::string(training ? "training" : "eval") + (fused ? ", fused relu" : ""));
     const std::vector<Tensor> in64{rand_f64({4, 16, 7, 6}, 10), rand_f64({16, 16, 3, 3}, 11),
                                    rand_f64({16}, 12, 0.5, 1.5), rand_f64({16}, 13),
                                    rand_f64({32, 16, 3, 3}, 14)};
@@ -67,13 +68,14 @@ TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
     auto run = [&](const std::vector<Tensor>& v, bool check_layout) {
       Tensor h = ops::conv2d(v[0], v[1], Tensor(), {.padding = {1, 1}});
       Tensor rm = zeros({16}, {.dtype = v[0].dtype()}), rv = ones({16}, {.dtype = v[0].dtype()});
-      Tensor b = ops::batch_norm(h, v[2], v[3], rm, rv, training, 0.1, 1e-5);
-      Tensor r = ops::relu(b);
+      Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, training, 0.1, 1e-5);
+      Tensor r =
+          fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, training, 0.1, 1e-5) : ops::relu(b);
       Tensor s = ops::add(r, h);  // both blocked
       Tensor out = ops::conv2d(s, v[4], Tensor(), {.stride = {2, 2}, .padding = {1, 1}});
       if (check_layout) {
         EXPECT_TRUE(h.is_blocked());
-        EXPECT_TRUE(b.is_blocked());
+        EXPECT_TRUE(fused || b.is_blocked());
         EXPECT_TRUE(r.is_blocked());
         EXPECT_TRUE(s.is_blocked());
       }

@@ -243,6 +243,29 @@ TEST(Sequential, ChainsAndNamesByPosition) {
   EXPECT_THROW(seq.push_back(nullptr), Error);
 }
 
+TEST(Sequential, FusesBatchNormThenReLU) {
+  auto bn = std::make_shared<nn::BatchNorm2d>(3);
+  nn::init::uniform_(bn->weight, 0.5, 1.5);
+  nn::init::uniform_(bn->bias, -0.5, 0.5);
+  nn::Sequential fused{bn, std::make_shared<nn::ReLU>()};
+  nn::Sequential six{bn, std::make_shared<nn::ReLU6>()};
+  for (bool training : {true, false}) {
+    fused.train(training);
+    six.train(training);
+    Tensor x = randn({2, 3, 4, 5});
+    x.set_requires_grad(true);
+    // The reference runs the two layers apart: batch statistics in training
+    // (without touching the running ones again), running statistics in eval.
+    const Tensor rm = training ? Tensor() : bn->running_mean.clone();
+    const Tensor rv = training ? Tensor() : bn->running_var.clone();
+    Tensor y = fused(x);
+    EXPECT_EQ(y.grad_fn()->name(), "batch_norm_relu");  // one node for both layers
+    Tensor ref = ops::relu(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, training, 0.1, 1e-5));
+    expect_close(y, ref, 0, 0, training ? "fused train" : "fused eval");
+    EXPECT_NE(six(x).grad_fn()->name(), "batch_norm_relu");  // ReLU6 is not fused
+  }
+}
+
 // ---------------------------------------------------------------- printing
 
 TEST(Layers, PrintLikePyTorch) {
