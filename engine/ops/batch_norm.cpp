@@ -111,8 +111,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
         [g, batch_stats, need_dx, need_dw, need_db, cd, kd, widen, xdt = x.dtype(),
          sx = SavedTensor(xc), sw = SavedTensor(wc), sy = SavedTensor(relu ? y : Tensor()), mean,
          var](std::vector<Tensor>& grads) {
-          Tensor dy =
-              sy.defined() ? unary_grad(kernels::UnaryOp::relu, grads[0], sy.get()) : grads[0];
+          Tensor dy = sy.defined() ? unary_grad_consume(kernels::UnaryOp::relu, grads[0], sy.get())
+                                   : std::move(grads[0]);
           dy = dy.to(kd).contiguous();
           const Tensor xv = widen ? sx.get().to(cd) : sx.get();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();

@@ -108,6 +108,18 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   return out;
 }
 
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::add_relu, a, b, 1.0);
+  if (autograd::needs_grad({&a, &b}))
+    autograd::record(
+        "add_relu", {a, b}, {out},
+        [ma = InputMeta(a), mb = InputMeta(b), so = SavedTensor(out)](std::vector<Tensor>& g) {
+          const Tensor gr = unary_grad_consume(UnaryOp::relu, g[0], so.get());
+          return std::vector<Tensor>{ma.reduce(gr), mb.reduce(gr)};
+        });
+  return out;
+}
+
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
   Tensor out = binary_forward(BinaryOp::sub, a, b, alpha);
   if (autograd::needs_grad({&a, &b}))
@@ -231,13 +243,28 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
   if (autograd::needs_grad({&x})) {
     SavedTensor saved(kernels::backward_uses_output(op) ? out : in);
     autograd::record(name, {x}, {out}, [op, saved, p0, p1](std::vector<Tensor>& g) {
-      return std::vector<Tensor>{unary_grad(op, g[0], saved.get(), p0, p1)};
+      return std::vector<Tensor>{unary_grad_consume(op, g[0], saved.get(), p0, p1)};
     });
   }
   return out;
 }
 
 }  // namespace
+
+Tensor unary_grad_consume(kernels::UnaryOp op, Tensor& g, const Tensor& saved, double p0,
+                          double p1) {
+  Tensor taken = std::move(g);
+  const bool exclusive = taken.impl_ptr().use_count() == 1 && taken.storage().use_count() == 1 &&
+                         taken.shape() == saved.shape() && taken.dtype() == saved.dtype() &&
+                         taken.device() == saved.device() &&
+                         taken.is_blocked() == saved.is_blocked() &&
+                         (taken.is_blocked() || (taken.is_contiguous() && saved.is_contiguous()));
+  if (!exclusive) return unary_grad(op, taken, saved, p0, p1);
+  const kernels::KTensor gk = taken.is_blocked() ? flat_k(taken) : taken.k();
+  TCV_KERNEL(saved.device(), unary_backward, op, gk, gk,
+             saved.is_blocked() ? flat_k(saved) : saved.k(), p0, p1);
+  return taken;
+}
 
 Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, double p0, double p1) {
   if (saved.is_blocked() && g.dtype() == DType::f32) {

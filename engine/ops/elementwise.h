@@ -12,6 +12,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadca
 Tensor sum_to(const Tensor& t, const Shape& shape);
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+/// relu(a + b) in one pass (a residual block's sum and activation), broadcasting.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
@@ -43,6 +45,12 @@ Tensor& relu_(Tensor& x);
 /// The backward of the unary ops, and of fused ops that end in one.
 Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, double p0 = 0.0,
                   double p1 = 0.0);
+/// unary_grad that takes g from the caller (g is left undefined): when nothing
+/// else holds g's buffer and it matches `saved` (shape, dtype, layout), the
+/// gradient is computed in place in it; otherwise g is released on return. A
+/// backward then holds one activation-sized gradient, not two.
+Tensor unary_grad_consume(kernels::UnaryOp op, Tensor& g, const Tensor& saved, double p0 = 0.0,
+                          double p1 = 0.0);
 
 /// cond ? a : b, broadcasting all three.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -8,8 +8,8 @@
 namespace tcv::kernels {
 
 const char* binary_op_name(BinaryOp op) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                "eq",  "ne",  "lt",  "le",  "gt",  "ge"};
+  static const char* names[] = {"add",      "sub", "mul", "div", "pow", "maximum", "minimum",
+                                "add_relu", "eq",  "ne",  "lt",  "le",  "gt",      "ge"};
   return names[static_cast<int>(op)];
 }
 
@@ -85,6 +85,15 @@ void binary_typed(BinaryOp op, const KTensor& out, const KTensor& a, const KTens
           [&](T x, T y) {
             const A u = A(x), v = A(y);
             return cast((u != u) ? u : (u < v ? u : v));
+          },
+          a, b);
+      break;
+    case BinaryOp::add_relu:
+      map<T, T>(
+          out,
+          [&](T x, T y) {
+            const A v = A(x) + al * A(y);
+            return cast(v > A(0) ? v : A(0));
           },
           a, b);
       break;

@@ -9,7 +9,24 @@
 
 namespace tcv::kernels {
 
-enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, eq, ne, lt, le, gt, ge };
+/// add_relu: max(a + alpha·b, 0) with relu's `s > 0 ? s : 0` (a residual sum and
+/// its relu in one pass). Comparisons come last (is_comparison).
+enum class BinaryOp : uint8_t {
+  add,
+  sub,
+  mul,
+  div,
+  pow,
+  maximum,
+  minimum,
+  add_relu,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge
+};
 enum class UnaryOp : uint8_t {
   neg,
   abs,

@@ -67,6 +67,15 @@ void binary_typed(BinaryOp op, const KTensor& out, const KTensor& a, const KTens
           },
           a, b);
       break;
+    case BinaryOp::add_relu:
+      map<T, T, T>(
+          out,
+          [al] __device__(T x, T y) {
+            const A v = to_acc(x) + al * to_acc(y);
+            return convert<T>(v > A(0) ? v : A(0));
+          },
+          a, b);
+      break;
     case BinaryOp::eq:
       map<bool, T, T>(
           out, [] __device__(T x, T y) { return A(to_acc(x)) == A(to_acc(y)); }, a, b);

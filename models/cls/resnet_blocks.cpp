@@ -37,7 +37,7 @@ Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn1->forward_relu(conv1->forward(x));
   out = bn2->forward(conv2->forward(out));
   const Tensor identity = downsample ? downsample->forward(x) : x;
-  return ops::relu(out + identity);
+  return ops::add_relu(out, identity);
 }
 
 Bottleneck::Bottleneck(int64_t inplanes, int64_t planes, int64_t stride, nn::ModulePtr ds,
@@ -57,7 +57,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   out = bn2->forward_relu(conv2->forward(out));
   out = bn3->forward(conv3->forward(out));
   const Tensor identity = downsample ? downsample->forward(x) : x;
-  return ops::relu(out + identity);
+  return ops::add_relu(out, identity);
 }
 
 int64_t block_expansion(BlockKind kind) {

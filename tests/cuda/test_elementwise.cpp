@@ -53,6 +53,8 @@ TEST(CudaElementwise, BinaryOpsWithBroadcast) {
         "maximum", [](const TVec& v) { return ops::maximum(v[0], v[1]); }, {a, b}, o);
     expect_cuda_matches_cpu(
         "minimum", [](const TVec& v) { return ops::minimum(v[0], v[1]); }, {a, b}, o);
+    expect_cuda_matches_cpu(
+        "add_relu", [](const TVec& v) { return ops::add_relu(v[0], v[1]); }, {a, b}, o);
   }
 }
 

@@ -54,8 +54,9 @@ TEST(Blocked, ThreeChannelInputGivesBlockedOutputOnly) {
   EXPECT_FALSE(ops::conv2d(x.to(DType::f64), w.to(DType::f64)).is_blocked());
 }
 
-// conv -> batch norm -> relu (separate or fused) -> (+ skip) -> conv, forward
-// and every gradient, in f32 (blocked from the first convolution on) against f64.
+// conv -> batch norm -> relu -> (+ skip) -> conv, or with batch_norm_relu and
+// add_relu fused, forward and every gradient, in f32 (blocked from the first
+// convolution on) against f64.
 TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
   for (const auto& [training, fused] : {std::pair{true, false}, std::pair{false, false},
                                         std::pair{true, true}, std::pair{false, true}}) {
@@ -71,7 +72,7 @@ TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
       Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, training, 0.1, 1e-5);
       Tensor r =
           fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, training, 0.1, 1e-5) : ops::relu(b);
-      Tensor s = ops::add(r, h);  // both blocked
+      Tensor s = fused ? ops::add_relu(r, h) : ops::add(r, h);  // both blocked
       Tensor out = ops::conv2d(s, v[4], Tensor(), {.stride = {2, 2}, .padding = {1, 1}});
       if (check_layout) {
         EXPECT_TRUE(h.is_blocked());

@@ -109,6 +109,56 @@ TEST(Elementwise, BinaryGradients) {
   check_gradients("minimum", [](auto& x) { return ops::minimum(x[0], x[1]); }, {a, d});
   Tensor mask = ops::gt(rand_f64({3, 4}, 6, 0, 1, false), 0.5);
   check_gradients("where", [&](auto& x) { return ops::where(mask, x[0], x[1]); }, {a, b});
+  check_gradients("add_relu", [](auto& x) { return ops::add_relu(x[0], x[1]); }, {a, b},
+                  {.kink = 1e-4});
+}
+
+TEST(Elementwise, AddReluIsReluOfAdd) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i64}) {
+    const bool grad = is_floating(dt);
+    Tensor a0 = rand_f64({4, 3, 5}, 7, -2, 2, false).to(dt),
+           b0 = rand_f64({3, 1}, 8, -2, 2, false).to(dt);
+    Tensor a1 = a0.clone(), b1 = b0.clone(), a2 = a0.clone(), b2 = b0.clone();
+    for (Tensor* t : {&a1, &b1, &a2, &b2}) t->set_requires_grad(grad);
+    Tensor fused = ops::add_relu(a1, b1), apart = ops::relu(ops::add(a2, b2));
+    const std::string what = dtype_name(dt);
+    EXPECT_EQ(fused.dtype(), dt);
+    expect_close(fused, apart, 0, 0, what);
+    EXPECT_GT(ops::sum(ops::eq(fused, 0.0)).item<double>(), 10) << what;  // both sides of the kink
+    if (!grad) continue;
+    Tensor dy = rand_f64(fused.shape(), 9, -1, 1, false).to(dt);
+    fused.backward(dy);
+    apart.backward(dy);
+    expect_close(a1.grad(), a2.grad(), 0, 0, what + " da");
+    expect_close(b1.grad(), b2.grad(), 0, 0, what + " db (broadcast)");
+  }
+}
+
+TEST(Elementwise, UnaryGradConsumeWorksInPlaceOnlyOnExclusiveBuffers) {
+  const Tensor y = ops::relu(rand_f64({6, 7}, 10, -1, 1, false));
+  const Tensor expected = ops::where(ops::gt(y, 0.0), full({6, 7}, 2.0, {.dtype = DType::f64}),
+                                     zeros({6, 7}, {.dtype = DType::f64}));
+  // Nobody else holds g: the gradient is written into its buffer.
+  Tensor g = full({6, 7}, 2.0, {.dtype = DType::f64});
+  const void* buffer = g.data_ptr();
+  Tensor dx = ops::unary_grad_consume(kernels::UnaryOp::relu, g, y);
+  EXPECT_FALSE(g.defined());
+  EXPECT_EQ(dx.data_ptr(), buffer);
+  expect_close(dx, expected, 0, 0, "in place");
+  // Another reference to the buffer: a new tensor, the shared one untouched.
+  Tensor shared = full({6, 7}, 2.0, {.dtype = DType::f64});
+  Tensor g2 = shared;
+  Tensor dx2 = ops::unary_grad_consume(kernels::UnaryOp::relu, g2, y);
+  EXPECT_FALSE(g2.defined());
+  EXPECT_NE(dx2.data_ptr(), shared.data_ptr());
+  expect_close(dx2, expected, 0, 0, "copy");
+  expect_close(shared, full({6, 7}, 2.0, {.dtype = DType::f64}), 0, 0, "shared buffer unchanged");
+  // A view (its storage is shared with the base): not in place either.
+  Tensor base = full({12, 7}, 2.0, {.dtype = DType::f64});
+  Tensor view = base.narrow(0, 0, 6);
+  Tensor dx3 = ops::unary_grad_consume(kernels::UnaryOp::relu, view, y);
+  expect_close(base, full({12, 7}, 2.0, {.dtype = DType::f64}), 0, 0, "base unchanged");
+  expect_close(dx3, expected, 0, 0, "from a view");
 }
 
 TEST(Elementwise, TiesSplitTheGradientEvenly) {
