@@ -2,6 +2,7 @@
 // fill, copy, in-place arithmetic). Ops dispatch in their own files.
 #pragma once
 
+#include "engine/profiler.h"
 #include "engine/tensor.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/runtime.h"
@@ -24,13 +25,16 @@ void require_device(const char* op, Device device, std::initializer_list<const T
 
 /// Runs kernels::cpu::fn(args...) for a CPU device, else kernels::cuda::fn(args...)
 /// with that GPU current. Both namespaces declare fn with the same signature.
+/// Each call is a profiler::Scope named fn (engine/profiler.h).
 #define TCV_KERNEL(device, fn, ...)                                 \
   do {                                                              \
     const ::tcv::Device tcv_dev_ = (device);                        \
     if (tcv_dev_.is_cpu()) {                                        \
+      ::tcv::profiler::Scope tcv_prof_(#fn, tcv_dev_);              \
       ::tcv::kernels::cpu::fn(__VA_ARGS__);                         \
     } else {                                                        \
       ::tcv::kernels::cuda::DeviceGuard tcv_guard_(tcv_dev_.index); \
+      ::tcv::profiler::Scope tcv_prof_(#fn, tcv_dev_);              \
       ::tcv::kernels::cuda::fn(__VA_ARGS__);                        \
     }                                                               \
   } while (0)

@@ -26,6 +26,7 @@
 #include "engine/device.h"
 #include "engine/json.h"
 #include "engine/ops.h"
+#include "engine/profiler.h"
 #include "engine/rng.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cuda/runtime.h"
@@ -98,6 +99,9 @@ struct TrainBenchOptions {
   /// TCV_CONV_ALGO's choice (auto when unset).
   std::string conv_algo;
   bool json = false;
+  /// After the timed steps, this many more with the kernel profiler on
+  /// (engine/profiler.h); 0 = none.
+  int64_t profile_steps = 0;
 };
 
 struct TrainBenchResult {
@@ -108,16 +112,21 @@ struct TrainBenchResult {
   int64_t allocator_peak = 0;   ///< CpuAllocator peak_allocated, bytes
   int64_t allocator_reserved = 0;
   double final_loss = 0.0;
+  std::vector<profiler::Row> profile;  ///< totals over opts.profile_steps steps
 };
 
 inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) {
   TrainBenchOptions o;
   parse_flags(args,
               {"--model", "--batch", "--image-size", "--channels", "--classes", "--steps",
-               "--warmup", "--device", "--dtype", "--conv-algo"},
-              {"--json"}, [&](const std::string& flag, const std::string& v) {
+               "--warmup", "--device", "--dtype", "--conv-algo", "--profile-steps"},
+              {"--json", "--profile"}, [&](const std::string& flag, const std::string& v) {
                 if (flag == "--json")
                   o.json = true;
+                else if (flag == "--profile")
+                  o.profile_steps = std::max<int64_t>(o.profile_steps, 3);
+                else if (flag == "--profile-steps")
+                  o.profile_steps = parse_int(flag, v, 1);
                 else if (flag == "--model")
                   o.model = v;
                 else if (flag == "--batch")
@@ -215,6 +224,13 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   }
   r.final_loss = loss.item();
   r.ms_per_step = median(ms);
+  if (o.profile_steps > 0) {
+    profiler::take();  // drop anything recorded before
+    profiler::set_enabled(true);
+    for (int64_t i = 0; i < o.profile_steps; ++i) step();
+    profiler::set_enabled(false);
+    r.profile = profiler::take();
+  }
   r.images_per_sec = r.ms_per_step > 0 ? 1000.0 * static_cast<double>(o.batch) / r.ms_per_step : 0;
   if (gpu) {
     const auto st = kernels::cuda::memory_stats(device.index);
@@ -252,6 +268,20 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
   j["allocator_peak_bytes"] = r.allocator_peak;
   j["allocator_reserved_bytes"] = r.allocator_reserved;
   j["final_loss"] = r.final_loss;
+  if (o.profile_steps > 0) {
+    Json rows = Json::array();
+    const double n = static_cast<double>(o.profile_steps);
+    for (const profiler::Row& row : r.profile) {
+      Json e = Json::object();
+      e["kernel"] = row.name;
+      e["device"] = row.device;
+      e["calls_per_step"] = static_cast<double>(row.calls) / n;
+      e["ms_per_step"] = row.total_ms / n;
+      rows.push_back(e);
+    }
+    j["profile_steps"] = o.profile_steps;
+    j["profile"] = rows;
+  }
   return j;
 }
 

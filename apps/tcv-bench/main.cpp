@@ -2,7 +2,7 @@
 //
 //   tcv-bench train --model NAME [--batch B] [--image-size S] [--channels C] [--classes K]
 //                   [--steps N] [--warmup W] [--device cpu|cuda] [--dtype f32|bf16|f16]
-//                   [--conv-algo auto|direct] [--json]
+//                   [--conv-algo auto|direct] [--profile] [--json]
 //   tcv-bench data [--images N] [--size S] [--crop S] [--batch B] [--workers 0,1,2]
 //                  [--epochs E] [--dir DIR] [--json]
 //
@@ -37,6 +37,8 @@ constexpr const char* kUsage =
     "  --conv-algo A      CPU f32 convolutions: auto (oneDNN picks Winograd where it expects\n"
     "                     it to win) | direct (always direct, as PyTorch) (TCV_CONV_ALGO, or "
     "auto)\n"
+    "  --profile          then 3 more steps with every kernel call timed (--profile-steps N):\n"
+    "                     a table of calls and ms per step per kernel entry point\n"
     "  --json             one JSON line instead of text\n"
     "\n"
     "data: generates JPEGs, reads them through ImageFolder with RandomResizedCrop + flip +\n"
@@ -94,6 +96,11 @@ int run(int argc, char** argv) {
       std::printf("  peak RSS %.1f MiB, %s allocator peak %.1f MiB (reserved %.1f MiB)\n",
                   mib(r.peak_rss), opts.device == "cpu" ? "host" : "device", mib(r.allocator_peak),
                   mib(r.allocator_reserved));
+      if (opts.profile_steps > 0)
+        std::printf(
+            "kernels over %lld more steps (%s):\n%s", static_cast<long long>(opts.profile_steps),
+            opts.device == "cpu" ? "wall time" : "device time from CUDA events",
+            tcv::profiler::format_table(r.profile, opts.profile_steps, r.ms_per_step).c_str());
     }
     return 0;
   }

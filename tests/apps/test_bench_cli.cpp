@@ -64,6 +64,28 @@ TEST(BenchCli, TrainJsonHasPositiveFields) {
   EXPECT_NEAR(j.at("images_per_sec").as_double() * j.at("ms_per_step").as_double(), 4000.0, 1e-6);
 }
 
+TEST(BenchCli, ProfileListsTheKernelsOfAStep) {
+  auto o =
+      parse_train_args({"--model", "fmnist_cnn", "--batch", "4", "--image-size", "28", "--channels",
+                        "1", "--steps", "1", "--warmup", "0", "--profile", "--json"});
+  EXPECT_EQ(o.profile_steps, 3);
+  const TrainBenchResult r = run_train_bench(o);
+  const Json j = Json::parse(train_result_json(o, r).dump());
+  EXPECT_EQ(j.at("profile_steps").as_int(), 3);
+  // fmnist_cnn has two convolutions: two forward and two backward calls a step.
+  double conv_fwd_calls = 0, total_ms = 0;
+  for (const Json& row : j.at("profile").as_array()) {
+    if (row.at("kernel").as_string() == "conv2d_forward")
+      conv_fwd_calls = row.at("calls_per_step").as_double();
+    EXPECT_EQ(row.at("device").as_string(), "cpu");
+    total_ms += row.at("ms_per_step").as_double();
+  }
+  EXPECT_EQ(conv_fwd_calls, 2.0);
+  EXPECT_GT(total_ms, 0.0);
+  EXPECT_FALSE(profiler::enabled());  // switched off again
+  EXPECT_EQ(parse_train_args({"--model", "m", "--profile-steps", "7"}).profile_steps, 7);
+}
+
 TEST(BenchCli, ParsesDataArguments) {
   auto o = parse_data_args({"--images", "10", "--size=64", "--workers", "0,2", "--json"});
   EXPECT_EQ(o.images, 10);
