@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: the CUDA tests (and the memory checker where it
 # works), one epoch of the Fashion-MNIST default on the GPU, tcv-bench train
-# in f32 and bf16 against PyTorch eager on the same model and batch, and a
-# table at the end.
+# in f32 and bf16 against PyTorch eager on the same model and batch, per-kernel
+# profiles of both for the bf16 runs, and a table at the end.
 #
 # cuDNN, cuBLAS and NCCL come from the machine's Python environment (its
 # `nvidia` packages). tcv comes from .gpu/ (scripts/gpu-bundle.sh, built where
@@ -144,6 +144,25 @@ bench_pair resnet50 64 224 20 bf16
 bench_pair resnet18_cifar 128 32 30 f32
 bench_pair resnet18_cifar 128 32 30 bf16
 
+# --- where the time goes: per-kernel profiles of both, for the bf16 rows ----------------
+# tcv: calls and device ms per step per kernel entry point (CUDA events);
+# torch: torch.profiler's CUDA kernel table. Full tables in $OUTDIR/profile_*.txt.
+profile_pair() {  # model batch size dtype
+  local model=$1 batch=$2 size=$3 dtype=$4 tag="$1_$4"
+  if [ $(($(date +%s) - T0)) -gt "${GPU_CHECK_BUDGET_S:-330}" ]; then
+    log "skipping the $tag profiles: over the time budget"
+    return
+  fi
+  timeout 120 "$G/bin/tcv-bench" train --model "$model" --batch "$batch" --image-size "$size" \
+    --steps 5 --warmup 3 --device cuda --dtype "$dtype" --profile \
+    >"$OUTDIR/profile_tcv_$tag.txt" 2>&1
+  timeout 120 python3 bench/compare/train_torch_gpu.py --model "$model" --batch "$batch" \
+    --image-size "$size" --steps 5 --warmup 3 --dtype "$dtype" --profile 3 \
+    >/dev/null 2>"$OUTDIR/profile_torch_$tag.txt"
+}
+profile_pair resnet50 64 224 bf16
+profile_pair resnet18_cifar 128 32 bf16
+
 # --- all-reduce on NCCL, world size 1 ---------------------------------------------------
 NCCL_TABLE="not run"
 if [ -x "$G/bin/tcv-bench" ] && [ $(($(date +%s) - T0)) -lt "${GPU_CHECK_BUDGET_S:-330}" ]; then
@@ -162,6 +181,14 @@ echo "model            batch size dtype  tcv img/s torch img/s  ratio  tcv MiB t
 printf "%s" "$ROWS"
 echo "(MiB: peak device memory held by tensors: tcv's caching allocator, torch.cuda.max_memory_allocated)"
 echo
+for f in "$OUTDIR"/profile_tcv_*.txt; do
+  [ -f "$f" ] || continue
+  echo "$(basename "$f" .txt) (top 16 kernels):"
+  sed -n '4,22p' "$f"
+  t="$OUTDIR/profile_torch_${f##*/profile_tcv_}"
+  [ -f "$t" ] && { echo "$(basename "$t" .txt) (top 12 rows):"; sed -n '1,16p' "$t"; }
+  echo
+done
 echo "tcv-bench allreduce --backend nccl (world size 1):"
 echo "$NCCL_TABLE"
 echo "total ${SECONDS}s"

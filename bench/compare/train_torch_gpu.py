@@ -8,8 +8,12 @@ momentum 0.9; torch.backends.cudnn.benchmark = True, TF32 off (as tcv's
 default); bf16/f16 through torch.autocast (f16 with GradScaler). Each step is
 timed to its end (synchronize) after warm-up; prints one JSON line with
 images/s (batch / median step), ms/step and peak device memory
-(torch.cuda.max_memory_allocated over the timed steps).
+(torch.cuda.max_memory_allocated over the timed steps). With --profile N, N
+more steps run under torch.profiler and its table of CUDA kernels (device time
+per step, largest first) goes to stderr, to set beside `tcv-bench train
+--profile`.
 """
+import sys
 import argparse
 import json
 import statistics
@@ -42,6 +46,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16"])
+    ap.add_argument("--profile", type=int, default=0, metavar="N")
     a = ap.parse_args()
 
     torch.backends.cudnn.benchmark = True
@@ -81,11 +86,25 @@ def main():
         loss = step()
         times.append((time.perf_counter() - t0) * 1000.0)
     ms = statistics.median(times)
+    peak = torch.cuda.max_memory_allocated()
+    if a.profile > 0:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.profile):
+                step()
+        print(f"torch kernels over {a.profile} steps (totals; divide by {a.profile} per step):",
+              file=sys.stderr)
+        avg = prof.key_averages()
+        try:  # torch >= 2.4 names it device time
+            table = avg.table(sort_by="device_time_total", row_limit=30)
+        except Exception:
+            table = avg.table(sort_by="cuda_time_total", row_limit=30)
+        print(table, file=sys.stderr)
     print(json.dumps({
         "bench": "train", "impl": "torch " + torch.__version__, "model": a.model,
         "device": "cuda", "dtype": a.dtype, "batch": a.batch, "image_size": a.image_size,
         "images_per_sec": 1000.0 * a.batch / ms, "ms_per_step": ms,
-        "peak_bytes": torch.cuda.max_memory_allocated(), "final_loss": float(loss),
+        "peak_bytes": peak, "final_loss": float(loss),
     }))
 
 
