@@ -53,8 +53,9 @@ Tensor BatchNorm2d::apply(const Tensor& x, bool relu) {
   const bool track = options.track_running_stats;
   if (training_ && track) {
     NoGradGuard no_grad;
-    num_batches_tracked.add_(
-        scalar_tensor(1.0, {.dtype = DType::i64, .device = num_batches_tracked.device()}));
+    if (!one_.defined() || one_.device() != num_batches_tracked.device())
+      one_ = scalar_tensor(1.0, {.dtype = DType::i64, .device = num_batches_tracked.device()});
+    num_batches_tracked.add_(one_);
   }
   if (training_ && sync_group && sync_group->size > 1) {
     Tensor y =

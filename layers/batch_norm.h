@@ -47,6 +47,9 @@ class BatchNorm2d : public Module {
 
  private:
   Tensor apply(const Tensor& x, bool relu);
+  /// 1 on num_batches_tracked's device, kept so that counting a batch is one
+  /// kernel, not a new scalar tensor each step.
+  Tensor one_;
 };
 
 }  // namespace tcv::nn

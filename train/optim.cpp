@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
+#include "engine/profiler.h"
 #include "kernels/cpu/optim.h"
 #include "kernels/cuda/optim.h"
 
@@ -168,6 +169,7 @@ double clip_grad_norm(const nn::StateDict& params, double max_norm) {
   }
   for (const auto& [device, gs] : cuda_grads) {
     kernels::cuda::DeviceGuard guard(device);
+    profiler::Scope prof("sum_squares_multi", Device(DeviceType::CUDA, device));
     std::vector<kernels::KTensor> ks;
     for (const Tensor& g : gs) ks.push_back(g.k());
     sum_sq += kernels::cuda::sum_squares_multi(ks);
@@ -226,6 +228,7 @@ void SGD::step() {
     }
     for (CudaBucket& b : buckets) {
       kernels::cuda::DeviceGuard guard(b.device.index);
+      profiler::Scope prof("sgd_step_multi", b.device);
       kernels::cuda::sgd_step_multi(b.dtype, b.entries, lr, mom, opts_.dampening,
                                     group.weight_decay, opts_.nesterov);
       for (const Tensor& t : b.touched) t.bump_version();
@@ -243,6 +246,7 @@ void SGD::step_one(size_t i, double lr, double mom, double wd) {
     momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
   if (fused_ok(p, g)) {
     if (!g.is_contiguous()) g = g.contiguous();
+    profiler::Scope prof("sgd_step", p.device());
     TCV_DISPATCH_FLOAT(p.dtype(), "SGD", {
       kernels::cpu::sgd_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
                                        mom != 0.0 ? momentum_[i].data<scalar_t>() : nullptr,
@@ -338,6 +342,7 @@ void Adam::step() {
       }
       if (fused_ok(p, g)) {
         if (!g.is_contiguous()) g = g.contiguous();
+        profiler::Scope prof("adam_step", p.device());
         TCV_DISPATCH_FLOAT(p.dtype(), "Adam", {
           kernels::cpu::adam_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
                                             m.data<scalar_t>(), v.data<scalar_t>(), p.numel(), lr,
@@ -363,6 +368,7 @@ void Adam::step() {
     }
     for (CudaBucket& b : buckets) {
       kernels::cuda::DeviceGuard guard(b.device.index);
+      profiler::Scope prof("adam_step_multi", b.device);
       kernels::cuda::adam_step_multi(b.dtype, b.entries, lr, opts_.beta1, opts_.beta2, opts_.eps,
                                      group.weight_decay, mode, step);
       for (const Tensor& t : b.touched) t.bump_version();

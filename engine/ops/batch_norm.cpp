@@ -80,10 +80,23 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   if (batch_stats) {
     mean = empty({g.c}, opts);
     var = empty({g.c}, opts);
-    if (x.numel() > 0)
+    // The kernels update running statistics of the parameters' dtype in place
+    // (no extra passes or launches); others go through tensor ops below.
+    const bool update = training && running_mean.defined();
+    const bool in_kernel = update && running_mean.dtype() == cd && running_var.dtype() == cd &&
+                           running_mean.is_contiguous() && running_var.is_contiguous();
+    const kernels::KTensor rmk = in_kernel ? running_mean.k() : kernels::KTensor{};
+    const kernels::KTensor rvk = in_kernel ? running_var.k() : kernels::KTensor{};
+    const kernels::RunningStats running{.mean = in_kernel ? &rmk : nullptr,
+                                        .var = in_kernel ? &rvk : nullptr,
+                                        .momentum = momentum};
+    if (x.numel() > 0)  // else no channel (training needs more than one value per channel)
       TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.k_any(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, y.k_any(), mean.k(), var.k());
-    if (training && running_mean.defined()) {
+                 bc.defined() ? &bk : nullptr, y.k_any(), mean.k(), var.k(), running);
+    if (in_kernel) {
+      running_mean.bump_version();
+      running_var.bump_version();
+    } else if (update) {
       NoGradGuard no_grad;
       const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
       running_mean.mul_(1.0 - momentum);

@@ -398,20 +398,42 @@ void check_f32(const KTensor& t) {
             "[batch_norm] oneDNN path expects contiguous f32 tensors, got ", dtype_name(t.dtype));
 }
 
+template <typename T>
+void update_running(const BatchNormGeom& g, const RunningStats& r, const T* mean, const T* var) {
+  const double count = static_cast<double>(g.n * g.l), m = r.momentum;
+  const double unbias = count > 1 ? count / (count - 1) : 1.0;
+  T* rm = r.mean->ptr<T>();
+  T* rv = r.var->ptr<T>();
+  for (int64_t c = 0; c < g.c; ++c) {
+    rm[c] = static_cast<T>((1 - m) * static_cast<double>(rm[c]) + m * static_cast<double>(mean[c]));
+    rv[c] = static_cast<T>((1 - m) * static_cast<double>(rv[c]) +
+                           m * unbias * static_cast<double>(var[c]));
+  }
+}
+
 }  // namespace
 
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
-                              const KTensor& var) {
+                              const KTensor& var, const RunningStats& running) {
+  if (running.mean)
+    TCV_CHECK(running.var && running.mean->dtype == mean.dtype &&
+                  running.var->dtype == mean.dtype && running.mean->is_contiguous() &&
+                  running.var->is_contiguous(),
+              "[batch_norm] running statistics must be contiguous ", dtype_name(mean.dtype));
   if (g.blocked) {
     check_blocked(g, x);
-    return forward_blocked(g, true, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
-                           y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
+    forward_blocked(g, true, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
+                    y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
+    if (running.mean) update_running<float>(g, running, mean.ptr<float>(), var.ptr<float>());
+    return;
   }
   TCV_DISPATCH_FLOAT(x.dtype, "batch_norm", {
     forward_loops<scalar_t>(g, true, x.ptr<scalar_t>(), opt_ptr<scalar_t>(weight),
                             opt_ptr<scalar_t>(bias), y.ptr<scalar_t>(), mean.ptr<scalar_t>(),
                             var.ptr<scalar_t>());
+    if (running.mean)
+      update_running<scalar_t>(g, running, mean.ptr<scalar_t>(), var.ptr<scalar_t>());
   });
 }
 

@@ -24,16 +24,25 @@ struct BatchNormGeom {
   bool relu = false;
 };
 
+/// Running statistics a training forward updates in place, as PyTorch does:
+/// r = (1 - momentum)·r + momentum·s, with s the batch mean, or the batch
+/// variance made unbiased by n/(n - 1). Contiguous, in the parameters' dtype.
+struct RunningStats {
+  const KTensor* mean = nullptr;  ///< null: nothing to update
+  const KTensor* var = nullptr;
+  double momentum = 0.1;
+};
+
 }  // namespace tcv::kernels
 
 namespace tcv::kernels::cpu {
 
 /// Training forward: y = (x - mean) / sqrt(var + eps) · weight + bias with batch
-/// statistics; writes mean and the biased var (c) for the backward and the
-/// running-stat update. weight/bias (c) may be null (1 and 0).
+/// statistics; writes mean and the biased var (c) for the backward, and
+/// updates `running`. weight/bias (c) may be null (1 and 0).
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
-                              const KTensor& var);
+                              const KTensor& var, const RunningStats& running = {});
 
 /// Eval forward with given (running) mean and var, all in x's dtype.
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,

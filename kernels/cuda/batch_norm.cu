@@ -145,7 +145,8 @@ template <typename T>
 __global__ void forward_coeffs(const double* __restrict__ partial, int chunks,
                                const T* __restrict__ x, int64_t l, double count, const acc_t<T>* w,
                                const acc_t<T>* b, double eps, int64_t c, acc_t<T>* mean,
-                               acc_t<T>* var, acc_t<T>* coef) {
+                               acc_t<T>* var, acc_t<T>* coef, acc_t<T>* run_mean, acc_t<T>* run_var,
+                               double momentum) {
   using A = acc_t<T>;
   TCV_CUDA_GRID_STRIDE(ch, c) {
     double d = 0;
@@ -160,6 +161,13 @@ __global__ void forward_coeffs(const double* __restrict__ partial, int chunks,
       mean[ch] = static_cast<A>(mu);
       var[ch] = static_cast<A>(::fmax(0.0, s2 / count - d1 * d1));
       d = mu - static_cast<double>(mean[ch]);
+      if (run_mean) {  // as the CPU's update_running
+        const double unbias = count > 1 ? count / (count - 1) : 1.0;
+        run_mean[ch] = static_cast<A>((1 - momentum) * static_cast<double>(run_mean[ch]) +
+                                      momentum * static_cast<double>(mean[ch]));
+        run_var[ch] = static_cast<A>((1 - momentum) * static_cast<double>(run_var[ch]) +
+                                     momentum * unbias * static_cast<double>(var[ch]));
+      }
     }
     const double invstd = 1.0 / ::sqrt(static_cast<double>(var[ch]) + eps);
     const double scale = invstd * (w ? static_cast<double>(w[ch]) : 1.0);
@@ -294,7 +302,8 @@ const acc_t<T>* opt(const KTensor* t) {
 
 template <typename T>
 void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor* weight,
-                   const KTensor* bias, const KTensor& y, const KTensor& mean, const KTensor& var) {
+                   const KTensor* bias, const KTensor& y, const KTensor& mean, const KTensor& var,
+                   const RunningStats& running) {
   using A = acc_t<T>;
   cudaStream_t st = cur_stream();
   const int64_t total = g.n * g.c * g.l;
@@ -319,7 +328,8 @@ void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, cons
     forward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
         training ? static_cast<const double*>(part.get()) : nullptr, chunks, x.ptr<const T>(), g.l,
         static_cast<double>(g.n * g.l), opt<T>(weight), opt<T>(bias), g.eps, g.c, mean.ptr<A>(),
-        var.ptr<A>(), coef);
+        var.ptr<A>(), coef, training && running.mean ? running.mean->ptr<A>() : nullptr,
+        training && running.var ? running.var->ptr<A>() : nullptr, running.momentum);
     TCV_CUDA_LAUNCH_CHECK();
     const int64_t packs = total / V;
     normalize<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
@@ -396,11 +406,16 @@ void check_all(const KTensor& x, const KTensor* weight, const KTensor* bias, con
 
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
-                              const KTensor& var) {
+                              const KTensor& var, const RunningStats& running) {
   check_all(x, weight, bias, mean, var);
   check(y, x.dtype, "output", x.dtype);
+  if (running.mean) {
+    TCV_CHECK(running.var != nullptr, "[batch_norm] running mean without running var");
+    check(*running.mean, mean.dtype, "running_mean", x.dtype);
+    check(*running.var, mean.dtype, "running_var", x.dtype);
+  }
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "batch_norm",
-                          forward_typed<scalar_t>(g, true, x, weight, bias, y, mean, var));
+                          forward_typed<scalar_t>(g, true, x, weight, bias, y, mean, var, running));
 }
 
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
@@ -409,7 +424,7 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
   check_all(x, weight, bias, mean, var);
   check(y, x.dtype, "output", x.dtype);
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "batch_norm",
-                          forward_typed<scalar_t>(g, false, x, weight, bias, y, mean, var));
+                          forward_typed<scalar_t>(g, false, x, weight, bias, y, mean, var, {}));
 }
 
 void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,

@@ -12,12 +12,14 @@
 TCV_CUDA_HEADER_BEGIN
 namespace tcv::kernels::cuda {
 
-/// Training forward with batch statistics: writes y, mean and the biased var (c).
+/// Training forward with batch statistics: writes y, mean and the biased var (c),
+/// and updates `running` in the same per-channel kernel.
 /// weight/bias (c) may be null (1 and 0).
 TCV_CUDA_API void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x,
                                            const KTensor* weight, const KTensor* bias,
                                            const KTensor& y, const KTensor& mean,
-                                           const KTensor& var) TCV_CUDA_ENTRY;
+                                           const KTensor& var, const RunningStats& running = {})
+    TCV_CUDA_ENTRY;
 
 /// Eval forward with the given (running) mean and var.
 TCV_CUDA_API void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x,

@@ -8,6 +8,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "engine/profiler.h"
 #include "kernels/cpu/batch_norm.h"
 #include "support/gradcheck.h"
 
@@ -326,6 +327,38 @@ TEST(BatchNormRelu, GradientCheckF64) {
                      rand_f64({3}, 45, -0.5, 0.5)},
                     {.kink = 1e-4});
   }
+}
+
+TEST(BatchNorm, RunningStatsUpdateInsideTheKernel) {
+  Tensor x = rand_f64({4, 3, 5, 5}, 51, -1.0, 3.0, false).to(DType::f32);
+  Tensor rm = rand_f64({3}, 52, -0.5, 0.5, false).to(DType::f32);
+  Tensor rv = rand_f64({3}, 53, 0.5, 2.0, false).to(DType::f32);
+  const std::vector<double> rm0 = rm.to(DType::f64).to_vector<double>();
+  const std::vector<double> rv0 = rv.to(DType::f64).to_vector<double>();
+  const uint32_t version = rm.version();
+  profiler::take();
+  profiler::set_enabled(true);
+  ops::batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.3, 1e-5);
+  profiler::set_enabled(false);
+  const auto rows = profiler::take();
+  // One kernel call: no tensor ops (and on a GPU no launches) for the update.
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].name, "batch_norm_forward_train");
+  EXPECT_GT(rm.version(), version);
+  // r = 0.7 r + 0.3 s, the variance unbiased by n / (n - 1), n = 100.
+  const Tensor xd = x.to(DType::f64);
+  const std::vector<double> mean = ops::mean(xd, {0, 2, 3}).to_vector<double>();
+  const std::vector<double> var = ops::var(xd, {0, 2, 3}, /*correction=*/1).to_vector<double>();
+  const std::vector<float> rm1 = rm.to_vector<float>(), rv1 = rv.to_vector<float>();
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_NEAR(rm1[c], 0.7 * rm0[c] + 0.3 * mean[c], 1e-6) << c;
+    EXPECT_NEAR(rv1[c], 0.7 * rv0[c] + 0.3 * var[c], 1e-6) << c;
+  }
+  // Running statistics in another dtype take the tensor-op update, same values.
+  Tensor rm64 = from_vector<double>(rm0, {3}), rv64 = from_vector<double>(rv0, {3});
+  ops::batch_norm(x, Tensor(), Tensor(), rm64, rv64, true, 0.3, 1e-5);
+  expect_close(rm64, rm.to(DType::f64), 1e-6, 0, "f64 running mean");
+  expect_close(rv64, rv.to(DType::f64), 1e-6, 0, "f64 running var");
 }
 
 }  // namespace
