@@ -237,7 +237,6 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
   } restore{prev_callbacks};
 
-  std::vector<Node*> executed;
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
@@ -258,7 +257,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       } catch (const Error& err) {
         throw Error(std::string("[backward of ") + node->name() + "] " + err.what());
       }
-      executed.push_back(node);
+      // Its saved tensors are done with: free them now, not at the end of
+      // backward, so that activations go as backward passes their layers.
+      if (!retain_graph) node->release();
       TCV_CHECK(out.empty() || out.size() == node->next_edges.size(), "[backward] ", node->name(),
                 " returned ", out.size(), " gradients for ", node->next_edges.size(), " inputs");
     }
@@ -270,9 +271,6 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (--dependencies[e.node.get()] == 0) ready.push(e.node.get());
     }
   }
-
-  if (!retain_graph)
-    for (Node* n : executed) n->release();
 
   // End-of-backward callbacks, in the order queued; a callback may queue more.
   for (size_t i = 0; i < callbacks.size(); ++i) {

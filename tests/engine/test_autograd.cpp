@@ -3,6 +3,7 @@
 // callbacks tested here.
 #include <gtest/gtest.h>
 
+#include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "support/gradcheck.h"
@@ -86,6 +87,31 @@ TEST(Autograd, SecondBackwardNeedsRetainGraph) {
   y.backward();
   expect_close(x.grad(), ops::mul(ops::exp(x.detach()), 2.0));
   EXPECT_THROW(y.backward(), Error);
+}
+
+TEST(Autograd, SavedTensorsAreFreedAsBackwardPassesTheirNode) {
+  // Ten sigmoids each save their 1 MiB output, and nothing else holds those
+  // outputs. When the leaf's gradient arrives, every node after it has run:
+  // their saved outputs must be gone already, not kept to the end of backward.
+  auto& alloc = CpuAllocator::instance();
+  Tensor x = testing::rand_f64({512, 512}, 3, -1, 1, false).to(DType::f32);
+  x.set_requires_grad(true);
+  const int64_t before = alloc.stats().allocated;
+  int64_t at_leaf = -1;
+  x.register_post_accumulate_grad_hook([&](Tensor&) { at_leaf = alloc.stats().allocated; });
+  Tensor h = x;
+  for (int i = 0; i < 10; ++i) h = ops::sigmoid(h);
+  EXPECT_GE(alloc.stats().allocated - before, 10 << 20);  // the ten saved outputs
+  ops::sum(h).backward();
+  ASSERT_GE(at_leaf, 0);
+  // Left when the leaf's gradient arrives: the output h (1 MiB), x's gradient
+  // and the one being passed down (1 MiB each).
+  EXPECT_LE(at_leaf - before, 4 << 20) << (at_leaf - before) / 1048576.0 << " MiB";
+  // retain_graph keeps them for a second backward.
+  Tensor g = x;
+  for (int i = 0; i < 3; ++i) g = ops::sigmoid(g);
+  ops::sum(g).backward(Tensor(), /*retain_graph=*/true);
+  EXPECT_NO_THROW(ops::sum(g).backward());
 }
 
 TEST(Autograd, BranchThatGetsNoGradientStillReleasesItsDependents) {
