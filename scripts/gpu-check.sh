@@ -50,7 +50,8 @@ if [ "${GPU_CHECK_BUILD:-0}" = 1 ] || [ ! -f .gpu/tcv.tar.xz ]; then
   mkdir -p "$G/lib" "$G/bin" "$G/tests"
   cp -P "$G"/build/libtcv.so* "$G/lib/"
   cp "$G"/build/apps/tcv-* "$G/bin/"
-  cp "$G"/build/tests/test_cuda_* "$G/build/tests/test_train_grad_scaler" "$G/tests/"
+  cp "$G"/build/tests/test_cuda_* "$G/build/tests/test_train_grad_scaler" \
+    "$G/build/tests/test_engine_autocast" "$G/build/tests/test_engine_cuda_libs" "$G/tests/"
   DATA=/usr/share/datasets/fashion-mnist
 else
   tar -C "$G" -xJf .gpu/tcv.tar.xz
@@ -90,8 +91,11 @@ if [ "${GPU_CHECK_QUICK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; 
     --gtest_brief=1 --gtest_filter=-*OutOfMemory* >"$OUTDIR/sanitizer.log" 2>&1
   SAN=$(grep -E 'ERROR SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
   timeout 60 compute-sanitizer --tool memcheck --print-limit 20 "$G/tests/test_cuda_elementwise" \
-    --gtest_brief=1 --gtest_filter=-*Large* >>"$OUTDIR/sanitizer.log" 2>&1
+    --gtest_brief=1 --gtest_filter=-*Large*:*GridStride* >>"$OUTDIR/sanitizer.log" 2>&1
+  timeout 60 compute-sanitizer --tool memcheck --print-limit 20 "$G/tests/test_cuda_batch_norm" \
+    --gtest_brief=1 --gtest_filter=-*ManyBlocks* >>"$OUTDIR/sanitizer.log" 2>&1
   SAN="runtime: ${SAN:-no summary}; elementwise: $(grep -E 'ERROR SUMMARY' "$OUTDIR/sanitizer.log" | sed -n 2p)"
+  SAN="$SAN; batch_norm: $(grep -E 'ERROR SUMMARY' "$OUTDIR/sanitizer.log" | sed -n 3p)"
   log "compute-sanitizer memcheck: $SAN"
 fi
 [ "${GPU_CHECK_QUICK:-0}" = 1 ] && exit 0
