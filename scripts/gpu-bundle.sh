@@ -47,4 +47,5 @@ if [ ! -f .gpu/deps.tar.xz ]; then
   tar -C "$STAGE/deps" -cf - . | xz -3 -T"${JOBS:-2}" > .gpu/deps.tar.xz
 fi
 echo "gpu-bundle: .gpu/deps.tar.xz $(du -h .gpu/deps.tar.xz | cut -f1)"
-ls "$STAGE"/deps/lib 2>/dev/null | tr '\n' ' '; echo
+# The library list only when this run made deps.tar.xz.
+if [ -d "$STAGE/deps/lib" ]; then ls "$STAGE/deps/lib" | tr '\n' ' '; echo; fi
