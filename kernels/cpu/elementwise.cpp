@@ -192,12 +192,15 @@ void unary_typed(UnaryOp op, const KTensor& out, const KTensor& in, double p0, d
           in);
       break;
     case UnaryOp::clamp: {
+      // min(max(v, lo), hi) as selects: NaN stays NaN (v < lo and hi < v are
+      // false for it) and the loop vectorizes; nested branches ran ~30x slower.
       const F lo = static_cast<F>(p0), hi = static_cast<F>(p1);
       map<T, T>(
           out,
-          [&](T x) {
+          [lo, hi, cast](T x) {
             const F v = F(x);
-            return cast(v != v ? v : (v < lo ? lo : (v > hi ? hi : v)));
+            const F a = v < lo ? lo : v;
+            return cast(hi < a ? hi : a);
           },
           in);
       break;
@@ -276,7 +279,12 @@ void unary_backward_typed(UnaryOp op, const KTensor& dx, const KTensor& dy, cons
     case UnaryOp::clamp: {
       const F lo = static_cast<F>(p0), hi = static_cast<F>(p1);
       map<T, T>(
-          dx, [&](T g, T x) { return cast(F(x) >= lo && F(x) <= hi ? F(g) : F(0)); }, dy, s);
+          dx,
+          [lo, hi, cast](T g, T x) {
+            const F v = F(x);
+            return cast((v >= lo) & (v <= hi) ? F(g) : F(0));
+          },
+          dy, s);
       break;
     }
   }
