@@ -9,7 +9,7 @@ Tensor ReLU::forward(const Tensor& x) {
 }
 
 Tensor ReLU6::forward(const Tensor& x) {
-  return ops::clamp(x, 0.0, 6.0);
+  return ops::relu6(x);
 }
 
 }  // namespace tcv::nn

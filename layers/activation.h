@@ -13,9 +13,8 @@ class ReLU : public Module {
   std::string type_name() const override { return "ReLU"; }
 };
 
-/// min(max(x, 0), 6), as torch.nn.ReLU6 (MobileNetV2). The gradient passes for
-/// 0 <= x <= 6 (torch's hardtanh passes it for 0 < x < 6; they differ only at
-/// exactly 0 and 6).
+/// min(max(x, 0), 6), as torch.nn.ReLU6 (MobileNetV2); the gradient passes for
+/// 0 < x < 6, as torch's hardtanh.
 class ReLU6 : public Module {
  public:
   ReLU6() = default;

@@ -39,14 +39,18 @@ void BatchNorm2d::reset_parameters() {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  return apply(x, false);
+  return apply(x, kernels::BnAct::none);
 }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& x) {
-  return apply(x, true);
+  return apply(x, kernels::BnAct::relu);
 }
 
-Tensor BatchNorm2d::apply(const Tensor& x, bool relu) {
+Tensor BatchNorm2d::forward_relu6(const Tensor& x) {
+  return apply(x, kernels::BnAct::relu6);
+}
+
+Tensor BatchNorm2d::apply(const Tensor& x, kernels::BnAct act) {
   TCV_CHECK(x.dim() == 4, "[BatchNorm2d] expects 4-D input (N, C, H, W), got ", x.shape_str());
   TCV_CHECK(x.size(1) == num_features, "[BatchNorm2d] expects ", num_features,
             " channels, got input ", x.shape_str());
@@ -61,10 +65,14 @@ Tensor BatchNorm2d::apply(const Tensor& x, bool relu) {
     Tensor y =
         sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
                         track ? running_var : Tensor(), options.momentum, options.eps, *sync_group);
-    return relu ? ops::relu(y) : y;
+    return act == kernels::BnAct::relu    ? ops::relu(y)
+           : act == kernels::BnAct::relu6 ? ops::relu6(y)
+                                          : y;
   }
   // Without running statistics every forward normalises with the batch's own.
-  return (relu ? ops::batch_norm_relu : ops::batch_norm)(
+  return (act == kernels::BnAct::relu    ? ops::batch_norm_relu
+          : act == kernels::BnAct::relu6 ? ops::batch_norm_relu6
+                                         : ops::batch_norm)(
       x, weight, bias, track ? running_mean : Tensor(), track ? running_var : Tensor(),
       training_ || !track, options.momentum, options.eps);
 }

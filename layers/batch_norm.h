@@ -1,6 +1,7 @@
 // Batch normalisation over (N, C, H, W), as torch.nn.BatchNorm2d.
 #pragma once
 
+#include "kernels/cpu/batch_norm.h"
 #include "layers/module.h"
 
 namespace tcv::nn {
@@ -29,6 +30,8 @@ class BatchNorm2d : public Module {
   /// relu(forward(x)), fused into the batch-norm kernels where they can (not
   /// across a SyncBatchNorm group).
   Tensor forward_relu(const Tensor& x);
+  /// relu6(forward(x)), fused the same way.
+  Tensor forward_relu6(const Tensor& x);
   std::string type_name() const override { return sync_group ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   /// Running statistics back to mean 0, var 1, zero batches.
@@ -46,7 +49,7 @@ class BatchNorm2d : public Module {
   std::shared_ptr<SyncBNGroup> sync_group;
 
  private:
-  Tensor apply(const Tensor& x, bool relu);
+  Tensor apply(const Tensor& x, kernels::BnAct act);
   /// 1 on num_batches_tracked's device, kept so that counting a batch is one
   /// kernel, not a new scalar tensor each step.
   Tensor one_;

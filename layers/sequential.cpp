@@ -20,11 +20,12 @@ void Sequential::push_back(ModulePtr m) {
 
 namespace {
 
-/// A BatchNorm2d (or SyncBatchNorm) followed by a plain ReLU, which run as one
-/// fused pass (BatchNorm2d::forward_relu); null otherwise.
-BatchNorm2d* bn_relu_pair(Module& m, const Module& next) {
+/// A BatchNorm2d (or SyncBatchNorm) followed by a plain ReLU or ReLU6 runs as
+/// one fused pass (BatchNorm2d::forward_relu, forward_relu6); null otherwise.
+BatchNorm2d* bn_act_pair(Module& m, const Module& next) {
   const bool bn = typeid(m) == typeid(BatchNorm2d) || typeid(m) == typeid(SyncBatchNorm);
-  return bn && typeid(next) == typeid(ReLU) ? static_cast<BatchNorm2d*>(&m) : nullptr;
+  const bool act = typeid(next) == typeid(ReLU) || typeid(next) == typeid(ReLU6);
+  return bn && act ? static_cast<BatchNorm2d*>(&m) : nullptr;
 }
 
 }  // namespace
@@ -33,8 +34,8 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
     if (i + 1 < modules_.size())
-      if (BatchNorm2d* bn = bn_relu_pair(*modules_[i], *modules_[i + 1])) {
-        y = bn->forward_relu(y);
+      if (BatchNorm2d* bn = bn_act_pair(*modules_[i], *modules_[i + 1])) {
+        y = typeid(*modules_[i + 1]) == typeid(ReLU) ? bn->forward_relu(y) : bn->forward_relu6(y);
         ++i;
         continue;
       }

@@ -22,12 +22,13 @@ kernels::KTensor opt_k(const Tensor& t) {
   return t.defined() ? t.k() : kernels::KTensor{};
 }
 
-// With `relu` the kernels clamp the output at 0 as they write it (one pass over
-// the data fewer than batch_norm then relu), and backward masks dy with the
-// saved output before the batch-norm backward.
+// With an activation (relu, relu6) the kernels clamp the output as they write
+// it (one pass over the data fewer than batch_norm then the activation), and
+// backward masks dy with the saved output, as that activation's backward does,
+// before the batch-norm backward.
 Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor running_mean, Tensor running_var, bool training, double momentum,
-                       double eps, bool relu) {
+                       double eps, kernels::BnAct act) {
   TCV_CHECK(x.dim() >= 2, "[batch_norm] expects input (N, C, ...), got ", x.shape_str());
   TCV_CHECK(is_floating(x.dtype()), "[batch_norm] supports f32, f64, f16 and bf16, got ",
             dtype_name(x.dtype()));
@@ -57,7 +58,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   g.c = x.size(1);
   g.l = x.numel() / std::max<int64_t>(g.n * g.c, 1);
   g.eps = eps;
-  g.relu = relu;
+  g.act = act;
   // Without running statistics eval also normalizes with the batch (PyTorch's
   // track_running_stats=False).
   const bool batch_stats = training || !running_mean.defined();
@@ -120,12 +121,18 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     const bool need_dw = weight.defined() && weight.requires_grad();
     const bool need_db = bias.defined() && bias.requires_grad();
     autograd::record(
-        relu ? "batch_norm_relu" : "batch_norm", {x, weight, bias}, {y},
+        act == kernels::BnAct::relu    ? "batch_norm_relu"
+        : act == kernels::BnAct::relu6 ? "batch_norm_relu6"
+                                       : "batch_norm",
+        {x, weight, bias}, {y},
         [g, batch_stats, need_dx, need_dw, need_db, cd, kd, widen, xdt = x.dtype(),
-         sx = SavedTensor(xc), sw = SavedTensor(wc), sy = SavedTensor(relu ? y : Tensor()), mean,
+         sx = SavedTensor(xc), sw = SavedTensor(wc),
+         sy = SavedTensor(act != kernels::BnAct::none ? y : Tensor()), mean,
          var](std::vector<Tensor>& grads) {
-          Tensor dy = sy.defined() ? unary_grad_consume(kernels::UnaryOp::relu, grads[0], sy.get())
-                                   : std::move(grads[0]);
+          const auto op =
+              g.act == kernels::BnAct::relu ? kernels::UnaryOp::relu : kernels::UnaryOp::relu6;
+          Tensor dy =
+              sy.defined() ? unary_grad_consume(op, grads[0], sy.get()) : std::move(grads[0]);
           dy = dy.to(kd).contiguous();
           const Tensor xv = widen ? sx.get().to(cd) : sx.get();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
@@ -164,14 +171,21 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
                   Tensor running_var, bool training, double momentum, double eps) {
   return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, false);
+                         momentum, eps, kernels::BnAct::none);
 }
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor running_mean, Tensor running_var, bool training, double momentum,
                        double eps) {
   return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, true);
+                         momentum, eps, kernels::BnAct::relu);
+}
+
+Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        Tensor running_mean, Tensor running_var, bool training, double momentum,
+                        double eps) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
+                         momentum, eps, kernels::BnAct::relu6);
 }
 
 }  // namespace tcv::ops

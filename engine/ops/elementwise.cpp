@@ -237,7 +237,8 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
   const char* name = kernels::unary_op_name(op);
   Tensor in = x;
   if (!is_floating(x.dtype()) && op != UnaryOp::neg && op != UnaryOp::abs &&
-      op != UnaryOp::square && op != UnaryOp::sign && op != UnaryOp::relu && op != UnaryOp::clamp)
+      op != UnaryOp::square && op != UnaryOp::sign && op != UnaryOp::relu && op != UnaryOp::relu6 &&
+      op != UnaryOp::clamp)
     in = x.to(DType::f32);
   Tensor out = unary_forward(op, in, p0, p1);
   if (autograd::needs_grad({&x})) {
@@ -304,6 +305,9 @@ Tensor sign(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) {
   return unary(UnaryOp::relu, x);
+}
+Tensor relu6(const Tensor& x) {
+  return unary(UnaryOp::relu6, x);
 }
 Tensor leaky_relu(const Tensor& x, double slope) {
   return unary(UnaryOp::leaky_relu, x, slope);

@@ -33,6 +33,8 @@ Tensor rsqrt(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor relu(const Tensor& x);
+/// min(max(x, 0), 6), as torch.nn.ReLU6: the gradient passes for 0 < x < 6.
+Tensor relu6(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);

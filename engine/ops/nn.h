@@ -45,6 +45,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Ten
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor running_mean, Tensor running_var, bool training,
                        double momentum = 0.1, double eps = 1e-5);
+/// relu6(batch_norm(...)) in one pass over the data, the same values and gradients.
+Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        Tensor running_mean, Tensor running_var, bool training,
+                        double momentum = 0.1, double eps = 1e-5);
 
 /// Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);

@@ -104,14 +104,16 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
           const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
           const T scale_t = static_cast<T>(scale);
           const T shift = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - d * scale);
-          const bool relu = g.relu;
+          const T lo = T(0), hi = T(6);
+          const bool relu = g.act == BnAct::relu, relu6 = g.act == BnAct::relu6;
           for (int64_t n = 0; n < g.n; ++n) {
             const T* xp = x + (n * g.c + c) * l;
             T* yp = y + (n * g.c + c) * l;
 #pragma omp simd
             for (int64_t i = 0; i < l; ++i) {
               const T v = (xp[i] - m) * scale_t + shift;
-              yp[i] = relu && !(v > T(0)) ? T(0) : v;
+              const T a = relu6 && v < lo ? lo : v;
+              yp[i] = relu && !(v > T(0)) ? T(0) : (relu6 && hi < a ? hi : a);
             }
           }
         }
@@ -255,7 +257,7 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
             scale[j] = static_cast<float>(sc);
             shift[j] = static_cast<float>((b ? static_cast<double>(b[c]) : 0.0) - d[j] * sc);
           }
-          const bool relu = g.relu;
+          const bool relu = g.act == BnAct::relu, relu6 = g.act == BnAct::relu6;
           for (int64_t n = 0; n < g.n; ++n) {
             const float* xp = xb + n * image;
             float* yp = yb + n * image;
@@ -263,7 +265,8 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
 #pragma omp simd
               for (int64_t j = 0; j < kB; ++j) {
                 const float v = (xp[i * kB + j] - m[j]) * scale[j] + shift[j];
-                yp[i * kB + j] = relu && !(v > 0.0f) ? 0.0f : v;
+                const float a = relu6 && v < 0.0f ? 0.0f : v;
+                yp[i * kB + j] = relu && !(v > 0.0f) ? 0.0f : (relu6 && 6.0f < a ? 6.0f : a);
               }
           }
         }
@@ -377,7 +380,8 @@ const BnEntry& entry(const BatchNormGeom& g, bool training, bool has_w, bool has
 
 void forward_dnnl(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor* w,
                   const KTensor* b, const KTensor& y, const KTensor& mean, const KTensor& var) {
-  TCV_CHECK(!g.relu, "[batch_norm] the oneDNN path (a cross-check) has no fused relu");
+  TCV_CHECK(g.act == BnAct::none,
+            "[batch_norm] the oneDNN path (a cross-check) has no fused activation");
   try {
     const BnEntry& e = entry(g, training, w != nullptr, b != nullptr);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.data_md, x.data)},

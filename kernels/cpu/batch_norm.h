@@ -11,6 +11,10 @@
 
 namespace tcv::kernels {
 
+/// An activation fused into batch norm's output: relu (`y > 0 ? y : 0`) or
+/// relu6 (min(max(y, 0), 6), NaN kept).
+enum class BnAct : uint8_t { none, relu, relu6 };
+
 /// x viewed as contiguous (n, c, l): statistics are per channel over n·l values.
 struct BatchNormGeom {
   int64_t n = 0, c = 0, l = 1;
@@ -18,10 +22,10 @@ struct BatchNormGeom {
   /// CPU f32 only: x, y, dy and dx are in the nChw16c layout (kernels/cpu/
   /// blocked.h) with l = H * W, instead of row-major.
   bool blocked = false;
-  /// Forward only: the output is clamped at 0 as it is written (relu fused into
-  /// batch norm, with relu's `x > 0 ? x : 0`). The backward takes dy already
-  /// masked by the output.
-  bool relu = false;
+  /// Forward only: an activation applied as the output is written (fused into
+  /// batch norm), with the elementwise ops' arithmetic. The backward takes dy
+  /// already masked by the output.
+  BnAct act = BnAct::none;
 };
 
 /// Running statistics a training forward updates in place, as PyTorch does:

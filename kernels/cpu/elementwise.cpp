@@ -16,7 +16,7 @@ const char* binary_op_name(BinaryOp op) {
 const char* unary_op_name(UnaryOp op) {
   static const char* names[] = {"neg",       "abs",   "exp",        "log",     "sqrt",
                                 "rsqrt",     "relu",  "leaky_relu", "sigmoid", "tanh",
-                                "hardswish", "clamp", "square",     "sign"};
+                                "hardswish", "clamp", "square",     "sign",    "relu6"};
   return names[static_cast<int>(op)];
 }
 
@@ -191,6 +191,15 @@ void unary_typed(UnaryOp op, const KTensor& out, const KTensor& in, double p0, d
           },
           in);
       break;
+    case UnaryOp::relu6:
+      map<T, T>(
+          out,
+          [cast](T x) {
+            const F a = F(x) < F(0) ? F(0) : F(x);
+            return cast(F(6) < a ? F(6) : a);
+          },
+          in);
+      break;
     case UnaryOp::clamp: {
       // min(max(v, lo), hi) as selects: NaN stays NaN (v < lo and hi < v are
       // false for it) and the loop vectorizes; nested branches ran ~30x slower.
@@ -275,6 +284,11 @@ void unary_backward_typed(UnaryOp op, const KTensor& dx, const KTensor& dy, cons
             return cast(F(g) * d);
           },
           dy, s);
+      break;
+    case UnaryOp::relu6:
+      map<T, T>(
+          dx, [cast](T g, T y) { return cast((F(y) > F(0)) & (F(y) < F(6)) ? F(g) : F(0)); }, dy,
+          s);
       break;
     case UnaryOp::clamp: {
       const F lo = static_cast<F>(p0), hi = static_cast<F>(p1);

@@ -41,7 +41,10 @@ enum class UnaryOp : uint8_t {
   hardswish,
   clamp,
   square,
-  sign
+  sign,
+  /// min(max(x, 0), 6) as torch.nn.ReLU6; the gradient passes where the output
+  /// is strictly inside (0, 6), as torch's hardtanh (read from the output).
+  relu6
 };
 
 const char* binary_op_name(BinaryOp op);
@@ -52,7 +55,8 @@ inline bool is_comparison(BinaryOp op) {
 /// Ops whose backward reads the output rather than the input.
 inline bool backward_uses_output(UnaryOp op) {
   return op == UnaryOp::exp || op == UnaryOp::sqrt || op == UnaryOp::rsqrt ||
-         op == UnaryOp::sigmoid || op == UnaryOp::tanh || op == UnaryOp::relu;
+         op == UnaryOp::sigmoid || op == UnaryOp::tanh || op == UnaryOp::relu ||
+         op == UnaryOp::relu6;
 }
 
 }  // namespace tcv::kernels

@@ -7,7 +7,7 @@
 //                       is stored rounded to m and the remainder d = mean - m
 //                       goes into the shift: y = (x - m)·scale + (b - d·scale).
 //   forward (eval)      the same normalize pass with the running statistics.
-//   relu (fused)        the normalize pass clamps at 0 as it writes.
+//   relu, relu6 (fused) the normalize pass clamps as it writes.
 //   backward            one reduction pass (Σdy, Σdy·(x - m), Σ(x - m)), then
 //                       dx = dy·k_dy - (x - m)·k_x - k_0 per element.
 //
@@ -209,12 +209,13 @@ __global__ void backward_coeffs(const double* __restrict__ partial, int chunks, 
   }
 }
 
-// Pack j of all n·c·l values (V at a time): channel (j / lv) % c. With relu
-// the output is clamped at 0 as relu does (x > 0 ? x : 0).
+// Pack j of all n·c·l values (V at a time): channel (j / lv) % c. A fused
+// activation clamps the output as the elementwise ops do: relu `y > 0 ? y : 0`,
+// relu6 min(max(y, 0), 6) with NaN kept.
 template <typename T, int V, typename Div>
 __global__ void __launch_bounds__(kThreads)
     normalize(const T* __restrict__ x, T* __restrict__ y, const acc_t<T>* __restrict__ coef,
-              index_of<Div> packs, Div lv, Div c, bool relu) {
+              index_of<Div> packs, Div lv, Div c, BnAct act) {
   using I = index_of<Div>;
   using A = acc_t<T>;
   for (I j = blockIdx.x * kThreads + threadIdx.x; j < packs; j += gridDim.x * kThreads) {
@@ -226,7 +227,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const A v = (to_acc(px.v[e]) - m) * scale + shift;
-      py.v[e] = convert<T>(relu && !(v > A(0)) ? A(0) : v);
+      A a = v;
+      if (act == BnAct::relu) a = v > A(0) ? v : A(0);
+      if (act == BnAct::relu6) {
+        a = v < A(0) ? A(0) : v;
+        a = A(6) < a ? A(6) : a;
+      }
+      py.v[e] = convert<T>(a);
     }
     store<V>(y + static_cast<int64_t>(j) * V, py);
   }
@@ -334,7 +341,7 @@ void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, cons
     const int64_t packs = total / V;
     normalize<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
         x.ptr<const T>(), y.ptr<T>(), coef, static_cast<index_of<Div>>(packs),
-        divider<Div>(g.l / V), divider<Div>(g.c), g.relu);
+        divider<Div>(g.l / V), divider<Div>(g.c), g.act);
     TCV_CUDA_LAUNCH_CHECK();
   });
 }

@@ -162,6 +162,9 @@ void unary_typed(UnaryOp op, const KTensor& out, const KTensor& in, double p0, d
     case UnaryOp::clamp:
       TCV_UNARY(F(x) != F(x) ? F(x) : (F(x) < q0 ? q0 : (F(x) > q1 ? q1 : F(x))));
       break;
+    case UnaryOp::relu6:
+      TCV_UNARY(F(x) < F(0) ? F(0) : (F(6) < F(x) ? F(6) : F(x)));
+      break;
   }
 #undef TCV_UNARY
 }
@@ -227,6 +230,9 @@ void unary_backward_typed(UnaryOp op, const KTensor& dx, const KTensor& dy, cons
       break;
     case UnaryOp::clamp:
       TCV_UNARY_BW(v >= q0 && v <= q1 ? g : F(0));
+      break;
+    case UnaryOp::relu6:  // v is the output
+      TCV_UNARY_BW(v > F(0) && v < F(6) ? g : F(0));
       break;
   }
 #undef TCV_UNARY_BW

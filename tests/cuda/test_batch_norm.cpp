@@ -204,6 +204,17 @@ TEST(CudaBatchNorm, FusedRelu) {
               return TVec{y, v[3].clone(), v[4].clone()};
             },
             in, o);
+        // relu6, with weights that carry some outputs past 6.
+        TVec in6 = in;
+        in6[1] = input({s[1]}, 122, DType::f32, true, 4.0, 5.0);
+        expect_cuda_matches_cpu(
+            std::string("bn+relu6 ") + dtype_name(dt) + " " + in[0].shape_str() +
+                (training ? " train" : " eval"),
+            [training](const TVec& v) {
+              Tensor y = ops::batch_norm_relu6(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+              return TVec{y, v[3].clone(), v[4].clone()};
+            },
+            in6, o);
       }
     }
   }

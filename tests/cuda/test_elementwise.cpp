@@ -108,6 +108,10 @@ TEST(CudaElementwise, UnaryOpsAndGradients) {
         "clamp", [](const TVec& v) { return ops::clamp(v[0], -0.5, 0.75); }, {x}, o);
     expect_cuda_matches_cpu(
         "sign", [](const TVec& v) { return ops::sign(v[0]); }, {x}, o);
+    // relu6 over both bounds: inputs in (-4, 8).
+    expect_cuda_matches_cpu(
+        "relu6", [](const TVec& v) { return ops::relu6(v[0]); },
+        {input({7, 33}, 10, dt, true, -4.0, 8.0)}, o);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -278,54 +279,70 @@ TEST(BatchNorm, HalfInputComputesInF32) {
 }
 
 TEST(BatchNormRelu, SameValuesAndGradientsAsReluOfBatchNorm) {
-  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
-    for (bool training : {true, false}) {
-      const DType pd = dt == DType::bf16 ? DType::f32 : dt;
-      Tensor x0 = rand_f64({3, 4, 5, 6}, 31, -2.0, 2.0, false).to(dt);
-      Tensor w0 = rand_f64({4}, 32, 0.5, 1.5, false).to(pd);
-      Tensor b0 = rand_f64({4}, 33, -0.5, 0.5, false).to(pd);
-      Tensor dy = rand_f64({3, 4, 5, 6}, 34, -1.0, 1.0, false).to(dt);
-      auto leaf = [](const Tensor& t) {
-        Tensor c = t.clone();
-        c.set_requires_grad(true);
-        return c;
-      };
-      Tensor rm_a = zeros({4}, {.dtype = pd}), rv_a = ones({4}, {.dtype = pd});
-      Tensor rm_b = zeros({4}, {.dtype = pd}), rv_b = ones({4}, {.dtype = pd});
-      Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
-      Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
-      Tensor ya = ops::batch_norm_relu(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
-      Tensor yb = ops::relu(ops::batch_norm(xb, wb, bb, rm_b, rv_b, training, 0.1, 1e-5));
-      const std::string what = std::string(dtype_name(dt)) + (training ? " train" : " eval");
-      EXPECT_EQ(ya.grad_fn()->name(), "batch_norm_relu");
-      // About half the outputs are clamped: the test covers both sides.
-      const std::vector<double> yv = ya.to(DType::f64).to_vector<double>();
-      const auto zeros_out = std::count(yv.begin(), yv.end(), 0.0);
-      EXPECT_GT(zeros_out, 100) << what;
-      EXPECT_LT(zeros_out, 260) << what;
-      expect_close(ya, yb, 0, 0, what + " output");
-      ya.backward(dy);
-      yb.backward(dy);
-      expect_close(xa.grad(), xb.grad(), 0, 0, what + " dx");
-      expect_close(wa.grad(), wb.grad(), 0, 0, what + " dweight");
-      expect_close(ba.grad(), bb.grad(), 0, 0, what + " dbias");
-      expect_close(rm_a, rm_b, 0, 0, what + " running_mean");
-      expect_close(rv_a, rv_b, 0, 0, what + " running_var");
+  for (const auto& [dt, training, six] :
+       {std::tuple{DType::f32, true, false}, std::tuple{DType::f32, false, false},
+        std::tuple{DType::f64, true, false}, std::tuple{DType::f64, false, false},
+        std::tuple{DType::bf16, true, false}, std::tuple{DType::bf16, false, false},
+        std::tuple{DType::f32, true, true}, std::tuple{DType::f32, false, true},
+        std::tuple{DType::f64, true, true}, std::tuple{DType::bf16, true, true}}) {
+    const DType pd = dt == DType::bf16 ? DType::f32 : dt;
+    Tensor x0 = rand_f64({3, 4, 5, 6}, 31, -2.0, 2.0, false).to(dt);
+    // relu6: weights large enough that some outputs pass 6.
+    Tensor w0 = rand_f64({4}, 32, six ? 4.0 : 0.5, six ? 5.0 : 1.5, false).to(pd);
+    Tensor b0 = rand_f64({4}, 33, -0.5, 0.5, false).to(pd);
+    Tensor dy = rand_f64({3, 4, 5, 6}, 34, -1.0, 1.0, false).to(dt);
+    auto leaf = [](const Tensor& t) {
+      Tensor c = t.clone();
+      c.set_requires_grad(true);
+      return c;
+    };
+    Tensor rm_a = zeros({4}, {.dtype = pd}), rv_a = ones({4}, {.dtype = pd});
+    Tensor rm_b = zeros({4}, {.dtype = pd}), rv_b = ones({4}, {.dtype = pd});
+    Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
+    Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
+    Tensor ya = six ? ops::batch_norm_relu6(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5)
+                    : ops::batch_norm_relu(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
+    Tensor bn = ops::batch_norm(xb, wb, bb, rm_b, rv_b, training, 0.1, 1e-5);
+    Tensor yb = six ? ops::relu6(bn) : ops::relu(bn);
+    const std::string what =
+        std::string(dtype_name(dt)) + (training ? " train" : " eval") + (six ? " relu6" : " relu");
+    EXPECT_EQ(ya.grad_fn()->name(), six ? "batch_norm_relu6" : "batch_norm_relu");
+    // About half the outputs are clamped at 0 (and some at 6): both sides are covered.
+    const std::vector<double> yv = ya.to(DType::f64).to_vector<double>();
+    const auto zeros_out = std::count(yv.begin(), yv.end(), 0.0);
+    EXPECT_GT(zeros_out, 100) << what;
+    EXPECT_LT(zeros_out, 260) << what;
+    if (six) {
+      EXPECT_GT(std::count(yv.begin(), yv.end(), 6.0), 5) << what;
     }
+    expect_close(ya, yb, 0, 0, what + " output");
+    ya.backward(dy);
+    yb.backward(dy);
+    expect_close(xa.grad(), xb.grad(), 0, 0, what + " dx");
+    expect_close(wa.grad(), wb.grad(), 0, 0, what + " dweight");
+    expect_close(ba.grad(), bb.grad(), 0, 0, what + " dbias");
+    expect_close(rm_a, rm_b, 0, 0, what + " running_mean");
+    expect_close(rv_a, rv_b, 0, 0, what + " running_var");
   }
 }
 
 TEST(BatchNormRelu, GradientCheckF64) {
-  for (bool training : {true, false}) {
-    Tensor rm = rand_f64({3}, 41, -0.5, 0.5, false), rv = rand_f64({3}, 42, 0.5, 2.0, false);
-    check_gradients(training ? "batch_norm_relu train" : "batch_norm_relu eval",
-                    [&](const std::vector<Tensor>& v) {
-                      return ops::batch_norm_relu(v[0], v[1], v[2], rm.clone(), rv.clone(),
-                                                  training, 0.1, 1e-5);
-                    },
-                    {rand_f64({2, 3, 4, 5}, 43, -2.0, 2.0), rand_f64({3}, 44, 0.5, 1.5),
-                     rand_f64({3}, 45, -0.5, 0.5)},
-                    {.kink = 1e-4});
+  for (bool six : {false, true}) {
+    for (bool training : {true, false}) {
+      Tensor rm = rand_f64({3}, 41, -0.5, 0.5, false), rv = rand_f64({3}, 42, 0.5, 2.0, false);
+      check_gradients(
+          std::string(six ? "batch_norm_relu6" : "batch_norm_relu") +
+              (training ? " train" : " eval"),
+          [&](const std::vector<Tensor>& v) {
+            return six ? ops::batch_norm_relu6(v[0], v[1], v[2], rm.clone(), rv.clone(), training,
+                                               0.1, 1e-5)
+                       : ops::batch_norm_relu(v[0], v[1], v[2], rm.clone(), rv.clone(), training,
+                                              0.1, 1e-5);
+          },
+          {rand_f64({2, 3, 4, 5}, 43, -2.0, 2.0),
+           rand_f64({3}, 44, six ? 4.0 : 0.5, 1.5 + six * 3.5), rand_f64({3}, 45, -0.5, 0.5)},
+          {.kink = 1e-4});
+    }
   }
 }
 

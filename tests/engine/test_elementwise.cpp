@@ -66,6 +66,9 @@ TEST(Elementwise, UnaryValues) {
                from_vector<double>({1 / (1 + std::exp(2.0)), 1 / (1 + std::exp(0.5)), 0.5,
                                     1 / (1 + std::exp(-0.5)), 1 / (1 + std::exp(-2.0))}));
   expect_close(ops::clamp(x, -1, 1), from_vector<double>({-1, -0.5, 0, 0.5, 1}));
+  expect_close(ops::relu6(from_vector<double>({-1, 0, 3, 6, 7})),
+               from_vector<double>({0, 0, 3, 6, 6}));
+  EXPECT_TRUE(std::isnan(ops::relu6(from_vector<float>({NAN})).item()));
   expect_close(ops::abs(x), from_vector<double>({2, 0.5, 0, 0.5, 2}));
   expect_close(ops::sign(x), from_vector<double>({-1, -1, 0, 1, 1}));
   expect_close(ops::neg(x), from_vector<double>({2, 0.5, 0, -0.5, -2}));
@@ -193,6 +196,14 @@ TEST(Elementwise, UnaryGradients) {
       "hardswish", [](auto& v) { return ops::hardswish(v[0]); }, {hs}, kinked);
   check_gradients(
       "clamp", [](auto& v) { return ops::clamp(v[0], -1, 0.5); }, {x}, kinked);
+  Tensor r6 = rand_f64({4, 5}, 11, -3, 9);
+  check_gradients(
+      "relu6", [](auto& v) { return ops::relu6(v[0]); }, {r6}, kinked);
+  // As torch's hardtanh: no gradient at exactly 0 and 6, where clamp passes it.
+  Tensor edges = from_vector<double>({0, 6, 3});
+  edges.set_requires_grad(true);
+  ops::sum(ops::relu6(edges)).backward();
+  expect_close(edges.grad(), from_vector<double>({0, 0, 1}), 0, 0, "relu6 at its bounds");
 }
 
 TEST(Elementwise, OperatorsCompose) {

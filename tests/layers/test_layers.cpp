@@ -243,7 +243,7 @@ TEST(Sequential, ChainsAndNamesByPosition) {
   EXPECT_THROW(seq.push_back(nullptr), Error);
 }
 
-TEST(Sequential, FusesBatchNormThenReLU) {
+TEST(Sequential, FusesBatchNormThenReLUOrReLU6) {
   auto bn = std::make_shared<nn::BatchNorm2d>(3);
   nn::init::uniform_(bn->weight, 0.5, 1.5);
   nn::init::uniform_(bn->bias, -0.5, 0.5);
@@ -262,7 +262,10 @@ TEST(Sequential, FusesBatchNormThenReLU) {
     EXPECT_EQ(y.grad_fn()->name(), "batch_norm_relu");  // one node for both layers
     Tensor ref = ops::relu(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, training, 0.1, 1e-5));
     expect_close(y, ref, 0, 0, training ? "fused train" : "fused eval");
-    EXPECT_NE(six(x).grad_fn()->name(), "batch_norm_relu");  // ReLU6 is not fused
+    Tensor y6 = six(x);
+    EXPECT_EQ(y6.grad_fn()->name(), "batch_norm_relu6");
+    Tensor ref6 = ops::relu6(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, training, 0.1, 1e-5));
+    expect_close(y6, ref6, 0, 0, training ? "fused relu6 train" : "fused relu6 eval");
   }
 }
 
