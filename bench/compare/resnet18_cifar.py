@@ -7,7 +7,7 @@ the same number of threads (2 by default); PyTorch runs with its fastest malloc
 settings. Each run is a fresh process, so peak RSS is that of one run.
 
     /usr/bin/python3 bench/compare/resnet18_cifar.py [--build build] [--rounds 3]
-        [--conv-algo auto|direct]
+        [--conv-algo auto|direct] [--model resnet18_cifar|mobilenet_v2]
 """
 import argparse
 import json
@@ -35,8 +35,8 @@ def run_tcv(args):
 
 def run_torch(args):
     env = dict(os.environ, **TORCH_ENV)
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "resnet18_cifar_torch.py"), "--threads",
-           str(args.threads), *shape_args(args)]
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "resnet18_cifar_torch.py"), "--model",
+           args.model, "--threads", str(args.threads), *shape_args(args)]
     return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 

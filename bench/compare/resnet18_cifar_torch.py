@@ -20,7 +20,7 @@ import time
 import torch
 import torch.nn as nn
 
-from torch_blocks import BasicBlock
+from torch_blocks import BasicBlock, MobileNetV2
 
 
 class ResNet18Cifar(nn.Module):
@@ -60,6 +60,7 @@ class ResNet18Cifar(nn.Module):
 
 def main():
     p = argparse.ArgumentParser()
+    p.add_argument("--model", default="resnet18_cifar", choices=["resnet18_cifar", "mobilenet_v2"])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image-size", type=int, default=32)
@@ -70,7 +71,8 @@ def main():
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    net = ResNet18Cifar(args.classes, args.channels)
+    net = (MobileNetV2 if args.model == "mobilenet_v2" else ResNet18Cifar)(args.classes,
+                                                                          args.channels)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -93,7 +95,7 @@ def main():
         ms.append(1000.0 * (time.perf_counter() - t0))
     med = statistics.median(ms)
     print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": "resnet18_cifar",
+        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
         "threads": torch.get_num_threads(), "batch": args.batch, "image_size": args.image_size,
         "parameters": sum(t.numel() for t in net.parameters()),
         "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,
