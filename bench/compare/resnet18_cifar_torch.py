@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""PyTorch side of the ResNet-18 (CIFAR stem) training-step comparison.
+"""PyTorch side of the training-step comparisons (bench/compare/resnet18_cifar.py).
 
-The same model and step as `tcv-bench train --model resnet18_cifar`: torchvision's
-ResNet-18 with a CIFAR stem (conv 3x3 stride 1, no max-pool), defined here since
-torchvision may be absent; a synthetic batch of 3x32x32, cross-entropy, SGD
-(momentum 0.9). Times each step after warm-up and prints one JSON line with
-images/s (batch / median step time), ms/step and peak RSS (getrusage maxrss).
+The same model and step as `tcv-bench train --model NAME`, for NAME in
+resnet18_cifar (ResNet-18 with a CIFAR stem: conv 3x3 stride 1, no max-pool),
+resnet50 and mobilenet_v2: torchvision's architectures as written out in
+scripts/make_golden_cls.py (torchvision may be absent), a synthetic batch,
+cross-entropy, SGD (momentum 0.9). Times each step after warm-up and prints one
+JSON line with images/s (batch / median step time), ms/step and peak RSS
+(getrusage maxrss).
 
 Run with Debian's PyTorch and glibc malloc tuned as PyTorch's users do:
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736 \
@@ -22,51 +24,20 @@ import time
 import torch
 import torch.nn as nn
 
-from torch_blocks import BasicBlock
-
-# torchvision's MobileNetV2 without torchvision: the one the golden tests use.
+# torchvision's models without torchvision: the ones the golden tests use.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from make_golden_cls import MobileNetV2  # noqa: E402
+from make_golden_cls import BasicBlock, Bottleneck, MobileNetV2, ResNet  # noqa: E402
 
-
-class ResNet18Cifar(nn.Module):
-    """torchvision.models.resnet18 with conv1 = 3x3 stride 1 and no max-pool."""
-
-    def __init__(self, num_classes=10, in_channels=3):
-        super().__init__()
-        self.inplanes = 64
-        self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.layer1 = self._make_layer(64, 2, 1)
-        self.layer2 = self._make_layer(128, 2, 2)
-        self.layer3 = self._make_layer(256, 2, 2)
-        self.layer4 = self._make_layer(512, 2, 2)
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-
-    def _make_layer(self, planes, blocks, stride):
-        downsample = None
-        if stride != 1 or self.inplanes != planes:
-            downsample = nn.Sequential(nn.Conv2d(self.inplanes, planes, 1, stride, bias=False),
-                                       nn.BatchNorm2d(planes))
-        layers = [BasicBlock(self.inplanes, planes, stride, downsample)]
-        self.inplanes = planes
-        layers += [BasicBlock(planes, planes) for _ in range(1, blocks)]
-        return nn.Sequential(*layers)
-
-    def forward(self, x):
-        x = self.relu(self.bn1(self.conv1(x)))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
+MODELS = {
+    "resnet18_cifar": lambda k: ResNet(BasicBlock, [2, 2, 2, 2], k, cifar=True),
+    "resnet50": lambda k: ResNet(Bottleneck, [3, 4, 6, 3], k),
+    "mobilenet_v2": lambda k: MobileNetV2(num_classes=k),
+}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", default="resnet18_cifar", choices=["resnet18_cifar", "mobilenet_v2"])
+    p.add_argument("--model", default="resnet18_cifar", choices=sorted(MODELS))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image-size", type=int, default=32)
@@ -77,11 +48,8 @@ def main():
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    if args.model == "mobilenet_v2":
-        assert args.channels == 3, "MobileNetV2 here takes 3 input channels"
-        net = MobileNetV2(num_classes=args.classes)
-    else:
-        net = ResNet18Cifar(args.classes, args.channels)
+    assert args.channels == 3, "these models take 3 input channels"
+    net = MODELS[args.model](args.classes)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
