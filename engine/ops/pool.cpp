@@ -53,10 +53,14 @@ kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParam
   return g;
 }
 
-Tensor pool(const char* op, const Tensor& x, const kernels::Pool2dGeom& g) {
-  Tensor xc = x.detach().contiguous();
+Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
+  // A blocked input (a CPU convolution's output) is pooled as it is and gives a
+  // blocked output.
+  g.blocked = x.is_blocked() && kernels::cpu::pool2d_blockable(g, x.dtype());
+  Tensor xc = g.blocked ? x.detach() : x.detach().contiguous();
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
-  Tensor y = empty({g.n, g.c, g.oh, g.ow}, opts);  // (N, C, OH, OW)
+  const Shape out_shape{g.n, g.c, g.oh, g.ow};
+  Tensor y = g.blocked ? empty_blocked(out_shape) : empty(out_shape, opts);
   const bool grad = autograd::needs_grad({&x});
   // Max pooling keeps what routes dy to the argmax: oneDNN's workspace (f32 CPU)
   // or i64 indices (f64 CPU, CUDA), as opaque bytes.
@@ -67,15 +71,18 @@ Tensor pool(const char* op, const Tensor& x, const kernels::Pool2dGeom& g) {
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), pool2d_forward, g, xc.k(), y.k(), ws.defined() ? &wk : nullptr);
+    TCV_KERNEL(x.device(), pool2d_forward, g, xc.k_any(), y.k_any(), ws.defined() ? &wk : nullptr);
   }
   if (grad)
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
-      Tensor dy = grads[0].contiguous();
-      Tensor dx = empty({g.n, g.c, g.h, g.w}, {.dtype = dy.dtype(), .device = dy.device()});
+      Tensor dy = g.blocked ? to_blocked(grads[0]) : grads[0].contiguous();
+      const Shape in_shape{g.n, g.c, g.h, g.w};
+      Tensor dx = g.blocked ? empty_blocked(in_shape)
+                            : empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
       const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.k(), dx.k(), ws.defined() ? &wk : nullptr);
+      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.k_any(), dx.k_any(),
+                 ws.defined() ? &wk : nullptr);
       return std::vector<Tensor>{dx};
     });
   return y;

@@ -1,12 +1,14 @@
-// Pooling: oneDNN for f32 on plain NCHW (memory-bound, so reordering to a blocked
-// layout and back would cost more than it saves), direct loops for f64 and for
-// average pooling whose ceil-mode overhang PyTorch leaves out of the divisor.
+// Pooling: oneDNN for f32, on plain NCHW or, when the input already is (a
+// convolution's output), on nChw16c (reordering to a blocked layout and back
+// around the pooling would cost more than it saves); direct loops for f64 and
+// for average pooling whose ceil-mode overhang PyTorch leaves out of the divisor.
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/blocked.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/loops.h"
 
@@ -132,11 +134,16 @@ const PoolEntry& entry(const Pool2dGeom& g) {
                 g.stride[1],
                 g.pad[0],
                 g.pad[1],
-                static_cast<int64_t>(g.kind)};
+                static_cast<int64_t>(g.kind),
+                g.blocked};
   return pool_cache().get(key, [&] {
     auto e = std::make_unique<PoolEntry>();
-    e->x_md = plain_md({g.n, g.c, g.h, g.w});
-    e->y_md = plain_md({g.n, g.c, g.oh, g.ow});
+    const auto md = [&](const memory::dims& d) {
+      return g.blocked ? memory::desc(d, memory::data_type::f32, memory::format_tag::nChw16c)
+                       : plain_md(d);
+    };
+    e->x_md = md({g.n, g.c, g.h, g.w});
+    e->y_md = md({g.n, g.c, g.oh, g.ow});
     const memory::dims strides{g.stride[0], g.stride[1]}, kernel{g.kernel[0], g.kernel[1]};
     const memory::dims pad_l{g.pad[0], g.pad[1]};
     const memory::dims pad_r{(g.oh - 1) * g.stride[0] + g.kernel[0] - g.h - g.pad[0],
@@ -164,7 +171,19 @@ bool use_dnnl(const Pool2dGeom& g, DType dt) {
   return dt == DType::f32 && dnnl_can(g);
 }
 
+void check_layout(const char* op, const Pool2dGeom& g, const KTensor& a, const KTensor& b) {
+  if (g.blocked)
+    TCV_CHECK(a.blocked && b.blocked && pool2d_blockable(g, a.dtype), "[", op,
+              "] the blocked layout needs f32 data in whole 16-channel blocks");
+  else
+    TCV_CHECK(a.is_contiguous() && b.is_contiguous(), "[", op, "] expects contiguous tensors");
+}
+
 }  // namespace
+
+bool pool2d_blockable(const Pool2dGeom& g, DType dtype) {
+  return use_dnnl(g, dtype) && g.c % kChannelBlock == 0;
+}
 
 size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
   if (g.kind != PoolKind::max) return 0;
@@ -179,7 +198,7 @@ size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
 void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
                     const KTensor* workspace) {
   const char* op = g.kind == PoolKind::max ? "max_pool2d" : "avg_pool2d";
-  TCV_CHECK(x.is_contiguous() && y.is_contiguous(), "[", op, "] expects contiguous tensors");
+  check_layout(op, g, x, y);
   if (!use_dnnl(g, x.dtype)) {
     TCV_DISPATCH_FLOAT(x.dtype, op, {
       pool_forward_ref<scalar_t>(g, x.ptr<scalar_t>(), y.ptr<scalar_t>(),
@@ -205,7 +224,7 @@ void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
 void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
                      const KTensor* workspace) {
   const char* op = g.kind == PoolKind::max ? "max_pool2d_backward" : "avg_pool2d_backward";
-  TCV_CHECK(dy.is_contiguous() && dx.is_contiguous(), "[", op, "] expects contiguous tensors");
+  check_layout(op, g, dy, dx);
   TCV_CHECK(g.kind != PoolKind::max || workspace, "[", op, "] needs the forward's workspace");
   if (!use_dnnl(g, dy.dtype)) {
     TCV_DISPATCH_FLOAT(dy.dtype, op, {

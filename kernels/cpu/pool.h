@@ -21,11 +21,18 @@ struct Pool2dGeom {
   int64_t stride[2] = {1, 1};
   int64_t pad[2] = {0, 0};
   PoolKind kind = PoolKind::max;
+  /// CPU f32 only: x, y, dy and dx are in the nChw16c layout (kernels/cpu/
+  /// blocked.h) instead of row-major; see pool2d_blockable.
+  bool blocked = false;
 };
 
 }  // namespace tcv::kernels
 
 namespace tcv::kernels::cpu {
+
+/// Whether pooling of this geometry can run on nChw16c data (f32, oneDNN, whole
+/// 16-channel blocks): a blocked input then gives a blocked output, no reorder.
+bool pool2d_blockable(const Pool2dGeom& g, DType dtype);
 
 /// Bytes the max-pool backward needs from the forward (oneDNN workspace for f32,
 /// i64 argmax indices for f64). 0 for average pooling.

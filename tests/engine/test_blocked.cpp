@@ -119,6 +119,31 @@ TEST(Blocked, BatchNormBlockedEqualsRowMajor) {
   expect_close(dg[1], dg[0], 1e-5, 1e-5, "dgamma");
 }
 
+TEST(Blocked, PoolingReadsAndWritesTheBlockedLayout) {
+  const Tensor x = rand_f64({3, 32, 9, 8}, 30, -2, 3, false).to(DType::f32);
+  for (const bool is_max : {true, false}) {
+    const ops::Pool2dParams p{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}};
+    std::vector<Tensor> y, dx;
+    for (bool blocked : {false, true}) {
+      Tensor xi = blocked ? to_blocked(x) : x.clone();
+      xi.set_requires_grad(true);
+      Tensor out = is_max ? ops::max_pool2d(xi, p) : ops::avg_pool2d(xi, p);
+      EXPECT_EQ(out.is_blocked(), blocked);
+      const Tensor dy = rand_f64(out.shape(), 31, -1, 1, false).to(DType::f32);
+      out.backward(dy);
+      EXPECT_EQ(xi.grad().is_blocked(), blocked);
+      y.push_back(out);
+      dx.push_back(xi.grad());
+    }
+    const std::string what = is_max ? "max" : "avg";
+    expect_close(y[1], y[0], 0, 0, what + " y");
+    expect_close(dx[1], dx[0], 1e-6, 1e-6, what + " dx");
+  }
+  // A row-major input gives a row-major output.
+  Tensor plain = rand_f64({2, 16, 6, 6}, 32, -1, 1, false).to(DType::f32);
+  EXPECT_FALSE(ops::max_pool2d(plain, {}).is_blocked());
+}
+
 TEST(Blocked, ElementwiseOpsMixLayouts) {
   const Tensor a64 = rand_f64({2, 16, 3, 3}, 30, -1, 1, false);
   const Tensor b64 = rand_f64({2, 16, 3, 3}, 31, -1, 1, false);
