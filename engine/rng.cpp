@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "kernels/cpu/loops.h"
 #include "kernels/cuda/rng.h"
@@ -82,13 +83,28 @@ std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
 // Fills a contiguous f64 scratch tensor with f(i) in parallel; element i's
 // value depends only on (seed, offset, i).
 template <typename F>
-Tensor generate(int64_t n, F&& f) {
-  Tensor t = empty({n}, {.dtype = DType::f64});
-  double* p = t.data<double>();
-  kernels::cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = f(i);
-  });
+Tensor generate(int64_t n, F&& f, const Tensor* into = nullptr) {
+  // Values are drawn in double and rounded once to the destination's dtype:
+  // into a contiguous f32/f64 tensor directly (no full-size f64 temporary), or
+  // into a new f64 tensor.
+  Tensor t = into ? *into : empty({n}, {.dtype = DType::f64});
+  auto fill = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    kernels::cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) p[i] = static_cast<T>(f(i));
+    });
+  };
+  if (t.dtype() == DType::f32)
+    fill(t.data<float>());
+  else
+    fill(t.data<double>());
   return t;
+}
+
+/// Whether a draw can be written straight into t (see generate).
+bool direct(const Tensor& t) {
+  return t.device().is_cpu() && t.is_contiguous() && !t.is_blocked() &&
+         (t.dtype() == DType::f32 || t.dtype() == DType::f64);
 }
 
 constexpr double kTwoPow24Inv = 1.0 / 16777216.0;
@@ -103,32 +119,40 @@ Tensor finish(Tensor t64, const Shape& shape, const TensorOptions& opts) {
   return r;
 }
 
-Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen) {
+Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen,
+                    const Tensor* into = nullptr) {
   const int64_t n = shape_numel(shape);
   Generator& g = pick(gen);
   const uint64_t seed = g.seed();
   const uint64_t base = g.advance(static_cast<uint64_t>((n + 3) / 4));
-  return generate(n, [&](int64_t i) {
-    const auto w = block(seed, base + static_cast<uint64_t>(i / 4));
-    // An explicit fma (what -march=native builds contracted this to anyway):
-    // the same rounding on every host and on the GPU (kernels/cuda/rng.cu).
-    return std::fma(high - low, to_unit(w[i % 4]), low);
-  });
+  return generate(
+      n,
+      [&](int64_t i) {
+        const auto w = block(seed, base + static_cast<uint64_t>(i / 4));
+        // An explicit fma (what -march=native builds contracted this to anyway):
+        // the same rounding on every host and on the GPU (kernels/cuda/rng.cu).
+        return std::fma(high - low, to_unit(w[i % 4]), low);
+      },
+      into);
 }
 
-Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen) {
+Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen,
+                   const Tensor* into = nullptr) {
   const int64_t n = shape_numel(shape);
   Generator& g = pick(gen);
   const uint64_t seed = g.seed();
   const uint64_t base = g.advance(static_cast<uint64_t>((n + 1) / 2));
-  return generate(n, [&](int64_t i) {
-    const auto w = block(seed, base + static_cast<uint64_t>(i / 2));
-    const int j = static_cast<int>(i % 2) * 2;
-    const double u1 = 1.0 - to_unit(w[j]);  // (0, 1]: log is finite
-    const double u2 = to_unit(w[j + 1]);
-    return std::fma(std * std::sqrt(-2.0 * std::log(u1)), std::cos(2.0 * std::numbers::pi * u2),
-                    mean);
-  });
+  return generate(
+      n,
+      [&](int64_t i) {
+        const auto w = block(seed, base + static_cast<uint64_t>(i / 2));
+        const int j = static_cast<int>(i % 2) * 2;
+        const double u1 = 1.0 - to_unit(w[j]);  // (0, 1]: log is finite
+        const double u2 = to_unit(w[j + 1]);
+        return std::fma(std * std::sqrt(-2.0 * std::log(u1)), std::cos(2.0 * std::numbers::pi * u2),
+                        mean);
+      },
+      into);
 }
 
 }  // namespace
@@ -203,6 +227,11 @@ void uniform_(Tensor& t, double low, double high, Generator* gen) {
     });
     return;
   }
+  if (direct(t)) {
+    uniform_impl(t.shape(), low, high, gen, &t);
+    t.bump_version();
+    return;
+  }
   Tensor v = uniform_impl(t.shape(), low, high, gen).reshape(t.shape());
   t.copy_(v);
 }
@@ -212,6 +241,11 @@ void normal_(Tensor& t, double mean, double std, Generator* gen) {
     cuda_fill_(t, blocks_of(t.numel(), 2), gen, [&](const Tensor& tmp, Draw d) {
       kernels::cuda::normal(tmp.k(), d.seed, d.base, mean, std);
     });
+    return;
+  }
+  if (direct(t)) {
+    normal_impl(t.shape(), mean, std, gen, &t);
+    t.bump_version();
     return;
   }
   Tensor v = normal_impl(t.shape(), mean, std, gen).reshape(t.shape());

@@ -171,6 +171,26 @@ TEST(Random, SameSeedSameNumbersAnyThreadCount) {
   EXPECT_NE(c.to_vector<float>(), b.slice(0, 0, 10).to_vector<float>());
 }
 
+TEST(Random, InPlaceDrawsWriteStraightIntoTheTensor) {
+  // uniform_/normal_ on a contiguous f32 tensor: the same numbers as drawing a
+  // new tensor, without an f64 temporary of twice its size.
+  CpuAllocator& a = CpuAllocator::instance();
+  for (bool is_normal : {false, true}) {
+    Tensor t = empty({1 << 18});
+    manual_seed(5);
+    a.reset_peak();
+    const int64_t before = a.stats().allocated;
+    if (is_normal)
+      normal_(t, 0.5, 2.0);
+    else
+      uniform_(t, -1.0, 3.0);
+    EXPECT_EQ(a.stats().peak_allocated, before);  // nothing allocated
+    manual_seed(5);
+    const Tensor ref = is_normal ? normal({1 << 18}, 0.5, 2.0) : uniform({1 << 18}, -1.0, 3.0);
+    EXPECT_EQ(t.to_vector<float>(), ref.to_vector<float>());
+  }
+}
+
 TEST(Random, DistributionsHaveTheirMoments) {
   Generator g(7);
   Tensor u = rand({200000}, {.dtype = DType::f64}, &g);
