@@ -167,6 +167,9 @@ class VGG(nn.Module):
                                         nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(),
                                         nn.Linear(4096, num_classes))
 
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
 
 def make_divisible(v, divisor, min_value=None):
     if min_value is None:

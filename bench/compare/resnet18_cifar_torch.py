@@ -3,7 +3,7 @@
 
 The same model and step as `tcv-bench train --model NAME`, for NAME in
 resnet18_cifar (ResNet-18 with a CIFAR stem: conv 3x3 stride 1, no max-pool),
-resnet50 and mobilenet_v2: torchvision's architectures as written out in
+resnet50, mobilenet_v2 and vgg11_bn: torchvision's architectures as written out in
 scripts/make_golden_cls.py (torchvision may be absent), a synthetic batch,
 cross-entropy, SGD (momentum 0.9). Times each step after warm-up and prints one
 JSON line with images/s (batch / median step time), ms/step and peak RSS
@@ -26,12 +26,13 @@ import torch.nn as nn
 
 # torchvision's models without torchvision: the ones the golden tests use.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-from make_golden_cls import BasicBlock, Bottleneck, MobileNetV2, ResNet  # noqa: E402
+from make_golden_cls import VGG, BasicBlock, Bottleneck, MobileNetV2, ResNet  # noqa: E402
 
 MODELS = {
     "resnet18_cifar": lambda k: ResNet(BasicBlock, [2, 2, 2, 2], k, cifar=True),
     "resnet50": lambda k: ResNet(Bottleneck, [3, 4, 6, 3], k),
     "mobilenet_v2": lambda k: MobileNetV2(num_classes=k),
+    "vgg11_bn": lambda k: VGG("A", batch_norm=True, num_classes=k),
 }
 
 
