@@ -32,20 +32,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/// V consecutive elements, loaded and stored as one access.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-template <int V, typename T>
-__device__ __forceinline__ Pack<T, V> load(const T* p) {
-  return *reinterpret_cast<const Pack<T, V>*>(p);
-}
-template <int V, typename T>
-__device__ __forceinline__ void store(T* p, const Pack<T, V>& v) {
-  *reinterpret_cast<Pack<T, V>*>(p) = v;
-}
-
 template <typename Div>
 using index_of = decltype(Div().divisor());
 
@@ -88,7 +74,8 @@ __global__ void __launch_bounds__(kThreads)
   for (I j = chunk * kThreads + threadIdx.x; j < packs; j += chunks * kThreads) {
     I b, i;
     lv.divmod(j, b, i);
-    const Pack<T, V> p = load<V>(xc + static_cast<int64_t>(b) * cl + static_cast<int64_t>(i) * V);
+    const Lanes<T, V> p =
+        load_lanes<V>(xc + static_cast<int64_t>(b) * cl + static_cast<int64_t>(i) * V);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const double d = static_cast<double>(to_acc(p.v[e])) - k;
@@ -121,7 +108,7 @@ __global__ void __launch_bounds__(kThreads)
     I b, i;
     lv.divmod(j, b, i);
     const int64_t off = static_cast<int64_t>(b) * cl + static_cast<int64_t>(i) * V;
-    const Pack<T, V> px = load<V>(xc + off), pg = load<V>(dyc + off);
+    const Lanes<T, V> px = load_lanes<V>(xc + off), pg = load_lanes<V>(dyc + off);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const A xm = to_acc(px.v[e]) - m;
@@ -209,7 +196,7 @@ __global__ void backward_coeffs(const double* __restrict__ partial, int chunks, 
   }
 }
 
-// Pack j of all n·c·l values (V at a time): channel (j / lv) % c. A fused
+// Group j of all n·c·l values (V at a time): channel (j / lv) % c. A fused
 // activation clamps the output as the elementwise ops do: relu `y > 0 ? y : 0`,
 // relu6 min(max(y, 0), 6) with NaN kept.
 template <typename T, int V, typename Div>
@@ -222,8 +209,8 @@ __global__ void __launch_bounds__(kThreads)
     I plane, ch;
     c.divmod(lv.div(j), plane, ch);
     const A m = coef[3 * ch], scale = coef[3 * ch + 1], shift = coef[3 * ch + 2];
-    const Pack<T, V> px = load<V>(x + static_cast<int64_t>(j) * V);
-    Pack<T, V> py;
+    const Lanes<T, V> px = load_lanes<V>(x + static_cast<int64_t>(j) * V);
+    Lanes<T, V> py;
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const A v = (to_acc(px.v[e]) - m) * scale + shift;
@@ -235,7 +222,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       py.v[e] = convert<T>(a);
     }
-    store<V>(y + static_cast<int64_t>(j) * V, py);
+    store_lanes<V>(y + static_cast<int64_t>(j) * V, py);
   }
 }
 
@@ -252,12 +239,12 @@ __global__ void __launch_bounds__(kThreads)
     const A m = coef[4 * ch], k_dy = coef[4 * ch + 1], k_x = coef[4 * ch + 2],
             k_0 = coef[4 * ch + 3];
     const int64_t off = static_cast<int64_t>(j) * V;
-    const Pack<T, V> px = load<V>(x + off), pg = load<V>(dy + off);
-    Pack<T, V> pd;
+    const Lanes<T, V> px = load_lanes<V>(x + off), pg = load_lanes<V>(dy + off);
+    Lanes<T, V> pd;
 #pragma unroll
     for (int e = 0; e < V; ++e)
       pd.v[e] = convert<T>(to_acc(pg.v[e]) * k_dy - (to_acc(px.v[e]) - m) * k_x - k_0);
-    store<V>(dx + off, pd);
+    store_lanes<V>(dx + off, pd);
   }
 }
 
@@ -273,8 +260,7 @@ Plan plan_for(const BatchNormGeom& g, std::initializer_list<const void*> data) {
   Plan p;
   p.narrow = g.n * g.c * g.l < FastDivmod::kLimit && g.c < FastDivmod::kLimit;
   p.vec4 = g.l % 4 == 0;
-  for (const void* ptr : data)
-    p.vec4 = p.vec4 && reinterpret_cast<uintptr_t>(ptr) % (4 * sizeof(T)) == 0;
+  for (const void* ptr : data) p.vec4 = p.vec4 && lanes_aligned<4>(static_cast<const T*>(ptr));
   return p;
 }
 

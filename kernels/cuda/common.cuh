@@ -134,16 +134,40 @@ inline void coalesce(KTensor* ops, int n) {
   }
 }
 
-/// Blocks for a grid-stride loop over n items: enough to fill the device, no more.
-inline int grid_for(int64_t n, int threads = 256) {
+/// Streaming multiprocessors of the first device asked (80 if unknown).
+inline int num_sms() {
   static int sms = [] {
     int dev = 0, count = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
     return count > 0 ? count : 80;
   }();
+  return sms;
+}
+
+/// Blocks for a grid-stride loop over n items: enough to fill the device, no more.
+inline int grid_for(int64_t n, int threads = 256) {
   const int64_t want = (n + threads - 1) / threads;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, int64_t(sms) * 16)));
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, int64_t(num_sms()) * 16)));
+}
+
+/// V consecutive elements, loaded and stored as one vector access.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Lanes {
+  T v[V];
+};
+/// Whether p may be read and written as Lanes<T, V>.
+template <int V, typename T>
+bool lanes_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(Lanes<T, V>) == 0;
+}
+template <int V, typename T>
+__device__ __forceinline__ Lanes<T, V> load_lanes(const T* p) {
+  return *reinterpret_cast<const Lanes<T, V>*>(p);
+}
+template <int V, typename T>
+__device__ __forceinline__ void store_lanes(T* p, const Lanes<T, V>& v) {
+  *reinterpret_cast<Lanes<T, V>*>(p) = v;
 }
 
 #define TCV_CUDA_GRID_STRIDE(i, n)                                                       \

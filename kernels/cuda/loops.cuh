@@ -67,19 +67,8 @@ bool prepare(KTensor* ops, MultiIndexer<N, Div>& mi) {
   return contiguous;
 }
 
-/// Four elements of one operand, loaded or stored as one vector access.
-template <typename T>
-struct alignas(sizeof(T) * 4) Vec4 {
-  T v[4];
-};
-
-template <typename T>
-bool vec4_aligned(const T* p) {
-  return reinterpret_cast<uintptr_t>(p) % alignof(Vec4<T>) == 0;
-}
-
 template <typename Out, typename F, typename... In>
-__device__ __forceinline__ void apply4(Vec4<Out>& o, const F& f, Vec4<In>... x) {
+__device__ __forceinline__ void apply4(Lanes<Out, 4>& o, const F& f, Lanes<In, 4>... x) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) o.v[j] = f(x.v[j]...);
 }
@@ -105,9 +94,9 @@ __global__ void map_vec4(I n, F f, Out* out, const In*... in) {
   const I first = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x;
   const I step = static_cast<I>(blockDim.x) * gridDim.x;
   for (I v = first; v < nv; v += step) {
-    Vec4<Out> o;
-    apply4(o, f, reinterpret_cast<const Vec4<In>*>(in)[v]...);
-    reinterpret_cast<Vec4<Out>*>(out)[v] = o;
+    Lanes<Out, 4> o;
+    apply4(o, f, reinterpret_cast<const Lanes<In, 4>*>(in)[v]...);
+    reinterpret_cast<Lanes<Out, 4>*>(out)[v] = o;
   }
   const I i = nv * 4 + first;
   if (i < n) out[i] = f(in[i]...);
@@ -127,7 +116,7 @@ __global__ void map_strided(int64_t n, F f, Ix mi, Out* out, const In*... in) {
 
 template <typename I, typename F, typename Out, typename... In>
 void launch_contig(I n, F f, Out* out, const In*... in) {
-  if (vec4_aligned(out) && (vec4_aligned(in) && ...))
+  if (lanes_aligned<4>(out) && (lanes_aligned<4>(in) && ...))
     map_vec4<<<grid_for(n / 4), 256, 0, cur_stream()>>>(n, f, out, in...);
   else
     map_contig<<<grid_for(n), 256, 0, cur_stream()>>>(n, f, out, in...);

@@ -28,16 +28,6 @@ inline int pow2_at_least(int64_t v, int cap) {
   return p;
 }
 
-inline int num_sms() {
-  static int sms = [] {
-    int dev = 0, count = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
-    return count > 0 ? count : 80;
-  }();
-  return sms;
-}
-
 inline Tile make_tile(int64_t outer, int64_t r, int64_t inner) {
   Tile t;
   t.bx = pow2_at_least(inner, 32);
