@@ -50,9 +50,11 @@ TVec bn_inputs(const Shape& x, uint64_t seed, DType dt) {
 TEST(CudaBatchNorm, TrainingUpdatesRunningStats) {
   TCV_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64}) {
-    for (const Shape& s : {Shape{4, 3, 7, 5}, Shape{5, 6}, Shape{3, 4, 11}, Shape{1, 2, 3, 3}}) {
+    // Planes of 35, 1, 11, 9 (scalar loads) and 8 (4-wide loads: 32-byte vectors in f64).
+    for (const Shape& s :
+         {Shape{4, 3, 7, 5}, Shape{5, 6}, Shape{3, 4, 11}, Shape{1, 2, 3, 3}, Shape{3, 5, 4, 2}}) {
       expect_cuda_matches_cpu(
-          std::string("train ") + dtype_name(dt),
+          std::string("train ") + dtype_name(dt) + " " + shape_str(s),
           [](const TVec& v) {
             Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
             return TVec{y, v[3].clone(), v[4].clone()};
@@ -82,15 +84,20 @@ TEST(CudaBatchNorm, TrainingLargePlanesManyBlocks) {
 TEST(CudaBatchNorm, Eval) {
   TCV_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64}) {
-    expect_cuda_matches_cpu(
-        std::string("eval ") + dtype_name(dt),
-        [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
-        bn_inputs({3, 5, 6, 7}, 30, dt), tol_for(dt));
-    // Without running statistics eval normalizes with the batch.
-    expect_cuda_matches_cpu(
-        std::string("eval no running stats ") + dtype_name(dt),
-        [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], Tensor(), Tensor(), false); },
-        bn_inputs({3, 5, 6, 7}, 40, dt), tol_for(dt));
+    // Planes of 42 (scalar loads) and 16 (4-wide loads).
+    for (const Shape& s : {Shape{3, 5, 6, 7}, Shape{2, 3, 4, 4}}) {
+      expect_cuda_matches_cpu(
+          std::string("eval ") + dtype_name(dt) + " " + shape_str(s),
+          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
+          bn_inputs(s, 30, dt), tol_for(dt));
+      // Without running statistics eval normalizes with the batch.
+      expect_cuda_matches_cpu(
+          std::string("eval no running stats ") + dtype_name(dt) + " " + shape_str(s),
+          [](const TVec& v) {
+            return ops::batch_norm(v[0], v[1], v[2], Tensor(), Tensor(), false);
+          },
+          bn_inputs(s, 40, dt), tol_for(dt));
+    }
   }
 }
 

@@ -74,6 +74,22 @@ TEST(CudaElementwise, ComparisonsAndIntegers) {
                             },
                             {a, b});
   }
+  // Integer operands where every relation occurs (row 0 below, row 1 equal, rows 2-3 above):
+  // random floats are never equal, so the f32 comparisons above cannot tell eq from le or ge.
+  Tensor ci = testing::iota({4, 9}, DType::i64, -18), cj = testing::iota({9}, DType::i64, -9);
+  for (auto* name : {"eq", "ne", "lt", "le", "gt", "ge"}) {
+    const std::string n = name;
+    expect_cuda_matches_cpu("int " + n,
+                            [n](const TVec& v) {
+                              if (n == "eq") return ops::eq(v[0], v[1]);
+                              if (n == "ne") return ops::ne(v[0], v[1]);
+                              if (n == "lt") return ops::lt(v[0], v[1]);
+                              if (n == "le") return ops::le(v[0], v[1]);
+                              if (n == "gt") return ops::gt(v[0], v[1]);
+                              return ops::ge(v[0], v[1]);
+                            },
+                            {ci, cj});
+  }
   Tensor i = testing::iota({4, 9}, DType::i64, -10), j = testing::iota({9}, DType::i32, -4);
   expect_cuda_matches_cpu("int add", [](const TVec& v) { return ops::add(v[0], v[1]); }, {i, j});
   expect_cuda_matches_cpu("int mul", [](const TVec& v) { return ops::mul(v[0], v[1]); }, {i, j});
