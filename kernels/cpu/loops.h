@@ -91,30 +91,35 @@ struct Loop {
     return n;
   }
 
-  /// Calls inner(ptrs, inner_strides, n) for each run of the innermost dim.
+  /// Calls inner(ptrs, inner_strides, n) over runs of the innermost dim. Threads
+  /// split the elements, not the outer dims, so one long contiguous run (the
+  /// common case once dims are merged) is shared too; a thread's range may
+  /// start and end inside a run.
   template <typename Inner>
   void run(Inner&& inner) const {
-    const int64_t n0 = sizes[0];
-    const int64_t outer = numel() / std::max<int64_t>(n0, 1);
+    const int64_t n0 = std::max<int64_t>(sizes[0], 1);
     int64_t s0[N];
     for (int k = 0; k < N; ++k) s0[k] = strides[k][0];
-    const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(n0, 1));
-    parallel_for(outer, grain, [&](int64_t b, int64_t e) {
-      // Unravel b into the outer coordinates once, then step like an odometer.
+    parallel_for(numel(), kGrain, [&](int64_t b, int64_t e) {
+      // Unravel b into coordinates once, then step the outer dims like an odometer.
       int64_t idx[kMaxDims] = {};
-      int64_t rem = b;
+      int64_t i0 = b % n0;
+      int64_t rem = b / n0;
       for (int i = 1; i < ndim; ++i) {
         idx[i] = rem % sizes[i];
         rem /= sizes[i];
       }
-      for (int64_t o = b; o < e; ++o) {
+      for (int64_t pos = b; pos < e;) {
+        const int64_t len = std::min(n0 - i0, e - pos);
         char* p[N];
         for (int k = 0; k < N; ++k) {
-          int64_t off = 0;
+          int64_t off = i0 * s0[k];
           for (int i = 1; i < ndim; ++i) off += idx[i] * strides[k][i];
           p[k] = base[k] + off;
         }
-        inner(p, s0, n0);
+        inner(p, s0, len);
+        pos += len;
+        i0 = 0;
         for (int i = 1; i < ndim; ++i) {
           if (++idx[i] < sizes[i]) break;
           idx[i] = 0;

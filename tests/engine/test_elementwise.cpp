@@ -36,12 +36,24 @@ TEST(Elementwise, NonContiguousOperands) {
 }
 
 TEST(Elementwise, LargeTensorsMatchSmallLoop) {
-  // Large enough to split across threads; compare against a scalar loop.
+  // Large enough to split across threads, which split elements, not rows: a
+  // thread's range starts and ends inside a run. Every element is checked.
   Tensor a = randn({3, 70001});
   Tensor b = randn({1, 70001});
   Tensor c = ops::mul(ops::add(a, b), a);
   const auto av = a.to_vector<float>(), bv = b.to_vector<float>(), cv = c.to_vector<float>();
-  for (size_t i = 0; i < av.size(); i += 997) EXPECT_EQ(cv[i], (av[i] + bv[i % 70001]) * av[i]);
+  for (size_t i = 0; i < av.size(); ++i) ASSERT_EQ(cv[i], (av[i] + bv[i % 70001]) * av[i]) << i;
+  // One contiguous run of 100003 (all dims merge), plus a broadcast scalar.
+  Tensor x = randn({7, 14287, 1});
+  Tensor s = from_vector<float>({0.25f});
+  const auto xv = x.to_vector<float>(), xs = ops::sub(x, s).to_vector<float>();
+  for (size_t i = 0; i < xv.size(); ++i) ASSERT_EQ(xs[i], xv[i] - 0.25f) << i;
+  // A transposed operand: runs of 3 strided elements in the output's order.
+  Tensor t = randn({70001, 3});
+  const auto tv = t.to_vector<float>(), at = ops::add(a, t.t()).to_vector<float>();
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t k = 0; k < 70001; ++k)
+      ASSERT_EQ(at[r * 70001 + k], av[r * 70001 + k] + tv[k * 3 + r]) << r << "," << k;
 }
 
 TEST(Elementwise, TypePromotion) {
