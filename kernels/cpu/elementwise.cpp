@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vmath.h"
 
 namespace tcv::kernels {
 
@@ -149,11 +150,11 @@ void unary_typed(UnaryOp op, const KTensor& out, const KTensor& in, double p0, d
       break;
     case UnaryOp::exp:
       map<T, T>(
-          out, [&](T x) { return cast(std::exp(F(x))); }, in);
+          out, [&](T x) { return cast(vm::exp(F(x))); }, in);
       break;
     case UnaryOp::log:
       map<T, T>(
-          out, [&](T x) { return cast(std::log(F(x))); }, in);
+          out, [&](T x) { return cast(vm::log(F(x))); }, in);
       break;
     case UnaryOp::sqrt:
       map<T, T>(
@@ -175,11 +176,11 @@ void unary_typed(UnaryOp op, const KTensor& out, const KTensor& in, double p0, d
     }
     case UnaryOp::sigmoid:
       map<T, T>(
-          out, [&](T x) { return cast(F(1) / (F(1) + std::exp(-F(x)))); }, in);
+          out, [&](T x) { return cast(vm::sigmoid(F(x))); }, in);
       break;
     case UnaryOp::tanh:
       map<T, T>(
-          out, [&](T x) { return cast(std::tanh(F(x))); }, in);
+          out, [&](T x) { return cast(vm::tanh(F(x))); }, in);
       break;
     case UnaryOp::hardswish:
       map<T, T>(
