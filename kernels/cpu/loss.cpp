@@ -5,7 +5,9 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/exp_sum.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/vmath.h"
 
 namespace tcv::kernels::cpu {
 namespace {
@@ -40,64 +42,147 @@ T weight_of(const T* w, int64_t c) {
   return w ? w[c] : T(1);
 }
 
-template <typename T>
-void ce_forward(T* nll, T* smooth, T* lse, const T* x, const int64_t* t, const T* w, ClassGeom g,
-                int64_t ignore) {
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c, 1));
-  parallel_for(g.positions(), grain, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const T* xp = x + g.base(p);
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t c = 0; c < g.c; ++c) mx = std::max(mx, xp[c * g.s]);
-      double sum = 0;
-      for (int64_t c = 0; c < g.c; ++c) sum += static_cast<double>(std::exp(xp[c * g.s] - mx));
-      const T l = mx + static_cast<T>(std::log(sum));
-      lse[p] = l;
-      if (t[p] == ignore) {
-        nll[p] = T(0);
-        if (smooth) smooth[p] = T(0);
-        continue;
-      }
-      nll[p] = weight_of(w, t[p]) * (l - xp[t[p] * g.s]);
-      if (smooth) {
-        double acc = 0;
-        for (int64_t c = 0; c < g.c; ++c)
-          acc += static_cast<double>(weight_of(w, c)) * static_cast<double>(l - xp[c * g.s]);
-        smooth[p] = static_cast<T>(acc);
-      }
+// Cross-entropy walks the logits as log-softmax does (exp_sum.h): with s = 1 a
+// position's classes are one contiguous row; with s > 1 they are s apart and a
+// block of neighbouring positions of one image is handled together.
+template <typename Row, typename Block>
+void for_class_rows(ClassGeom g, Row&& row, Block&& block) {
+  if (g.s == 1) {
+    parallel_for(g.n, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t p = b; p < e; ++p) row(p);
+                 });
+    return;
+  }
+  const int64_t nblocks = (g.s + kColumnBlock - 1) / kColumnBlock;
+  const int64_t grain =
+      std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c * std::min(g.s, kColumnBlock), 1));
+  parallel_for(g.n * nblocks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t img = w / nblocks, j0 = (w % nblocks) * kColumnBlock;
+      // First position of the block, and the block's length.
+      block(img * g.s + j0, std::min(kColumnBlock, g.s - j0));
     }
   });
 }
 
 template <typename T>
+void ce_forward(T* nll, T* smooth, T* lse, const T* x, const int64_t* t, const T* w, ClassGeom g,
+                int64_t ignore) {
+  // Σ_c w_c (l − x_c), the label-smoothing term, for classes `stride` apart.
+  auto smooth_sum = [&](const T* xp, int64_t stride, T l) {
+    return lane_sum(g.c, [&](int64_t c) {
+      return static_cast<double>(weight_of(w, c)) * static_cast<double>(l - xp[c * stride]);
+    });
+  };
+  auto finish = [&](int64_t p, const T* xp, int64_t stride, T l) {
+    lse[p] = l;
+    if (t[p] == ignore) {
+      nll[p] = T(0);
+      if (smooth) smooth[p] = T(0);
+      return;
+    }
+    nll[p] = weight_of(w, t[p]) * (l - xp[t[p] * stride]);
+  };
+  for_class_rows(
+      g,
+      [&](int64_t p) {
+        const T* xp = x + p * g.c;
+        const T mx = row_max(xp, g.c);
+        const T l = mx + static_cast<T>(std::log(row_exp_sum<T>(xp, g.c, mx, nullptr)));
+        finish(p, xp, 1, l);
+        if (smooth && t[p] != ignore) smooth[p] = static_cast<T>(smooth_sum(xp, 1, l));
+      },
+      [&](int64_t p0, int64_t len) {
+        const T* xb = x + g.base(p0);
+        T mx[kColumnBlock];
+        double sum[kColumnBlock];
+        column_exp_sums<T>(xb, g.c, g.s, len, mx, sum, nullptr);
+        for (int64_t j = 0; j < len; ++j) {
+          mx[j] += static_cast<T>(std::log(sum[j]));  // now the log-sum-exp
+          finish(p0 + j, xb + j, g.s, mx[j]);
+        }
+        if (!smooth) return;
+        double acc[kColumnBlock] = {};
+        for (int64_t c = 0; c < g.c; ++c) {
+          const double wc = static_cast<double>(weight_of(w, c));
+          const T* xc = xb + c * g.s;
+          for (int64_t j = 0; j < len; ++j) acc[j] += wc * static_cast<double>(mx[j] - xc[j]);
+        }
+        for (int64_t j = 0; j < len; ++j)
+          if (t[p0 + j] != ignore) smooth[p0 + j] = static_cast<T>(acc[j]);
+      });
+}
+
+template <typename T>
 void ce_backward(T* dx, const T* x, const int64_t* t, const T* w, const T* lse, ClassGeom g,
                  int64_t ignore, PosView<T> grad, double scale_nll, double scale_smooth) {
-  double wsum = static_cast<double>(g.c);
+  double wsum_d = static_cast<double>(g.c);
   if (w) {
-    wsum = 0;
-    for (int64_t c = 0; c < g.c; ++c) wsum += static_cast<double>(w[c]);
+    wsum_d = 0;
+    for (int64_t c = 0; c < g.c; ++c) wsum_d += static_cast<double>(w[c]);
   }
-  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(g.c, 1));
-  parallel_for(g.positions(), grain, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const int64_t off = g.base(p);
-      T* dp = dx + off;
-      if (t[p] == ignore) {
-        for (int64_t c = 0; c < g.c; ++c) dp[c * g.s] = T(0);
-        continue;
-      }
-      const double gv = static_cast<double>(grad(p));
-      const double a = gv * scale_nll * static_cast<double>(weight_of(w, t[p]));
-      const double bs = gv * scale_smooth;
-      const T* xp = x + off;
-      for (int64_t c = 0; c < g.c; ++c) {
-        const double pc = std::exp(static_cast<double>(xp[c * g.s] - lse[p]));
-        double v = a * (pc - (c == t[p] ? 1.0 : 0.0));
-        if (bs != 0.0) v += bs * (pc * wsum - static_cast<double>(weight_of(w, c)));
-        dp[c * g.s] = static_cast<T>(v);
-      }
-    }
-  });
+  const T wsum = static_cast<T>(wsum_d);
+  // dx_c = a (p_c − [c = t]) + b (p_c Σw − w_c), p_c = exp(x_c − lse); ignored
+  // positions get exact zeros.
+  auto coeffs = [&](int64_t p, T& a, T& b) {
+    const double gv = static_cast<double>(grad(p));
+    a = t[p] == ignore ? T(0)
+                       : static_cast<T>(gv * scale_nll * static_cast<double>(weight_of(w, t[p])));
+    b = t[p] == ignore ? T(0) : static_cast<T>(gv * scale_smooth);
+  };
+  for_class_rows(
+      g,
+      [&](int64_t p) {
+        const T* xp = x + p * g.c;
+        T* dp = dx + p * g.c;
+        if (t[p] == ignore) {
+          std::fill_n(dp, g.c, T(0));
+          return;
+        }
+        T a, b;
+        coeffs(p, a, b);
+        const T l = lse[p];
+        for (int64_t c = 0; c < g.c; ++c) dp[c] = vm::exp(xp[c] - l);
+        if (b != T(0)) {
+          for (int64_t c = 0; c < g.c; ++c)
+            dp[c] = a * dp[c] + b * (dp[c] * wsum - weight_of(w, c));
+        } else {
+          for (int64_t c = 0; c < g.c; ++c) dp[c] *= a;
+        }
+        dp[t[p]] -= a;
+      },
+      [&](int64_t p0, int64_t len) {
+        const int64_t off = g.base(p0);
+        T a[kColumnBlock], b[kColumnBlock], l[kColumnBlock];
+        int64_t tj[kColumnBlock];
+        bool any_smooth = false;
+        for (int64_t j = 0; j < len; ++j) {
+          coeffs(p0 + j, a[j], b[j]);
+          any_smooth |= b[j] != T(0);
+          l[j] = lse[p0 + j];
+          // Ignored positions never match a class.
+          tj[j] = t[p0 + j] == ignore ? -1 : t[p0 + j];
+        }
+        for (int64_t c = 0; c < g.c; ++c) {
+          const T* xc = x + off + c * g.s;
+          T* dc = dx + off + c * g.s;
+          const T wc = weight_of(w, c);
+          if (any_smooth) {
+            for (int64_t j = 0; j < len; ++j) {
+              const T pc = vm::exp(xc[j] - l[j]);
+              dc[j] = a[j] * (pc - T(tj[j] == c)) + b[j] * (pc * wsum - wc);
+            }
+          } else {
+            for (int64_t j = 0; j < len; ++j)
+              dc[j] = a[j] * (vm::exp(xc[j] - l[j]) - T(tj[j] == c));
+          }
+        }
+        // Ignored positions: exact zeros even where the logits are not finite.
+        for (int64_t j = 0; j < len; ++j)
+          if (tj[j] < 0)
+            for (int64_t c = 0; c < g.c; ++c) dx[off + c * g.s + j] = T(0);
+      });
 }
 
 template <typename T>
@@ -129,11 +214,6 @@ const T* opt_ptr(const KTensor* t) {
 }
 
 template <typename T>
-T softplus(T z) {
-  return std::max(z, T(0)) + std::log1p(std::exp(-std::abs(z)));
-}
-
-template <typename T>
 void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
                      const KTensor* pw, double beta_d) {
   const T beta = static_cast<T>(beta_d);
@@ -155,11 +235,13 @@ void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, c
       if (pw) {
         map<T, T>(
             out,
-            [](T a, T b, T w) { return (T(1) - b) * a + (T(1) + (w - T(1)) * b) * softplus(-a); },
+            [](T a, T b, T w) {
+              return (T(1) - b) * a + (T(1) + (w - T(1)) * b) * vm::softplus(-a);
+            },
             x, y, *pw);
       } else {
         map<T, T>(
-            out, [](T a, T b) { return (T(1) - b) * a + softplus(-a); }, x, y);
+            out, [](T a, T b) { return (T(1) - b) * a + vm::softplus(-a); }, x, y);
       }
       return;
   }
@@ -192,11 +274,11 @@ void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d,
       auto one = [arg](T gv, T a, T b, T w) {
         switch (arg) {
           case LossArg::input:
-            return gv * ((T(1) - b) - (T(1) + (w - T(1)) * b) / (T(1) + std::exp(a)));
+            return gv * ((T(1) - b) - (T(1) + (w - T(1)) * b) * vm::sigmoid(-a));
           case LossArg::target:
-            return gv * (-a + (w - T(1)) * softplus(-a));
+            return gv * (-a + (w - T(1)) * vm::softplus(-a));
           case LossArg::pos_weight:
-            return gv * b * softplus(-a);
+            return gv * b * vm::softplus(-a);
         }
         return T(0);
       };

@@ -4,48 +4,60 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/exp_sum.h"
 #include "kernels/cpu/loops.h"
 
 namespace tcv::kernels::cpu {
 namespace {
 
 // Rows along r are strided by `inner`; with inner > 1 a block of neighbouring
-// columns is processed together so the inner loops run over contiguous memory.
-constexpr int64_t kBlock = 64;
+// columns is processed together so the inner loops run over contiguous memory
+// (exp_sum.h). With inner = 1 each row is contiguous and the loops run along it.
 
 template <typename T>
 void softmax_typed(SoftmaxKind kind, T* out, const T* in, int64_t outer, int64_t r, int64_t inner) {
   const bool log = kind == SoftmaxKind::log_softmax;
-  const int64_t nblocks = (inner + kBlock - 1) / kBlock;
+  // The output of one row or column block from its max and Σ exp (stored in y
+  // for softmax).
+  auto finish = [log](T* y, const T* x, int64_t n, T mx, double sum) {
+    if (log) {
+      const T l = mx + static_cast<T>(std::log(sum));
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] - l;
+    } else {
+      const T inv = static_cast<T>(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+    }
+  };
+  if (inner == 1) {
+    parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t o = b; o < e; ++o) {
+                     const T* x = in + o * r;
+                     T* y = out + o * r;
+                     const T mx = row_max(x, r);
+                     finish(y, x, r, mx, row_exp_sum(x, r, mx, log ? nullptr : y));
+                   }
+                 });
+    return;
+  }
+  const int64_t nblocks = (inner + kColumnBlock - 1) / kColumnBlock;
   const int64_t grain =
-      std::max<int64_t>(1, kGrain / std::max<int64_t>(r * std::min(inner, kBlock), 1));
+      std::max<int64_t>(1, kGrain / std::max<int64_t>(r * std::min(inner, kColumnBlock), 1));
   parallel_for(outer * nblocks, grain, [&](int64_t b, int64_t e) {
-    T mx[kBlock];
-    double sum[kBlock];
+    T mx[kColumnBlock];
+    double sum[kColumnBlock];
     for (int64_t w = b; w < e; ++w) {
-      const int64_t o = w / nblocks, j0 = (w % nblocks) * kBlock;
-      const int64_t len = std::min(kBlock, inner - j0);
+      const int64_t o = w / nblocks, j0 = (w % nblocks) * kColumnBlock;
+      const int64_t len = std::min(kColumnBlock, inner - j0);
       const T* x = in + o * r * inner + j0;
       T* y = out + o * r * inner + j0;
-      for (int64_t j = 0; j < len; ++j) {
-        mx[j] = -std::numeric_limits<T>::infinity();
-        sum[j] = 0;
-      }
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < len; ++j) mx[j] = std::max(mx[j], x[i * inner + j]);
-      // A row of only -inf gives NaN (inf - inf), as in torch.
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < len; ++j) {
-          const T ex = std::exp(x[i * inner + j] - mx[j]);
-          if (!log) y[i * inner + j] = ex;
-          sum[j] += static_cast<double>(ex);
-        }
+      column_exp_sums(x, r, inner, len, mx, sum, log ? nullptr : y);
       if (log) {
         for (int64_t j = 0; j < len; ++j) mx[j] += static_cast<T>(std::log(sum[j]));
         for (int64_t i = 0; i < r; ++i)
           for (int64_t j = 0; j < len; ++j) y[i * inner + j] = x[i * inner + j] - mx[j];
       } else {
-        T inv[kBlock];
+        T inv[kColumnBlock];
         for (int64_t j = 0; j < len; ++j) inv[j] = static_cast<T>(1.0 / sum[j]);
         for (int64_t i = 0; i < r; ++i)
           for (int64_t j = 0; j < len; ++j) y[i * inner + j] *= inv[j];
@@ -58,27 +70,54 @@ template <typename T>
 void softmax_backward_typed(SoftmaxKind kind, T* dx, const T* dy, const T* y, int64_t outer,
                             int64_t r, int64_t inner) {
   const bool log = kind == SoftmaxKind::log_softmax;
-  const int64_t nblocks = (inner + kBlock - 1) / kBlock;
+  if (inner == 1) {
+    parallel_for(
+        outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)), [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o) {
+            const T* g = dy + o * r;
+            const T* yo = y + o * r;
+            T* d = dx + o * r;
+            if (log) {
+              const T s = static_cast<T>(lane_sum(r, [&](int64_t i) { return g[i]; }));
+              for (int64_t i = 0; i < r; ++i) d[i] = g[i] - vm::exp(yo[i]) * s;
+            } else {
+              const T s = static_cast<T>(
+                  lane_sum(r, [&](int64_t i) { return static_cast<double>(g[i]) * yo[i]; }));
+              for (int64_t i = 0; i < r; ++i) d[i] = yo[i] * (g[i] - s);
+            }
+          }
+        });
+    return;
+  }
+  const int64_t nblocks = (inner + kColumnBlock - 1) / kColumnBlock;
   const int64_t grain =
-      std::max<int64_t>(1, kGrain / std::max<int64_t>(r * std::min(inner, kBlock), 1));
+      std::max<int64_t>(1, kGrain / std::max<int64_t>(r * std::min(inner, kColumnBlock), 1));
   parallel_for(outer * nblocks, grain, [&](int64_t b, int64_t e) {
-    double dot[kBlock];
+    double dot[kColumnBlock];
+    T s[kColumnBlock];
     for (int64_t w = b; w < e; ++w) {
-      const int64_t o = w / nblocks, j0 = (w % nblocks) * kBlock;
-      const int64_t len = std::min(kBlock, inner - j0);
+      const int64_t o = w / nblocks, j0 = (w % nblocks) * kColumnBlock;
+      const int64_t len = std::min(kColumnBlock, inner - j0);
       const int64_t base = o * r * inner + j0;
       for (int64_t j = 0; j < len; ++j) dot[j] = 0;
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < len; ++j) {
-          const int64_t p = base + i * inner + j;
-          dot[j] += log ? static_cast<double>(dy[p]) : static_cast<double>(dy[p]) * y[p];
-        }
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < len; ++j) {
-          const int64_t p = base + i * inner + j;
-          const T s = static_cast<T>(dot[j]);
-          dx[p] = log ? dy[p] - std::exp(y[p]) * s : y[p] * (dy[p] - s);
-        }
+      for (int64_t i = 0; i < r; ++i) {
+        const T* g = dy + base + i * inner;
+        const T* yi = y + base + i * inner;
+        if (log)
+          for (int64_t j = 0; j < len; ++j) dot[j] += static_cast<double>(g[j]);
+        else
+          for (int64_t j = 0; j < len; ++j) dot[j] += static_cast<double>(g[j]) * yi[j];
+      }
+      for (int64_t j = 0; j < len; ++j) s[j] = static_cast<T>(dot[j]);
+      for (int64_t i = 0; i < r; ++i) {
+        const T* g = dy + base + i * inner;
+        const T* yi = y + base + i * inner;
+        T* d = dx + base + i * inner;
+        if (log)
+          for (int64_t j = 0; j < len; ++j) d[j] = g[j] - vm::exp(yi[j]) * s[j];
+        else
+          for (int64_t j = 0; j < len; ++j) d[j] = yi[j] * (g[j] - s[j]);
+      }
     }
   });
 }

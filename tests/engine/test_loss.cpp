@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "support/gradcheck.h"
 
@@ -97,6 +98,36 @@ TEST(CrossEntropy, SpatialTargets) {
   Tensor flat = x4.permute({0, 2, 3, 1}).reshape({-1, 5});
   EXPECT_NEAR(ops::cross_entropy(x4, t4, Reduction::mean, -100, 0.2).item(),
               ops::cross_entropy(flat, t4.reshape({-1}), Reduction::mean, -100, 0.2).item(), 1e-12);
+}
+
+TEST(CrossEntropy, SpatialBlocksMatchRowsInF32) {
+  // 153 positions per image: the spatial kernel's blocks of 64 end in a
+  // partial one. Pixels laid out as rows of classes take the row kernel; both
+  // must agree, values and gradients, with weights, smoothing and ignored
+  // pixels, one of which holds an infinite logit and must get exact zeros.
+  Generator g(21);
+  Tensor x = randn({2, 5, 9, 17}, {}, &g);
+  Tensor t = randint(0, 5, {2, 9, 17}, {.dtype = DType::i64}, &g);
+  for (int64_t i : {0, 40, 63, 64, 200, 305}) t.data<int64_t>()[i] = -1;
+  x.data<float>()[1 * 153 + 64] = std::numeric_limits<float>::infinity();  // class 1, pixel 64
+  const Tensor w = lit({0.5, 1.0, 2.0, 1.5, 0.7}, {5}, DType::f32);
+  Tensor xs = x.clone().set_requires_grad(true);
+  Tensor xr = x.permute({0, 2, 3, 1}).reshape({-1, 5}).contiguous().set_requires_grad(true);
+  const Tensor ls = ops::cross_entropy(xs, t, Reduction::none, -1, 0.1, w);
+  const Tensor lr = ops::cross_entropy(xr, t.reshape({-1}), Reduction::none, -1, 0.1, w);
+  expect_close(ls.reshape({-1}), lr, 1e-6, 1e-6, "loss per pixel");
+  ops::mean(ls).backward();
+  ops::mean(lr).backward();
+  expect_close(xs.grad().permute({0, 2, 3, 1}).reshape({-1, 5}), xr.grad(), 1e-6, 1e-7, "grad");
+  const auto gs = xs.grad().to_vector<float>();
+  for (int64_t c = 0; c < 5; ++c) EXPECT_EQ(gs[c * 153 + 64], 0.0f) << "class " << c;
+  // And the f32 kernels against f64.
+  Tensor x64 = x.to(DType::f64);
+  x64.data<double>()[1 * 153 + 64] = 0.0;
+  Tensor x32 = x64.to(DType::f32);
+  expect_close(ops::cross_entropy(x32, t, Reduction::none, -1, 0.1, w),
+               ops::cross_entropy(x64, t, Reduction::none, -1, 0.1, w.to(DType::f64)), 1e-5, 1e-6,
+               "f32 vs f64");
 }
 
 TEST(CrossEntropy, EqualsNllOfLogSoftmaxOracle) {
