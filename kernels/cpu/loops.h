@@ -130,13 +130,16 @@ struct Loop {
 };
 
 /// out[i] = f(in[i]...) elementwise; the output holds Out, every input In.
-/// Contiguous runs (and runs where one input is a broadcast scalar) take plain
-/// indexed loops that GCC vectorizes; anything else steps by strides.
+/// Contiguous runs (and runs where inputs are broadcast scalars) take plain
+/// indexed loops that GCC vectorizes; anything else steps by strides. The run
+/// body is flattened: f is inlined into every loop even when GCC's heuristics
+/// would keep a large f (a loss with exp and log) as a call per element, which
+/// stops vectorization.
 template <typename Out, typename In, typename F, typename... K>
 void map(const KTensor& out, F&& f, const K&... in) {
   constexpr int N = 1 + sizeof...(K);
   Loop<N> loop({&out, &in...});
-  loop.run([&](char** p, const int64_t* s, int64_t n) {
+  loop.run([&](char** p, const int64_t* s, int64_t n) __attribute__((flatten)) {
     constexpr int64_t so = sizeof(Out), si = sizeof(In);
     Out* __restrict__ o = reinterpret_cast<Out*>(p[0]);
     if constexpr (N == 2) {
@@ -160,6 +163,35 @@ void map(const KTensor& out, F&& f, const K&... in) {
       if (s[0] == so && s[1] == 0 && s[2] == si) {
         const In av = *a;
         for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+        return;
+      }
+    } else {
+      // Three or more inputs, each contiguous or a broadcast scalar (a loss's
+      // backward: the expanded incoming gradient with x and y): broadcast
+      // values are spread over a small buffer once, then chunks run as plain
+      // contiguous loops.
+      bool chunkable = s[0] == so;
+      for (int k = 1; k < N; ++k) chunkable = chunkable && (s[k] == si || s[k] == 0);
+      if (chunkable) {
+        constexpr int64_t kChunk = 256;
+        In spread[N - 1][kChunk];
+        const In* src[N - 1];
+        for (int k = 0; k < N - 1; ++k) {
+          src[k] = reinterpret_cast<const In*>(p[k + 1]);
+          if (s[k + 1] == 0) {
+            std::fill_n(spread[k], std::min(n, kChunk), *src[k]);
+            src[k] = spread[k];
+          }
+        }
+        for (int64_t c = 0; c < n; c += kChunk) {
+          const int64_t len = std::min(kChunk, n - c);
+          Out* oc = o + c;
+          [&]<size_t... I>(std::index_sequence<I...>) {
+            const In* q[] = {src[I] + (s[I + 1] == 0 ? 0 : c)...};
+            for (int64_t i = 0; i < len; ++i) oc[i] = f(q[I][i]...);
+          }
+          (std::make_index_sequence<N - 1>{});
+        }
         return;
       }
     }

@@ -271,22 +271,26 @@ void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d,
       return;
     case PointwiseLoss::bce_with_logits: {
       // ∂/∂x = (1 − y) − lw·σ(−x), ∂/∂y = −x + (pw − 1)·softplus(−x), ∂/∂pw = y·softplus(−x).
-      auto one = [arg](T gv, T a, T b, T w) {
-        switch (arg) {
-          case LossArg::input:
-            return gv * ((T(1) - b) - (T(1) + (w - T(1)) * b) * vm::sigmoid(-a));
-          case LossArg::target:
-            return gv * (-a + (w - T(1)) * vm::softplus(-a));
-          case LossArg::pos_weight:
-            return gv * b * vm::softplus(-a);
+      // One map per argument, so that no switch sits in the loop body.
+      auto run = [&](auto grad_of) {
+        if (pw) {
+          map<T, T>(
+              d, [grad_of](T gv, T a, T b, T w) { return gv * grad_of(a, b, w); }, g, x, y, *pw);
+        } else {
+          map<T, T>(
+              d, [grad_of](T gv, T a, T b) { return gv * grad_of(a, b, T(1)); }, g, x, y);
         }
-        return T(0);
       };
-      if (pw) {
-        map<T, T>(d, one, g, x, y, *pw);
-      } else {
-        map<T, T>(
-            d, [one](T gv, T a, T b) { return one(gv, a, b, T(1)); }, g, x, y);
+      switch (arg) {
+        case LossArg::input:
+          run([](T a, T b, T w) { return (T(1) - b) - (T(1) + (w - T(1)) * b) * vm::sigmoid(-a); });
+          break;
+        case LossArg::target:
+          run([](T a, T, T w) { return -a + (w - T(1)) * vm::softplus(-a); });
+          break;
+        case LossArg::pos_weight:
+          run([](T a, T b, T) { return b * vm::softplus(-a); });
+          break;
       }
       return;
     }

@@ -238,6 +238,36 @@ TEST(PointwiseLosses, MatchPyTorch) {
   EXPECT_THROW(ops::mse_loss(zeros({3}), zeros({3}, {.dtype = DType::f64})), Error);
 }
 
+TEST(PointwiseLosses, LargeBceGradientsMatchTheFormula) {
+  // 6300 elements: without pos_weight one merged run of 25 chunks of 256 (the
+  // last partial), the incoming gradient a broadcast scalar; with pos_weight
+  // (7), runs of 7. Every argument's f32 gradient against the formula in double:
+  // ∂x = ((1 − y) − lw·σ(−x)) / n, ∂y = (−x + (pw − 1)·softplus(−x)) / n,
+  // ∂pw_c = Σ y·softplus(−x) / n over the class's elements, lw = 1 + (pw − 1)·y.
+  Generator g(40);
+  const int64_t n = 3 * 300 * 7;
+  for (bool with_pw : {false, true}) {
+    Tensor x = ops::mul(randn({3, 300, 7}, {}, &g), 4.0).set_requires_grad(true);
+    Tensor y = rand({3, 300, 7}, {}, &g).set_requires_grad(true);
+    Tensor pw = ops::add(rand({7}, {}, &g), 0.5).set_requires_grad(true);
+    ops::binary_cross_entropy_with_logits(x, y, Reduction::mean, with_pw ? pw : Tensor())
+        .backward();
+    const auto xv = x.to_vector<float>(), yv = y.to_vector<float>(), pv = pw.to_vector<float>();
+    const auto gx = x.grad().to_vector<float>(), gy = y.grad().to_vector<float>();
+    std::vector<double> gpw(7, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const double a = xv[i], b = yv[i], w = with_pw ? pv[i % 7] : 1.0;
+      const double sp = std::log1p(std::exp(-std::fabs(a))) + std::max(-a, 0.0);  // softplus(-a)
+      const double dx = ((1 - b) - (1 + (w - 1) * b) / (1 + std::exp(a))) / n;
+      const double dy = (-a + (w - 1) * sp) / n;
+      ASSERT_NEAR(gx[i], dx, 1e-6 * std::fabs(dx) + 1e-10) << "dx " << i << " pw " << with_pw;
+      ASSERT_NEAR(gy[i], dy, 1e-6 * std::fabs(dy) + 1e-10) << "dy " << i << " pw " << with_pw;
+      gpw[i % 7] += b * sp / n;
+    }
+    if (with_pw) expect_close(pw.grad().to(DType::f64), lit(gpw, {7}), 1e-9, 1e-5, "dpw");
+  }
+}
+
 TEST(PointwiseLosses, Gradients) {
   // Inputs and targets both differentiable; targets broadcast along dim 0.
   for (Reduction r : {Reduction::none, Reduction::mean, Reduction::sum}) {
