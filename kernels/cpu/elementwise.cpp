@@ -344,7 +344,10 @@ void copy(const KTensor& dst, const KTensor& src) {
 
 void fill(const KTensor& dst, double value) {
   TCV_DISPATCH_ALL(dst.dtype, "fill", {
-    const scalar_t v = static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(value));
+    // Any non-zero value is true, 0.5 included, as in torch.full(..., dtype=bool).
+    const scalar_t v = std::is_same_v<scalar_t, bool>
+                           ? static_cast<scalar_t>(value != 0.0)
+                           : static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(value));
     map<scalar_t, scalar_t>(
         dst, [v](scalar_t) { return v; }, dst);
   });

@@ -21,6 +21,9 @@ TEST(Tensor, CreationFillsValues) {
   for (float v : z.to_vector<float>()) EXPECT_EQ(v, 0.0f);
   for (double v : ones({4}, {.dtype = DType::f64}).to_vector<double>()) EXPECT_EQ(v, 1.0);
   for (int64_t v : full({3}, 7, {.dtype = DType::i64}).to_vector<int64_t>()) EXPECT_EQ(v, 7);
+  // Any non-zero fill is true for bool, as in torch.full(..., 0.5, dtype=torch.bool).
+  for (bool v : full({3}, 0.5, {.dtype = DType::b8}).to_vector<bool>()) EXPECT_TRUE(v);
+  for (bool v : full({3}, 0.0, {.dtype = DType::b8}).to_vector<bool>()) EXPECT_FALSE(v);
   EXPECT_EQ(arange(5).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(arange(1.0, 2.0, 0.25, {.dtype = DType::f64}).to_vector<double>(),
             (std::vector<double>{1.0, 1.25, 1.5, 1.75}));
