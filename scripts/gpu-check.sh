@@ -68,10 +68,13 @@ TESTS_PASSED=0
 TESTS_FAILED=0
 TESTS_SKIPPED=0
 FAILED_LIST=""
-for t in "$G"/tests/test_*; do
-  name=$(basename "$t")
-  timeout ${GPU_CHECK_TEST_TIMEOUT:-90} "$t" --gtest_brief=1 >"$OUTDIR/$name.log" 2>&1
-  rc=$?
+# run_test BINARY LABEL [ENV=VALUE...]: one test binary, its counts added to the totals.
+run_test() {
+  local t=$1 name=$2
+  shift 2
+  env "$@" timeout ${GPU_CHECK_TEST_TIMEOUT:-90} "$t" --gtest_brief=1 >"$OUTDIR/$name.log" 2>&1
+  local rc=$?
+  local p f s
   p=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUTDIR/$name.log" | tail -1)
   f=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUTDIR/$name.log")
   s=$(grep -oP '\[  SKIPPED \] \K[0-9]+' "$OUTDIR/$name.log" | tail -1)
@@ -83,6 +86,13 @@ for t in "$G"/tests/test_*; do
     echo "---- $name failed (rc $rc):"
     grep -E '^\[  FAILED|Failure|error|Error|Expected|Which is|actual|Value of' "$OUTDIR/$name.log" | head -40
   fi
+}
+for t in "$G"/tests/test_*; do
+  run_test "$t" "$(basename "$t")"
+done
+# Again with 64-bit indices everywhere (WideDivmod paths that need 2^31 elements otherwise).
+for name in test_cuda_elementwise test_cuda_batch_norm test_cuda_loss test_cuda_index; do
+  [ -x "$G/tests/$name" ] && run_test "$G/tests/$name" "$name.wide" TCV_CUDA_WIDE_INDICES=1
 done
 log "tests: $TESTS_PASSED passed, $TESTS_FAILED failed, $TESTS_SKIPPED skipped;$FAILED_LIST"
 SAN="not run"

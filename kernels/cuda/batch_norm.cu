@@ -25,6 +25,7 @@
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/divmod.h"
 #include "kernels/cuda/handles.cuh"
+#include "kernels/cuda/settings.h"
 #include "kernels/cuda/tile_reduce.cuh"
 
 namespace tcv::kernels::cuda {
@@ -258,7 +259,8 @@ struct Plan {
 template <typename T>
 Plan plan_for(const BatchNormGeom& g, std::initializer_list<const void*> data) {
   Plan p;
-  p.narrow = g.n * g.c * g.l < FastDivmod::kLimit && g.c < FastDivmod::kLimit;
+  p.narrow =
+      g.n * g.c * g.l < FastDivmod::kLimit && g.c < FastDivmod::kLimit && !get_force_wide_indices();
   p.vec4 = g.l % 4 == 0;
   for (const void* ptr : data) p.vec4 = p.vec4 && lanes_aligned<4>(static_cast<const T*>(ptr));
   return p;

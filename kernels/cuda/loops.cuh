@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/divmod.h"
+#include "kernels/cuda/settings.h"
 
 namespace tcv::kernels::cuda {
 
@@ -135,7 +136,7 @@ void map_n(F f, KTensor* ops, std::index_sequence<K...>) {
   constexpr int N = 1 + sizeof...(In);
   const int64_t n = ops[0].numel();
   if (n == 0) return;
-  if (n < FastDivmod::kLimit) {
+  if (n < FastDivmod::kLimit && !get_force_wide_indices()) {
     MultiIndexer<N, FastDivmod> mi;
     if (prepare<N>(ops, mi))
       launch_contig(static_cast<uint32_t>(n), f, ops[0].ptr<Out>(), ops[K + 1].ptr<const In>()...);

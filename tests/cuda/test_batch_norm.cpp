@@ -12,6 +12,7 @@
 
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "kernels/cuda/settings.h"
 #include "support/cuda_compare.h"
 
 namespace tcv {
@@ -223,6 +224,30 @@ TEST(CudaBatchNorm, FusedRelu) {
             },
             in6, o);
       }
+    }
+  }
+}
+
+// The 64-bit index variants, which need 2^31 elements on their own.
+TEST(CudaBatchNorm, WideIndicesMatchTheCpu) {
+  TCV_REQUIRE_CUDA();
+  struct Wide {
+    Wide() { kernels::cuda::set_force_wide_indices(true); }
+    ~Wide() { kernels::cuda::set_force_wide_indices(false); }
+  } wide;
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (const Shape& s : {Shape{4, 3, 7, 5}, Shape{3, 5, 4, 2}, Shape{5, 6}}) {
+      expect_cuda_matches_cpu(
+          std::string("wide train ") + dtype_name(dt) + " " + shape_str(s),
+          [](const TVec& v) {
+            Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+            return TVec{y, v[3].clone(), v[4].clone()};
+          },
+          bn_inputs(s, 70, dt), tol_for(dt));
+      expect_cuda_matches_cpu(
+          std::string("wide eval ") + dtype_name(dt) + " " + shape_str(s),
+          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
+          bn_inputs(s, 80, dt), tol_for(dt));
     }
   }
 }

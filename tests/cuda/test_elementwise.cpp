@@ -5,6 +5,7 @@
 
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "kernels/cuda/settings.h"
 #include "support/cuda_compare.h"
 #include "support/gradcheck.h"
 
@@ -314,6 +315,35 @@ TEST(CudaElementwise, GridStrideIteratesMoreThanOnce) {
                           {x, bias});
   expect_cuda_matches_cpu("large transposed",
                           [](const TVec& v) { return ops::mul(v[0].transpose(2, 3), 2.0); }, {x});
+}
+
+// The 64-bit index variants (WideDivmod), which tensors below 2^31 elements
+// never reach on their own: contiguous (4-wide and scalar), broadcast, strided.
+// The GPU check also reruns this whole file with TCV_CUDA_WIDE_INDICES=1.
+TEST(CudaElementwise, WideIndicesMatchTheCpu) {
+  TCV_REQUIRE_CUDA();
+  struct Wide {
+    Wide() { kernels::cuda::set_force_wide_indices(true); }
+    ~Wide() { kernels::cuda::set_force_wide_indices(false); }
+  } wide;
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1027}}) {
+    for (DType dt : {DType::f32, DType::bf16}) {
+      Tensor a = input({n}, 100 + n, dt), b = input({n}, 110 + n, dt);
+      expect_cuda_matches_cpu(
+          "wide add " + std::to_string(n), [](const TVec& v) { return ops::add(v[0], v[1]); },
+          {a, b}, tol_for(dt));
+      expect_cuda_matches_cpu(
+          "wide exp " + std::to_string(n), [](const TVec& v) { return ops::exp(v[0]); }, {a},
+          tol_for(dt));
+    }
+  }
+  Tensor a = input({4, 1, 37}, 120), b = input({5, 37}, 121);
+  expect_cuda_matches_cpu("wide broadcast mul", [](const TVec& v) { return ops::mul(v[0], v[1]); },
+                          {a, b});
+  Tensor t = input({37, 6}, 122), u = input({6, 37}, 123), c = input({6, 37}, 124);
+  expect_cuda_matches_cpu(
+      "wide transposed where",
+      [](const TVec& v) { return ops::where(ops::gt(v[2], 0.0), v[0].t(), v[1]); }, {t, u, c});
 }
 
 }  // namespace
