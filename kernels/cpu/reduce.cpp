@@ -1,5 +1,6 @@
 #include "kernels/cpu/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -19,16 +20,30 @@ template <typename T>
 void sum_typed(T* out, const T* in, int64_t outer, int64_t r, int64_t inner) {
   using A = acc_t<T>;
   if (inner == 1) {
-    parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(r, 1)),
+    // Rows are cut into fixed pieces summed in parallel, then added in order:
+    // one long row (a full reduction) uses every thread, and the result does
+    // not depend on the thread count.
+    constexpr int64_t kPiece = 65536;
+    const int64_t pieces = std::max<int64_t>(1, (r + kPiece - 1) / kPiece);
+    std::vector<A> partial(static_cast<size_t>(outer * pieces));
+    parallel_for(outer * pieces,
+                 std::max<int64_t>(1, kGrain / std::max<int64_t>(1, std::min(r, kPiece))),
                  [&](int64_t b, int64_t e) {
-                   for (int64_t o = b; o < e; ++o) {
-                     const T* p = in + o * r;
+                   for (int64_t w = b; w < e; ++w) {
+                     const int64_t o = w / pieces, i0 = (w % pieces) * kPiece;
+                     const T* p = in + o * r + i0;
+                     const int64_t len = std::min(kPiece, r - i0);
                      A acc = 0;
 #pragma omp simd reduction(+ : acc)
-                     for (int64_t i = 0; i < r; ++i) acc += static_cast<A>(p[i]);
-                     out[o] = static_cast<T>(acc);
+                     for (int64_t i = 0; i < len; ++i) acc += static_cast<A>(p[i]);
+                     partial[static_cast<size_t>(w)] = acc;
                    }
                  });
+    for (int64_t o = 0; o < outer; ++o) {
+      A acc = 0;
+      for (int64_t c = 0; c < pieces; ++c) acc += partial[static_cast<size_t>(o * pieces + c)];
+      out[o] = static_cast<T>(acc);
+    }
     return;
   }
   // Column sums: parallel over (outer, blocks of inner), vectorized over inner.

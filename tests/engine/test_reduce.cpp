@@ -1,6 +1,7 @@
 // Reductions: sum/mean/var over dims with keepdim, max/min/argmax with indices,
 // NaN and empty-dim behaviour, and gradient checks.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -68,6 +69,35 @@ TEST(Sum, HalfAccumulatesInDouble) {
   EXPECT_EQ(ops::sum(x).item(), 4096.0);
   Tensor y = ones({2, 4096, 3}, {.dtype = DType::bf16});
   EXPECT_EQ(ops::sum(y, {1}).to_vector<double>(), std::vector<double>(6, 4096.0));
+}
+
+TEST(Sum, LongRowsSplitAcrossThreadsSameResultAnyThreadCount) {
+  // A full reduction of 300007 values and rows of 200003: pieces summed in
+  // parallel and added in order. Against a double loop, and bit-identical on
+  // one thread and on two.
+  Tensor x = ops::add(rand({2, 200003}), -0.25);
+  const auto xv = x.to_vector<float>();
+  double all = 0, row1 = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    all += xv[i];
+    if (i >= 200003) row1 += xv[i];
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor a1 = ops::sum(x), r1 = ops::sum(x, {1});
+  Tensor y = ops::add(rand({300007}), 1.0);
+  const Tensor y1 = ops::sum(y);
+  omp_set_num_threads(2);
+  const Tensor a2 = ops::sum(x), r2 = ops::sum(x, {1}), y2 = ops::sum(y);
+  omp_set_num_threads(saved);
+  EXPECT_NEAR(a2.item(), all, 1e-6 * std::fabs(all) + 1e-3);
+  EXPECT_NEAR(r2.to_vector<float>()[1], row1, 1e-6 * std::fabs(row1) + 1e-3);
+  EXPECT_EQ(a1.item(), a2.item());
+  EXPECT_EQ(r1.to_vector<float>(), r2.to_vector<float>());
+  EXPECT_EQ(y1.item(), y2.item());
+  double ys = 0;
+  for (float v : y.to_vector<float>()) ys += v;
+  EXPECT_NEAR(y2.item(), ys, 1e-6 * ys);
 }
 
 TEST(Sum, EmptyDimGivesZero) {
