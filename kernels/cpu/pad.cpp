@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/loops.h"
@@ -40,6 +41,13 @@ std::vector<std::vector<int64_t>> source_maps(PadMode mode, const KTensor& out, 
   return maps;
 }
 
+// The output columns [lo, hi) that read input column c - before: the interior.
+std::pair<int64_t, int64_t> interior(int64_t out_w, int64_t in_w, int64_t before) {
+  const int64_t lo = std::clamp<int64_t>(before, 0, out_w);
+  const int64_t hi = std::clamp<int64_t>(before + in_w, lo, out_w);
+  return {lo, hi};
+}
+
 template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
@@ -54,6 +62,8 @@ void pad_typed(PadMode mode, const KTensor& out, const KTensor& in, const int64_
   const T* src = in.ptr<T>();
   T* dst = out.ptr<T>();
   const int64_t* last = maps[nd - 1].data();
+  // Columns [lo, hi) of a row copy the input row straight; only the borders map.
+  const auto [lo, hi] = interior(w, in.sizes[nd - 1], before[nd - 1]);
   parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(w, 1)),
                [&](int64_t b, int64_t e) {
                  for (int64_t r = b; r < e; ++r) {
@@ -73,7 +83,9 @@ void pad_typed(PadMode mode, const KTensor& out, const KTensor& in, const int64_
                      continue;
                    }
                    const T* i = src + off;
-                   for (int64_t j = 0; j < w; ++j) o[j] = last[j] < 0 ? v : i[last[j]];
+                   for (int64_t j = 0; j < lo; ++j) o[j] = last[j] < 0 ? v : i[last[j]];
+                   std::copy(i + lo - before[nd - 1], i + hi - before[nd - 1], o + lo);
+                   for (int64_t j = hi; j < w; ++j) o[j] = last[j] < 0 ? v : i[last[j]];
                  }
                });
 }
@@ -96,6 +108,13 @@ void pad_backward_typed(PadMode mode, const KTensor& dx, const KTensor& dy, cons
   T* pdx = dx.ptr<T>();
   const T* pdy = dy.ptr<T>();
   std::fill(pdx, pdx + dx.numel(), static_cast<T>(0.0f));
+  // Row by row: a row of dy adds into the dx row its coordinates map to, the
+  // interior columns as one vectorized loop, the borders through the map.
+  const int64_t w = dy.sizes[nd - 1];
+  const int64_t* last = maps[nd - 1].data();
+  const auto [lo, hi] = interior(w, dx.sizes[nd - 1], before[nd - 1]);
+  const int64_t shift = before[nd - 1];
+  const int64_t rows = dy_plane / std::max<int64_t>(w, 1);
   parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(dy_plane, 1)),
                [&](int64_t b, int64_t e) {
                  std::vector<int64_t> c(static_cast<size_t>(nd), 0);
@@ -103,17 +122,26 @@ void pad_backward_typed(PadMode mode, const KTensor& dx, const KTensor& dy, cons
                    T* gx = pdx + p * dx_plane;
                    const T* gy = pdy + p * dy_plane;
                    std::fill(c.begin(), c.end(), 0);
-                   for (int64_t k = 0; k < dy_plane; ++k) {
+                   for (int64_t row = 0; row < rows; ++row, gy += w) {
                      int64_t off = 0;
                      bool skip = false;
-                     for (int d = lead; d < nd; ++d) {
+                     for (int d = lead; d < nd - 1; ++d) {
                        const int64_t s = maps[d][c[d]];
                        if (s < 0) skip = true;
                        off += s * dx.strides[d];
                      }
-                     if (!skip)
-                       gx[off] = static_cast<T>(static_cast<A>(gx[off]) + static_cast<A>(gy[k]));
-                     for (int d = nd - 1; d >= lead; --d) {
+                     if (!skip) {
+                       T* g = gx + off;
+                       auto add = [&](int64_t j, int64_t to) {
+                         g[to] = static_cast<T>(static_cast<A>(g[to]) + static_cast<A>(gy[j]));
+                       };
+                       for (int64_t j = 0; j < lo; ++j)
+                         if (last[j] >= 0) add(j, last[j]);
+                       for (int64_t j = lo; j < hi; ++j) add(j, j - shift);
+                       for (int64_t j = hi; j < w; ++j)
+                         if (last[j] >= 0) add(j, last[j]);
+                     }
+                     for (int d = nd - 2; d >= lead; --d) {
                        if (++c[d] < dy.sizes[d]) break;
                        c[d] = 0;
                      }
