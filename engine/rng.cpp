@@ -4,6 +4,7 @@
 #include <numbers>
 #include <type_traits>
 
+#include "engine/philox_blocks.h"
 #include "kernels/cpu/loops.h"
 #include "kernels/cuda/rng.h"
 
@@ -80,19 +81,23 @@ std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
                     {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
 }
 
-// Fills a contiguous f64 scratch tensor with f(i) in parallel; element i's
-// value depends only on (seed, offset, i).
-template <typename F>
-Tensor generate(int64_t n, F&& f, const Tensor* into = nullptr) {
-  // Values are drawn in double and rounded once to the destination's dtype:
-  // into a contiguous f32/f64 tensor directly (no full-size f64 temporary), or
-  // into a new f64 tensor.
+// A draw of n values, element i from the words of Philox block i / Per:
+// value(words, e) gives element i0 + e of a group whose words start at block
+// i0 / Per (philox_blocks.h). Values are computed in double and rounded once to
+// the destination's dtype: into a contiguous f32/f64 tensor directly (no
+// full-size f64 temporary), or into a new f64 tensor.
+template <int Per, typename Value>
+Tensor generate(int64_t n, Draw d, Value&& value, const Tensor* into = nullptr) {
   Tensor t = into ? *into : empty({n}, {.dtype = DType::f64});
   auto fill = [&](auto* p) {
     using T = std::remove_pointer_t<decltype(p)>;
-    kernels::cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) p[i] = static_cast<T>(f(i));
-    });
+    for_each_philox_group(d.seed, d.base, (n + Per - 1) / Per,
+                          [&](int64_t k0, int64_t m, const uint32_t* words) {
+                            const int64_t i0 = k0 * Per, count = std::min(m * Per, n - i0);
+                            T* q = p + i0;
+                            for (int64_t e = 0; e < count; ++e)
+                              q[e] = static_cast<T>(value(words, e));
+                          });
   };
   if (t.dtype() == DType::f32)
     fill(t.data<float>());
@@ -107,10 +112,8 @@ bool direct(const Tensor& t) {
          (t.dtype() == DType::f32 || t.dtype() == DType::f64);
 }
 
-constexpr double kTwoPow24Inv = 1.0 / 16777216.0;
-
 double to_unit(uint32_t w) {
-  return static_cast<double>(w >> 8) * kTwoPow24Inv;
+  return philox_to_unit(w);
 }  // [0, 1)
 
 Tensor finish(Tensor t64, const Shape& shape, const TensorOptions& opts) {
@@ -122,16 +125,12 @@ Tensor finish(Tensor t64, const Shape& shape, const TensorOptions& opts) {
 Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen,
                     const Tensor* into = nullptr) {
   const int64_t n = shape_numel(shape);
-  Generator& g = pick(gen);
-  const uint64_t seed = g.seed();
-  const uint64_t base = g.advance(static_cast<uint64_t>((n + 3) / 4));
-  return generate(
-      n,
-      [&](int64_t i) {
-        const auto w = block(seed, base + static_cast<uint64_t>(i / 4));
+  return generate<4>(
+      n, reserve(gen, blocks_of(n, 4)),
+      [&](const uint32_t* w, int64_t e) {
         // An explicit fma (what -march=native builds contracted this to anyway):
         // the same rounding on every host and on the GPU (kernels/cuda/rng.cu).
-        return std::fma(high - low, to_unit(w[i % 4]), low);
+        return std::fma(high - low, to_unit(w[e]), low);
       },
       into);
 }
@@ -139,16 +138,11 @@ Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen,
 Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen,
                    const Tensor* into = nullptr) {
   const int64_t n = shape_numel(shape);
-  Generator& g = pick(gen);
-  const uint64_t seed = g.seed();
-  const uint64_t base = g.advance(static_cast<uint64_t>((n + 1) / 2));
-  return generate(
-      n,
-      [&](int64_t i) {
-        const auto w = block(seed, base + static_cast<uint64_t>(i / 2));
-        const int j = static_cast<int>(i % 2) * 2;
-        const double u1 = 1.0 - to_unit(w[j]);  // (0, 1]: log is finite
-        const double u2 = to_unit(w[j + 1]);
+  return generate<2>(
+      n, reserve(gen, blocks_of(n, 2)),
+      [&](const uint32_t* w, int64_t e) {
+        const double u1 = 1.0 - to_unit(w[2 * e]);  // (0, 1]: log is finite
+        const double u2 = to_unit(w[2 * e + 1]);
         return std::fma(std * std::sqrt(-2.0 * std::log(u1)), std::cos(2.0 * std::numbers::pi * u2),
                         mean);
       },
@@ -188,18 +182,15 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
     return cuda_draw(
         shape, {.dtype = opts.dtype, .device = opts.device}, blocks_of(n, 2), gen,
         [&](const Tensor& t, Draw d) { kernels::cuda::randint(t.k(), d.seed, d.base, low, high); });
-  Generator& g = pick(gen);
-  const uint64_t seed = g.seed();
-  const uint64_t base = g.advance(static_cast<uint64_t>((n + 1) / 2));
+  const Draw d = reserve(gen, blocks_of(n, 2));
   const uint64_t range = static_cast<uint64_t>(high - low);
   Tensor t = empty({n}, {.dtype = DType::i64});
   int64_t* p = t.data<int64_t>();
-  kernels::cpu::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const auto w = block(seed, base + static_cast<uint64_t>(i / 2));
-      const int j = static_cast<int>(i % 2) * 2;
-      const uint64_t r = (static_cast<uint64_t>(w[j]) << 32) | w[j + 1];
-      p[i] = low + static_cast<int64_t>(r % range);
+  for_each_philox_group(d.seed, d.base, (n + 1) / 2, [&](int64_t k0, int64_t m, const uint32_t* w) {
+    const int64_t i0 = 2 * k0, count = std::min(2 * m, n - i0);
+    for (int64_t e = 0; e < count; ++e) {
+      const uint64_t r = (static_cast<uint64_t>(w[2 * e]) << 32) | w[2 * e + 1];
+      p[i0 + e] = low + static_cast<int64_t>(r % range);
     }
   });
   Tensor r = t.reshape(shape).to(opts.dtype).to(opts.device);

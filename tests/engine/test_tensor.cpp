@@ -160,6 +160,55 @@ TEST(Random, PhiloxMatchesReferenceVector) {
   EXPECT_EQ(r[3], 0x9b00dbd8u);
 }
 
+TEST(Random, DrawsFollowTheirPhiloxDefinition) {
+  // Every draw reads Philox blocks of counters offset, offset + 1, ... under key
+  // seed: rand element i is word i % 4 of block i / 4 as (w >> 8) / 2^24; randn
+  // pairs words (2j, 2j + 1) of block i / 2 by Box-Muller; randint makes one
+  // 64-bit word of each pair; dropout keeps i where rand's value < 1 - p. The
+  // CUDA kernels draw the same. A seed with a high word, and an offset just
+  // below 2^32 so counters carry into their second word.
+  const uint64_t seed = 0x123456789abcdefull, offset = (uint64_t{1} << 32) - 5;
+  auto words = [&](uint64_t k) {
+    const uint64_t c = offset + k;
+    return philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0, 0},
+                      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
+  };
+  auto unit = [](uint32_t w) { return static_cast<double>(w >> 8) / 16777216.0; };
+  const int64_t n = 103;
+  Generator g(seed);
+  g.set_offset(offset);
+  const auto u = rand({n}, {.dtype = DType::f64}, &g).to_vector<double>();
+  EXPECT_EQ(g.offset(), offset + 26);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(u[i], unit(words(static_cast<uint64_t>(i / 4))[i % 4])) << i;
+  g.set_offset(offset);
+  const auto z = randn({n}, {.dtype = DType::f64}, &g).to_vector<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto w = words(static_cast<uint64_t>(i / 2));
+    const int j = static_cast<int>(i % 2) * 2;
+    const double want = std::sqrt(-2.0 * std::log(1.0 - unit(w[j]))) *
+                        std::cos(2.0 * 3.14159265358979323846 * unit(w[j + 1]));
+    ASSERT_NEAR(z[i], want, 1e-12) << i;
+  }
+  g.set_offset(offset);
+  const auto r = randint(-5, 1000, {n}, {.dtype = DType::i64}, &g).to_vector<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto w = words(static_cast<uint64_t>(i / 2));
+    const int j = static_cast<int>(i % 2) * 2;
+    const uint64_t v = (static_cast<uint64_t>(w[j]) << 32) | w[j + 1];
+    ASSERT_EQ(r[i], -5 + static_cast<int64_t>(v % 1005)) << i;
+  }
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    g.set_offset(offset);
+    const Tensor x = full({n}, 2.0, {.dtype = dt});
+    const auto y = ops::dropout(x, 0.3, true, &g).to_vector<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = unit(words(static_cast<uint64_t>(i / 4))[i % 4]) < 0.7;
+      ASSERT_NEAR(y[i], keep ? 2.0 / 0.7 : 0.0, 1e-2) << dtype_name(dt) << " " << i;
+    }
+  }
+}
+
 TEST(Random, SameSeedSameNumbersAnyThreadCount) {
   Generator g1(42), g2(42);
   const int saved = omp_get_max_threads();
