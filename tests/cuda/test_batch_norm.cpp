@@ -12,7 +12,6 @@
 
 #include "engine/ops.h"
 #include "engine/rng.h"
-#include "kernels/cuda/settings.h"
 #include "support/cuda_compare.h"
 
 namespace tcv {
@@ -231,10 +230,7 @@ TEST(CudaBatchNorm, FusedRelu) {
 // The 64-bit index variants, which need 2^31 elements on their own.
 TEST(CudaBatchNorm, WideIndicesMatchTheCpu) {
   TCV_REQUIRE_CUDA();
-  struct Wide {
-    Wide() { kernels::cuda::set_force_wide_indices(true); }
-    ~Wide() { kernels::cuda::set_force_wide_indices(false); }
-  } wide;
+  const testing::WideIndicesScope wide;
   for (DType dt : {DType::f32, DType::f64}) {
     for (const Shape& s : {Shape{4, 3, 7, 5}, Shape{3, 5, 4, 2}, Shape{5, 6}}) {
       expect_cuda_matches_cpu(

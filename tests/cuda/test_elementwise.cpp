@@ -5,7 +5,6 @@
 
 #include "engine/ops.h"
 #include "engine/rng.h"
-#include "kernels/cuda/settings.h"
 #include "support/cuda_compare.h"
 #include "support/gradcheck.h"
 
@@ -322,10 +321,7 @@ TEST(CudaElementwise, GridStrideIteratesMoreThanOnce) {
 // The GPU check also reruns this whole file with TCV_CUDA_WIDE_INDICES=1.
 TEST(CudaElementwise, WideIndicesMatchTheCpu) {
   TCV_REQUIRE_CUDA();
-  struct Wide {
-    Wide() { kernels::cuda::set_force_wide_indices(true); }
-    ~Wide() { kernels::cuda::set_force_wide_indices(false); }
-  } wide;
+  const testing::WideIndicesScope wide;
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1027}}) {
     for (DType dt : {DType::f32, DType::bf16}) {
       Tensor a = input({n}, 100 + n, dt), b = input({n}, 110 + n, dt);

@@ -11,6 +11,7 @@
 
 #include "engine/device.h"
 #include "engine/ops.h"
+#include "kernels/cuda/settings.h"
 
 #define TCV_REQUIRE_CUDA()                                                        \
   do {                                                                            \
@@ -45,6 +46,15 @@ void expect_cuda_matches_cpu(const std::string& name,
 /// requiring grad when asked), integers uniform in [0, 100), bool in {0, 1}.
 Tensor random_input(const Shape& shape, uint64_t seed, DType dtype = DType::f32,
                     bool requires_grad = true, double lo = -2.0, double hi = 2.0);
+
+/// For a scope, the elementwise loops and batch norm take their 64-bit index
+/// paths at every size (kernels/cuda/settings.h).
+struct WideIndicesScope {
+  WideIndicesScope() { kernels::cuda::set_force_wide_indices(true); }
+  ~WideIndicesScope() { kernels::cuda::set_force_wide_indices(false); }
+  WideIndicesScope(const WideIndicesScope&) = delete;
+  WideIndicesScope& operator=(const WideIndicesScope&) = delete;
+};
 
 /// Number of CPU-vs-CUDA comparisons run in this process.
 int& cuda_compare_count();
