@@ -112,10 +112,6 @@ bool direct(const Tensor& t) {
          (t.dtype() == DType::f32 || t.dtype() == DType::f64);
 }
 
-double to_unit(uint32_t w) {
-  return philox_to_unit(w);
-}  // [0, 1)
-
 Tensor finish(Tensor t64, const Shape& shape, const TensorOptions& opts) {
   Tensor r = t64.reshape(shape).to(opts.dtype).to(opts.device);
   if (opts.requires_grad) r.set_requires_grad(true);
@@ -130,7 +126,7 @@ Tensor uniform_impl(const Shape& shape, double low, double high, Generator* gen,
       [&](const uint32_t* w, int64_t e) {
         // An explicit fma (what -march=native builds contracted this to anyway):
         // the same rounding on every host and on the GPU (kernels/cuda/rng.cu).
-        return std::fma(high - low, to_unit(w[e]), low);
+        return std::fma(high - low, philox_to_unit(w[e]), low);
       },
       into);
 }
@@ -141,8 +137,8 @@ Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen,
   return generate<2>(
       n, reserve(gen, blocks_of(n, 2)),
       [&](const uint32_t* w, int64_t e) {
-        const double u1 = 1.0 - to_unit(w[2 * e]);  // (0, 1]: log is finite
-        const double u2 = to_unit(w[2 * e + 1]);
+        const double u1 = 1.0 - philox_to_unit(w[2 * e]);  // (0, 1]: log is finite
+        const double u2 = philox_to_unit(w[2 * e + 1]);
         return std::fma(std * std::sqrt(-2.0 * std::log(u1)), std::cos(2.0 * std::numbers::pi * u2),
                         mean);
       },
