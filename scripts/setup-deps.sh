@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything tcv's build, tests and default training run need, from
 # Debian's packages only. Idempotent: installs only what is missing. Run as root.
+# scripts/check-deps.sh (run by scripts/test.sh) fails when the build uses a
+# package this list neither names nor gets as a dependency.
 #
 # The CUDA toolkit (with cuDNN, cuBLAS, NCCL) is expected at /usr/local/cuda
 # where the GPU backend is wanted; without it tcv builds CPU-only.
@@ -9,6 +11,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ccache pkg-config git
   libdnnl-dev          # oneDNN: convolution, pooling, batch norm on the CPU
+  # Debian's oneDNN is built with its OpenCL GPU runtime: dnnl-config.cmake
+  # runs find_package(OpenCL REQUIRED) and the dnnl target links OpenCL::OpenCL.
+  # libdnnl-dev only Recommends the headers and the linkable libOpenCL.so, and
+  # Recommends are not installed here, so name them (tcv never calls OpenCL).
+  ocl-icd-opencl-dev
   libopenblas-dev      # GEMM
   libtomlplusplus-dev  # TOML configs
   libstb-dev           # image decode/encode
@@ -18,6 +25,12 @@ packages=(
   libbenchmark-dev
   dataset-fashion-mnist  # real data for the default model and the tests
 )
+
+# --list: print the package names (scripts/check-deps.sh compares the build with them).
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
