@@ -198,6 +198,7 @@ Started start_and_signal(const std::vector<std::string>& argv, const fs::path& m
     if (waitpid(s.launcher.pid, &st, WNOHANG) == s.launcher.pid) {
       ADD_FAILURE() << "the run ended before iteration " << at_iter << ":\n"
                     << test::read_file(s.launcher.out_path);
+      std::remove(s.launcher.out_path.c_str());
       return s;
     }
     std::this_thread::sleep_for(2ms);
