@@ -1,5 +1,6 @@
 #include "train/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -53,6 +54,37 @@ std::string resolve_checkpoint(const std::string& path) {
   TCV_CHECK(fs::exists(stem + ".safetensors"), path, ": checkpoint weights ", stem,
             ".safetensors do not exist");
   return stem;
+}
+
+std::string find_latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  struct Candidate {
+    int64_t iter;
+    bool latest;
+    std::string stem;
+  };
+  std::vector<Candidate> found;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".json") continue;
+    const std::string stem = (e.path().parent_path() / e.path().stem()).string();
+    if (!fs::exists(stem + ".safetensors")) continue;
+    try {
+      found.push_back({load_trainer_state(stem).iter, e.path().stem() == "latest", stem});
+    } catch (const std::exception&) {  // unreadable trainer state: not a candidate
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    return a.iter != b.iter ? a.iter > b.iter : a.latest > b.latest;
+  });
+  for (const auto& c : found) {
+    try {
+      load_safetensors(c.stem + ".safetensors");
+      return c.stem;
+    } catch (const std::exception&) {  // truncated or corrupt weights: try the next newest
+    }
+  }
+  return "";
 }
 
 TrainerState load_trainer_state(const std::string& stem) {

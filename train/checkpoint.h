@@ -38,6 +38,12 @@ void save_checkpoint(const std::string& stem, const nn::Module& model, const Opt
 /// "checkpoints/latest" when it is a run directory).
 std::string resolve_checkpoint(const std::string& path);
 
+/// The stem of the newest checkpoint in directory `dir` (the one with the most
+/// iterations done; "latest" on a tie) whose trainer state and weights both
+/// load, or "" when there is none (no directory, no checkpoint, or none that
+/// loads). What network.resume = "auto" continues from.
+std::string find_latest_checkpoint(const std::string& dir);
+
 /// Reads the trainer state of checkpoint `stem`.
 TrainerState load_trainer_state(const std::string& stem);
 

@@ -71,7 +71,15 @@ std::vector<KeySpec> make_schema() {
       {"network.bucket_cap_mb", VT::floating, 25.0, "distributed: gradient bucket size (MiB)"},
       {"network.find_unused_parameters", VT::boolean, false,
        "distributed: allow parameters that get no gradient in a step"},
-      {"network.resume", VT::string, std::string(""), "checkpoint to continue from; \"\" = none"},
+      {"network.timeout", VT::floating, 300.0,
+       "distributed: seconds the rendezvous or one collective may wait for the other ranks "
+       "before the run stops with an error naming them"},
+      {"network.wait_log_interval", VT::floating, 30.0,
+       "distributed: seconds between the lines a waiting rank prints about what it waits for; "
+       "0 = never"},
+      {"network.resume", VT::string, std::string(""),
+       "checkpoint to continue from; \"auto\" = the newest complete one in the run directory "
+       "(none yet: start fresh); \"\" = none"},
       {"network.pretrained", VT::string, std::string(""),
        "weights to fine-tune from (safetensors, torchvision names); a head of another shape "
        "keeps its init"},
@@ -599,6 +607,10 @@ void Config::validate() const {
   if (jitter[3] > 0.5) fail("train.aug.color_jitter", "hue must be in [0, 0.5]");
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
   if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
+  if (const double t = get_double("network.timeout"); !(t >= 0.001 && t < 1e9))
+    fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(t));
+  if (const double t = get_double("network.wait_log_interval"); !(t >= 0 && t < 1e9))
+    fail("network.wait_log_interval", "must be in [0, 1e9) seconds, got " + format_double(t));
   at_least("solver.max_epoch", 1);
   at_least("solver.max_iters", 0);
   at_least("solver.display_iter", 1);

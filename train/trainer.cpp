@@ -189,6 +189,7 @@ struct Trainer::Impl {
     cfg.validate();
     device = pick_device(cfg);
     dist = init_distributed(cfg, device);
+    if (dist) device = dist->device();  // cuda:LOCAL_RANK on a node with several GPUs
     if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(omp_get_num_procs());
     manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
     label_smoothing = cfg.get_double("loss.label_smoothing");
@@ -244,7 +245,10 @@ struct Trainer::Impl {
     if (main_rank())
       write_file_atomic((fs::path(opts.out_dir) / "config.toml").string(), cfg.to_toml());
 
-    const std::string& resume = cfg.get_string("network.resume");
+    // "auto": the newest complete checkpoint of this run directory, if any
+    // (an elastic restart continues where the failed attempt last saved).
+    std::string resume = cfg.get_string("network.resume");
+    if (resume == "auto") resume = find_latest_checkpoint(ckpt_dir.string());
     if (!resume.empty()) {
       const std::string stem = resolve_checkpoint(resume);
       const TrainerState s = load_trainer_state(stem);
@@ -258,6 +262,13 @@ struct Trainer::Impl {
       default_generator().manual_seed(state.rng_seed);
       default_generator().set_offset(state.rng_offset);
     }
+    if (dist)  // ranks that disagree here would issue different collectives
+      dist->check_same("training schedule",
+                       {{"iterations per epoch (data set size / world / train.batch_size)",
+                         std::to_string(iters_per_epoch)},
+                        {"iterations in all (solver.max_iters or solver.max_epoch)",
+                         std::to_string(max_iters)},
+                        {"iteration resumed from", std::to_string(state.iter)}});
     metrics.open(main_rank() ? fs::path(opts.out_dir) / "metrics.jsonl" : fs::path("/dev/null"),
                  resume.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics.good()) TCV_THROW(opts.out_dir, "/metrics.jsonl: cannot open for writing");
