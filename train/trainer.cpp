@@ -94,6 +94,39 @@ Device pick_device(const Config& cfg) {
   return cuda_ops_supported() && cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
 }
 
+// Keeps the lines of a run's metrics.jsonl up to iteration `iter`, where a
+// resumed run starts, and drops those after it and any line a kill cut short:
+// each iteration is then logged once. Returns whether a val line at `iter`
+// is among those kept.
+bool truncate_metrics(const fs::path& file, int64_t iter) {
+  std::ifstream f(file);
+  if (!f.good()) return false;
+  std::string line, kept;
+  bool changed = false, val_at_iter = false;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    bool keep = false;
+    try {
+      const Json j = Json::parse(line);
+      const Json* it = j.find("iter");
+      keep = j.is_object() && (!it || !it->is_int() || it->as_int() <= iter);
+      const Json* split = j.find("split");
+      if (keep && it && it->is_int() && it->as_int() == iter && split && split->is_string() &&
+          split->as_string() == "val")
+        val_at_iter = true;
+    } catch (const Error&) {
+      keep = false;  // a line cut short
+    }
+    if (keep)
+      kept += line + "\n";
+    else
+      changed = true;
+  }
+  f.close();
+  if (changed) write_file_atomic(file.string(), kept);
+  return val_at_iter;
+}
+
 }  // namespace
 
 Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target) {
@@ -146,6 +179,7 @@ struct Trainer::Impl {
   std::unique_ptr<LrPolicy> lr_policy;
   TrainerState state;
   int64_t iters_per_epoch = 0, max_iters = 0, max_epochs = 0;
+  int64_t evaluated_at = -1;  // the iteration of the latest evaluation (a resumed run: logged)
   double label_smoothing = 0;
   double mixup_alpha = 0;
   InputSpec input;
@@ -242,25 +276,38 @@ struct Trainer::Impl {
     // Output directory.
     ckpt_dir = fs::path(opts.out_dir) / "checkpoints";
     fs::create_directories(ckpt_dir);
-    if (main_rank())
+    int64_t stale = 0;  // temp files of a process killed while writing
+    if (main_rank()) {
+      stale = remove_stale_temp_files(opts.out_dir) + remove_stale_temp_files(ckpt_dir.string());
       write_file_atomic((fs::path(opts.out_dir) / "config.toml").string(), cfg.to_toml());
+    }
 
     // "auto": the newest complete checkpoint of this run directory, if any
     // (an elastic restart continues where the failed attempt last saved).
     std::string resume = cfg.get_string("network.resume");
     if (resume == "auto") resume = find_latest_checkpoint(ckpt_dir.string());
     if (!resume.empty()) {
-      const std::string stem = resolve_checkpoint(resume);
-      const TrainerState s = load_trainer_state(stem);
-      if (s.model_name != name)
-        throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem + " holds a \"" +
-                          s.model_name + "\", but network.model_name is \"" + name + "\"");
-      state = load_checkpoint(stem, *model, optim.get());
+      // Everything about the checkpoint is checked here, before any step.
+      try {
+        const std::string stem = resolve_checkpoint(resume);
+        const TrainerState s = load_trainer_state(stem);
+        if (s.model_name != name)
+          throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem +
+                            ".safetensors holds a \"" + s.model_name +
+                            "\", but network.model_name is \"" + name + "\"");
+        state = load_checkpoint(stem, *model, optim.get());
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const Error& e) {
+        throw ConfigError(at_key(cfg, "network.resume") + ": " + e.what());
+      }
       // The loader's epoch length may differ if batch_size changed; clamp to it.
       state.epoch_iter = std::min(state.epoch_iter, iters_per_epoch);
       elapsed_before = state.elapsed_s;
       default_generator().manual_seed(state.rng_seed);
       default_generator().set_offset(state.rng_offset);
+      if (main_rank() && truncate_metrics(fs::path(opts.out_dir) / "metrics.jsonl", state.iter))
+        evaluated_at = state.iter;
     }
     if (dist)  // ranks that disagree here would issue different collectives
       dist->check_same("training schedule",
@@ -287,6 +334,9 @@ struct Trainer::Impl {
             << cfg.get_int("train.batch_size") * world();
       if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
       *os << "\n";
+      if (stale > 0)
+        *os << "removed " << stale << " temp file" << (stale > 1 ? "s" : "")
+            << " left by a process killed while writing\n";
       if (!cfg.get_string("network.pretrained").empty()) {
         *os << "pretrained: " << pretrained_load.loaded << " tensors from "
             << cfg.get_string("network.pretrained");
@@ -421,13 +471,13 @@ struct Trainer::Impl {
     std::vector<std::string> stems;
     for (const auto& e : fs::directory_iterator(ckpt_dir)) {
       const std::string f = e.path().filename().string();
-      if (f.rfind("epoch_", 0) == 0 && e.path().extension() == ".json")
+      if (f.rfind("epoch_", 0) == 0 && e.path().extension() == ".safetensors")
         stems.push_back((ckpt_dir / e.path().stem()).string());
     }
     std::sort(stems.begin(), stems.end());
     for (size_t i = 0; i + keep < stems.size(); ++i) {
-      fs::remove(stems[i] + ".json");  // the marker first: weights alone are never taken as valid
       fs::remove(stems[i] + ".safetensors");
+      fs::remove(stems[i] + ".json");  // the trainer state of an earlier version's checkpoint
     }
   }
 
@@ -470,7 +520,6 @@ struct Trainer::Impl {
     // Where this run stops: the end, or an interruption asked for by the caller.
     const int64_t stop_at =
         opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
-    int64_t evaluated_at = -1;
 
     // Window since the last training line.
     AverageMeter win_loss;
