@@ -22,7 +22,7 @@ struct DDPOptions {
   CommHook comm_hook = CommHook::none;
   /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
   /// environment variable, unset = none).
-  std::string timeline_path;
+  std::string timeline_path{};
   /// Which synchronised step (1-based) the timeline records (TCV_TIMELINE_STEP, default 3).
   int64_t timeline_step = 0;
 };

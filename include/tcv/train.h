@@ -1,0 +1,15 @@
+// Training, namespace tcv::train: optimizers (SGD, Adam, AdamW),
+// clip_grad_norm, LR policies, GradScaler, metrics, checkpoints and
+// pretrained weights (load_pretrained), and the config-driven Trainer and
+// Predictor behind tcv-train and tcv-predict. Includes the layers.
+#pragma once
+
+#include "tcv/nn.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/grad_scaler.h"
+#include "train/lr_policy.h"
+#include "train/metrics.h"
+#include "train/optim.h"
+#include "train/predict.h"
+#include "train/trainer.h"
