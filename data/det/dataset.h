@@ -82,6 +82,9 @@ class DetDataset {
   DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
              std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
              int64_t skipped_at_load = 0, std::string first_skipped = "");
+  DetDataset(DetDataset&& other) noexcept;
+  DetDataset& operator=(DetDataset&&) = delete;
+  DetDataset(const DetDataset&) = delete;
 
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
   /// Object classes, without the background.
