@@ -330,9 +330,9 @@ CocoSummary DetectionEvaluator::coco() const {
     struct Entry {
       double score;
       int32_t rank;
-      uint16_t matched, ignored;
+      uint16_t matched[A], ignored[A];
     };
-    std::vector<Entry> entries[A];
+    std::vector<Entry> entries;  // one per kept detection, the same for every area range
     int64_t npig[A] = {0, 0, 0, 0};
     const Refs& G = gts[k];
     const Refs& D = dets[k];
@@ -373,6 +373,12 @@ CocoSummary DetectionEvaluator::coco() const {
           ious[d * ng + g] = i / (crowd ? da : da + ga - i);
         }
       }
+      const size_t base = entries.size();
+      for (size_t d = 0; d < nd; ++d)
+        entries.push_back({im.det_scores[static_cast<size_t>(d_idx[d])],
+                           static_cast<int32_t>(d),
+                           {0, 0, 0, 0},
+                           {0, 0, 0, 0}});
       for (int a = 0; a < A; ++a) {
         g_ign.resize(ng);
         for (size_t g = 0; g < ng; ++g) {
@@ -414,37 +420,61 @@ CocoSummary DetectionEvaluator::coco() const {
           const double da = (db[2] - db[0]) * (db[3] - db[1]);
           const bool out_of_range = da < area_lo[a] || da > area_hi[a];
           if (out_of_range) d_ign[d] |= static_cast<uint16_t>(~d_match[d] & ((1u << T) - 1));
-          entries[a].push_back({im.det_scores[static_cast<size_t>(d_idx[d])],
-                                static_cast<int32_t>(d), d_match[d], d_ign[d]});
+          entries[base + d].matched[a] = d_match[d];
+          entries[base + d].ignored[a] = d_ign[d];
         }
       }
     }
-    // Accumulate.
-    std::vector<const Entry*> sel;
-    std::vector<double> tp_sum, fp_sum, pr, rc;
-    for (int a = 0; a < A; ++a) {
-      if (npig[a] == 0) continue;
-      for (int m = 0; m < M; ++m) {
-        sel.clear();
-        for (const Entry& e : entries[a])
-          if (e.rank < kMaxDets[m]) sel.push_back(&e);
-        std::stable_sort(sel.begin(), sel.end(),
-                         [](const Entry* x, const Entry* y) { return x->score > y->score; });
-        const size_t nd = sel.size();
+    // Accumulate. One stable sort by score serves every (area, max detections):
+    // keeping the first m of each image is a subsequence, which a stable sort
+    // leaves in the order it would give it alone.
+    std::vector<int32_t> order(entries.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+      return entries[static_cast<size_t>(x)].score > entries[static_cast<size_t>(y)].score;
+    });
+    // Per (max detections, area range): the kept detections' bits in score
+    // order; per threshold, running true/false positive counts, then recall and
+    // precision as pycocotools computes them (the divisions in their own loops,
+    // which vectorize).
+    std::vector<uint16_t> hit, ign;
+    std::vector<double> tps, fps, pr, rc;
+    for (int m = 0; m < M; ++m) {
+      std::vector<const Entry*> sel;
+      for (const int32_t i : order)
+        if (entries[static_cast<size_t>(i)].rank < kMaxDets[m])
+          sel.push_back(&entries[static_cast<size_t>(i)]);
+      const size_t nd = sel.size();
+      hit.resize(nd);
+      ign.resize(nd);
+      tps.resize(nd);
+      fps.resize(nd);
+      rc.resize(nd);
+      pr.resize(nd);
+      for (int a = 0; a < A; ++a) {
+        if (npig[a] == 0) continue;
+        for (size_t i = 0; i < nd; ++i) {
+          hit[i] = sel[i]->matched[a];
+          ign[i] = sel[i]->ignored[a];
+        }
+        const auto n_pos = static_cast<double>(npig[a]);
         for (int t = 0; t < T; ++t) {
-          const uint16_t bit = static_cast<uint16_t>(1u << t);
-          rc.resize(nd);
-          pr.resize(nd);
-          double tp = 0, fp = 0;
+          int64_t tp = 0, fp = 0;  // counts: exact, as numpy's float cumsum of 0s and 1s
           for (size_t i = 0; i < nd; ++i) {
-            const bool ign = sel[i]->ignored & bit, hit = sel[i]->matched & bit;
-            if (!ign) (hit ? tp : fp) += 1;
-            rc[i] = tp / static_cast<double>(npig[a]);
-            pr[i] = tp / (fp + tp + eps);
+            const unsigned h = (hit[i] >> t) & 1u, g = (ign[i] >> t) & 1u;
+            tp += h & ~g & 1u;
+            fp += ~h & ~g & 1u;
+            tps[i] = static_cast<double>(tp);
+            fps[i] = static_cast<double>(fp);
           }
+          const double* __restrict tpp = tps.data();
+          const double* __restrict fpp = fps.data();
+          double* __restrict rcp = rc.data();
+          double* __restrict prp = pr.data();
+          for (size_t i = 0; i < nd; ++i) rcp[i] = tpp[i] / n_pos;
+          for (size_t i = 0; i < nd; ++i) prp[i] = tpp[i] / (fpp[i] + tpp[i] + eps);
           Rc(t, k, a, m) = nd ? rc[nd - 1] : 0.0;
-          for (size_t i = nd; i-- > 1;)
-            if (pr[i] > pr[i - 1]) pr[i - 1] = pr[i];
+          for (size_t i = nd; i-- > 1;) pr[i - 1] = std::max(pr[i - 1], pr[i]);
           size_t pos = 0;
           for (int r = 0; r < R; ++r) {
             while (pos < nd && rc[pos] < rec_thrs[r]) ++pos;  // searchsorted, side='left'
