@@ -140,7 +140,7 @@ struct LoaderOptions {
   uint64_t seed = 0;
   /// In-memory datasets, and u8 samples of a Dataset: how pixels become f32.
   /// f32 samples (already normalised by their transform) are copied as they are.
-  Normalize normalize;
+  Normalize normalize{};
   /// Batches each worker may assemble ahead of the consumer (queue bound = workers x this).
   int prefetch = 2;
   /// Data-parallel: with world_size > 1 each epoch iterates this rank's share of

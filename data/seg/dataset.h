@@ -77,6 +77,9 @@ class SegDataset {
   SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names, LabelMap map,
              GroundTruth ground_truth, OnCorrupt on_corrupt, std::string name,
              int64_t skipped_at_load = 0, std::string first_skipped = "");
+  /// Moves records, names and counts (not while another thread loads from `o`).
+  SegDataset(SegDataset&& o) noexcept;
+  SegDataset& operator=(SegDataset&&) = delete;
 
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
   int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
