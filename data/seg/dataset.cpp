@@ -67,6 +67,22 @@ struct SkipCount {
   }
 };
 
+// The file values a map allows, as ranges: "0-33, 255".
+std::string allowed_values(const LabelMap& map) {
+  std::string out;
+  for (int v = 0; v < 256;) {
+    if (map.lut[static_cast<size_t>(v)] < 0) {
+      ++v;
+      continue;
+    }
+    int e = v;
+    while (e + 1 < 256 && map.lut[static_cast<size_t>(e + 1)] >= 0) ++e;
+    out += (out.empty() ? "" : ", ") + std::to_string(v) + (e > v ? "-" + std::to_string(e) : "");
+    v = e + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 // ---- LabelMap ------------------------------------------------------------------------
@@ -111,12 +127,10 @@ Tensor map_labels(const Tensor& raw, const LabelMap& map, const std::string& nam
   if (bad) {
     int64_t k = 0;
     while (lut[s[k]] >= 0) ++k;
-    int64_t classes = 0;
-    for (int v = 0; v < 256; ++v) classes += map.lut[static_cast<size_t>(v)] >= 0 && v != 255;
     TCV_THROW(name, ": label value ", int(s[k]), " at (row ", k / W, ", column ", k % W,
-              ") is neither a class of this data set nor 255 (ignored); the files of this data "
-              "set hold ",
-              classes, " class values");
+              ") is neither a class of this data set nor 255 (ignored); the values its label "
+              "files may hold are ",
+              allowed_values(map));
   }
   return out;
 }

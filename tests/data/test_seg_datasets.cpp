@@ -166,6 +166,7 @@ TEST(SegCityscapes, Errors) {
   std::string msg = error_of([&] { ds.load(2); });
   EXPECT_TRUE(contains(msg, bad)) << msg;
   EXPECT_TRUE(contains(msg, "label value 34 at (row 1, column 2)")) << msg;
+  EXPECT_TRUE(contains(msg, "may hold are 0-33, 255")) << msg;
   // The same sample skipped and counted.
   const SegDataset skipping = read_cityscapes({.root = tmp.path(), .on_corrupt = OnCorrupt::skip});
   EXPECT_FALSE(skipping.load(2).image.defined());
@@ -333,6 +334,7 @@ TEST(SegAde20k, ReduceZeroLabel) {
                  label_map(2, 3, {0, 1, 2, 151, 150, 255}));
   const std::string msg = error_of([&] { ds.load(1); });
   EXPECT_TRUE(contains(msg, "ADE_train_00000002.png: label value 151 at (row 1, column 0)")) << msg;
+  EXPECT_TRUE(contains(msg, "may hold are 0-150, 255")) << msg;
   EXPECT_TRUE(contains(error_of([&] { read_ade20k({.root = root, .split = "validation"}); }),
                        "images/validation: no such directory"));
 }
