@@ -1,9 +1,11 @@
 #include "kernels/cpu/boxes.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,33 +49,84 @@ template <typename T>
   }
 }
 
+/// Unsigned keys whose integer order is the float order: -0.0 equals 0.0 and
+/// every NaN is one key above all numbers.
+inline uint32_t order_key(float f) {
+  if (f != f) return 0xffffffffu;
+  if (f == 0.0f) f = 0.0f;
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline uint64_t order_key(double f) {
+  if (f != f) return ~uint64_t{0};
+  if (f == 0.0) f = 0.0;
+  const uint64_t u = std::bit_cast<uint64_t>(f);
+  return (u & (uint64_t{1} << 63)) ? ~u : (u | (uint64_t{1} << 63));
+}
+
+/// Stable LSD radix sort of (key, value) pairs by key, 11 bits a pass: a few
+/// linear passes instead of a comparison sort's n log n comparisons.
+template <typename K>
+void radix_sort(std::vector<K>& keys, std::vector<int32_t>& vals) {
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  const size_t n = keys.size();
+  std::vector<K> k2(n);
+  std::vector<int32_t> v2(n);
+  std::vector<size_t> count(kBuckets);
+  for (int shift = 0; shift < static_cast<int>(8 * sizeof(K)); shift += kBits) {
+    std::fill(count.begin(), count.end(), size_t{0});
+    for (size_t i = 0; i < n; ++i) ++count[(keys[i] >> shift) & (kBuckets - 1)];
+    if (count[(keys[0] >> shift) & (kBuckets - 1)] == n) continue;  // one bucket: nothing moves
+    size_t sum = 0;
+    for (size_t& c : count) sum += std::exchange(c, sum);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t d = count[(keys[i] >> shift) & (kBuckets - 1)]++;
+      k2[d] = keys[i];
+      v2[d] = vals[i];
+    }
+    keys.swap(k2);
+    vals.swap(v2);
+  }
+}
+
+template <typename T>
+using key_of = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+
+/// Positions 0..n-1 ordered by key(i) ascending, ties in index order.
+template <typename K, typename F>
+std::vector<int32_t> order_by(int64_t n, F&& key) {
+  std::vector<K> keys(static_cast<size_t>(n));
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    keys[i] = key(i);
+    pos[i] = static_cast<int32_t>(i);
+  }
+  if (n > 1) radix_sort(keys, pos);
+  return pos;
+}
+
 /// Boxes in visiting (score) order, one array per coordinate.
 template <typename T>
 struct Sorted {
   std::vector<T> x1, y1, x2, y2, area;
-  std::vector<int64_t> index;  // position -> input row
+  std::vector<int32_t> index;  // position -> input row
 };
 
 template <typename T>
 Sorted<T> sort_by_score(const T* b, const T* s, int64_t n) {
-  std::vector<std::pair<T, int64_t>> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[i] = {s[i], i};
-  // torchvision's stable descending sort: NaN first, ties in index order.
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& c) {
-    return (std::isnan(a.first) && !std::isnan(c.first)) || a.first > c.first;
-  });
+  // torchvision's stable descending sort: NaN first, ties in index order (the
+  // complement of the ascending key reverses the order and keeps LSD stability).
   Sorted<T> o;
+  o.index = order_by<key_of<T>>(n, [s](int64_t i) { return ~order_key(s[i]); });
   for (auto* v : {&o.x1, &o.y1, &o.x2, &o.y2, &o.area}) v->resize(static_cast<size_t>(n));
-  o.index.resize(static_cast<size_t>(n));
   for (int64_t p = 0; p < n; ++p) {
-    const int64_t i = order[p].second;
-    const T* r = b + 4 * i;
+    const T* r = b + 4 * o.index[p];
     o.x1[p] = r[0];
     o.y1[p] = r[1];
     o.x2[p] = r[2];
     o.y2[p] = r[3];
     o.area[p] = (r[2] - r[0]) * (r[3] - r[1]);
-    o.index[p] = i;
   }
   return o;
 }
@@ -108,14 +161,15 @@ int64_t nms_leaves(const Sorted<T>& s, int64_t n, T thr, int64_t* keep) {
   const int64_t slabs =
       std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(leaves)))));
   const int64_t per_slab = (leaves + slabs - 1) / slabs * kLeaf;  // boxes per slab
-  std::vector<int32_t> pos(static_cast<size_t>(n));
-  std::iota(pos.begin(), pos.end(), 0);
-  auto by = [](const std::vector<T>& key) {
-    return [&key](int32_t a, int32_t b) { return key[a] < key[b] || (key[a] == key[b] && a < b); };
-  };
-  std::sort(pos.begin(), pos.end(), by(s.x1));
-  for (int64_t b = 0; b < n; b += per_slab)
-    std::sort(pos.begin() + b, pos.begin() + std::min(n, b + per_slab), by(s.y1));
+  // Positions by x1, then each slab's by y1 (finite coordinates here).
+  std::vector<int32_t> pos = order_by<key_of<T>>(n, [&s](int64_t p) { return order_key(s.x1[p]); });
+  for (int64_t b = 0; b < n; b += per_slab) {
+    const int64_t e = std::min(n, b + per_slab);
+    const std::vector<int32_t> in_slab =
+        order_by<key_of<T>>(e - b, [&](int64_t i) { return order_key(s.y1[pos[b + i]]); });
+    std::vector<int32_t> slab(pos.begin() + b, pos.begin() + e);
+    for (int64_t i = 0; i < e - b; ++i) pos[b + i] = slab[in_slab[i]];
+  }
 
   // Leaf-major arrays; padding slots hold an empty box at 0 and are never read back.
   const int64_t slots = leaves * kLeaf;
@@ -349,6 +403,8 @@ void nms(const KTensor& keep, const KTensor& boxes, const KTensor& scores, doubl
             "[nms] kernel needs contiguous scores and i64 keep");
   *kept = 0;
   if (boxes.sizes[0] == 0) return;
+  TCV_CHECK(boxes.sizes[0] <= std::numeric_limits<int32_t>::max(),
+            "[nms] at most 2^31 - 1 boxes, got ", boxes.sizes[0]);
   TCV_DISPATCH_FLOAT(boxes.dtype, "nms",
                      *kept = nms_typed<scalar_t>(keep, boxes, scores, iou_threshold));
 }
