@@ -180,6 +180,7 @@ TEST(Nms, LeavesEqualTheQuadraticLoop) {
   // Large inputs take the spatial-leaf path; distinct scores make the order unique.
   for (int64_t n : {300, 2000, 10000}) {
     for (double thr : {0.3, 0.5, 0.8}) {
+      if (n == 10000 && thr != 0.5) continue;  // the reference loop is quadratic
       Generator g(static_cast<uint64_t>(n) * 7 + static_cast<uint64_t>(thr * 10));
       const Tensor xy = rand({n, 2}, {}, &g) * 1000.0;
       const Tensor wh = rand({n, 2}, {}, &g) * 120.0 + 2.0;
