@@ -18,6 +18,8 @@ packages=(
   ocl-icd-opencl-dev
   libopenblas-dev      # GEMM
   libtomlplusplus-dev  # TOML configs
+  nlohmann-json3-dev   # JSON: COCO instances_*.json read and written by data/det
+  libpugixml-dev       # XML: Pascal VOC annotations read and written by data/det
   libstb-dev           # image decode/encode
   libgloo-dev          # CPU collectives
   zlib1g-dev           # gzip IDX files
