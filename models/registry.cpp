@@ -7,6 +7,7 @@
 #include "models/cls/mobilenet_v2.h"
 #include "models/cls/resnet.h"
 #include "models/cls/vgg.h"
+#include "models/det/ssd.h"
 
 namespace tcv::models {
 
@@ -109,6 +110,22 @@ void register_zoo_models() {
       },
       "MobileNetV2 (width 1.0, ReLU6, dropout 0.2), 3,504,872 parameters at 1000 classes; "
       "torchvision's architecture and names");
+
+  register_model(
+      "ssd300",
+      [](const ModelOptions& o) {
+        return det::ssd300_vgg16({.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "SSD300 on VGG-16 (detection, 300x300 input, 8,732 default boxes), 26,285,486 parameters "
+      "at 21 classes (background included); torchvision's ssd300_vgg16 architecture and names");
+  register_model(
+      "ssd512",
+      [](const ModelOptions& o) {
+        return det::ssd512_vgg16({.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "SSD512 on VGG-16 (detection, 512x512 input, 24,564 default boxes on 7 maps), "
+      "26,795,460 parameters at 21 classes; the SSD paper's extra blocks as TorchCV, "
+      "torchvision's names");
 }
 
 }  // namespace
