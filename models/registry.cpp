@@ -126,6 +126,13 @@ void register_zoo_models() {
       "SSD512 on VGG-16 (detection, 512x512 input, 24,564 default boxes on 7 maps), "
       "26,795,460 parameters at 21 classes; the SSD paper's extra blocks as TorchCV, "
       "torchvision's names");
+  register_model(
+      "ssd300_lite",
+      [](const ModelOptions& o) {
+        return det::ssd300_lite({.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "SSD300 with a quarter of VGG-16's channels and BatchNorm (detection, 300x300 input, "
+      "8,732 default boxes, about 1/16 of SSD300's FLOPs), for CPUs and small data sets");
 }
 
 }  // namespace
