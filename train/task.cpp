@@ -7,6 +7,7 @@
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/tasks/cls.h"
+#include "train/tasks/det.h"
 
 namespace tcv::train {
 
@@ -49,6 +50,7 @@ void register_builtin_tasks() {
   if (done) return;
   done = true;
   register_task(cls_task_info());
+  register_task(det_task_info());
 }
 
 const TaskInfo& task_info(const std::string& name) {
