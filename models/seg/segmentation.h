@@ -52,8 +52,8 @@ struct SegModelOptions {
 /// The outputs of a segmentation model, each (N, num_classes, H, W) for an input
 /// of (N, C, H, W): torchvision's result["out"] and result["aux"].
 struct SegOutput {
-  Tensor out;  ///< the main head's logits
-  Tensor aux;  ///< the auxiliary head's logits; undefined with AuxHead::off
+  Tensor out{};  ///< the main head's logits
+  Tensor aux{};  ///< the auxiliary head's logits; undefined with AuxHead::off
 };
 
 /// A segmentation network: backbone, classifier and optional aux_classifier, in
