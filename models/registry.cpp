@@ -154,6 +154,10 @@ void register_zoo_models() {
        "PSPNet (pyramid pooling, bins 1/2/3/6) on a dilated ResNet-50, 48,957,802 parameters"},
       {"pspnet_resnet101", seg::pspnet_resnet101,
        "PSPNet (pyramid pooling, bins 1/2/3/6) on a dilated ResNet-101, 67,949,930 parameters"},
+      {"pspnet_resnet18", seg::pspnet_resnet18,
+       "PSPNet (bins 1/2/3/6, 128-channel head) on a dilated ResNet-18, a small model"},
+      {"deeplabv3_resnet18", seg::deeplabv3_resnet18,
+       "DeepLabV3 (128-channel ASPP) on a dilated ResNet-18, a small model"},
   };
   for (const auto& m : segs) {
     const SegFn fn = m.fn;
