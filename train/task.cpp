@@ -8,6 +8,7 @@
 #include "train/checkpoint.h"
 #include "train/tasks/cls.h"
 #include "train/tasks/det.h"
+#include "train/tasks/seg.h"
 
 namespace tcv::train {
 
@@ -51,6 +52,7 @@ void register_builtin_tasks() {
   done = true;
   register_task(cls_task_info());
   register_task(det_task_info());
+  register_task(seg_task_info());
 }
 
 const TaskInfo& task_info(const std::string& name) {
