@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include "support/gradcheck.h"
 #include "train/config.h"
@@ -112,4 +114,46 @@ TEST(Tasks, TwoTasksDeclaringOneKeyMustAgreeOnIt) {
                     add_task_keys("toy_c", {{"seed", ValueType::integer, int64_t{0}, ""}});
                   }),
                   "every task reads"));
+}
+
+TEST(Tasks, ShippedDetectionAndSegmentationConfigsAreValid) {
+  const std::string root = tcv::testing::source_dir() + "/configs/";
+  std::map<std::string, Config> by_name;
+  for (const std::string dir : {"det", "seg"})
+    for (const auto& e : std::filesystem::directory_iterator(root + dir))
+      if (e.path().extension() == ".toml") {
+        const std::string name = dir + "/" + e.path().filename().string();
+        const Config c = Config::from_file(e.path().string());
+        EXPECT_NO_THROW(c.validate()) << name;
+        EXPECT_EQ(c.get_string("task"), dir) << name;
+        by_name.emplace(name, c);
+      }
+  for (const char* f : {"det/scenes_ssd300.toml", "det/voc_ssd300.toml", "det/voc_ssd512.toml",
+                        "det/coco_ssd300.toml", "seg/scenes_pspnet.toml",
+                        "seg/scenes_deeplabv3.toml", "seg/cityscapes_pspnet_r101.toml",
+                        "seg/cityscapes_deeplabv3_r101.toml", "seg/voc_deeplabv3_r50.toml"})
+    EXPECT_TRUE(by_name.count(f)) << f;
+  // TorchCV's VOC07+12 SSD300 recipe.
+  const Config& voc = by_name.at("det/voc_ssd300.toml");
+  EXPECT_EQ(voc.get_strings("data.train_roots"), (std::vector<std::string>{"VOC2007", "VOC2012"}));
+  EXPECT_EQ(voc.get_string("data.train_split"), "trainval");
+  EXPECT_EQ(voc.get_string("data.val_split"), "test");
+  EXPECT_EQ(voc.get_int("train.batch_size"), 32);
+  EXPECT_DOUBLE_EQ(voc.get_double("solver.lr.base_lr"), 0.001);
+  EXPECT_EQ(voc.get_ints("solver.lr.multistep.stepvalue"), (std::vector<int64_t>{156, 195, 234}));
+  EXPECT_EQ(voc.get_int("solver.max_epoch"), 235);
+  EXPECT_EQ(voc.get_string("val.metric"), "voc07");
+  EXPECT_EQ(by_name.at("det/voc_ssd512.toml").get_string("network.model_name"), "ssd512");
+  EXPECT_EQ(by_name.at("det/coco_ssd300.toml").get_string("val.metric"), "coco");
+  // TorchCV's Cityscapes PSPNet recipe.
+  const Config& city = by_name.at("seg/cityscapes_pspnet_r101.toml");
+  EXPECT_EQ(city.get_string("network.model_name"), "pspnet_resnet101");
+  EXPECT_EQ(city.get_ints("train.aug_trans.random_crop.crop_size"),
+            (std::vector<int64_t>{769, 769}));
+  EXPECT_EQ(city.get_int("solver.max_iters"), 40000);
+  EXPECT_EQ(city.get_string("solver.lr.lr_policy"), "lambda_poly");
+  EXPECT_TRUE(city.get_bool("network.sync_bn"));
+  EXPECT_EQ(city.get_doubles("loss.params.ce_weight").size(), 19u);
+  EXPECT_DOUBLE_EQ(
+      by_name.at("seg/voc_deeplabv3_r50.toml").get_double("loss.loss_weights.aux_loss"), 0.4);
 }

@@ -316,10 +316,16 @@ constexpr int64_t kReportFigures = 6;
 
 class DetEvaluator final : public TaskEvaluator {
  public:
-  DetEvaluator(const Config& cfg, const data::DetDataset& val, int64_t side)
+  // This process is rank `rank` of `world`: the val loader's sampler pads the
+  // last ranks' shares with the first images, which the mAP takes once (by
+  // image id) and the loss on the rank that owns them (index mod world).
+  DetEvaluator(const Config& cfg, const data::DetDataset& val, int64_t side, int64_t rank,
+               int64_t world)
       : cfg_(cfg),
         val_(val),
         side_(side),
+        rank_(rank),
+        world_(world),
         names_(val.class_names()),
         eval_(DetEvalOptions{.metric = parse_det_metric(cfg.get_string("val.metric")),
                              .class_names = val.class_names()}),
@@ -335,10 +341,14 @@ class DetEvaluator final : public TaskEvaluator {
     const mdet::SsdOutput o = net.forward_heads(b.images.to(device));
     const Tensor anchors = net.default_boxes(side_, side_, device);
     std::vector<mdet::DetTarget> targets;
-    for (int64_t i = 0; i < b.size(); ++i)
+    int64_t owned = 0;
+    for (int64_t i = 0; i < b.size(); ++i) {
       targets.push_back(target_in_pixels(b.boxes[i], b.labels[i], static_cast<double>(side_)));
+      owned += world_ == 1 || b.indices[i] % world_ == rank_;
+    }
+    // The batch's mean loss, weighted by the images this rank owns.
     const Tensor loss = mdet::multibox_loss(o.loc, o.conf, anchors, targets, loss_opts_).total();
-    loss_.update(loss.item(), b.size());
+    if (owned > 0) loss_.update(loss.item(), owned);
     const auto dets = mdet::postprocess_detections(o.loc, o.conf, anchors, {side_, side_}, post_);
     const double s = static_cast<double>(side_);
     for (int64_t i = 0; i < b.size(); ++i) {
@@ -436,7 +446,7 @@ class DetEvaluator final : public TaskEvaluator {
 
   const Config& cfg_;
   const data::DetDataset& val_;
-  int64_t side_;
+  int64_t side_, rank_, world_;
   std::vector<std::string> names_;
   DetectionEvaluator eval_;
   mdet::DetectionOptions post_;
@@ -550,6 +560,8 @@ class DetTask final : public Task {
   explicit DetTask(const Config& cfg) : cfg_(cfg), side_(input_side(cfg)) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
+    rank_ = rank;
+    world_ = world;
     const data::OnCorrupt on_corrupt =
         cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::DetDataset> train = read(true, on_corrupt);
@@ -653,7 +665,7 @@ class DetTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[det] make_evaluator before make_data");
-    return std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_);
+    return std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_, rank_, world_);
   }
 
   std::string best_metric() const override { return "map"; }
@@ -722,6 +734,7 @@ class DetTask final : public Task {
   int64_t side_;
   std::vector<std::string> names_;
   DetLoader* val_ = nullptr;
+  int64_t rank_ = 0, world_ = 1;
 };
 
 }  // namespace

@@ -236,9 +236,14 @@ constexpr int64_t kReportFigures = 6;
 
 class SegEvaluator final : public TaskEvaluator {
  public:
-  SegEvaluator(const Config& cfg, const data::SegDataset& val)
+  // This process is rank `rank` of `world`: with several, the val loader's
+  // sampler pads the last ranks' shares with the first images, which are
+  // counted once, on the rank that owns them (index mod world).
+  SegEvaluator(const Config& cfg, const data::SegDataset& val, int64_t rank, int64_t world)
       : cfg_(cfg),
         val_(val),
+        rank_(rank),
+        world_(world),
         names_(val.class_names()),
         meter_(static_cast<int64_t>(val.class_names().size())),
         infer_(infer_options(cfg)),
@@ -250,15 +255,22 @@ class SegEvaluator final : public TaskEvaluator {
     mseg::SegmentationModel& net = seg_of(model);
     const SegForward forward = [&](const Tensor& x) { return net.forward(x); };
     const Tensor logits = seg_batch_logits(forward, b.images.to(device), b, infer_);
-    const Tensor labels = b.labels.to(device);  // (B, Hl, Wl), 255 ignored and padding
+    Tensor host_labels = b.labels;  // i64 (B, Hl, Wl): 255 ignored, and padding
+    for (int64_t i = 0; i < b.size(); ++i)
+      if (!owned(b.indices[static_cast<size_t>(i)])) {
+        if (host_labels.same(b.labels)) host_labels = b.labels.clone();
+        host_labels.select(0, i).fill_(255);  // another rank counts this image
+      } else {
+        ++images_;
+      }
+    const Tensor labels = host_labels.to(device);
     meter_.update(logits, labels);
-    const auto l = b.labels.contiguous().to_vector<int64_t>();
+    const auto l = host_labels.contiguous().to_vector<int64_t>();
     const auto counted = std::count_if(l.begin(), l.end(), [](int64_t v) { return v != 255; });
     if (counted > 0) {
       const Tensor loss = ops::cross_entropy(logits, labels, ops::Reduction::sum, 255);
       loss_.add(loss.item(), counted);
     }
-    images_ += b.size();
     if (static_cast<int64_t>(figures_.size()) < kReportFigures) {
       const Tensor pred = seg_predict(logits).to(kCPU);  // i64 (B, Hl, Wl)
       for (int64_t i = 0; i < b.size() && static_cast<int64_t>(figures_.size()) < kReportFigures;
@@ -355,8 +367,11 @@ class SegEvaluator final : public TaskEvaluator {
     figures_.push_back(std::move(f));
   }
 
+  bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
+
   const Config& cfg_;
   const data::SegDataset& val_;
+  int64_t rank_, world_;
   std::vector<std::string> names_;
   ConfusionMeter meter_;
   SegInferOptions infer_;
@@ -479,6 +494,8 @@ class SegTask final : public Task {
   explicit SegTask(const Config& cfg) : cfg_(cfg) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
+    rank_ = rank;
+    world_ = world;
     const data::OnCorrupt on_corrupt =
         cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::SegDataset> train = read(true, on_corrupt);
@@ -572,7 +589,7 @@ class SegTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[seg] make_evaluator before make_data");
-    return std::make_unique<SegEvaluator>(cfg_, val_->dataset());
+    return std::make_unique<SegEvaluator>(cfg_, val_->dataset(), rank_, world_);
   }
 
   std::string best_metric() const override { return "miou"; }
@@ -649,6 +666,7 @@ class SegTask final : public Task {
 
   Config cfg_;
   SegLoader* val_ = nullptr;
+  int64_t rank_ = 0, world_ = 1;
 };
 
 }  // namespace
