@@ -99,6 +99,13 @@ struct StepContext {
   Device device;
   int64_t iter = 0;   ///< iterations done before this step
   uint64_t seed = 0;  ///< the config's seed
+  int64_t world = 1;  ///< processes training together (data-parallel), each with its batch
+  /// The sum of `v` over those processes (v itself when alone); every process
+  /// must call it as often. A loss normalised by a count that differs between
+  /// ranks (matched boxes, labelled pixels) divides by the count of the whole
+  /// global batch and scales by `world` (the gradients are averaged), so a
+  /// data-parallel step follows the same gradient as one process would.
+  std::function<double(double)> sum_over_ranks = [](double v) { return v; };
 };
 
 /// One evaluation: runs the model on the val batches this rank gets,

@@ -446,8 +446,17 @@ struct Trainer::Impl {
     }
     autocast::Guard amp(s.amp, s.amp_dtype);
     StepModel step_model(*model, ddp.get());
-    const Tensor loss = task->loss(
-        step_model, batch, {device, state.iter, static_cast<uint64_t>(cfg.get_int("seed"))});
+    StepContext ctx{.device = device,
+                    .iter = state.iter,
+                    .seed = static_cast<uint64_t>(cfg.get_int("seed")),
+                    .world = world()};
+    if (dist)
+      ctx.sum_over_ranks = [this](double v) {
+        std::vector<double> x{v};
+        dist->all_reduce_sum(x);
+        return x[0];
+      };
+    const Tensor loss = task->loss(step_model, batch, ctx);
     optim->zero_grad(/*set_to_none=*/!ddp);  // DDP: grads stay bucket views
     // Data-parallel: a rank's non-finite loss makes every rank's all-reduced
     // gradients non-finite, so that all ranks make the same decision below.

@@ -658,9 +658,13 @@ class DetTask final : public Task {
       targets.push_back(target_in_pixels(b.boxes[i], b.labels[i], static_cast<double>(side_)));
     const mdet::MultiBoxLossOptions lo{.iou_threshold = cfg_.get_double("anchor.iou_threshold"),
                                        .neg_pos_ratio = cfg_.get_double("loss.neg_pos_ratio")};
-    return mdet::multibox_loss(autocast::to_f32(out[0]), autocast::to_f32(out[1]), anchors, targets,
-                               lo)
-        .total();
+    const mdet::MultiBoxLosses l = mdet::multibox_loss(
+        autocast::to_f32(out[0]), autocast::to_f32(out[1]), anchors, targets, lo);
+    // Normalised by the matched default boxes of the global batch, not this rank's.
+    const double local = static_cast<double>(std::max<int64_t>(1, l.num_matched));
+    const double global = std::max(1.0, ctx.sum_over_ranks(static_cast<double>(l.num_matched)));
+    const double scale = local * static_cast<double>(ctx.world) / global;
+    return scale == 1.0 ? l.total() : ops::mul(l.total(), scale);
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {

@@ -491,7 +491,10 @@ class SegPredictor final : public TaskPredictor {
 
 class SegTask final : public Task {
  public:
-  explicit SegTask(const Config& cfg) : cfg_(cfg) {}
+  explicit SegTask(const Config& cfg)
+      : cfg_(cfg),
+        ohem_(cfg.get_string("loss.loss_type") == "seg_auxohemce_loss"),
+        class_weights_(cfg.get_doubles("loss.params.ce_weight")) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
     rank_ = rank;
@@ -584,7 +587,13 @@ class SegTask final : public Task {
     });
     mseg::SegOutput o{autocast::to_f32(out[0]),
                       out[1].defined() ? autocast::to_f32(out[1]) : Tensor()};
-    return mseg::seg_loss(o, y, loss_options(ctx.device)).total;
+    const Tensor total = mseg::seg_loss(o, y, loss_options(ctx.device)).total;
+    if (ctx.world == 1 || ohem_) return total;
+    // Cross-entropy means divide by the labelled pixels (their class weights'
+    // sum); data-parallel, by those of the global batch.
+    const double local = std::max(1e-12, pixel_weight(b.labels));
+    const double global = std::max(1e-12, ctx.sum_over_ranks(local));
+    return ops::mul(total, local * static_cast<double>(ctx.world) / global);
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
@@ -602,6 +611,16 @@ class SegTask final : public Task {
   }
 
  private:
+  // The denominator of a mean cross-entropy over `labels` (B, H, W): the
+  // labelled pixels, or the sum of their classes' weights.
+  double pixel_weight(const Tensor& labels) const {
+    const auto l = labels.contiguous().to_vector<int64_t>();
+    double w = 0;
+    for (int64_t v : l)
+      if (v != 255) w += class_weights_.empty() ? 1.0 : class_weights_[static_cast<size_t>(v)];
+    return w;
+  }
+
   mseg::SegLossOptions loss_options(Device device) const {
     mseg::SegLossOptions o;
     o.kind = cfg_.get_string("loss.loss_type") == "seg_auxohemce_loss" ? mseg::SegLossKind::ohem_ce
@@ -665,6 +684,8 @@ class SegTask final : public Task {
   }
 
   Config cfg_;
+  bool ohem_;  // OHEM's mean divides by the pixels it keeps: per rank
+  std::vector<double> class_weights_;
   SegLoader* val_ = nullptr;
   int64_t rank_ = 0, world_ = 1;
 };
