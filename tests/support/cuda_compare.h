@@ -125,7 +125,9 @@ struct ParityOptions {
   /// skipped). kCPU runs the two-device comparison CPU against CPU, which
   /// exercises it on a machine without a GPU.
   std::optional<Device> other{};
-  bool against_exact = true;  ///< compare the CPU with the exact result
+  /// Compare the CPU with the exact result (false for a function that takes
+  /// f32 only: the bounds are then sized from the CPU's values).
+  bool against_exact = true;
   bool against_other = true;  ///< compare the second device with the CPU
   /// Per input, the view of the leaf the op sees (empty: the leaf itself), for
   /// bounds of their own (Tol::bound), which reason about what the op sees.
