@@ -44,6 +44,10 @@
 //      Derive the figures from the algorithm, never from what one machine gave.
 // 3. Run build/tests/test_ops_op_table --gtest_filter='*box_iou*': the summary
 //    line shows the cases, the elements gradient-checked and the comparisons.
+//    Shapes that only a GPU kernel's own paths need (many blocks, 64-bit
+//    indices, lines of 1e5) go to tests/cuda/, with the same Tol.
+// A function of tcv::ops that is a pure view or a helper whose parts other
+// cases check gets r.exempt(name, reason) in tests/ops/cases.cpp instead.
 #pragma once
 
 #include <cstdint>
