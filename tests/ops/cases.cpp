@@ -17,6 +17,7 @@ const OpRegistry& op_registry() {
     register_index_cases(r);
     register_sort_cases(r);
     register_upsample_cases(r);
+    register_boxes_cases(r);
 
     // Functions of tcv::ops that need no cases of their own. Only pure views
     // and helpers whose every part is checked elsewhere belong here.

@@ -21,5 +21,6 @@ void register_shape_cases(OpRegistry& r);
 void register_index_cases(OpRegistry& r);
 void register_sort_cases(OpRegistry& r);
 void register_upsample_cases(OpRegistry& r);
+void register_boxes_cases(OpRegistry& r);
 
 }  // namespace tcv::testing

@@ -328,7 +328,8 @@ ParityResult expect_parity(const std::string& name, const MultiFn& fn,
     if (dev.out[i].defined())
       EXPECT_EQ(dev.out[i].device(), *other) << name << ": output " << i << " left " << where;
   expect_grads(dev, where);
-  res.worst_other = check(dev, cpu, 2.0, where + " (against the cpu)");
+  res.worst_other = check(dev, cpu, tol.devices == Agreement::bit_equal ? 0.0 : 2.0,
+                          where + " (against the cpu)");
   res.other_checked = true;
   ++cuda_compare_count();
   return res;

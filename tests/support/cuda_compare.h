@@ -70,6 +70,14 @@ enum class Sums : uint8_t {
   routed,
 };
 
+/// How the second device's result must agree with the CPU's.
+enum class Agreement : uint8_t {
+  within_bound,  ///< within twice the bound: each device is within it of the exact result
+  /// bit for bit: both kernels make the same correctly rounded operations in
+  /// the same order (box_iou, nms), so any difference is a defect
+  bit_equal,
+};
+
 /// The precision a 16-bit result's terms are formed and summed in.
 enum class Accumulate : uint8_t {
   wide,  ///< f32 or wider, rounded once at the end (every GPU kernel, most CPU ones)
@@ -106,6 +114,7 @@ struct Tol {
   Accumulate accumulate = Accumulate::wide;
   double growth = 1;  ///< a fast algorithm's error growth on top of γ_terms
   BoundFn bound{};
+  Agreement devices = Agreement::within_bound;
 };
 
 /// Bounds of a Tol for a run (the formula above, or tol.bound).

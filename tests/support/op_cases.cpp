@@ -144,7 +144,10 @@ int64_t gradcheck_case(const OpCase& c) {
 
 ParityResult parity_case(const OpCase& c, DType dtype, std::optional<Device> other) {
   const std::vector<Tensor> inputs = make_inputs(c, dtype);
-  ParityOptions opts{.seed = c.seed ^ 0x9e3779b97f4a7c15ULL, .cpu16 = c.cpu16, .other = other};
+  ParityOptions opts{.seed = c.seed ^ 0x9e3779b97f4a7c15ULL,
+                     .cpu16 = c.cpu16,
+                     .other = other,
+                     .against_exact = c.reference == Reference::exact};
   for (const Input& in : c.inputs) {
     if (in.layout.kind == Layout::Kind::contiguous) {
       opts.views.emplace_back();

@@ -15,7 +15,7 @@
 // ------------------------
 // 1. Find the family file tests/ops/cases_<family>.cpp (elementwise, reduce,
 //    linalg, conv, pool, norm, softmax, loss, shape, index, sort, upsample,
-//    or a new one for a new family, e.g. cases_detection.cpp, with its
+//    boxes, or a new one for a new family, e.g. cases_segmentation.cpp, with its
 //    register_<family>_cases listed in tests/ops/cases.cpp).
 // 2. Add one OpCase per distinct situation; the op name must be the function's
 //    name in tcv::ops (the coverage check matches it against engine/ops/*.h):
@@ -40,8 +40,12 @@
 //      kGradCheckMaxElements); `.grad` sets the step, tolerances and kink.
 //    - tol (support/cuda_compare.h): Tol{} for exact results (data movement,
 //      selection); {.ulps = k} for k roundings relative to the value;
-//      {.terms = n} for sums of n terms; `.bound` for a bound of its own.
-//      Derive the figures from the algorithm, never from what one machine gave.
+//      {.terms = n} for sums of n terms; `.bound` for a bound of its own;
+//      `.devices = Agreement::bit_equal` where CPU and CUDA make the same
+//      correctly rounded operations in the same order. `.reference =
+//      Reference::none` where decisions on rounded values (nms) may go the
+//      other way in f64. Derive the figures from the algorithm, never from
+//      what one machine gave.
 // 3. Run build/tests/test_ops_op_table --gtest_filter='*box_iou*': the summary
 //    line shows the cases, the elements gradient-checked and the comparisons.
 //    Shapes that only a GPU kernel's own paths need (many blocks, 64-bit
@@ -139,6 +143,14 @@ enum class Check : uint8_t {
 /// for the finite-difference check: declare them parity_only.
 inline constexpr int64_t kGradCheckMaxElements = 4000;
 
+/// What the CPU's result is compared with.
+enum class Reference : uint8_t {
+  exact,  ///< the same function on the same rounded inputs in f64
+  /// nothing: decisions on rounded values (nms's thresholds) may go the other
+  /// way in f64, so only the devices are compared (Agreement::bit_equal)
+  none,
+};
+
 struct OpCase {
   std::string op;    ///< the tcv::ops function checked: the coverage key
   std::string name;  ///< what sets this case apart from the op's others
@@ -149,6 +161,7 @@ struct OpCase {
   GradCheckOptions grad{};  ///< step, tolerances and kink of the gradient check
   Tol tol{};                ///< the comparisons' bound
   Cpu16 cpu16 = Cpu16::native;
+  Reference reference = Reference::exact;
   uint64_t seed = 0;  ///< set by the registry from op and name
 
   std::string id() const { return op + "/" + name; }
