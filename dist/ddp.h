@@ -4,8 +4,10 @@
 // parameters and buffers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/reducer.h"
 #include "layers/module.h"
@@ -37,6 +39,10 @@ class DistributedDataParallel : public nn::Module {
 
   /// Runs the module; with grad enabled, the next backward all-reduces.
   Tensor forward(const Tensor& x) override;
+  /// Runs fn(module()) as one forward with several outputs (a detector's box
+  /// and class scores, a segmentation model's main and auxiliary logits), as
+  /// forward() runs the module: the backward of those outputs all-reduces.
+  std::vector<Tensor> forward_with(const std::function<std::vector<Tensor>(nn::Module&)>& fn);
   std::string type_name() const override { return "DistributedDataParallel"; }
   void train(bool on = true) override;
 

@@ -1,7 +1,9 @@
 // Training, namespace tcv::train: optimizers (SGD, Adam, AdamW),
 // clip_grad_norm, LR policies, GradScaler, metrics, checkpoints and
 // pretrained weights (load_pretrained), and the config-driven Trainer and
-// Predictor behind tcv-train and tcv-predict. Includes the layers.
+// Predictor behind tcv-train and tcv-predict, with the task seam (Task,
+// register_task) that classification, detection and segmentation plug into.
+// Includes the layers.
 #pragma once
 
 #include "tcv/nn.h"
@@ -12,4 +14,5 @@
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/predict.h"
+#include "train/task.h"
 #include "train/trainer.h"

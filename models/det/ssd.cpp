@@ -21,11 +21,21 @@ std::shared_ptr<ReLU> relu() {
   return std::make_shared<ReLU>();
 }
 
+// Appends conv, [BatchNorm,] ReLU to `seq`; with BatchNorm the convolution has no bias.
+void conv_relu(Sequential& seq, int64_t in, int64_t out, int64_t k, Conv2dOptions o, SsdNorm norm) {
+  if (norm == SsdNorm::batch_norm) o.bias = false;
+  seq.push_back(conv(in, out, k, o));
+  if (norm == SsdNorm::batch_norm) seq.push_back(std::make_shared<nn::BatchNorm2d>(out));
+  seq.push_back(relu());
+}
+
 // 1x1 conv to `mid`, ReLU, conv to `out`, ReLU: one extra block.
 std::shared_ptr<Sequential> extra_block(int64_t in, int64_t mid, int64_t out, int64_t k,
-                                        int64_t stride, int64_t pad) {
-  return std::make_shared<Sequential>(std::initializer_list<nn::ModulePtr>{
-      conv(in, mid, 1), relu(), conv(mid, out, k, {.stride = stride, .padding = pad}), relu()});
+                                        int64_t stride, int64_t pad, SsdNorm norm) {
+  auto b = std::make_shared<Sequential>();
+  conv_relu(*b, in, mid, 1, {}, norm);
+  conv_relu(*b, mid, out, k, {.stride = stride, .padding = pad}, norm);
+  return b;
 }
 
 void xavier_init(nn::Module& m) {
@@ -64,8 +74,12 @@ std::array<int64_t, 2> spatial_out(const nn::Module& m, std::array<int64_t, 2> h
 
 // ------------------------------------------------------------------ backbone
 
-SsdBackbone::SsdBackbone(SsdVariant variant, int64_t in_channels) {
-  scale_weight = register_parameter("scale_weight", full({512}, 20.0));
+SsdBackbone::SsdBackbone(SsdVariant variant, int64_t in_channels, int64_t width_divisor,
+                         SsdNorm norm)
+    : div_(width_divisor) {
+  TCV_CHECK(div_ >= 1 && 64 % div_ == 0, "[SSD] width_divisor must divide 64, got ", div_);
+  auto w = [&](int64_t c) { return c / div_; };
+  scale_weight = register_parameter("scale_weight", full({w(512)}, 20.0));
   // torchvision's VGG-16 features up to relu4_3 (indices 0..22), pool3 in ceil mode.
   features = register_module("features", std::make_shared<Sequential>());
   const int64_t cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512};
@@ -76,29 +90,30 @@ SsdBackbone::SsdBackbone(SsdVariant variant, int64_t in_channels) {
           std::make_shared<MaxPool2d>(2, Pool2dOptions{.stride = 2, .ceil_mode = ++pools == 3}));
       continue;
     }
-    features->push_back(conv(in, v, 3, {.padding = 1}));
-    features->push_back(relu());
-    in = v;
+    conv_relu(*features, in, w(v), 3, {.padding = 1}, norm);
+    in = w(v);
   }
   extra = register_module("extra", std::make_shared<Sequential>());
   // Block 0: pool4, conv5_1..conv5_3, then pool5 3x3/1/1, conv6 (dilation 6), conv7.
   auto fc = std::make_shared<Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<MaxPool2d>(3, Pool2dOptions{.stride = 1, .padding = 1}),
-      conv(512, 1024, 3, {.padding = 6, .dilation = 6}), relu(), conv(1024, 1024, 1), relu()});
-  extra->push_back(std::make_shared<Sequential>(std::initializer_list<nn::ModulePtr>{
-      std::make_shared<MaxPool2d>(2, Pool2dOptions{.stride = 2}), conv(512, 512, 3, {.padding = 1}),
-      relu(), conv(512, 512, 3, {.padding = 1}), relu(), conv(512, 512, 3, {.padding = 1}), relu(),
-      fc}));
-  extra->push_back(extra_block(1024, 256, 512, 3, 2, 1));  // conv8_2
-  extra->push_back(extra_block(512, 128, 256, 3, 2, 1));   // conv9_2
+      std::make_shared<MaxPool2d>(3, Pool2dOptions{.stride = 1, .padding = 1})});
+  conv_relu(*fc, w(512), w(1024), 3, {.padding = 6, .dilation = 6}, norm);
+  conv_relu(*fc, w(1024), w(1024), 1, {}, norm);
+  auto block0 = std::make_shared<Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<MaxPool2d>(2, Pool2dOptions{.stride = 2})});
+  for (int i = 0; i < 3; ++i) conv_relu(*block0, w(512), w(512), 3, {.padding = 1}, norm);
+  block0->push_back(fc);
+  extra->push_back(block0);
+  extra->push_back(extra_block(w(1024), w(256), w(512), 3, 2, 1, norm));  // conv8_2
+  extra->push_back(extra_block(w(512), w(128), w(256), 3, 2, 1, norm));   // conv9_2
   if (variant == SsdVariant::ssd300) {
-    extra->push_back(extra_block(256, 128, 256, 3, 1, 0));  // conv10_2
-    extra->push_back(extra_block(256, 128, 256, 3, 1, 0));  // conv11_2
+    extra->push_back(extra_block(w(256), w(128), w(256), 3, 1, 0, norm));  // conv10_2
+    extra->push_back(extra_block(w(256), w(128), w(256), 3, 1, 0, norm));  // conv11_2
   } else {
     // SSD512 (TorchCV): two more stride-2 blocks, then a 2x2 convolution to 1x1.
-    extra->push_back(extra_block(256, 128, 256, 3, 2, 1));  // conv10_2
-    extra->push_back(extra_block(256, 128, 256, 3, 2, 1));  // conv11_2
-    extra->push_back(extra_block(256, 128, 256, 2, 1, 0));  // conv12_2
+    extra->push_back(extra_block(w(256), w(128), w(256), 3, 2, 1, norm));  // conv10_2
+    extra->push_back(extra_block(w(256), w(128), w(256), 3, 2, 1, norm));  // conv11_2
+    extra->push_back(extra_block(w(256), w(128), w(256), 2, 1, 0, norm));  // conv12_2
   }
 }
 
@@ -119,6 +134,7 @@ Tensor SsdBackbone::forward(const Tensor& x) {
 std::vector<int64_t> SsdBackbone::out_channels() const {
   std::vector<int64_t> c{512, 1024, 512, 256, 256, 256};
   if (extra->size() == 6) c.push_back(256);
+  for (auto& v : c) v /= div_;
   return c;
 }
 
@@ -181,7 +197,9 @@ SSD::SSD(SsdVariant v, SsdOptions opts) : variant(v), options(std::move(opts)) {
             options.in_channels);
   if (options.anchors.aspect_ratios.empty())
     options.anchors = v == SsdVariant::ssd300 ? ssd300_anchor_options() : ssd512_anchor_options();
-  backbone = register_module("backbone", std::make_shared<SsdBackbone>(v, options.in_channels));
+  backbone = register_module(
+      "backbone",
+      std::make_shared<SsdBackbone>(v, options.in_channels, options.width_divisor, options.norm));
   const std::vector<int64_t> channels = backbone->out_channels();
   TCV_CHECK(options.anchors.aspect_ratios.size() == channels.size(), "[SSD] ", channels.size(),
             " feature maps but anchor.aspect_ratio_list has ", options.anchors.aspect_ratios.size(),
@@ -234,6 +252,23 @@ std::shared_ptr<SSD> ssd300_vgg16(SsdOptions opts) {
 
 std::shared_ptr<SSD> ssd512_vgg16(SsdOptions opts) {
   return std::make_shared<SSD>(SsdVariant::ssd512, std::move(opts));
+}
+
+std::shared_ptr<SSD> ssd300_lite(SsdOptions opts) {
+  opts.width_divisor = 4;
+  opts.norm = SsdNorm::batch_norm;
+  return std::make_shared<SSD>(SsdVariant::ssd300, std::move(opts));
+}
+
+std::shared_ptr<SSD> create_ssd(const std::string& name, SsdOptions opts) {
+  if (name == "ssd300") return ssd300_vgg16(std::move(opts));
+  if (name == "ssd512") return ssd512_vgg16(std::move(opts));
+  if (name == "ssd300_lite") return ssd300_lite(std::move(opts));
+  return nullptr;
+}
+
+std::vector<std::string> ssd_model_names() {
+  return {"ssd300", "ssd300_lite", "ssd512"};
 }
 
 }  // namespace tcv::models::det

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "layers/layers.h"
@@ -21,6 +22,12 @@
 namespace tcv::models::det {
 
 enum class SsdVariant : uint8_t { ssd300, ssd512 };
+
+/// Whether the backbone's and extra blocks' convolutions are followed by BatchNorm.
+enum class SsdNorm : uint8_t {
+  none,        ///< torchvision's and the paper's SSD
+  batch_norm,  ///< conv (no bias), BatchNorm, ReLU: trains from scratch in far fewer steps
+};
 
 struct SsdOptions {
   /// Classes including the background (class 0): 21 for Pascal VOC.
@@ -33,6 +40,11 @@ struct SsdOptions {
   /// relu), conv6/conv7, the extra blocks and the heads xavier_uniform_, biases
   /// 0, the conv4_3 scale 20. false keeps the layers' PyTorch defaults.
   bool init_weights = true;
+  /// Every channel count of the backbone and the extra blocks divided by this:
+  /// 1 is the paper's SSD; 4 costs about 1/16 of its FLOPs (a model for CPUs,
+  /// small data sets and tests).
+  int64_t width_divisor = 1;
+  SsdNorm norm = SsdNorm::none;
 };
 
 /// The two head outputs for N images and A default boxes.
@@ -45,7 +57,8 @@ struct SsdOutput {
 /// feature maps the heads read, conv4_3 L2-normalised and scaled first.
 class SsdBackbone : public nn::Module {
  public:
-  SsdBackbone(SsdVariant variant, int64_t in_channels);
+  SsdBackbone(SsdVariant variant, int64_t in_channels, int64_t width_divisor = 1,
+              SsdNorm norm = SsdNorm::none);
   /// The feature maps, largest first: 6 (SSD300) or 7 (SSD512).
   std::vector<Tensor> features_of(const Tensor& x);
   /// Returns the last feature map (the Module interface; use features_of).
@@ -56,9 +69,12 @@ class SsdBackbone : public nn::Module {
   /// The (height, width) of each feature map for an input of (h, w).
   std::vector<std::array<int64_t, 2>> feature_sizes(int64_t h, int64_t w) const;
 
-  Tensor scale_weight;                       // (512)
+  Tensor scale_weight;                       // (512 / width_divisor)
   std::shared_ptr<nn::Sequential> features;  // conv1_1 .. relu4_3
   std::shared_ptr<nn::Sequential> extra;     // blocks, each an nn::Sequential
+
+ private:
+  int64_t div_ = 1;
 };
 
 /// SSD's classification or regression head (torchvision's SSDScoringHead): a
@@ -124,5 +140,16 @@ class SSD : public nn::Module {
 std::shared_ptr<SSD> ssd300_vgg16(SsdOptions opts = {});
 /// SSD512-VGG16: 24,564 default boxes on 7 maps (64, 32, 16, 8, 4, 2, 1).
 std::shared_ptr<SSD> ssd512_vgg16(SsdOptions opts = {});
+/// SSD300 with a quarter of VGG-16's channels and BatchNorm after every
+/// backbone and extra-block convolution (opts' width_divisor and norm are set
+/// to 4 and batch_norm): the same 8,732 default boxes at about 1/16 of the
+/// FLOPs, trained from scratch on small data sets (configs/det/scenes_ssd300.toml).
+std::shared_ptr<SSD> ssd300_lite(SsdOptions opts = {});
+
+/// The SSD models by registry name: "ssd300", "ssd512", "ssd300_lite"; null for
+/// another name.
+std::shared_ptr<SSD> create_ssd(const std::string& name, SsdOptions opts);
+/// Those names.
+std::vector<std::string> ssd_model_names();
 
 }  // namespace tcv::models::det

@@ -1,7 +1,9 @@
 // conv2d beyond the op table's cases (tests/ops/cases_conv.cpp, which check
-// gradients and the oneDNN f32 path against the exact result): known values,
-// output shapes, oneDNN's Winograd kernels and the choice of the direct
-// algorithm, gradients only where asked, the primitive cache, errors.
+// gradients and the oneDNN f32 path against the exact result;
+// tests/ops/test_conv_im2col.cpp, the f64 im2col path against the direct
+// loops): known values, output shapes, kernel taps that read only padding
+// against the direct loops, oneDNN's Winograd kernels and the choice of the
+// direct algorithm, gradients only where asked, the primitive cache, errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,6 +75,66 @@ kernels::Conv2dGeom geom_of(const Layer& c) {
   g.ow = (g.w + 2 * g.pad[1] - g.dilation[1] * (g.s - 1) - 1) / g.stride[1] + 1;
   g.groups = c.p.groups;
   return g;
+}
+
+// Kernel taps that read only padding are cut off before the kernels run (a
+// dilation-36 3x3 on a 32x32 map is a 1x1): the output and every gradient equal
+// the full kernel's from the direct loops, and the cut taps' gradient is zero.
+TEST(Conv2d, TapsReadingOnlyPaddingAreSkipped) {
+  struct DeadCase {
+    const char* name;
+    Shape x;
+    ops::Conv2dParams p;
+  };
+  const DeadCase cases[] = {
+      {"center only", {2, 3, 5, 6}, {.padding = {6, 6}, .dilation = {6, 6}}},
+      {"rows only", {2, 3, 4, 20}, {.padding = {5, 5}, .dilation = {5, 5}}},
+      {"strided", {1, 2, 7, 7}, {.stride = {2, 2}, .padding = {8, 8}, .dilation = {8, 8}}},
+      {"5x5 keeps 3x3", {1, 2, 6, 6}, {.padding = {8, 8}, .dilation = {4, 4}}},
+  };
+  uint64_t seed = 300;
+  for (const DeadCase& dc : cases) {
+    SCOPED_TRACE(dc.name);
+    const int64_t r = std::string(dc.name) == "5x5 keeps 3x3" ? 5 : 3;
+    const Layer c{dc.name, dc.x, {4, dc.x[1], r, r}, dc.p};
+    kernels::Conv2dGeom g = geom_of(c);
+    g.has_bias = true;
+    for (DType dt : {DType::f64, DType::f32}) {
+      Tensor x = rand_f64(c.x, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
+      Tensor w = rand_f64(c.w, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
+      Tensor b = rand_f64({4}, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
+      Tensor y = ops::conv2d(x, w, b, c.p);
+      ASSERT_EQ(y.shape(), (Shape{g.n, g.k, g.oh, g.ow}));
+      Tensor dy = rand_f64(y.shape(), ++seed, -1, 1, false);
+      y.backward(dy.to(dt));
+      // The full kernel through the direct loops, in f64.
+      Tensor x64 = x.detach().to(DType::f64), w64 = w.detach().to(DType::f64);
+      Tensor b64 = b.detach().to(DType::f64);
+      Tensor y_ref = empty(y.shape(), {.dtype = DType::f64});
+      const kernels::KTensor bk = b64.k();
+      kernels::cpu::conv2d_forward_ref(g, x64.k(), w64.k(), &bk, y_ref.k());
+      Tensor dx = empty_like(x64), dw = empty_like(w64), db = empty_like(b64);
+      const kernels::KTensor dxk = dx.k(), dwk = dw.k(), dbk = db.k();
+      kernels::cpu::conv2d_backward_ref(g, x64.k(), w64.k(), dy.k(), &dxk, &dwk, &dbk);
+      // Inputs in [-1, 1]: every sum has at most n = 160 terms (dweight's N·OH·OW)
+      // of magnitude <= 1, so its f32 error is within γₙ·n.
+      const double tol = dt == DType::f64 ? 1e-12 : testing::gamma_n(160, DType::f32) * 160;
+      expect_close(y, y_ref, tol, 0, "y");
+      expect_close(x.grad(), dx, tol, 0, "dx");
+      expect_close(w.grad(), dw, tol, 0, "dweight");
+      expect_close(b.grad(), db, tol, 0, "dbias");
+    }
+  }
+  // The centre-only case: every off-centre tap's gradient is exactly zero.
+  Tensor w = rand_f64({4, 3, 3, 3}, 400).set_requires_grad(true);
+  ops::sum(ops::conv2d(rand_f64({2, 3, 5, 6}, 401), w, Tensor(),
+                       {.padding = {6, 6}, .dilation = {6, 6}}))
+      .backward();
+  const std::vector<double> gw = w.grad().to_vector<double>();
+  for (size_t i = 0; i < gw.size(); ++i)
+    if (i % 9 != 4) {
+      EXPECT_EQ(gw[i], 0.0) << i;
+    }
 }
 
 // The largest error growth of the algorithms oneDNN runs for the layer

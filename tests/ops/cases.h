@@ -9,6 +9,19 @@
 
 namespace tcv::testing {
 
+/// A conv2d geometry of the table (tests/ops/cases_conv.cpp).
+struct ConvGeometry {
+  const char* name;
+  Shape x;  ///< (N, C, H, W)
+  Shape w;  ///< (K, C/groups, R, S)
+  bool bias;
+  ops::Conv2dParams p;
+};
+/// The table's conv2d geometries by group, for tests of the conv kernels
+/// themselves (the f64 im2col path against the direct loops).
+enum class ConvGroup : uint8_t { small, device, blocked, dead_taps };
+const std::vector<ConvGeometry>& conv_geometries(ConvGroup group);
+
 void register_elementwise_cases(OpRegistry& r);
 void register_reduce_cases(OpRegistry& r);
 void register_linalg_cases(OpRegistry& r);

@@ -1,7 +1,8 @@
 // conv2d: padding, stride, dilation, groups (depthwise, with a channel
 // multiplier), 1x1 and rectangular kernels, with and without bias; shapes
 // whose channel counts take oneDNN's blocked kernels; a transposed and a
-// channels-last view as input; each gradient alone; an empty batch.
+// channels-last view as input; each gradient alone; an empty batch; kernel
+// taps that read only padding (cut off the kernel before it runs).
 //
 // Bound: conv2d_tol (support/op_bounds.h). 16-bit: the GPU accumulates in
 // f32, the CPU convolves the same rounded numbers in f32.
@@ -10,13 +11,7 @@
 namespace tcv::testing {
 namespace {
 
-struct Geometry {
-  const char* name;
-  Shape x;  // (N, C, H, W)
-  Shape w;  // (K, C/groups, R, S)
-  bool bias;
-  ops::Conv2dParams p;
-};
+using Geometry = ConvGeometry;
 
 OpCase conv_case(const Geometry& g, std::vector<DType> dtypes, Check check,
                  std::array<bool, 3> grad = {true, true, true}) {
@@ -38,11 +33,9 @@ OpCase conv_case(const Geometry& g, std::vector<DType> dtypes, Check check,
 
 }  // namespace
 
-void register_conv_cases(OpRegistry& r) {
-  const std::vector<DType> f32_f64 = {DType::f32, DType::f64};
-  const std::vector<DType> all = {DType::f32, DType::f64, DType::bf16, DType::f16};
+const std::vector<ConvGeometry>& conv_geometries(ConvGroup group) {
   // Small enough for the gradient check.
-  const Geometry small[] = {
+  static const std::vector<ConvGeometry> small = {
       {"basic_pad1", {2, 3, 7, 9}, {4, 3, 3, 3}, true, {}},
       {"stride2", {2, 3, 8, 7}, {4, 3, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
       {"dilation2", {1, 2, 9, 8}, {3, 2, 3, 3}, true, {.padding = {2, 2}, .dilation = {2, 2}}},
@@ -53,11 +46,9 @@ void register_conv_cases(OpRegistry& r) {
       {"odd_1x1", {3, 5, 3, 4}, {7, 5, 1, 1}, true, {}},
       {"odd_5x3_asym", {1, 2, 9, 6}, {3, 2, 5, 3}, true, {.stride = {2, 3}, .padding = {2, 0}}},
   };
-  for (const Geometry& g : small) r.add(conv_case(g, f32_f64, Check::gradient_and_parity));
-
   // The cross-device geometries: 1x1, 3x3 stride 2, 7x7 stride 2 pad 3,
   // dilation, groups, depthwise (with a multiplier), odd sizes, batch 1 and 3.
-  const Geometry device[] = {
+  static const std::vector<ConvGeometry> device = {
       {"1x1", {3, 5, 7, 9}, {7, 5, 1, 1}, true, {}},
       {"3x3_s2_p1", {3, 6, 13, 11}, {8, 6, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
       {"7x7_s2_p3", {1, 3, 23, 21}, {8, 3, 7, 7}, true, {.stride = {2, 2}, .padding = {3, 3}}},
@@ -80,10 +71,8 @@ void register_conv_cases(OpRegistry& r) {
        true,
        {.stride = {2, 3}, .padding = {2, 0}}},
   };
-  for (const Geometry& g : device) r.add(conv_case(g, all, Check::parity_only));
-
   // Channel counts that are multiples of 16 take oneDNN's blocked JIT kernels.
-  const Geometry blocked[] = {
+  static const std::vector<ConvGeometry> blocked = {
       {"c32_k48_pad1", {2, 32, 10, 9}, {48, 32, 3, 3}, true, {.padding = {1, 1}}},
       {"c32_stride2", {2, 32, 9, 9}, {32, 32, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
       {"c64_1x1", {2, 64, 5, 5}, {16, 64, 1, 1}, false, {}},
@@ -94,7 +83,55 @@ void register_conv_cases(OpRegistry& r) {
        true,
        {.padding = {2, 2}, .dilation = {2, 2}, .groups = 2}},
   };
-  for (const Geometry& g : blocked) r.add(conv_case(g, {DType::f32}, Check::parity_only));
+  // Dilations so large that some kernel rows and columns read only padding at
+  // every output position: conv2d cuts them off the kernel (a view of the
+  // weight, whose cut taps get a zero gradient) before the kernels run.
+  static const std::vector<ConvGeometry> dead_taps = {
+      {"dead_taps_center_only",
+       {2, 3, 5, 6},
+       {4, 3, 3, 3},
+       true,
+       {.padding = {6, 6}, .dilation = {6, 6}}},
+      {"dead_taps_rows_only",
+       {2, 3, 4, 20},
+       {4, 3, 3, 3},
+       true,
+       {.padding = {5, 5}, .dilation = {5, 5}}},
+      {"dead_taps_strided",
+       {1, 2, 7, 7},
+       {4, 2, 3, 3},
+       true,
+       {.stride = {2, 2}, .padding = {8, 8}, .dilation = {8, 8}}},
+      {"dead_taps_5x5_keeps_3x3",
+       {1, 2, 6, 6},
+       {4, 2, 5, 5},
+       true,
+       {.padding = {8, 8}, .dilation = {4, 4}}},
+  };
+  switch (group) {
+    case ConvGroup::small:
+      return small;
+    case ConvGroup::device:
+      return device;
+    case ConvGroup::blocked:
+      return blocked;
+    case ConvGroup::dead_taps:
+      return dead_taps;
+  }
+  return small;
+}
+
+void register_conv_cases(OpRegistry& r) {
+  const std::vector<DType> f32_f64 = {DType::f32, DType::f64};
+  const std::vector<DType> all = {DType::f32, DType::f64, DType::bf16, DType::f16};
+  for (const Geometry& g : conv_geometries(ConvGroup::small))
+    r.add(conv_case(g, f32_f64, Check::gradient_and_parity));
+  for (const Geometry& g : conv_geometries(ConvGroup::dead_taps))
+    r.add(conv_case(g, f32_f64, Check::gradient_and_parity));
+  const std::vector<ConvGeometry>& device = conv_geometries(ConvGroup::device);
+  for (const Geometry& g : device) r.add(conv_case(g, all, Check::parity_only));
+  for (const Geometry& g : conv_geometries(ConvGroup::blocked))
+    r.add(conv_case(g, {DType::f32}, Check::parity_only));
 
   // Each gradient alone: dx with the weight frozen, dweight and dbias with the input frozen.
   const Geometry& s2 = device[1];

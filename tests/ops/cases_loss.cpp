@@ -2,7 +2,9 @@
 // reduction, class weights, ignore_index (the default and a class index),
 // label smoothing; nll_loss likewise; mse_loss, smooth_l1_loss (several beta,
 // 0 included) and binary_cross_entropy_with_logits (with and without a
-// broadcast pos_weight) with broadcast targets and inputs; empty batches.
+// broadcast pos_weight) with broadcast targets and inputs; empty batches;
+// segmentation-shaped cross-entropy (21 classes, ignore 255) and OHEM
+// cross-entropy in both selection regimes.
 //
 // Bounds, per position p, then the reduction (γ_P over the P positions, and
 // for mean the division by a sum of positive weights: γ_P + 2u relative):
@@ -17,6 +19,11 @@
 //   lw = 1 + (pw − 1)y: 8 ulps of its terms' magnitudes (softplus within 3).
 //   Gradients: the same ulps of the terms, and γ_m over the m positions a
 //   broadcast operand collects.
+//   ohem_cross_entropy: cross_entropy's sum over the kept pixels (chosen in
+//   f64 from the exact probabilities; the seeded inputs keep every pixel's
+//   probability far from the threshold, so each dtype keeps the same ones),
+//   for mean divided by their count: 2u more relative.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/cases.h"
@@ -369,6 +376,119 @@ void add_class_losses(OpRegistry& r) {
          .tol = {.bound = cross_entropy_bound(Reduction::mean, -100, 0.0, false)}});
 }
 
+/// The pixels OHEM keeps (1, else 0, per pixel): valid ones whose target
+/// probability is below max(thresh, the min(min_kept, count − 1)-th smallest),
+/// as TorchCV.
+Tensor ohem_kept(const Tensor& logits, const Tensor& target, double thresh, int64_t min_kept) {
+  const Tensor x = rows_of(logits);
+  const int64_t p = x.size(0);
+  const Tensor t = target.reshape({p});
+  const Tensor valid = ops::ne(t, scalar_tensor(255.0, {.dtype = DType::i64}));
+  const Tensor tc = ops::where(valid, t, zeros_like(t)).reshape({p, 1});
+  const std::vector<double> prob =
+      ops::gather(ops::softmax(x, 1), 1, tc).reshape({p}).to_vector<double>();
+  const std::vector<uint8_t> ok = valid.to(DType::u8).to_vector<uint8_t>();
+  std::vector<double> sorted;
+  for (size_t i = 0; i < prob.size(); ++i)
+    if (ok[i]) sorted.push_back(prob[i]);
+  std::vector<double> kept(prob.size(), 0.0);
+  if (!sorted.empty()) {
+    std::sort(sorted.begin(), sorted.end());
+    const auto k =
+        static_cast<size_t>(std::min<int64_t>(min_kept, static_cast<int64_t>(sorted.size()) - 1));
+    const double threshold = std::max(sorted[k], thresh);
+    for (size_t i = 0; i < prob.size(); ++i) kept[i] = ok[i] && prob[i] < threshold ? 1.0 : 0.0;
+  }
+  return from_vector<double>(kept, {p});
+}
+
+BoundFn ohem_bound(double thresh, int64_t min_kept, Reduction red, bool weighted) {
+  return [=](const BoundArgs& a) {
+    NoGradGuard ng;
+    const double u = unit_roundoff(a.in_dtypes[0]);
+    const Tensor kept = ohem_kept(a.inputs[0], a.inputs[1], thresh, min_kept);
+    const double count = ops::sum(kept).item();
+    BoundArgs s = a;
+    s.inputs[1] = ops::where(ops::gt(kept, 0.5), a.inputs[1].reshape({-1}),
+                             full_like(a.inputs[1].reshape({-1}), 255.0))
+                      .reshape(a.inputs[1].shape());
+    const bool mean = red == Reduction::mean && count > 0;
+    if (mean && a.dy[0].defined()) s.dy[0] = ops::mul(a.dy[0], 1.0 / count);
+    Bounds b = cross_entropy_bound(Reduction::sum, 255, 0.0, weighted)(s);
+    if (mean)
+      b.outputs[0] =
+          ops::add(ops::mul(b.outputs[0], 1.0 / count), ops::mul(ops::abs(a.outputs[0]), 2 * u));
+    return b;
+  };
+}
+
+void add_ohem_and_segmentation(OpRegistry& r) {
+  // Gradient-checked: (2, 5, 3, 4) logits, 255-ignored pixels, class weights,
+  // the thresh rule and the min_kept rule (the selection is locally constant
+  // away from a tie at the threshold).
+  const Tensor small_target = class_targets({2, 3, 4}, 5, 51, true, 255);
+  const Tensor small_weight = testing::lit({1.0, 2.0, 0.5, 1.5, 0.8}, {5});
+  struct Regime {
+    const char* name;
+    double thresh;
+    int64_t min_kept;
+  };
+  for (const Regime& g : {Regime{"thresh", 0.6, 3}, Regime{"min_kept", 0.05, 10}})
+    for (const Reduction red : {Reduction::mean, Reduction::sum})
+      r.add({.op = "ohem_cross_entropy",
+             .name = std::string(g.name) + "_" + red_name(red) + "_weights",
+             .inputs = {{.shape = {2, 5, 3, 4}, .lo = -3, .hi = 3},
+                        {.value = small_target},
+                        {.value = small_weight}},
+             .fn =
+                 [g, red](const In& v) {
+                   return ops::ohem_cross_entropy(v[0], v[1],
+                                                  {.thresh = g.thresh,
+                                                   .min_kept = g.min_kept,
+                                                   .weight = v[2],
+                                                   .reduction = red});
+                 },
+             .tol = {.bound = ohem_bound(g.thresh, g.min_kept, red, true)}});
+  // The cross-device shapes: (2, 21, 33, 47) as a segmentation loss sees them.
+  const Shape seg{2, 21, 33, 47};
+  const Tensor seg_target = class_targets({2, 33, 47}, 21, 52, true, 255);
+  const Tensor seg_weight = random_input({21}, 53, DType::f64, false, 0.2, 2.0);
+  for (const bool weighted : {false, true}) {
+    OpCase c{.op = "cross_entropy",
+             .name = std::string("segmentation_ignore255") + (weighted ? "_weighted" : ""),
+             .inputs = {{.shape = seg, .lo = -3, .hi = 3}, {.value = seg_target}},
+             .fn =
+                 [weighted](const In& v) {
+                   return ops::cross_entropy(v[0], v[1], Reduction::mean, 255, 0.0,
+                                             weighted ? v[2] : Tensor());
+                 },
+             .check = Check::parity_only,
+             .tol = {.bound = cross_entropy_bound(Reduction::mean, 255, 0.0, weighted)}};
+    if (weighted) c.inputs.push_back({.value = seg_weight});
+    r.add(c);
+  }
+  for (const Regime& g : {Regime{"thresh", 0.7, 300}, Regime{"min_kept", 0.02, 2000}})
+    for (const bool weighted : {false, true})
+      for (const Reduction red : {Reduction::mean, Reduction::sum}) {
+        OpCase c{.op = "ohem_cross_entropy",
+                 .name = std::string("segmentation_") + g.name + "_" + red_name(red) +
+                         (weighted ? "_weighted" : ""),
+                 .inputs = {{.shape = seg, .lo = -3, .hi = 3}, {.value = seg_target}},
+                 .fn =
+                     [g, red, weighted](const In& v) {
+                       return ops::ohem_cross_entropy(v[0], v[1],
+                                                      {.thresh = g.thresh,
+                                                       .min_kept = g.min_kept,
+                                                       .weight = weighted ? v[2] : Tensor(),
+                                                       .reduction = red});
+                     },
+                 .check = Check::parity_only,
+                 .tol = {.bound = ohem_bound(g.thresh, g.min_kept, red, weighted)}};
+        if (weighted) c.inputs.push_back({.value = seg_weight});
+        r.add(c);
+      }
+}
+
 void add_pointwise_losses(OpRegistry& r) {
   const std::vector<Reduction> reds = {Reduction::none, Reduction::mean, Reduction::sum};
   // Gradient-checked: inputs and targets both differentiable, targets
@@ -461,6 +581,7 @@ void add_pointwise_losses(OpRegistry& r) {
 
 void register_loss_cases(OpRegistry& r) {
   add_class_losses(r);
+  add_ohem_and_segmentation(r);
   add_pointwise_losses(r);
 }
 

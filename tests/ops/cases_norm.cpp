@@ -2,7 +2,7 @@
 // statistics, eval without them, with and without weight and bias, 2-D to
 // 4-D, planes that take 4-wide loads and planes that do not, a misaligned
 // and a transposed input, f16/bf16 data with f32 parameters), batch_norm_relu,
-// batch_norm_relu6, and dropout.
+// batch_norm_relu6, dropout and dropout2d.
 //
 // Bounds: batch_norm_f32_bounds (support/error_bound.h) for y and every
 // gradient, scaled by u/u_f32 for f64; 16-bit data adds one rounding of the
@@ -169,6 +169,40 @@ void register_norm_cases(OpRegistry& r) {
            .dtypes = {DType::f32, DType::f64, DType::f16},
            .tol = {.ulps = 2}});
   }
+  // dropout2d: one keep draw per (n, c) from rand((N, C)) on the tensor's
+  // device, so every device drops the same channels; 4-D, 5-D and empty inputs,
+  // p = 1 (all dropped).
+  for (const double p : {0.1, 0.4, 1.0}) {
+    r.add({.op = "dropout2d",
+           .name = "p_" + std::to_string(p).substr(0, 3),
+           .inputs = {{.shape = {3, 4, 2, 3}}},
+           .fn =
+               [p](const In& v) {
+                 Generator g(9);
+                 return ops::dropout2d(v[0], p, true, &g);
+               },
+           .dtypes = {DType::f32, DType::f64, DType::f16},
+           .tol = {.ulps = 2}});
+  }
+  struct Channels {
+    const char* name;
+    Shape x;
+    double p;
+  };
+  for (const Channels& c :
+       {Channels{"4d_p0.1", {4, 33, 5, 7}, 0.1}, Channels{"4d_p0.5", {4, 33, 5, 7}, 0.5},
+        Channels{"5d_p0.5", {2, 3, 4, 5, 6}, 0.5}, Channels{"empty_batch", {0, 3, 2, 2}, 0.5}})
+    r.add({.op = "dropout2d",
+           .name = c.name,
+           .inputs = {{.shape = c.x}},
+           .fn =
+               [p = c.p](const In& v) {
+                 Generator g(31);
+                 return ops::dropout2d(v[0], p, true, &g);
+               },
+           .dtypes = {DType::f32, DType::f64, DType::f16},
+           .check = Check::parity_only,
+           .tol = {.ulps = 2}});
   r.add({.op = "dropout",
          .name = "transposed",
          .inputs = {{.shape = {20, 30}, .layout = Layout::permuted({1, 0})}},

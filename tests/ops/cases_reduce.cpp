@@ -1,5 +1,6 @@
 // Reductions: sum, mean and var over dims with keepdim; max/min with indices,
-// over a dim and over everything; argmax/argmin.
+// over a dim and over everything; argmax/argmin; confusion_matrix from
+// logits and from labels, and accumulated in place (confusion_matrix_add_).
 //
 // Bounds: a sum of n terms is within γₙ·Σ|x| in any order; mean multiplies by
 // a rounded 1/n (two more ulps). var is mean, subtract, square, sum, scale:
@@ -307,11 +308,66 @@ void add_extremes(OpRegistry& r) {
   }
 }
 
+// confusion_matrix: counts of (target, prediction) pairs, exact. From logits
+// the prediction is the first maximum over dim 1, which the exact run finds in
+// the same rounded values; 21 classes take the CUDA kernel's shared-memory
+// bins, 150 its global atomics (above 8192 bins); whole-number logits and
+// bf16 make ties. About one target in five is ignore_index 255.
+void add_confusion(OpRegistry& r) {
+  for (const int64_t c : {int64_t(2), int64_t(21), int64_t(150)}) {
+    const Shape x = c == 150 ? Shape{2, c, 23, 31} : Shape{2, c, 45, 61};
+    const Shape t{x[0], x[2], x[3]};
+    const Tensor target = class_targets(t, c, static_cast<uint64_t>(c), true, 255);
+    r.add({.op = "confusion_matrix",
+           .name = "logits_c" + std::to_string(c),
+           .inputs = {{.shape = x, .grad = false}, {.value = target}},
+           .fn = [c](const In& v) { return ops::confusion_matrix(v[0], v[1], c); },
+           .dtypes = kAllFloat,
+           .check = Check::parity_only});
+    r.add({.op = "confusion_matrix",
+           .name = "logits_ties_c" + std::to_string(c),
+           .inputs = {{.shape = x, .lo = 0, .hi = 3, .grad = false, .integers = true},
+                      {.value = target}},
+           .fn = [c](const In& v) { return ops::confusion_matrix(v[0], v[1], c); },
+           .dtypes = {DType::f32},
+           .check = Check::parity_only});
+    r.add({.op = "confusion_matrix",
+           .name = "labels_c" + std::to_string(c),
+           .inputs = {{.value = random_indices(t, c, static_cast<uint64_t>(c) + 1)},
+                      {.value = target}},
+           .fn = [c](const In& v) { return ops::confusion_matrix(v[0], v[1], c); },
+           .dtypes = {DType::f32},
+           .check = Check::parity_only});
+    // Twice into one running total, as an evaluation accumulates its batches.
+    r.add({.op = "confusion_matrix_add_",
+           .name = "labels_twice_c" + std::to_string(c),
+           .inputs = {{.value = random_indices(t, c, static_cast<uint64_t>(c) + 2)},
+                      {.value = target}},
+           .fn =
+               [c](const In& v) {
+                 Tensor acc = zeros({c, c}, {.dtype = DType::i64, .device = v[0].device()});
+                 ops::confusion_matrix_add_(acc, v[0], v[1]);
+                 ops::confusion_matrix_add_(acc, v[0], v[1]);
+                 return acc;
+               },
+           .dtypes = {DType::f32},
+           .check = Check::parity_only});
+  }
+  r.add(
+      {.op = "confusion_matrix",
+       .name = "other_ignore_index",
+       .inputs = {{.shape = {3, 5, 7}, .grad = false},
+                  {.value = class_targets({3, 7}, 5, 3, true, -1)}},
+       .fn = [](const In& v) { return ops::confusion_matrix(v[0], v[1], 5, {.ignore_index = -1}); },
+       .check = Check::parity_only});
+}
+
 }  // namespace
 
 void register_reduce_cases(OpRegistry& r) {
   add_sum_mean_var(r);
   add_extremes(r);
+  add_confusion(r);
 }
 
 }  // namespace tcv::testing
