@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: the CUDA tests (and the memory checker where it
 # works), one epoch of the Fashion-MNIST default on the GPU, tcv-bench train
-# in f32 and bf16 against PyTorch eager on the same model and batch, per-kernel
-# profiles of both for the bf16 runs, and a table at the end.
+# in f32 and bf16 against PyTorch eager on the same model and batch (the
+# classifiers, SSD300 with its MultiBox loss, DeepLabV3-R50 and PSPNet-R50 with
+# CE + 0.4 aux), per-kernel profiles of both for the bf16 classifier runs, and a
+# table at the end.
 #
 # cuDNN, cuBLAS and NCCL come from the machine's Python environment (its
 # `nvidia` packages). tcv comes from .gpu/ (scripts/gpu-bundle.sh, built where
@@ -125,17 +127,19 @@ log "fmnist_cnn 1 epoch on cuda: rc $TRAIN_RC, top1 ${TRAIN_TOP1:-?}, ${TRAIN_IP
 
 # --- tcv-bench train vs PyTorch -----------------------------------------------------------
 ROWS=""
-bench_pair() {  # model batch size steps dtype
-  local model=$1 batch=$2 size=$3 steps=$4 dtype=$5
-  if [ $(($(date +%s) - T0)) -gt "${GPU_CHECK_BUDGET_S:-330}" ]; then
+bench_pair() {  # model batch size steps dtype [classes]
+  local model=$1 batch=$2 size=$3 steps=$4 dtype=$5 classes=${6:-10}
+  if [ $(($(date +%s) - T0)) -gt "${GPU_CHECK_BUDGET_S:-420}" ]; then
     log "skipping $model $dtype: over the time budget"
     return
   fi
   local a b
   a=$(timeout 120 "$G/bin/tcv-bench" train --model "$model" --batch "$batch" --image-size "$size" \
-    --steps "$steps" --warmup 5 --device cuda --dtype "$dtype" --json 2>>"$OUTDIR/bench.err" | tail -1)
+    --classes "$classes" --steps "$steps" --warmup 5 --device cuda --dtype "$dtype" --json \
+    2>>"$OUTDIR/bench.err" | tail -1)
   b=$(timeout 120 python3 bench/compare/train_torch_gpu.py --model "$model" --batch "$batch" \
-    --image-size "$size" --steps "$steps" --warmup 5 --dtype "$dtype" 2>>"$OUTDIR/bench.err" | tail -1)
+    --image-size "$size" --classes "$classes" --steps "$steps" --warmup 5 --dtype "$dtype" \
+    2>>"$OUTDIR/bench.err" | tail -1)
   echo "$a" >>"$OUTDIR/bench.jsonl"
   echo "$b" >>"$OUTDIR/bench.jsonl"
   ROWS="$ROWS$(python3 - "$a" "$b" <<'PY'
@@ -146,7 +150,7 @@ def load(s):
 a, b = load(sys.argv[1]), load(sys.argv[2])
 ai, bi = a.get("images_per_sec", 0), b.get("images_per_sec", 0)
 am, bm = a.get("allocator_peak_bytes", 0) / 2**20, b.get("peak_bytes", 0) / 2**20
-print(f"{a.get('model', b.get('model','?')):<16} {a.get('batch','?'):>5} {a.get('image_size','?'):>4} "
+print(f"{a.get('model', b.get('model','?')):<18} {a.get('batch','?'):>5} {a.get('image_size','?'):>4} "
       f"{a.get('dtype', b.get('dtype','?')):<5} {ai:>10.1f} {bi:>10.1f} {ai/bi if bi else 0:>6.2f}x "
       f"{am:>9.0f} {bm:>9.0f}")
 PY
@@ -157,13 +161,24 @@ bench_pair resnet50 64 224 20 f32
 bench_pair resnet50 64 224 20 bf16
 bench_pair resnet18_cifar 128 32 30 f32
 bench_pair resnet18_cifar 128 32 30 bf16
+# Detection and segmentation steps: SSD300 (VGG-16, 21 classes, MultiBox loss on
+# 1 to 4 synthetic boxes per image) against torchvision's ssd300_vgg16;
+# DeepLabV3-R50 and PSPNet-R50 (output stride 8, 21 classes, CE + 0.4 CE(aux),
+# 5% ignored pixels) against torchvision's deeplabv3_resnet50 and the PyTorch
+# PSPNet of scripts/make_golden_seg.py.
+bench_pair ssd300 32 300 10 f32 21
+bench_pair ssd300 32 300 10 bf16 21
+bench_pair deeplabv3_resnet50 8 512 10 f32 21
+bench_pair pspnet_resnet50 8 512 10 f32 21
+bench_pair deeplabv3_resnet50 8 512 10 bf16 21
+bench_pair pspnet_resnet50 8 512 10 bf16 21
 
 # --- where the time goes: per-kernel profiles of both, for the bf16 rows ----------------
 # tcv: calls and device ms per step per kernel entry point (CUDA events);
 # torch: torch.profiler's CUDA kernel table. Full tables in $OUTDIR/profile_*.txt.
 profile_pair() {  # model batch size dtype
   local model=$1 batch=$2 size=$3 dtype=$4 tag="$1_$4"
-  if [ $(($(date +%s) - T0)) -gt "${GPU_CHECK_BUDGET_S:-330}" ]; then
+  if [ $(($(date +%s) - T0)) -gt "${GPU_CHECK_BUDGET_S:-420}" ]; then
     log "skipping the $tag profiles: over the time budget"
     return
   fi
@@ -179,7 +194,7 @@ profile_pair resnet18_cifar 128 32 bf16
 
 # --- all-reduce on NCCL, world size 1 ---------------------------------------------------
 NCCL_TABLE="not run"
-if [ -x "$G/bin/tcv-bench" ] && [ $(($(date +%s) - T0)) -lt "${GPU_CHECK_BUDGET_S:-330}" ]; then
+if [ -x "$G/bin/tcv-bench" ] && [ $(($(date +%s) - T0)) -lt "${GPU_CHECK_BUDGET_S:-420}" ]; then
   timeout 60 "$G/bin/tcv-bench" allreduce --backend nccl -b 1M -e 256M -f 4 -n 20 -w 5 -c 1 \
     >"$OUTDIR/allreduce_nccl.txt" 2>&1 && NCCL_TABLE=$(cat "$OUTDIR/allreduce_nccl.txt") ||
     NCCL_TABLE="failed: $(tail -3 "$OUTDIR/allreduce_nccl.txt")"
@@ -191,7 +206,7 @@ echo "CUDA tests          : $TESTS_PASSED passed, $TESTS_FAILED failed, $TESTS_S
 echo "compute-sanitizer   : $SAN"
 echo "fmnist_cnn 1 epoch  : rc $TRAIN_RC, val top-1 ${TRAIN_TOP1:-?}, ${TRAIN_IPS:-?} img/s (last window), ${TRAIN_S}s wall"
 echo
-echo "model            batch size dtype  tcv img/s torch img/s  ratio  tcv MiB torch MiB"
+echo "model              batch size dtype  tcv img/s torch img/s  ratio  tcv MiB torch MiB"
 printf "%s" "$ROWS"
 echo "(MiB: peak device memory held by tensors: tcv's caching allocator, torch.cuda.max_memory_allocated)"
 echo
