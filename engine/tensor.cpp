@@ -170,7 +170,7 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + c.numel());
 }
 
-kernels::KTensor Tensor::k() const {
+kernels::KTensor Tensor::strided_desc() const {
   kernels::KTensor kt;
   TCV_CHECK(dim() <= kernels::kMaxDims, "[tensor] kernels take at most ", kernels::kMaxDims,
             " dims, got shape ", shape_str());
@@ -190,8 +190,8 @@ bool Tensor::is_blocked() const {
          nbytes() == i.storage->nbytes() && is_contiguous();
 }
 
-kernels::KTensor Tensor::k_any() const {
-  if (!is_blocked()) return k();
+kernels::KTensor Tensor::desc_as_stored() const {
+  if (!is_blocked()) return strided_desc();
   kernels::KTensor kt;
   kt.data = impl().storage->raw_data();
   kt.dtype = dtype();
@@ -234,10 +234,10 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-kernels::KTensor flat_k(const Tensor& t) {
-  TCV_CHECK(t.is_contiguous(), "[flat_k] needs a contiguous tensor, got strides ",
+kernels::KTensor flat_desc(const Tensor& t) {
+  TCV_CHECK(t.is_contiguous(), "[flat_desc] needs a contiguous tensor, got strides ",
             shape_str(t.strides()));
-  kernels::KTensor k = t.k_any();
+  kernels::KTensor k = t.desc_as_stored();
   k.ndim = 1;
   k.sizes[0] = t.numel();
   k.strides[0] = 1;

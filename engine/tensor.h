@@ -136,20 +136,23 @@ class Tensor {
   /// Copies the elements (any layout) out as a flat vector of T.
   template <typename T>
   std::vector<T> to_vector() const;
-  /// Kernel descriptor of this view (row-major: a blocked storage is converted).
-  kernels::KTensor k() const;
+  /// The kernel descriptor (data pointer, dtype, sizes and strides) of this view's
+  /// elements, what every kernel call takes. Strided row-major memory: a storage
+  /// still in the blocked layout is converted first.
+  kernels::KTensor strided_desc() const;
 
   // ---- oneDNN's blocked layout (CPU f32 activations) ----
   /// True when this tensor is a whole 4-D f32 storage held in oneDNN's nChw16c
   /// layout: CPU convolutions write their outputs so, and batch norm and
   /// elementwise ops on equal shapes keep it, so no reorder runs between those
-  /// layers. Any other access (data_ptr, k, to_vector, a kernel that does not
+  /// layers. Any other access (data_ptr, strided_desc, to_vector, a kernel that does not
   /// know the layout) converts the storage to row-major first, once; code that
   /// does not ask never sees the layout.
   bool is_blocked() const;
-  /// Kernel descriptor that leaves a blocked storage as it is (kt.blocked set);
-  /// the same as k() otherwise.
-  kernels::KTensor k_any() const;
+  /// The kernel descriptor of the bytes as they are stored: for a blocked tensor
+  /// the nChw16c bytes with kt.blocked set (for kernels that read that layout);
+  /// the same as strided_desc() otherwise.
+  kernels::KTensor desc_as_stored() const;
 
   // ---- views (differentiable; share storage) ----
   Tensor view(const Shape& shape) const;
@@ -240,7 +243,7 @@ Tensor empty_blocked(const Shape& shape);
 Tensor to_blocked(const Tensor& t);
 /// A 1-D kernel descriptor over all of a contiguous tensor's elements in memory
 /// order, blocked or not: for elementwise kernels on operands of one layout.
-kernels::KTensor flat_k(const Tensor& t);
+kernels::KTensor flat_desc(const Tensor& t);
 /// Whether a tensor of this shape, dtype and device may be held blocked.
 bool blockable(const Shape& shape, DType dtype, Device device);
 Tensor empty_like(const Tensor& t);

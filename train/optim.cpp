@@ -171,7 +171,7 @@ double clip_grad_norm(const nn::StateDict& params, double max_norm) {
     kernels::cuda::DeviceGuard guard(device);
     profiler::Scope prof("sum_squares_multi", Device(DeviceType::CUDA, device));
     std::vector<kernels::KTensor> ks;
-    for (const Tensor& g : gs) ks.push_back(g.k());
+    for (const Tensor& g : gs) ks.push_back(g.strided_desc());
     sum_sq += kernels::cuda::sum_squares_multi(ks);
   }
   const double norm = std::sqrt(sum_sq);

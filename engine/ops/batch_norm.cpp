@@ -19,7 +19,7 @@ void check_param(const char* what, const Tensor& t, const Tensor& x) {
 }
 
 kernels::KTensor opt_k(const Tensor& t) {
-  return t.defined() ? t.k() : kernels::KTensor{};
+  return t.defined() ? t.strided_desc() : kernels::KTensor{};
 }
 
 // With an activation (relu, relu6) the kernels clamp the output as they write
@@ -86,14 +86,15 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     const bool update = training && running_mean.defined();
     const bool in_kernel = update && running_mean.dtype() == cd && running_var.dtype() == cd &&
                            running_mean.is_contiguous() && running_var.is_contiguous();
-    const kernels::KTensor rmk = in_kernel ? running_mean.k() : kernels::KTensor{};
-    const kernels::KTensor rvk = in_kernel ? running_var.k() : kernels::KTensor{};
+    const kernels::KTensor rmk = in_kernel ? running_mean.strided_desc() : kernels::KTensor{};
+    const kernels::KTensor rvk = in_kernel ? running_var.strided_desc() : kernels::KTensor{};
     const kernels::RunningStats running{.mean = in_kernel ? &rmk : nullptr,
                                         .var = in_kernel ? &rvk : nullptr,
                                         .momentum = momentum};
     if (x.numel() > 0)  // else no channel (training needs more than one value per channel)
-      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.k_any(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, y.k_any(), mean.k(), var.k(), running);
+      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.desc_as_stored(),
+                 wc.defined() ? &wk : nullptr, bc.defined() ? &bk : nullptr, y.desc_as_stored(),
+                 mean.strided_desc(), var.strided_desc(), running);
     if (in_kernel) {
       running_mean.bump_version();
       running_var.bump_version();
@@ -111,8 +112,9 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     mean = running_mean.detach().to(cd).contiguous().clone();
     var = running_var.detach().to(cd).contiguous().clone();
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.k_any(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k_any());
+      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.desc_as_stored(),
+                 wc.defined() ? &wk : nullptr, bc.defined() ? &bk : nullptr, mean.strided_desc(),
+                 var.strided_desc(), y.desc_as_stored());
   }
   if (widen) y = y.to(x.dtype());
 
@@ -152,11 +154,12 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
               if (t->defined()) t->zero_();
           } else {
             const kernels::KTensor wk2 = opt_k(wv),
-                                   dxk = dx.defined() ? dx.k_any() : kernels::KTensor{},
+                                   dxk = dx.defined() ? dx.desc_as_stored() : kernels::KTensor{},
                                    dwk = opt_k(dweight), dbk = opt_k(dbias);
-            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xv.k_any(),
-                       gb.blocked ? dy.k_any() : dy.k(), wv.defined() ? &wk2 : nullptr, mean.k(),
-                       var.k(), need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
+            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xv.desc_as_stored(),
+                       gb.blocked ? dy.desc_as_stored() : dy.strided_desc(),
+                       wv.defined() ? &wk2 : nullptr, mean.strided_desc(), var.strided_desc(),
+                       need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
                        need_db ? &dbk : nullptr);
           }
           if (widen && dx.defined()) dx = dx.to(xdt);

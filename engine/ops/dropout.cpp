@@ -40,7 +40,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const uint64_t base = g.advance(static_cast<uint64_t>((n + 3) / 4));
   if (x.device().is_cuda()) {
     kernels::cuda::DeviceGuard guard(x.device().index);
-    kernels::cuda::dropout(out.k(), mask.k(), xc.k(), p, seed, base);
+    kernels::cuda::dropout(out.strided_desc(), mask.strided_desc(), xc.strided_desc(), p, seed,
+                           base);
   } else {
     // Kept where (w >> 8) / 2^24 < 1 - p, i.e. (w >> 8) < ceil((1 - p) 2^24): an
     // integer compare (exact: scaling by 2^24 is) that vectorizes.

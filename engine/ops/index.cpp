@@ -53,7 +53,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor idx = index.reshape({index.numel()});
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), index_select, out.k(), in.k(), static_cast<int>(d), idx.k());
+  TCV_KERNEL(x.device(), index_select, out.strided_desc(), in.strided_desc(), static_cast<int>(d),
+             idx.strided_desc());
   if (autograd::needs_grad({&x}))
     autograd::record("index_select", {x}, {out},
                      [d, si = SavedTensor(idx), in_shape = x.shape()](std::vector<Tensor>& g) {
@@ -74,7 +75,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_same_device("gather", x, index, "index");
   check_index_shape("gather", x, d, index, nullptr);
   Tensor out = empty(index.shape(), {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), gather, out.k(), x.k(), static_cast<int>(d), index.k());
+  TCV_KERNEL(x.device(), gather, out.strided_desc(), x.strided_desc(), static_cast<int>(d),
+             index.strided_desc());
   if (autograd::needs_grad({&x}))
     autograd::record("gather", {x}, {out},
                      [d, si = SavedTensor(index), in_shape = x.shape()](std::vector<Tensor>& g) {
@@ -99,7 +101,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_index_shape("scatter_add", x, d, index, &src);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   backend::copy(out, x.detach());
-  TCV_KERNEL(x.device(), scatter_add, out.k(), static_cast<int>(d), index.k(), src.k());
+  TCV_KERNEL(x.device(), scatter_add, out.strided_desc(), static_cast<int>(d), index.strided_desc(),
+             src.strided_desc());
   if (autograd::needs_grad({&x, &src})) {
     const bool gsrc = src.requires_grad();
     autograd::record(
@@ -132,7 +135,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TCV_CHECK(b == x.shape(), "[masked_fill] mask ", mask.shape_str(),
             " must broadcast to the input's shape ", x.shape_str());
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), masked_fill, out.k(), x.k(), mask.detach().expand(x.shape()).k(), value);
+  TCV_KERNEL(x.device(), masked_fill, out.strided_desc(), x.strided_desc(),
+             mask.detach().expand(x.shape()).strided_desc(), value);
   if (autograd::needs_grad({&x}))
     autograd::record("masked_fill", {x}, {out}, [sm = SavedTensor(mask)](std::vector<Tensor>& g) {
       return std::vector<Tensor>{masked_fill(g[0], sm.get(), 0.0)};

@@ -58,7 +58,7 @@ ClassInput class_input(const char* op, const Tensor& x, const Tensor& target,
 }
 
 kernels::KTensor weight_k(const Tensor& w) {
-  return w.defined() ? w.k() : kernels::KTensor{};
+  return w.defined() ? w.strided_desc() : kernels::KTensor{};
 }
 
 // The upstream gradient as an (N, S) descriptor: itself for reduction none,
@@ -72,9 +72,9 @@ Tensor grad_positions(const Tensor& g, Reduction r, int64_t n, int64_t s) {
 kernels::cpu::ClassLossStats class_targets(const char* op, const Tensor& x, const ClassInput& ci,
                                            int64_t ignore_index, const kernels::KTensor* wp) {
   if (x.device().is_cpu())
-    return kernels::cpu::class_targets(op, ci.t2.k(), ci.c, ignore_index, wp);
+    return kernels::cpu::class_targets(op, ci.t2.strided_desc(), ci.c, ignore_index, wp);
   kernels::cuda::DeviceGuard guard(x.device().index);
-  return kernels::cuda::class_targets(op, ci.t2.k(), ci.c, ignore_index, wp);
+  return kernels::cuda::class_targets(op, ci.t2.strided_desc(), ci.c, ignore_index, wp);
 }
 
 Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
@@ -111,10 +111,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   Tensor nll = empty({ci.n, ci.s}, opts);  // (N, S)
   Tensor lse = empty({ci.n, ci.s}, opts);  // (N, S)
   Tensor smooth = eps > 0 ? empty({ci.n, ci.s}, opts) : Tensor();
-  const kernels::KTensor sk = eps > 0 ? smooth.k() : kernels::KTensor{};
+  const kernels::KTensor sk = eps > 0 ? smooth.strided_desc() : kernels::KTensor{};
   if (ci.n * ci.s > 0)
-    TCV_KERNEL(logits.device(), cross_entropy_forward, nll.k(), eps > 0 ? &sk : nullptr, lse.k(),
-               ci.x3.k(), ci.t2.k(), wp, ignore_index);
+    TCV_KERNEL(logits.device(), cross_entropy_forward, nll.strided_desc(), eps > 0 ? &sk : nullptr,
+               lse.strided_desc(), ci.x3.strided_desc(), ci.t2.strided_desc(), wp, ignore_index);
 
   // PyTorch 1.13: loss = (1 − ε)·nll_loss(...) + (ε / C)·reduce(smooth), where a
   // mean divides both terms by the weight sum of the non-ignored targets (their
@@ -145,9 +145,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
           const kernels::KTensor wk = weight_k(w);
           Tensor gp = grad_positions(g[0], reduction, x3.size(0), x3.size(2));
           if (dx.numel() > 0)
-            TCV_KERNEL(x3.device(), cross_entropy_backward, dx.k(), x3.k(), t2.k(),
-                       w.defined() ? &wk : nullptr, sl.get().k(), ignore_index, gp.k(), scale_nll,
-                       scale_smooth);
+            TCV_KERNEL(x3.device(), cross_entropy_backward, dx.strided_desc(), x3.strided_desc(),
+                       t2.strided_desc(), w.defined() ? &wk : nullptr, sl.get().strided_desc(),
+                       ignore_index, gp.strided_desc(), scale_nll, scale_smooth);
           return std::vector<Tensor>{dx.view(x_shape)};
         });
   return out;
@@ -166,7 +166,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
       class_targets("nll_loss", log_probs, ci, ignore_index, wp);
   Tensor per = empty({ci.n, ci.s}, {.dtype = log_probs.dtype(), .device = log_probs.device()});
   if (per.numel() > 0)
-    TCV_KERNEL(log_probs.device(), nll_forward, per.k(), ci.x3.k(), ci.t2.k(), wp, ignore_index);
+    TCV_KERNEL(log_probs.device(), nll_forward, per.strided_desc(), ci.x3.strided_desc(),
+               ci.t2.strided_desc(), wp, ignore_index);
   const double scale = reduction == Reduction::mean ? 1.0 / st.weight_sum : 1.0;
   Tensor out;
   {
@@ -181,8 +182,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                        const kernels::KTensor wk = weight_k(w);
                        Tensor gp = grad_positions(g[0], reduction, n, s);
                        if (dx.numel() > 0)
-                         TCV_KERNEL(dx.device(), nll_backward, dx.k(), t2.k(),
-                                    w.defined() ? &wk : nullptr, ignore_index, gp.k(), scale);
+                         TCV_KERNEL(dx.device(), nll_backward, dx.strided_desc(), t2.strided_desc(),
+                                    w.defined() ? &wk : nullptr, ignore_index, gp.strided_desc(),
+                                    scale);
                        return std::vector<Tensor>{dx.view(x_shape)};
                      });
   return out;
@@ -225,10 +227,12 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
   }
   backend::require_device(name, x.device(), {&y, &pw});
   Tensor out = empty(shape, {.dtype = x.dtype(), .device = x.device()});
-  const kernels::KTensor pk = pw.defined() ? pw.detach().expand(shape).k() : kernels::KTensor{};
+  const kernels::KTensor pk =
+      pw.defined() ? pw.detach().expand(shape).strided_desc() : kernels::KTensor{};
   if (out.numel() > 0)
-    TCV_KERNEL(x.device(), pointwise_loss, loss, out.k(), x.detach().expand(shape).k(),
-               y.detach().expand(shape).k(), pw.defined() ? &pk : nullptr, beta);
+    TCV_KERNEL(x.device(), pointwise_loss, loss, out.strided_desc(),
+               x.detach().expand(shape).strided_desc(), y.detach().expand(shape).strided_desc(),
+               pw.defined() ? &pk : nullptr, beta);
   if (autograd::needs_grad({&x, &y, &pw})) {
     const std::array<bool, 3> need{x.requires_grad(), y.requires_grad(),
                                    pw.defined() && pw.requires_grad()};
@@ -237,8 +241,8 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
                       sp = SavedTensor(pw)](std::vector<Tensor>& g) {
                        Tensor xv = sx.get(), yv = sy.get(), pv = sp.defined() ? sp.get() : Tensor();
                        const kernels::KTensor pk =
-                           pv.defined() ? pv.expand(shape).k() : kernels::KTensor{};
-                       const kernels::KTensor gk = g[0].expand(shape).k();
+                           pv.defined() ? pv.expand(shape).strided_desc() : kernels::KTensor{};
+                       const kernels::KTensor gk = g[0].expand(shape).strided_desc();
                        std::vector<Tensor> grads(3);
                        constexpr std::array<LossArg, 3> args{LossArg::input, LossArg::target,
                                                              LossArg::pos_weight};
@@ -248,9 +252,10 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
                          if (!need[i]) continue;
                          Tensor d = empty(shape, {.dtype = xv.dtype(), .device = xv.device()});
                          if (d.numel() > 0)
-                           TCV_KERNEL(xv.device(), pointwise_loss_backward, loss, args[i], d.k(),
-                                      gk, xv.expand(shape).k(), yv.expand(shape).k(),
-                                      pv.defined() ? &pk : nullptr, beta);
+                           TCV_KERNEL(xv.device(), pointwise_loss_backward, loss, args[i],
+                                      d.strided_desc(), gk, xv.expand(shape).strided_desc(),
+                                      yv.expand(shape).strided_desc(), pv.defined() ? &pk : nullptr,
+                                      beta);
                          grads[i] = sum_to(d, shapes[i]);
                        }
                        return grads;

@@ -70,8 +70,9 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
   if (grad && ws_bytes > 0)
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
-    const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), pool2d_forward, g, xc.k_any(), y.k_any(), ws.defined() ? &wk : nullptr);
+    const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
+    TCV_KERNEL(x.device(), pool2d_forward, g, xc.desc_as_stored(), y.desc_as_stored(),
+               ws.defined() ? &wk : nullptr);
   }
   if (grad)
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
@@ -80,8 +81,8 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
       Tensor dx = g.blocked ? empty_blocked(in_shape)
                             : empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
-      const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.k_any(), dx.k_any(),
+      const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
+      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.desc_as_stored(), dx.desc_as_stored(),
                  ws.defined() ? &wk : nullptr);
       return std::vector<Tensor>{dx};
     });
@@ -119,13 +120,14 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({x.size(0), x.size(1), output_size[0], output_size[1]},
                    {.dtype = x.dtype(), .device = x.device()});  // (N, C, OH, OW)
-  if (y.numel() > 0) TCV_KERNEL(x.device(), adaptive_avg_pool2d_forward, xc.k(), y.k());
+  if (y.numel() > 0)
+    TCV_KERNEL(x.device(), adaptive_avg_pool2d_forward, xc.strided_desc(), y.strided_desc());
   if (autograd::needs_grad({&x}))
     autograd::record("adaptive_avg_pool2d", {x}, {y}, [in_shape](std::vector<Tensor>& grads) {
       Tensor dy = grads[0].contiguous();
       Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
-      TCV_KERNEL(dy.device(), adaptive_avg_pool2d_backward, dy.k(), dx.k());
+      TCV_KERNEL(dy.device(), adaptive_avg_pool2d_backward, dy.strided_desc(), dx.strided_desc());
       return std::vector<Tensor>{dx};
     });
   return y;

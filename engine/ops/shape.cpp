@@ -53,9 +53,9 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   }
   Tensor out = empty(out_shape, {.dtype = dt, .device = r.device()});
   std::vector<kernels::KTensor> ks;
-  for (size_t i : used) ks.push_back(xs[i].k());
+  for (size_t i : used) ks.push_back(xs[i].strided_desc());
   if (out.numel() > 0) {
-    TCV_KERNEL(out.device(), cat, out.k(), ks, static_cast<int>(d));
+    TCV_KERNEL(out.device(), cat, out.strided_desc(), ks, static_cast<int>(d));
   }
   if (autograd::needs_grad(xs)) {
     // Each input's gradient is its slice of g (a view), cast back to its dtype.
@@ -175,13 +175,14 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
   if (nd == 0) return x.clone();
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), pad, kmode, out.k(), in.k(), before.data(), value);
+  TCV_KERNEL(x.device(), pad, kmode, out.strided_desc(), in.strided_desc(), before.data(), value);
   if (autograd::needs_grad({&x}))
     autograd::record("pad", {x}, {out},
                      [kmode, before, in_shape = x.shape()](std::vector<Tensor>& g) {
                        Tensor dy = g[0].contiguous();
                        Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
-                       TCV_KERNEL(dy.device(), pad_backward, kmode, dx.k(), dy.k(), before.data());
+                       TCV_KERNEL(dy.device(), pad_backward, kmode, dx.strided_desc(),
+                                  dy.strided_desc(), before.data());
                        return std::vector<Tensor>{dx};
                      });
   return out;

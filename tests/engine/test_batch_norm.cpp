@@ -211,23 +211,28 @@ TEST(BatchNorm, LoopsMatchOneDnn) {
       dx[impl] = empty({4, 5, 21});
       dw[impl] = empty({5});
       db[impl] = empty({5});
-      const kernels::KTensor wk = w.k(), bk = b.k(), dxk = dx[impl].k(), dwk = dw[impl].k(),
-                             dbk = db[impl].k();
-      const kernels::KTensor mk = stats[impl][0].k(), vk = stats[impl][1].k();
+      const kernels::KTensor wk = w.strided_desc(), bk = b.strided_desc(),
+                             dxk = dx[impl].strided_desc(), dwk = dw[impl].strided_desc(),
+                             dbk = db[impl].strided_desc();
+      const kernels::KTensor mk = stats[impl][0].strided_desc(), vk = stats[impl][1].strided_desc();
       if (impl == 0) {
         if (training)
-          kernels::cpu::batch_norm_forward_train(g, x.k(), &wk, &bk, y[impl].k(), mk, vk);
+          kernels::cpu::batch_norm_forward_train(g, x.strided_desc(), &wk, &bk,
+                                                 y[impl].strided_desc(), mk, vk);
         else
-          kernels::cpu::batch_norm_forward_eval(g, x.k(), &wk, &bk, mk, vk, y[impl].k());
-        kernels::cpu::batch_norm_backward(g, training, x.k(), dy.k(), &wk, mk, vk, &dxk, &dwk,
-                                          &dbk);
+          kernels::cpu::batch_norm_forward_eval(g, x.strided_desc(), &wk, &bk, mk, vk,
+                                                y[impl].strided_desc());
+        kernels::cpu::batch_norm_backward(g, training, x.strided_desc(), dy.strided_desc(), &wk, mk,
+                                          vk, &dxk, &dwk, &dbk);
       } else {
         if (training)
-          kernels::cpu::batch_norm_forward_train_onednn(g, x.k(), &wk, &bk, y[impl].k(), mk, vk);
+          kernels::cpu::batch_norm_forward_train_onednn(g, x.strided_desc(), &wk, &bk,
+                                                        y[impl].strided_desc(), mk, vk);
         else
-          kernels::cpu::batch_norm_forward_eval_onednn(g, x.k(), &wk, &bk, mk, vk, y[impl].k());
-        kernels::cpu::batch_norm_backward_onednn(g, training, x.k(), dy.k(), &wk, mk, vk, &dxk,
-                                                 &dwk, &dbk);
+          kernels::cpu::batch_norm_forward_eval_onednn(g, x.strided_desc(), &wk, &bk, mk, vk,
+                                                       y[impl].strided_desc());
+        kernels::cpu::batch_norm_backward_onednn(g, training, x.strided_desc(), dy.strided_desc(),
+                                                 &wk, mk, vk, &dxk, &dwk, &dbk);
       }
     }
     // Each implementation is within the f32 bound of the exact result, so

@@ -54,7 +54,7 @@ TEST(Blocked, ConvolutionWritesTheBlockedLayoutAndReadsBackRowMajor) {
   Tensor w = rand_f64({32, 16, 3, 3}, 2, -1, 1, false).to(DType::f32);
   Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
   ASSERT_EQ(y.is_blocked(), blocks_here());
-  EXPECT_EQ(y.k_any().blocked, blocks_here());
+  EXPECT_EQ(y.desc_as_stored().blocked, blocks_here());
   const Tensor y64 = ops::conv2d(x.to(DType::f64), w.to(DType::f64), Tensor(), {.padding = {1, 1}});
   // A view reads row-major values, converting the storage on the way.
   Tensor corner = y.narrow(1, 17, 2).narrow(2, 4, 2);
@@ -62,7 +62,7 @@ TEST(Blocked, ConvolutionWritesTheBlockedLayoutAndReadsBackRowMajor) {
   testing::expect_within(corner, y64.narrow(1, 17, 2).narrow(2, 4, 2),
                          bound.narrow(1, 17, 2).narrow(2, 4, 2), "view");
   EXPECT_FALSE(y.is_blocked());
-  EXPECT_FALSE(y.k().blocked);
+  EXPECT_FALSE(y.strided_desc().blocked);
   testing::expect_within(y, y64, bound, "whole");
 }
 
