@@ -28,7 +28,7 @@
 #include <thread>
 
 #include "dist/process_group.h"
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 

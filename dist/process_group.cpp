@@ -5,11 +5,11 @@
 
 #include <atomic>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 #ifdef TCV_WITH_CUDA
 #include "dist/nccl_group.h"
-#include "kernels/cuda/runtime.h"
+#include "engine/cuda.h"
 #endif
 
 namespace tcv::dist {
@@ -52,7 +52,7 @@ class NcclGroup : public ProcessGroup {
             const std::string& prefix)
       : ProcessGroup(rank, size), store_(std::move(store)) {
     TCV_CHECK(store_ != nullptr, "[nccl] make_nccl_group needs a store");
-    TCV_CHECK(kernels::cuda::device_count() > 0,
+    TCV_CHECK(cuda::device_count() > 0,
               "[nccl] make_nccl_group: no CUDA device is visible to rank ", rank);
     // Groups made with the same prefix get their own id (ranks make groups in the same order).
     static std::atomic<int> generation{0};
@@ -64,7 +64,7 @@ class NcclGroup : public ProcessGroup {
     } else {
       id = store_->get(key, options.timeout);
     }
-    comm_ = std::make_unique<detail::NcclComm>(id, rank, size, kernels::cuda::current_device(),
+    comm_ = std::make_unique<detail::NcclComm>(id, rank, size, cuda::current_device(),
                                                options.timeout);
   }
 

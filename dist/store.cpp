@@ -15,7 +15,7 @@
 #include <map>
 #include <system_error>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "engine/tensor.h"
+#include "kernels/cpu/conv.h"
 
 namespace tcv {
 class Generator;
@@ -22,6 +23,14 @@ struct Conv2dParams {
 /// x (N, C, H, W), weight (K, C/groups, R, S), bias (K) or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
+
+/// How CPU f32 convolutions choose oneDNN's algorithm: automatic (Winograd where
+/// oneDNN expects it to win) or direct (as PyTorch); TCV_CONV_ALGO sets the
+/// default. See kernels/cpu/conv.h.
+using kernels::cpu::ConvAlgo;
+using kernels::cpu::get_conv_algo;
+using kernels::cpu::parse_conv_algo;
+using kernels::cpu::set_conv_algo;
 
 struct Pool2dParams {
   std::array<int64_t, 2> kernel{2, 2};
