@@ -1,7 +1,6 @@
 // Batch normalisation over (N, C, H, W), as torch.nn.BatchNorm2d.
 #pragma once
 
-#include "kernels/cpu/batch_norm.h"
 #include "layers/module.h"
 
 namespace tcv::nn {
@@ -49,7 +48,9 @@ class BatchNorm2d : public Module {
   std::shared_ptr<SyncBNGroup> sync_group;
 
  private:
-  Tensor apply(const Tensor& x, kernels::BnAct act);
+  /// The activation forward_relu/forward_relu6 fuse into the output.
+  enum class Fused : uint8_t { none, relu, relu6 };
+  Tensor apply(const Tensor& x, Fused act);
   /// 1 on num_batches_tracked's device, kept so that counting a batch is one
   /// kernel, not a new scalar tensor each step.
   Tensor one_;
