@@ -4,8 +4,8 @@
 #include <numbers>
 #include <type_traits>
 
-#include "engine/philox_blocks.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/philox_blocks.h"
 #include "kernels/cuda/rng.h"
 
 namespace tcv {
@@ -34,6 +34,9 @@ void manual_seed(uint64_t seed) {
 }
 
 namespace {
+
+using kernels::cpu::for_each_philox_group;
+using kernels::cpu::philox_to_unit;
 
 Generator& pick(Generator* g) {
   return g ? *g : default_generator();

@@ -60,6 +60,27 @@ TEST(Dropout, SameSeedSameMaskWhateverTheThreadCount) {
   EXPECT_GT(ops::sum(ops::abs(ops::sub(b, c))).item(), 1000.0);
 }
 
+// f16/bf16 on the CPU: the same mask as f32 for the same generator state, the
+// scale rounded to the dtype and each product rounded once (as mul in that dtype).
+TEST(Dropout, SixteenBitFloatsDrawTheF32Mask) {
+  for (const DType dt : {DType::f16, DType::bf16}) {
+    Generator gx(5);
+    const Tensor x = (rand({5000}, {}, &gx) + 0.5).to(dt);  // no zeros
+    Generator g1(9), g2(9);
+    const std::vector<float> ref =
+        ops::dropout(x.to(DType::f32), 0.3, true, &g1).to_vector<float>();
+    const Tensor y = ops::dropout(x, 0.3, true, &g2);
+    ASSERT_EQ(y.dtype(), dt);
+    const float scale = full({}, 1.0 / 0.7, {.dtype = dt}).item<float>();
+    const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want =
+          ref[i] == 0.0f ? 0.0f : full({}, xs[i] * scale, {.dtype = dt}).item<float>();
+      ASSERT_EQ(ys[i], want) << dtype_name(dt) << " element " << i;
+    }
+  }
+}
+
 TEST(Dropout, RejectsBadProbability) {
   EXPECT_THROW(ops::dropout(ones({2}), -0.1, true), Error);
   EXPECT_THROW(ops::dropout(ones({2}), 1.5, true), Error);
