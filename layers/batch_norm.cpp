@@ -62,17 +62,15 @@ Tensor BatchNorm2d::apply(const Tensor& x, Fused act) {
     num_batches_tracked.add_(one_);
   }
   if (training_ && sync_group && sync_group->size > 1) {
-    Tensor y =
-        sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
-                        track ? running_var : Tensor(), options.momentum, options.eps, *sync_group);
-    return act == Fused::relu    ? ops::relu(y)
-           : act == Fused::relu6 ? ops::relu6(y)
-                                          : y;
+    Tensor y = ops::sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
+                                    track ? running_var : Tensor(), options.momentum, options.eps,
+                                    *sync_group);
+    return act == Fused::relu ? ops::relu(y) : act == Fused::relu6 ? ops::relu6(y) : y;
   }
   // Without running statistics every forward normalises with the batch's own.
   return (act == Fused::relu    ? ops::batch_norm_relu
           : act == Fused::relu6 ? ops::batch_norm_relu6
-                                         : ops::batch_norm)(
+                                : ops::batch_norm)(
       x, weight, bias, track ? running_mean : Tensor(), track ? running_var : Tensor(),
       training_ || !track, options.momentum, options.eps);
 }

@@ -1,11 +1,10 @@
 // Batch normalisation over (N, C, H, W), as torch.nn.BatchNorm2d.
 #pragma once
 
+#include "engine/ops/nn.h"
 #include "layers/module.h"
 
 namespace tcv::nn {
-
-struct SyncBNGroup;
 
 struct BatchNormOptions {
   double eps = 1e-5;
@@ -45,7 +44,7 @@ class BatchNorm2d : public Module {
   Tensor num_batches_tracked;        // () i64 or undefined without tracking
   /// Set by convert_sync_batchnorm (layers/sync_batch_norm.h): training
   /// statistics are then those of the whole group.
-  std::shared_ptr<SyncBNGroup> sync_group;
+  std::shared_ptr<ops::SyncBNGroup> sync_group;
 
  private:
   /// The activation forward_relu/forward_relu6 fuse into the output.

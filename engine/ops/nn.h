@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 
 #include "engine/tensor.h"
 #include "kernels/cpu/conv.h"
@@ -58,6 +59,26 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
 Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         Tensor running_mean, Tensor running_var, bool training,
                         double momentum = 0.1, double eps = 1e-5);
+
+/// The data-parallel group sync_batch_norm reduces over: its size and an
+/// in-place sum all-reduce. The engine never sees a process group; dist/ddp.h
+/// makes one from a ProcessGroup (dist::sync_bn_group).
+struct SyncBNGroup {
+  int size = 1;
+  /// Sums `t` (contiguous) in place across the group and returns once done. Every
+  /// rank calls it in the same order (forward, then backward, layer by layer).
+  std::function<void(const Tensor& t)> all_reduce_sum;
+};
+
+/// Batch norm over (N, C, H, W) with training statistics over the whole group,
+/// as torch.nn.SyncBatchNorm: the sums of x, x² and the element count are
+/// all-reduced in forward, the sums of dy and dy·x̂ in backward (so dx is the
+/// gradient of the union-batch normalisation). weight/bias gradients are the
+/// local ones (DDP averages them). Running stats (when defined) are updated with
+/// the group's mean and unbiased variance.
+Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor running_mean, Tensor running_var, double momentum, double eps,
+                       const SyncBNGroup& group);
 
 /// Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
