@@ -17,8 +17,8 @@
 #include "data/image.h"
 #include "engine/json.h"
 #include "train/config.h"
+#include "train/data_setup.h"
 #include "train/predict.h"
-#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
