@@ -23,6 +23,15 @@ void check_same_device(const char* op, const Tensor& x, const Tensor& other, con
             what, " is on ", other.device().str());
 }
 
+// Every value of index inside [0, size) of the indexed dim d: one pass over the
+// index (one sync on a GPU) before the kernel reads through it.
+void check_index_range(const char* op, const Tensor& index, int64_t size, int64_t d) {
+  kernels::IndexOutOfRange bad;
+  TCV_KERNEL(index.device(), find_index_out_of_range, index.strided_desc(), size, &bad);
+  TCV_CHECK(!bad.found, "[", op, "] index ", bad.value, " is out of range for dim ", d, " of size ",
+            size);
+}
+
 // gather/scatter_add: index has x's rank and fits inside x outside `d` (and inside
 // `src` everywhere, when given).
 void check_index_shape(const char* op, const Tensor& x, int64_t d, const Tensor& index,
@@ -51,6 +60,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[d] = index.numel();
   Tensor idx = index.reshape({index.numel()});
+  check_index_range("index_select", idx, x.shape()[d], d);
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
   TCV_KERNEL(x.device(), index_select, out.strided_desc(), in.strided_desc(), static_cast<int>(d),
@@ -74,6 +84,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_dtype("gather", index);
   check_same_device("gather", x, index, "index");
   check_index_shape("gather", x, d, index, nullptr);
+  check_index_range("gather", index, x.shape()[d], d);
   Tensor out = empty(index.shape(), {.dtype = x.dtype(), .device = x.device()});
   TCV_KERNEL(x.device(), gather, out.strided_desc(), x.strided_desc(), static_cast<int>(d),
              index.strided_desc());
@@ -99,6 +110,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   TCV_CHECK(src.dim() == x.dim(), "[scatter_add] src ", src.shape_str(),
             " needs as many dims as input ", x.shape_str());
   check_index_shape("scatter_add", x, d, index, &src);
+  check_index_range("scatter_add", index, x.shape()[d], d);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   backend::copy(out, x.detach());
   TCV_KERNEL(x.device(), scatter_add, out.strided_desc(), static_cast<int>(d), index.strided_desc(),

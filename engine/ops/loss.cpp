@@ -67,14 +67,16 @@ Tensor grad_positions(const Tensor& g, Reduction r, int64_t n, int64_t s) {
   return r == Reduction::none ? g.contiguous().view({n, s}) : g.reshape({1, 1}).expand({n, s});
 }
 
-// Validates the targets and returns their count and weight sum: on the host
-// for CPU tensors, on the device (one small copy back) for CUDA tensors.
-kernels::cpu::ClassLossStats class_targets(const char* op, const Tensor& x, const ClassInput& ci,
-                                           int64_t ignore_index, const kernels::KTensor* wp) {
-  if (x.device().is_cpu())
-    return kernels::cpu::class_targets(op, ci.t2.strided_desc(), ci.c, ignore_index, wp);
-  kernels::cuda::DeviceGuard guard(x.device().index);
-  return kernels::cuda::class_targets(op, ci.t2.strided_desc(), ci.c, ignore_index, wp);
+// The targets' count and weight sum, after checking each is ignore_index or a
+// class: on the host for CPU tensors, on the device (one small copy back) for
+// CUDA tensors.
+kernels::ClassLossStats class_targets(const char* op, const ClassInput& ci, int64_t ignore_index,
+                                      const kernels::KTensor* wp) {
+  kernels::ClassLossStats st;
+  TCV_KERNEL(ci.t2.device(), class_targets, ci.t2.strided_desc(), ci.c, ignore_index, wp, &st);
+  TCV_CHECK(!st.out_of_bounds, "[", op, "] target ", st.bad_target, " is out of bounds for ", ci.c,
+            " classes");
+  return st;
 }
 
 Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
@@ -104,8 +106,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = weight_k(w);
   const kernels::KTensor* wp = w.defined() ? &wk : nullptr;
-  const kernels::cpu::ClassLossStats st =
-      class_targets("cross_entropy", logits, ci, ignore_index, wp);
+  const kernels::ClassLossStats st = class_targets("cross_entropy", ci, ignore_index, wp);
 
   const double eps = label_smoothing;
   Tensor nll = empty({ci.n, ci.s}, opts);  // (N, S)
@@ -162,8 +163,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = weight_k(w);
   const kernels::KTensor* wp = w.defined() ? &wk : nullptr;
-  const kernels::cpu::ClassLossStats st =
-      class_targets("nll_loss", log_probs, ci, ignore_index, wp);
+  const kernels::ClassLossStats st = class_targets("nll_loss", ci, ignore_index, wp);
   Tensor per = empty({ci.n, ci.s}, {.dtype = log_probs.dtype(), .device = log_probs.device()});
   if (per.numel() > 0)
     TCV_KERNEL(log_probs.device(), nll_forward, per.strided_desc(), ci.x3.strided_desc(),

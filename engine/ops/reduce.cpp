@@ -127,6 +127,8 @@ std::pair<Tensor, Tensor> extreme(kernels::ReduceOp op, const Tensor& x, int64_t
   Tensor xin = x.dim() == 0 ? x.reshape({1}) : x;
   Plan p = plan(xin, {d}, name);
   if (x.dim() == 0) p.keep_shape = p.out_shape = {};
+  TCV_CHECK(p.r > 0, "[", name, "] reduction over an empty dim (dim ", d, " of shape ",
+            x.shape_str(), ")");
   Shape shape = keepdim ? p.keep_shape : p.out_shape;
   Tensor values = empty(shape, {.dtype = x.dtype(), .device = x.device()});
   Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});

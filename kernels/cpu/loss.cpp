@@ -21,7 +21,6 @@ struct ClassGeom {
 };
 
 ClassGeom class_geom(const KTensor& x) {
-  TCV_CHECK(x.ndim == 3 && x.is_contiguous(), "[class loss] kernel expects contiguous (N, C, S)");
   return {x.sizes[0], x.sizes[1], x.sizes[2]};
 }
 
@@ -31,9 +30,7 @@ struct PosView {
   const T* p;
   int64_t sn, ss, s;
   PosView(const KTensor& t, int64_t s_)
-      : p(t.ptr<const T>()), sn(t.strides[0]), ss(t.strides[1]), s(s_) {
-    TCV_CHECK(t.ndim == 2, "[class loss] kernel expects a 2-D (N, S) gradient");
-  }
+      : p(t.ptr<const T>()), sn(t.strides[0]), ss(t.strides[1]), s(s_) {}
   T operator()(int64_t pos) const { return p[(pos / s) * sn + (pos % s) * ss]; }
 };
 
@@ -299,31 +296,30 @@ void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d,
 
 }  // namespace
 
-ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
-                             int64_t ignore_index, const KTensor* weight) {
-  TCV_CHECK(target.dtype == DType::i64 && target.is_contiguous(), "[", op,
-            "] kernel expects contiguous i64 targets");
+void class_targets(const KTensor& target, int64_t classes, int64_t ignore_index,
+                   const KTensor* weight, ClassLossStats* stats) {
   const int64_t* t = target.ptr<const int64_t>();
   const int64_t n = target.numel();
   ClassLossStats st;
-  // Serial, so an out-of-range target throws outside any parallel region and
-  // the weight sum does not depend on the thread count.
+  // Serial: the weight sum does not depend on the thread count.
   for (int64_t i = 0; i < n; ++i) {
     if (t[i] == ignore_index) continue;
-    TCV_CHECK(t[i] >= 0 && t[i] < classes, "[", op, "] target ", t[i], " is out of bounds for ",
-              classes, " classes");
+    if (t[i] < 0 || t[i] >= classes) [[unlikely]] {
+      *stats = {.out_of_bounds = true, .bad_target = t[i]};
+      return;
+    }
     ++st.count;
   }
   if (!weight) {
     st.weight_sum = static_cast<double>(st.count);
-    return st;
+  } else {
+    TCV_DISPATCH_FLOAT(weight->dtype, "class loss", {
+      const scalar_t* w = weight->ptr<const scalar_t>();
+      for (int64_t i = 0; i < n; ++i)
+        if (t[i] != ignore_index) st.weight_sum += static_cast<double>(w[t[i]]);
+    });
   }
-  TCV_DISPATCH_FLOAT(weight->dtype, op, {
-    const scalar_t* w = weight->ptr<const scalar_t>();
-    for (int64_t i = 0; i < n; ++i)
-      if (t[i] != ignore_index) st.weight_sum += static_cast<double>(w[t[i]]);
-  });
-  return st;
+  *stats = st;
 }
 
 void cross_entropy_forward(const KTensor& nll, const KTensor* smooth, const KTensor& lse,

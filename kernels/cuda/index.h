@@ -2,9 +2,9 @@
 // kernels/cpu/index.h: cat, index_select, gather, scatter_add, masked_fill.
 // Data movement works on element bits, so every dtype is served.
 //
-// Index tensors are i32 or i64, validated on the device before use: an
-// out-of-range index throws naming the op, the index value and the size of
-// the indexed dim (one small device-to-host copy, so one sync, per check).
+// Index tensors are i32 or i64 with every value inside the indexed dim, which
+// the ops check first (find_index_out_of_range: one small device-to-host copy,
+// so one sync, per check).
 #pragma once
 
 #include <vector>
@@ -35,10 +35,9 @@ TCV_CUDA_API void scatter_add(const KTensor& out, int dim, const KTensor& index,
 TCV_CUDA_API void masked_fill(const KTensor& out, const KTensor& in, const KTensor& mask,
                               double value) TCV_CUDA_ENTRY;
 
-/// Throws "[op] index V is out of range for dim D of size N" for the first
-/// index (in row-major order) outside [0, size).
-TCV_CUDA_API void check_indices(const char* op, const KTensor& index, int64_t size, int dim)
-    TCV_CUDA_ENTRY;
+/// *result = the first index (in row-major order) outside [0, size), if any.
+TCV_CUDA_API void find_index_out_of_range(const KTensor& index, int64_t size,
+                                          IndexOutOfRange* result) TCV_CUDA_ENTRY;
 
 }  // namespace tcv::kernels::cuda
 TCV_CUDA_HEADER_END

@@ -13,7 +13,6 @@ struct ClassGeom {
 };
 
 ClassGeom class_geom(const KTensor& x) {
-  TCV_CHECK(x.ndim == 3 && x.is_contiguous(), "[class loss] kernel expects contiguous (N, C, S)");
   return {x.sizes[0], x.sizes[1], x.sizes[2]};
 }
 
@@ -27,7 +26,6 @@ struct PosView {
 
 template <typename T>
 PosView<T> pos_view(const KTensor& t) {
-  TCV_CHECK(t.ndim == 2, "[class loss] kernel expects a 2-D (N, S) gradient");
   return {t.ptr<const T>(), t.strides[0], t.strides[1]};
 }
 
@@ -308,18 +306,16 @@ void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d,
 
 }  // namespace
 
-ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
-                             int64_t ignore_index, const KTensor* weight) {
-  TCV_CHECK(target.dtype == DType::i64 && target.is_contiguous(), "[", op,
-            "] kernel expects contiguous i64 targets");
+void class_targets(const KTensor& target, int64_t classes, int64_t ignore_index,
+                   const KTensor* weight, ClassLossStats* stats) {
+  *stats = {};
   const int64_t n = target.numel();
-  ClassLossStats st;
-  if (n == 0) return st;
+  if (n == 0) return;
   Workspace ws(sizeof(TargetStats));
   TargetStats* dev = static_cast<TargetStats*>(ws.get());
   const int64_t* t = target.ptr<const int64_t>();
   if (weight) {
-    TCV_DISPATCH_FLOAT(weight->dtype, op, {
+    TCV_DISPATCH_FLOAT(weight->dtype, "class loss", {
       class_targets_kernel<scalar_t><<<1, kStatsThreads, 0, cur_stream()>>>(
           t, n, classes, ignore_index, weight->ptr<const scalar_t>(), dev);
     });
@@ -333,11 +329,11 @@ ClassLossStats class_targets(const char* op, const KTensor& target, int64_t clas
   if (h.first_bad != LLONG_MAX) {
     int64_t bad = 0;
     memcpy_d2h(&bad, t + h.first_bad, sizeof(bad));
-    TCV_THROW("[", op, "] target ", bad, " is out of bounds for ", classes, " classes");
+    *stats = {.out_of_bounds = true, .bad_target = bad};
+    return;
   }
-  st.count = h.count;
-  st.weight_sum = weight ? h.weight_sum : static_cast<double>(h.count);
-  return st;
+  stats->count = h.count;
+  stats->weight_sum = weight ? h.weight_sum : static_cast<double>(h.count);
 }
 
 void cross_entropy_forward(const KTensor& nll, const KTensor* smooth, const KTensor& lse,
