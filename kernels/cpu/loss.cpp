@@ -212,86 +212,29 @@ const T* opt_ptr(const KTensor* t) {
 
 template <typename T>
 void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
-                     const KTensor* pw, double beta_d) {
-  const T beta = static_cast<T>(beta_d);
-  switch (loss) {
-    case PointwiseLoss::mse:
+                     const KTensor* pw, double beta) {
+  pointwise::visit_loss<T, VecMath>(loss, beta, [&](auto fn) {
+    if (pw)
       map<T, T>(
-          out, [](T a, T b) { return (a - b) * (a - b); }, x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
+          out, [fn](T a, T b, T w) { return fn(a, b, w); }, x, y, *pw);
+    else
       map<T, T>(
-          out,
-          [beta](T a, T b) {
-            const T d = std::abs(a - b);
-            return d < beta ? T(0.5) * d * d / beta : d - T(0.5) * beta;
-          },
-          x, y);
-      return;
-    case PointwiseLoss::bce_with_logits:
-      if (pw) {
-        map<T, T>(
-            out,
-            [](T a, T b, T w) {
-              return (T(1) - b) * a + (T(1) + (w - T(1)) * b) * vm::softplus(-a);
-            },
-            x, y, *pw);
-      } else {
-        map<T, T>(
-            out, [](T a, T b) { return (T(1) - b) * a + vm::softplus(-a); }, x, y);
-      }
-      return;
-  }
+          out, [fn](T a, T b) { return fn(a, b); }, x, y);
+  });
 }
 
+// One map per loss and argument, so that no switch sits in the loop body.
 template <typename T>
 void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d, const KTensor& g,
-                              const KTensor& x, const KTensor& y, const KTensor* pw,
-                              double beta_d) {
-  const T beta = static_cast<T>(beta_d);
-  const T sign = arg == LossArg::target ? T(-1) : T(1);
-  switch (loss) {
-    case PointwiseLoss::mse:
+                              const KTensor& x, const KTensor& y, const KTensor* pw, double beta) {
+  pointwise::visit_loss_grad<T, VecMath>(loss, arg, beta, [&](auto fn) {
+    if (pw)
       map<T, T>(
-          d, [sign](T gv, T a, T b) { return sign * T(2) * (a - b) * gv; }, g, x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
+          d, [fn](T gv, T a, T b, T w) { return fn(gv, a, b, w); }, g, x, y, *pw);
+    else
       map<T, T>(
-          d,
-          [sign, beta](T gv, T a, T b) {
-            const T diff = a - b;
-            const T s =
-                std::abs(diff) < beta ? diff / beta : static_cast<T>((diff > 0) - (diff < 0));
-            return sign * s * gv;
-          },
-          g, x, y);
-      return;
-    case PointwiseLoss::bce_with_logits: {
-      // ∂/∂x = (1 − y) − lw·σ(−x), ∂/∂y = −x + (pw − 1)·softplus(−x), ∂/∂pw = y·softplus(−x).
-      // One map per argument, so that no switch sits in the loop body.
-      auto run = [&](auto grad_of) {
-        if (pw) {
-          map<T, T>(
-              d, [grad_of](T gv, T a, T b, T w) { return gv * grad_of(a, b, w); }, g, x, y, *pw);
-        } else {
-          map<T, T>(
-              d, [grad_of](T gv, T a, T b) { return gv * grad_of(a, b, T(1)); }, g, x, y);
-        }
-      };
-      switch (arg) {
-        case LossArg::input:
-          run([](T a, T b, T w) { return (T(1) - b) - (T(1) + (w - T(1)) * b) * vm::sigmoid(-a); });
-          break;
-        case LossArg::target:
-          run([](T a, T, T w) { return -a + (w - T(1)) * vm::softplus(-a); });
-          break;
-        case LossArg::pos_weight:
-          run([](T a, T b, T) { return b * vm::softplus(-a); });
-          break;
-      }
-      return;
-    }
-  }
+          d, [fn](T gv, T a, T b) { return fn(gv, a, b, T(1)); }, g, x, y);
+  });
 }
 
 }  // namespace

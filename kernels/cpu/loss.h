@@ -7,13 +7,9 @@
 #pragma once
 
 #include "kernels/base.h"
+#include "kernels/pointwise.h"
 
 namespace tcv::kernels {
-
-/// Elementwise losses of an input against a target of the same (broadcast) shape.
-enum class PointwiseLoss : uint8_t { mse, smooth_l1, bce_with_logits };
-/// Which operand a pointwise-loss gradient is taken with respect to.
-enum class LossArg : uint8_t { input, target, pos_weight };
 
 /// What a class loss needs for its mean: the number of non-ignored targets and
 /// the sum of their class weights (equal to the count without weights); and

@@ -191,117 +191,52 @@ __global__ void nll_backward_kernel(T* dlp, const int64_t* t, const T* w, int64_
   }
 }
 
-// ---- pointwise ----
+// ---- pointwise: the shared formulas (kernels/pointwise.h) in acc_t ----
 
-template <typename A>
-__device__ __forceinline__ A softplus(A z) {
-  return (z > A(0) ? z : A(0)) + ::log1p(::exp(-::fabs(z)));
-}
+template <typename T, typename Fn>
+struct LossMap {
+  Fn fn;
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return convert<T>(fn(to_acc(a), to_acc(b)));
+  }
+  __device__ __forceinline__ T operator()(T a, T b, T w) const {
+    return convert<T>(fn(to_acc(a), to_acc(b), to_acc(w)));
+  }
+};
+
+template <typename T, typename Fn>
+struct LossGradMap {
+  Fn fn;
+  __device__ __forceinline__ T operator()(T gv, T a, T b) const {
+    return convert<T>(fn(to_acc(gv), to_acc(a), to_acc(b), acc_t<T>(1)));
+  }
+  __device__ __forceinline__ T operator()(T gv, T a, T b, T w) const {
+    return convert<T>(fn(to_acc(gv), to_acc(a), to_acc(b), to_acc(w)));
+  }
+};
 
 template <typename T>
 void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
-                     const KTensor* pw, double beta_d) {
-  using A = acc_t<T>;
-  const A beta = static_cast<A>(beta_d);
-  switch (loss) {
-    case PointwiseLoss::mse:
-      map<T, T, T>(
-          out,
-          [] __device__(T a, T b) {
-            const A d = to_acc(a) - to_acc(b);
-            return convert<T>(d * d);
-          },
-          x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
-      map<T, T, T>(
-          out,
-          [beta] __device__(T a, T b) {
-            const A d = ::fabs(to_acc(a) - to_acc(b));
-            return convert<T>(d < beta ? A(0.5) * d * d / beta : d - A(0.5) * beta);
-          },
-          x, y);
-      return;
-    case PointwiseLoss::bce_with_logits:
-      if (pw) {
-        map<T, T, T, T>(
-            out,
-            [] __device__(T at, T bt, T wt) {
-              const A a = to_acc(at), b = to_acc(bt), w = to_acc(wt);
-              return convert<T>((A(1) - b) * a + (A(1) + (w - A(1)) * b) * softplus(-a));
-            },
-            x, y, *pw);
-      } else {
-        map<T, T, T>(
-            out,
-            [] __device__(T at, T bt) {
-              const A a = to_acc(at), b = to_acc(bt);
-              return convert<T>((A(1) - b) * a + softplus(-a));
-            },
-            x, y);
-      }
-      return;
-  }
-}
-
-template <typename A>
-__device__ __forceinline__ A bce_grad(LossArg arg, A gv, A a, A b, A w) {
-  switch (arg) {
-    case LossArg::input:
-      return gv * ((A(1) - b) - (A(1) + (w - A(1)) * b) / (A(1) + ::exp(a)));
-    case LossArg::target:
-      return gv * (-a + (w - A(1)) * softplus(-a));
-    case LossArg::pos_weight:
-      return gv * b * softplus(-a);
-  }
-  return A(0);
+                     const KTensor* pw, double beta) {
+  pointwise::visit_loss<acc_t<T>, DeviceMath>(loss, beta, [&](auto fn) {
+    const LossMap<T, decltype(fn)> f{fn};
+    if (pw)
+      map<T, T, T, T>(out, f, x, y, *pw);
+    else
+      map<T, T, T>(out, f, x, y);
+  });
 }
 
 template <typename T>
 void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d, const KTensor& g,
-                              const KTensor& x, const KTensor& y, const KTensor* pw,
-                              double beta_d) {
-  using A = acc_t<T>;
-  const A beta = static_cast<A>(beta_d);
-  const A sign = arg == LossArg::target ? A(-1) : A(1);
-  switch (loss) {
-    case PointwiseLoss::mse:
-      map<T, T, T, T>(
-          d,
-          [sign] __device__(T gv, T a, T b) {
-            return convert<T>(sign * A(2) * (to_acc(a) - to_acc(b)) * to_acc(gv));
-          },
-          g, x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
-      map<T, T, T, T>(
-          d,
-          [sign, beta] __device__(T gv, T a, T b) {
-            const A diff = to_acc(a) - to_acc(b);
-            const A s =
-                ::fabs(diff) < beta ? diff / beta : static_cast<A>((diff > A(0)) - (diff < A(0)));
-            return convert<T>(sign * s * to_acc(gv));
-          },
-          g, x, y);
-      return;
-    case PointwiseLoss::bce_with_logits:
-      if (pw) {
-        map<T, T, T, T, T>(
-            d,
-            [arg] __device__(T gv, T a, T b, T w) {
-              return convert<T>(bce_grad<A>(arg, to_acc(gv), to_acc(a), to_acc(b), to_acc(w)));
-            },
-            g, x, y, *pw);
-      } else {
-        map<T, T, T, T>(
-            d,
-            [arg] __device__(T gv, T a, T b) {
-              return convert<T>(bce_grad<A>(arg, to_acc(gv), to_acc(a), to_acc(b), A(1)));
-            },
-            g, x, y);
-      }
-      return;
-  }
+                              const KTensor& x, const KTensor& y, const KTensor* pw, double beta) {
+  pointwise::visit_loss_grad<acc_t<T>, DeviceMath>(loss, arg, beta, [&](auto fn) {
+    const LossGradMap<T, decltype(fn)> f{fn};
+    if (pw)
+      map<T, T, T, T, T>(d, f, g, x, y, *pw);
+    else
+      map<T, T, T, T>(d, f, g, x, y);
+  });
 }
 
 }  // namespace
