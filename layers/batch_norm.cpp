@@ -63,8 +63,8 @@ Tensor BatchNorm2d::apply(const Tensor& x, Fused act) {
   }
   if (training_ && sync_group && sync_group->size > 1) {
     Tensor y = ops::sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
-                                    track ? running_var : Tensor(), options.momentum, options.eps,
-                                    *sync_group);
+                                    track ? running_var : Tensor(), *sync_group,
+                                    {.momentum = options.momentum, .eps = options.eps});
     return act == Fused::relu ? ops::relu(y) : act == Fused::relu6 ? ops::relu6(y) : y;
   }
   // Without running statistics every forward normalises with the batch's own.
@@ -72,7 +72,7 @@ Tensor BatchNorm2d::apply(const Tensor& x, Fused act) {
           : act == Fused::relu6 ? ops::batch_norm_relu6
                                 : ops::batch_norm)(
       x, weight, bias, track ? running_mean : Tensor(), track ? running_var : Tensor(),
-      training_ || !track, options.momentum, options.eps);
+      {.training = training_ || !track, .momentum = options.momentum, .eps = options.eps});
 }
 
 std::string BatchNorm2d::extra_repr() const {

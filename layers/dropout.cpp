@@ -9,7 +9,7 @@ Dropout::Dropout(double p_, Generator* gen) : p(p_), generator(gen) {
 }
 
 Tensor Dropout::forward(const Tensor& x) {
-  return ops::dropout(x, p, training_, generator);
+  return ops::dropout(x, {.p = p, .training = training_, .generator = generator});
 }
 
 std::string Dropout::extra_repr() const {

@@ -297,7 +297,7 @@ struct Trainer::Impl {
         if (!dist && static_cast<int64_t>(samples.size()) < kReportSamples)  // rows: unsharded
           add_samples(seen, ops::argmax(logits, 1).to(kCPU), b);
         seen += b.y.size(0);
-        const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
+        const Tensor loss = ops::cross_entropy(logits, y);
         loss_meter.update(loss.item(), y.size(0));
         acc.update(logits, y);
       }
@@ -486,7 +486,7 @@ struct Trainer::Impl {
         } else {
           const Tensor x = batch.x.to(device), y = batch.y.to(device);  // (B, C, H, W), (B)
           Tensor logits = autocast::to_f32(net().forward(x));
-          loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
+          loss = ops::cross_entropy(logits, y, {.label_smoothing = label_smoothing});
         }
         optim->zero_grad(/*set_to_none=*/!ddp);  // DDP: grads stay bucket views
         if (scaler) {

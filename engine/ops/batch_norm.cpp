@@ -173,34 +173,32 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
-                  Tensor running_var, bool training, double momentum, double eps) {
-  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, kernels::BnAct::none);
+                  Tensor running_var, const BatchNormParams& p) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var),
+                         p.training, p.momentum, p.eps, kernels::BnAct::none);
 }
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       Tensor running_mean, Tensor running_var, bool training, double momentum,
-                       double eps) {
-  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, kernels::BnAct::relu);
+                       Tensor running_mean, Tensor running_var, const BatchNormParams& p) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var),
+                         p.training, p.momentum, p.eps, kernels::BnAct::relu);
 }
 
 Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        Tensor running_mean, Tensor running_var, bool training, double momentum,
-                        double eps) {
-  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, kernels::BnAct::relu6);
+                        Tensor running_mean, Tensor running_var, const BatchNormParams& p) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var),
+                         p.training, p.momentum, p.eps, kernels::BnAct::relu6);
 }
 
 Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       Tensor running_mean, Tensor running_var, double momentum, double eps,
-                       const SyncBNGroup& group) {
+                       Tensor running_mean, Tensor running_var, const SyncBNGroup& group,
+                       const SyncBatchNormParams& p) {
+  const double momentum = p.momentum, eps = p.eps;
   TCV_CHECK(x.dim() == 4, "[sync_batch_norm] expects (N, C, H, W), got ", x.shape_str());
   TCV_CHECK(group.all_reduce_sum != nullptr, "[sync_batch_norm] the group has no all-reduce");
   // f16/bf16 inputs (mixed precision): statistics and normalisation in f32, like batch_norm.
   if (x.dtype() == DType::f16 || x.dtype() == DType::bf16)
-    return sync_batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, momentum, eps,
-                           group)
+    return sync_batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, group, p)
         .to(x.dtype());
   const int64_t c = x.size(1);
   const Shape bc = {1, c, 1, 1};

@@ -9,11 +9,12 @@
 
 namespace tcv::ops {
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+Tensor dropout(const Tensor& x, const DropoutOptions& o) {
+  const double p = o.p;
   TCV_CHECK(p >= 0.0 && p <= 1.0, "[dropout] probability must be in [0, 1], got ", p);
   TCV_CHECK(is_floating(x.dtype()), "[dropout] needs a floating tensor, got ",
             dtype_name(x.dtype()), " ", x.shape_str());
-  if (!training || p == 0.0) return x;
+  if (!o.training || p == 0.0) return x;
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   // p = 1 would scale by 1/0: everything is dropped, and the gradient is zero too.
   if (p == 1.0) return mul(x, zeros({}, opts));
@@ -23,7 +24,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   // by the saved mask.
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(x.shape(), opts), mask = empty(x.shape(), opts);
-  Generator& g = gen ? *gen : default_generator();
+  Generator& g = o.generator ? *o.generator : default_generator();
   const uint64_t seed = g.seed();
   const uint64_t base = g.advance(static_cast<uint64_t>((x.numel() + 3) / 4));
   if (x.numel() > 0)

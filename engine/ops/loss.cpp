@@ -93,11 +93,12 @@ Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
-                     int64_t ignore_index, double label_smoothing, const Tensor& weight) {
-  if (autocast::needs_f32(logits))
-    return cross_entropy(logits.to(DType::f32), target, reduction, ignore_index, label_smoothing,
-                         weight);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+  if (autocast::needs_f32(logits)) return cross_entropy(logits.to(DType::f32), target, o);
+  const Reduction reduction = o.reduction;
+  const int64_t ignore_index = o.ignore_index;
+  const double label_smoothing = o.label_smoothing;
+  const Tensor& weight = o.weight;
   TCV_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
             "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassInput ci = class_input("cross_entropy", logits, target, weight);
@@ -154,10 +155,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
-                int64_t ignore_index, const Tensor& weight) {
-  if (autocast::needs_f32(log_probs))
-    return nll_loss(log_probs.to(DType::f32), target, reduction, ignore_index, weight);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& o) {
+  if (autocast::needs_f32(log_probs)) return nll_loss(log_probs.to(DType::f32), target, o);
+  const Reduction reduction = o.reduction;
+  const int64_t ignore_index = o.ignore_index;
+  const Tensor& weight = o.weight;
   ClassInput ci = class_input("nll_loss", log_probs, target, weight);
   backend::require_device("nll_loss", log_probs.device(), {&target, &weight});
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
@@ -270,14 +272,15 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return pointwise(PointwiseLoss::mse, input, target, Tensor(), 0.0, reduction);
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
-  TCV_CHECK(beta >= 0.0, "[smooth_l1_loss] beta must be >= 0, got ", beta);
-  return pointwise(PointwiseLoss::smooth_l1, input, target, Tensor(), beta, reduction);
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1Options& opts) {
+  TCV_CHECK(opts.beta >= 0.0, "[smooth_l1_loss] beta must be >= 0, got ", opts.beta);
+  return pointwise(PointwiseLoss::smooth_l1, input, target, Tensor(), opts.beta, opts.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
-                                        Reduction reduction, const Tensor& pos_weight) {
-  return pointwise(PointwiseLoss::bce_with_logits, logits, target, pos_weight, 0.0, reduction);
+                                        const BceWithLogitsOptions& opts) {
+  return pointwise(PointwiseLoss::bce_with_logits, logits, target, opts.pos_weight, 0.0,
+                   opts.reduction);
 }
 
 }  // namespace tcv::ops

@@ -7,7 +7,9 @@
 
 namespace tcv::ops {
 
-Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, InterpMode mode, bool align_corners) {
+Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, const UpsampleOptions& opts) {
+  const InterpMode mode = opts.mode;
+  const bool align_corners = opts.align_corners;
   TCV_CHECK(x.dim() == 4, "[upsample] expects (N, C, H, W) input, got ", x.shape_str());
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 ||
                 (x.device().is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16)),

@@ -56,7 +56,7 @@ TEST(CudaBatchNorm, TrainingUpdatesRunningStats) {
       expect_cuda_matches_cpu(
           std::string("train ") + dtype_name(dt) + " " + shape_str(s),
           [](const TVec& v) {
-            Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+            Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], {.training = true});
             return TVec{y, v[3].clone(), v[4].clone()};
           },
           bn_inputs(s, 10, dt), tol_for(dt));
@@ -75,7 +75,8 @@ TEST(CudaBatchNorm, TrainingLargePlanesManyBlocks) {
   expect_cuda_matches_cpu(
       "train large",
       [](const TVec& v) {
-        Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.3, 1e-3);
+        Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4],
+                                   {.training = true, .momentum = 0.3, .eps = 1e-3});
         return TVec{y, v[3].clone(), v[4].clone()};
       },
       in, o);
@@ -88,14 +89,12 @@ TEST(CudaBatchNorm, Eval) {
     for (const Shape& s : {Shape{3, 5, 6, 7}, Shape{2, 3, 4, 4}}) {
       expect_cuda_matches_cpu(
           std::string("eval ") + dtype_name(dt) + " " + shape_str(s),
-          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
+          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4]); },
           bn_inputs(s, 30, dt), tol_for(dt));
       // Without running statistics eval normalizes with the batch.
       expect_cuda_matches_cpu(
           std::string("eval no running stats ") + dtype_name(dt) + " " + shape_str(s),
-          [](const TVec& v) {
-            return ops::batch_norm(v[0], v[1], v[2], Tensor(), Tensor(), false);
-          },
+          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], Tensor(), Tensor()); },
           bn_inputs(s, 40, dt), tol_for(dt));
     }
   }
@@ -106,14 +105,15 @@ TEST(CudaBatchNorm, NoAffineAndNonContiguous) {
   expect_cuda_matches_cpu(
       "no weight/bias",
       [](const TVec& v) {
-        Tensor y = ops::batch_norm(v[0], Tensor(), Tensor(), v[3], v[4], true, 0.1, 1e-5);
+        Tensor y = ops::batch_norm(v[0], Tensor(), Tensor(), v[3], v[4], {.training = true});
         return TVec{y, v[3].clone(), v[4].clone()};
       },
       bn_inputs({2, 4, 5, 9}, 50, DType::f32), tol_for(DType::f32));
   expect_cuda_matches_cpu(
       "transposed input",
       [](const TVec& v) {
-        Tensor y = ops::batch_norm(v[0].transpose(2, 3), v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+        Tensor y =
+            ops::batch_norm(v[0].transpose(2, 3), v[1], v[2], v[3], v[4], {.training = true});
         return TVec{y, v[3].clone(), v[4].clone()};
       },
       bn_inputs({3, 4, 6, 5}, 60, DType::f32), tol_for(DType::f32));
@@ -123,8 +123,10 @@ TEST(CudaBatchNorm, NoAffineAndNonContiguous) {
   in[2] = in[2].detach();
   expect_cuda_matches_cpu(
       "dweight only",
-      [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true); }, in,
-      tol_for(DType::f64));
+      [](const TVec& v) {
+        return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], {.training = true});
+      },
+      in, tol_for(DType::f64));
 }
 
 TEST(CudaBatchNorm, HalfDataWithF32Parameters) {
@@ -142,7 +144,7 @@ TEST(CudaBatchNorm, HalfDataWithF32Parameters) {
         expect_cuda_matches_cpu(
             what + (training ? " train" : " eval"),
             [training, dt](const TVec& v) {
-              Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+              Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], {.training = training});
               EXPECT_EQ(y.dtype(), dt);
               return TVec{y, v[3].clone(), v[4].clone()};
             },
@@ -162,7 +164,7 @@ TEST(CudaBatchNorm, MisalignedInputAndEvalDxOnly) {
       "misaligned",
       [](const TVec& v) {
         Tensor x = v[0].narrow(0, 1, 2 * 4 * 8 * 8).reshape({2, 4, 8, 8});
-        Tensor y = ops::batch_norm(x, v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+        Tensor y = ops::batch_norm(x, v[1], v[2], v[3], v[4], {.training = true});
         return TVec{y, v[3].clone(), v[4].clone()};
       },
       in, tol_for(DType::f32));
@@ -171,9 +173,8 @@ TEST(CudaBatchNorm, MisalignedInputAndEvalDxOnly) {
   ev[1] = ev[1].detach();
   ev[2] = ev[2].detach();
   expect_cuda_matches_cpu(
-      "eval dx only",
-      [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); }, ev,
-      tol_for(DType::f32));
+      "eval dx only", [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4]); },
+      ev, tol_for(DType::f32));
 }
 
 TEST(CudaBatchNorm, F32LargeMeanSmallSpreadMatchesCpu) {
@@ -187,7 +188,7 @@ TEST(CudaBatchNorm, F32LargeMeanSmallSpreadMatchesCpu) {
     expect_cuda_matches_cpu(
         "large mean " + in[0].shape_str(),
         [](const TVec& v) {
-          Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+          Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], {.training = true});
           return TVec{y, v[3].clone(), v[4].clone()};
         },
         in, tol_for(DType::f32));
@@ -207,7 +208,7 @@ TEST(CudaBatchNorm, FusedRelu) {
             std::string("bn+relu ") + dtype_name(dt) + " " + in[0].shape_str() +
                 (training ? " train" : " eval"),
             [training](const TVec& v) {
-              Tensor y = ops::batch_norm_relu(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+              Tensor y = ops::batch_norm_relu(v[0], v[1], v[2], v[3], v[4], {.training = training});
               return TVec{y, v[3].clone(), v[4].clone()};
             },
             in, o);
@@ -218,7 +219,8 @@ TEST(CudaBatchNorm, FusedRelu) {
             std::string("bn+relu6 ") + dtype_name(dt) + " " + in[0].shape_str() +
                 (training ? " train" : " eval"),
             [training](const TVec& v) {
-              Tensor y = ops::batch_norm_relu6(v[0], v[1], v[2], v[3], v[4], training, 0.1, 1e-5);
+              Tensor y =
+                  ops::batch_norm_relu6(v[0], v[1], v[2], v[3], v[4], {.training = training});
               return TVec{y, v[3].clone(), v[4].clone()};
             },
             in6, o);
@@ -236,13 +238,13 @@ TEST(CudaBatchNorm, WideIndicesMatchTheCpu) {
       expect_cuda_matches_cpu(
           std::string("wide train ") + dtype_name(dt) + " " + shape_str(s),
           [](const TVec& v) {
-            Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+            Tensor y = ops::batch_norm(v[0], v[1], v[2], v[3], v[4], {.training = true});
             return TVec{y, v[3].clone(), v[4].clone()};
           },
           bn_inputs(s, 70, dt), tol_for(dt));
       expect_cuda_matches_cpu(
           std::string("wide eval ") + dtype_name(dt) + " " + shape_str(s),
-          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4], false); },
+          [](const TVec& v) { return ops::batch_norm(v[0], v[1], v[2], v[3], v[4]); },
           bn_inputs(s, 80, dt), tol_for(dt));
     }
   }

@@ -89,8 +89,11 @@ TEST(CudaLoss, CrossEntropy) {
               expect_cuda_matches_cpu(
                   "cross_entropy " + tag,
                   [red, ls, ignore, weighted](const TVec& v) {
-                    return ops::cross_entropy(v[0], v[1], red, ignore, ls,
-                                              weighted ? v[2] : Tensor());
+                    return ops::cross_entropy(v[0], v[1],
+                                              {.reduction = red,
+                                               .ignore_index = ignore,
+                                               .label_smoothing = ls,
+                                               .weight = weighted ? v[2] : Tensor()});
                   },
                   ins, tol_for(dt));
             }
@@ -99,9 +102,10 @@ TEST(CudaLoss, CrossEntropy) {
 TEST(CudaLoss, CrossEntropyEmptyBatchAndNonContiguous) {
   TCV_REQUIRE_CUDA();
   for (Reduction red : {Reduction::none, Reduction::sum, Reduction::mean})
-    expect_cuda_matches_cpu(std::string("cross_entropy empty ") + red_name(red),
-                            [red](const TVec& v) { return ops::cross_entropy(v[0], v[1], red); },
-                            {input({0, 5}, 4, DType::f32), targets({0}, 5, 5, false, -100)});
+    expect_cuda_matches_cpu(
+        std::string("cross_entropy empty ") + red_name(red),
+        [red](const TVec& v) { return ops::cross_entropy(v[0], v[1], {.reduction = red}); },
+        {input({0, 5}, 4, DType::f32), targets({0}, 5, 5, false, -100)});
   expect_cuda_matches_cpu(
       "cross_entropy transposed logits",
       [](const TVec& v) { return ops::cross_entropy(v[0].transpose(0, 1), v[1]); },
@@ -144,8 +148,8 @@ TEST(CudaLoss, NllLoss) {
               std::string("nll_loss ") + dtype_name(dt) + " " + shape_str(c.x) + " " +
                   red_name(red) + (weighted ? " weighted" : ""),
               [red, weighted, cdim](const TVec& v) {
-                return ops::nll_loss(ops::log_softmax(v[0], cdim), v[1], red, -100,
-                                     weighted ? v[2] : Tensor());
+                return ops::nll_loss(ops::log_softmax(v[0], cdim), v[1],
+                                     {.reduction = red, .weight = weighted ? v[2] : Tensor()});
               },
               ins, tol_for(dt));
         }
@@ -179,7 +183,9 @@ TEST(CudaLoss, MseAndSmoothL1) {
         for (double beta : {1.0, 0.5, 0.0})
           expect_cuda_matches_cpu(
               "smooth_l1 beta " + std::to_string(beta) + " " + tag,
-              [red, beta](const TVec& v) { return ops::smooth_l1_loss(v[0], v[1], red, beta); },
+              [red, beta](const TVec& v) {
+                return ops::smooth_l1_loss(v[0], v[1], {.reduction = red, .beta = beta});
+              },
               ins, tol_for(dt));
       }
   expect_cuda_matches_cpu(
@@ -201,8 +207,8 @@ TEST(CudaLoss, BceWithLogits) {
               std::string("bce_with_logits ") + dtype_name(dt) + " " + shape_str(c.x) + " " +
                   red_name(red) + (with_pw ? " pos_weight" : ""),
               [red, with_pw](const TVec& v) {
-                return ops::binary_cross_entropy_with_logits(v[0], v[1], red,
-                                                             with_pw ? v[2] : Tensor());
+                return ops::binary_cross_entropy_with_logits(
+                    v[0], v[1], {.reduction = red, .pos_weight = with_pw ? v[2] : Tensor()});
               },
               ins, tol_for(dt));
         }

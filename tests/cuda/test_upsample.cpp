@@ -33,7 +33,7 @@ TEST(CudaUpsample, Nearest) {
     for (const auto& s : kSizes)
       expect_cuda_matches_cpu(
           std::string("nearest ") + dtype_name(dt),
-          [s](const TVec& v) { return ops::upsample(v[0], s, ops::InterpMode::nearest); },
+          [s](const TVec& v) { return ops::upsample(v[0], s, {.mode = ops::InterpMode::nearest}); },
           {input({2, 3, 5, 7}, 1, dt)}, tol_for(dt));
 }
 
@@ -45,7 +45,8 @@ TEST(CudaUpsample, Bilinear) {
         expect_cuda_matches_cpu(
             std::string("bilinear ") + dtype_name(dt) + (align ? " align" : ""),
             [s, align](const TVec& v) {
-              return ops::upsample(v[0], s, ops::InterpMode::bilinear, align);
+              return ops::upsample(v[0], s,
+                                   {.mode = ops::InterpMode::bilinear, .align_corners = align});
             },
             {input({2, 3, 5, 7}, 2, dt)}, tol_for(dt));
 }
@@ -55,12 +56,12 @@ TEST(CudaUpsample, NonContiguousAndEmpty) {
   expect_cuda_matches_cpu(
       "bilinear transposed",
       [](const TVec& v) {
-        return ops::upsample(v[0].transpose(2, 3), {11, 9}, ops::InterpMode::bilinear, false);
+        return ops::upsample(v[0].transpose(2, 3), {11, 9}, {.mode = ops::InterpMode::bilinear});
       },
       {input({2, 3, 6, 4}, 3, DType::f32)});
   expect_cuda_matches_cpu("nearest empty batch",
                           [](const TVec& v) {
-                            return ops::upsample(v[0], {8, 8}, ops::InterpMode::nearest);
+                            return ops::upsample(v[0], {8, 8}, {.mode = ops::InterpMode::nearest});
                           },
                           {input({0, 3, 4, 4}, 4, DType::f32)});
 }

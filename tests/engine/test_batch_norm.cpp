@@ -25,7 +25,7 @@ TEST(BatchNorm, KnownValuesTraining) {
   // One channel holding 1, 2, 3, 4: mean 2.5, biased var 1.25.
   Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 1, 2, 1});
   Tensor w = full({1}, 2.0), b = full({1}, 0.5);
-  Tensor y = ops::batch_norm(x, w, b, Tensor(), Tensor(), /*training=*/true, 0.1, 0.0 + 1e-5);
+  Tensor y = ops::batch_norm(x, w, b, Tensor(), Tensor(), {.training = true, .eps = 0.0 + 1e-5});
   const double invstd = 1.0 / std::sqrt(1.25 + 1e-5);
   const std::vector<float> got = y.to_vector<float>();
   const double xs[] = {1, 2, 3, 4};
@@ -39,7 +39,7 @@ TEST(BatchNorm, RunningStatsUpdateLikePyTorch) {
     Tensor rm = from_vector<double>({0.5, -1.0, 2.0}).to(dt);
     Tensor rv = from_vector<double>({1.0, 2.0, 0.5}).to(dt);
     const uint32_t v_mean = rm.version(), v_var = rv.version();
-    ops::batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/true, /*momentum=*/0.2);
+    ops::batch_norm(x, Tensor(), Tensor(), rm, rv, {.training = true, .momentum = 0.2});
     EXPECT_GT(rm.version(), v_mean);
     EXPECT_GT(rv.version(), v_var);
     // Closed form: momentum-weighted with the batch mean and the unbiased variance.
@@ -59,7 +59,7 @@ TEST(BatchNorm, EvalUsesRunningStats) {
   Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});  // (N, C)
   Tensor rm = from_vector<float>({1, 2}), rv = from_vector<float>({4, 9});
   Tensor w = from_vector<float>({1, 2}), b = from_vector<float>({0, 1});
-  Tensor y = ops::batch_norm(x, w, b, rm, rv, /*training=*/false, 0.1, 1e-5);
+  Tensor y = ops::batch_norm(x, w, b, rm, rv);
   const std::vector<float> got = y.to_vector<float>();
   const float xs[] = {1, 2, 3, 4, 5, 6};
   for (int i = 0; i < 6; ++i) {
@@ -94,7 +94,7 @@ Tensor run_bn(const Case& c, const std::vector<Tensor>& in) {
   Tensor rv = c.training ? ones({ch}, {.dtype = in[0].dtype()})
                          : from_vector<double>(std::vector<double>(ch, 0.7)).to(in[0].dtype());
   return ops::batch_norm(in[0], c.affine ? in[1] : Tensor(), c.affine ? in[2] : Tensor(), rm, rv,
-                         c.training, 0.1, 1e-5);
+                         {.training = c.training});
 }
 
 TEST(BatchNorm, GradCheckF64) {
@@ -179,7 +179,7 @@ TEST(BatchNorm, F32LargeMeanSmallSpreadMatchesF64) {
       Tensor x = x32.detach().to(dt).set_requires_grad(true);
       Tensor w = w32.detach().to(dt).set_requires_grad(true);
       Tensor b = b32.detach().to(dt).set_requires_grad(true);
-      Tensor out = ops::batch_norm(x, w, b, rm32.to(dt), rv32.to(dt), training, 0.1, 1e-5);
+      Tensor out = ops::batch_norm(x, w, b, rm32.to(dt), rv32.to(dt), {.training = training});
       out.backward(dy32.to(dt));
       y.push_back(out);
       dx.push_back(x.grad());
@@ -262,10 +262,16 @@ TEST(BatchNorm, LoopsMatchOneDnn) {
 
 TEST(BatchNorm, Errors) {
   Tensor x = zeros({2, 3, 4, 4});
-  EXPECT_THROW(ops::batch_norm(x, zeros({4}), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(ops::batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(ops::batch_norm(zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), zeros({3}), Tensor(), true), Error);
+  EXPECT_THROW(ops::batch_norm(x, zeros({4}), Tensor(), Tensor(), Tensor(), {.training = true}),
+               Error);
+  EXPECT_THROW(
+      ops::batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), {.training = true}),
+      Error);
+  EXPECT_THROW(
+      ops::batch_norm(zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), {.training = true}),
+      Error);
+  EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), zeros({3}), Tensor(), {.training = true}),
+               Error);
 }
 
 // Mixed precision: an f16/bf16 input with f32 parameters and statistics is
@@ -286,9 +292,9 @@ TEST(BatchNorm, HalfInputComputesInF32) {
       };
       Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
       Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
-      Tensor ya = ops::batch_norm(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
+      Tensor ya = ops::batch_norm(xa, wa, ba, rm_a, rv_a, {.training = training});
       Tensor yb =
-          ops::batch_norm(xb.to(DType::f32), wb, bb, rm_b, rv_b, training, 0.1, 1e-5).to(half);
+          ops::batch_norm(xb.to(DType::f32), wb, bb, rm_b, rv_b, {.training = training}).to(half);
       const std::string what = std::string(dtype_name(half)) + (training ? " train" : " eval");
       ASSERT_EQ(ya.dtype(), half) << what;
       testing::expect_close(ya, yb, 0, 0, what + " output");
@@ -305,7 +311,7 @@ TEST(BatchNorm, HalfInputComputesInF32) {
   }
   EXPECT_NE(testing::error_of([] {
               ops::batch_norm(ones({2, 3, 4}).to(DType::bf16), ones({3}).to(DType::bf16), Tensor(),
-                              Tensor(), Tensor(), true);
+                              Tensor(), Tensor(), {.training = true});
             }).find("needs f32"),
             std::string::npos);
 }
@@ -332,9 +338,9 @@ TEST(BatchNormRelu, SameValuesAndGradientsAsReluOfBatchNorm) {
     Tensor rm_b = zeros({4}, {.dtype = pd}), rv_b = ones({4}, {.dtype = pd});
     Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
     Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
-    Tensor ya = six ? ops::batch_norm_relu6(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5)
-                    : ops::batch_norm_relu(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
-    Tensor bn = ops::batch_norm(xb, wb, bb, rm_b, rv_b, training, 0.1, 1e-5);
+    Tensor ya = six ? ops::batch_norm_relu6(xa, wa, ba, rm_a, rv_a, {.training = training})
+                    : ops::batch_norm_relu(xa, wa, ba, rm_a, rv_a, {.training = training});
+    Tensor bn = ops::batch_norm(xb, wb, bb, rm_b, rv_b, {.training = training});
     Tensor yb = six ? ops::relu6(bn) : ops::relu(bn);
     const std::string what =
         std::string(dtype_name(dt)) + (training ? " train" : " eval") + (six ? " relu6" : " relu");
@@ -366,10 +372,10 @@ TEST(BatchNormRelu, GradientCheckF64) {
           std::string(six ? "batch_norm_relu6" : "batch_norm_relu") +
               (training ? " train" : " eval"),
           [&](const std::vector<Tensor>& v) {
-            return six ? ops::batch_norm_relu6(v[0], v[1], v[2], rm.clone(), rv.clone(), training,
-                                               0.1, 1e-5)
-                       : ops::batch_norm_relu(v[0], v[1], v[2], rm.clone(), rv.clone(), training,
-                                              0.1, 1e-5);
+            return six ? ops::batch_norm_relu6(v[0], v[1], v[2], rm.clone(), rv.clone(),
+                                               {.training = training})
+                       : ops::batch_norm_relu(v[0], v[1], v[2], rm.clone(), rv.clone(),
+                                              {.training = training});
           },
           {rand_f64({2, 3, 4, 5}, 43, -2.0, 2.0),
            rand_f64({3}, 44, six ? 4.0 : 0.5, 1.5 + six * 3.5), rand_f64({3}, 45, -0.5, 0.5)},
@@ -387,7 +393,7 @@ TEST(BatchNorm, RunningStatsUpdateInsideTheKernel) {
   const uint32_t version = rm.version();
   profiler::take();
   profiler::set_enabled(true);
-  ops::batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.3, 1e-5);
+  ops::batch_norm(x, Tensor(), Tensor(), rm, rv, {.training = true, .momentum = 0.3});
   profiler::set_enabled(false);
   const auto rows = profiler::take();
   // One kernel call: no tensor ops (and on a GPU no launches) for the update.
@@ -405,7 +411,7 @@ TEST(BatchNorm, RunningStatsUpdateInsideTheKernel) {
   }
   // Running statistics in another dtype take the tensor-op update, same values.
   Tensor rm64 = from_vector<double>(rm0, {3}), rv64 = from_vector<double>(rv0, {3});
-  ops::batch_norm(x, Tensor(), Tensor(), rm64, rv64, true, 0.3, 1e-5);
+  ops::batch_norm(x, Tensor(), Tensor(), rm64, rv64, {.training = true, .momentum = 0.3});
   expect_close(rm64, rm.to(DType::f64), 1e-6, 0, "f64 running mean");
   expect_close(rv64, rv.to(DType::f64), 1e-6, 0, "f64 running var");
 }

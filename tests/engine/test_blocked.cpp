@@ -106,9 +106,9 @@ TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
     auto run = [&](const std::vector<Tensor>& v, bool check_layout) {
       Tensor h = ops::conv2d(v[0], v[1], Tensor(), p1);
       Tensor rm = zeros({16}, {.dtype = v[0].dtype()}), rv = ones({16}, {.dtype = v[0].dtype()});
-      Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, training, 0.1, 1e-5);
-      Tensor r =
-          fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, training, 0.1, 1e-5) : ops::relu(b);
+      Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, {.training = training});
+      Tensor r = fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, {.training = training})
+                       : ops::relu(b);
       Tensor s = fused ? ops::add_relu(r, h) : ops::add(r, h);  // both blocked
       Tensor out = ops::conv2d(s, v[4], Tensor(), p2);
       if (check_layout && blocks_here()) {
@@ -192,7 +192,7 @@ TEST(Blocked, BatchNormBlockedEqualsRowMajor) {
     EXPECT_EQ(xi.is_blocked(), blocked);
     xi.set_requires_grad(true);
     Tensor gamma = f32_leaf(rand_f64({32}, 22, 0.5, 1.5));
-    Tensor out = ops::batch_norm(xi, gamma, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+    Tensor out = ops::batch_norm(xi, gamma, Tensor(), Tensor(), Tensor(), {.training = true});
     EXPECT_EQ(out.is_blocked(), blocked);
     out.backward(dy);
     y.push_back(out);

@@ -14,13 +14,13 @@ using testing::rand_f64;
 
 TEST(Dropout, EvalAndZeroProbabilityReturnInput) {
   Tensor x = rand_f64({4, 5}, 1);
-  EXPECT_TRUE(ops::dropout(x, 0.5, /*training=*/false).same(x));
-  EXPECT_TRUE(ops::dropout(x, 0.0, /*training=*/true).same(x));
+  EXPECT_TRUE(ops::dropout(x, {.p = 0.5, .training = false}).same(x));
+  EXPECT_TRUE(ops::dropout(x, {.p = 0.0}).same(x));
 }
 
 TEST(Dropout, ProbabilityOneGivesZerosAndZeroGradient) {
   Tensor x = rand_f64({3, 4}, 2);
-  Tensor y = ops::dropout(x, 1.0, true);
+  Tensor y = ops::dropout(x, {.p = 1.0});
   expect_close(y, zeros({3, 4}, {.dtype = DType::f64}));
   ops::sum(y).backward();
   expect_close(x.grad(), zeros({3, 4}, {.dtype = DType::f64}));
@@ -30,7 +30,7 @@ TEST(Dropout, DropsAboutPAndScalesTheRest) {
   Generator g(3);
   Tensor x = ones({200000});
   const double p = 0.3;
-  Tensor y = ops::dropout(x, p, true, &g);
+  Tensor y = ops::dropout(x, {.p = p, .generator = &g});
   const std::vector<float> v = y.to_vector<float>();
   int64_t zeros_n = 0;
   for (float e : v) {
@@ -50,11 +50,11 @@ TEST(Dropout, SameSeedSameMaskWhateverTheThreadCount) {
   const int prev = omp_get_max_threads();
   omp_set_num_threads(1);
   Generator g1(42);
-  Tensor a = ops::dropout(x, 0.5, true, &g1);
+  Tensor a = ops::dropout(x, {.p = 0.5, .generator = &g1});
   omp_set_num_threads(std::max(2, prev));
   Generator g2(42);
-  Tensor b = ops::dropout(x, 0.5, true, &g2);
-  Tensor c = ops::dropout(x, 0.5, true, &g2);  // the generator moved on: a new mask
+  Tensor b = ops::dropout(x, {.p = 0.5, .generator = &g2});
+  Tensor c = ops::dropout(x, {.p = 0.5, .generator = &g2});  // the generator moved on: a new mask
   omp_set_num_threads(prev);
   expect_close(a, b, 0, 0);
   EXPECT_GT(ops::sum(ops::abs(ops::sub(b, c))).item(), 1000.0);
@@ -68,8 +68,8 @@ TEST(Dropout, SixteenBitFloatsDrawTheF32Mask) {
     const Tensor x = (rand({5000}, {}, &gx) + 0.5).to(dt);  // no zeros
     Generator g1(9), g2(9);
     const std::vector<float> ref =
-        ops::dropout(x.to(DType::f32), 0.3, true, &g1).to_vector<float>();
-    const Tensor y = ops::dropout(x, 0.3, true, &g2);
+        ops::dropout(x.to(DType::f32), {.p = 0.3, .generator = &g1}).to_vector<float>();
+    const Tensor y = ops::dropout(x, {.p = 0.3, .generator = &g2});
     ASSERT_EQ(y.dtype(), dt);
     const float scale = full({}, 1.0 / 0.7, {.dtype = dt}).item<float>();
     const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
@@ -82,8 +82,8 @@ TEST(Dropout, SixteenBitFloatsDrawTheF32Mask) {
 }
 
 TEST(Dropout, RejectsBadProbability) {
-  EXPECT_THROW(ops::dropout(ones({2}), -0.1, true), Error);
-  EXPECT_THROW(ops::dropout(ones({2}), 1.5, true), Error);
+  EXPECT_THROW(ops::dropout(ones({2}), {.p = -0.1}), Error);
+  EXPECT_THROW(ops::dropout(ones({2}), {.p = 1.5}), Error);
 }
 
 TEST(Dropout, Gradients) {
@@ -91,12 +91,12 @@ TEST(Dropout, Gradients) {
   check_gradients("dropout",
                   [](const std::vector<Tensor>& in) {
                     Generator g(7);
-                    return ops::dropout(in[0], 0.4, true, &g);
+                    return ops::dropout(in[0], {.p = 0.4, .generator = &g});
                   },
                   {rand_f64({6, 7}, 5)});
   Generator g(7);
   Tensor x = rand_f64({6, 7}, 5);
-  Tensor y = ops::dropout(x, 0.4, true, &g);
+  Tensor y = ops::dropout(x, {.p = 0.4, .generator = &g});
   ops::sum(y).backward();
   // dx is the mask: 0 or 1/(1-p) exactly where y is 0 or x/(1-p).
   const auto xv = x.to_vector<double>(), yv = y.to_vector<double>(),
