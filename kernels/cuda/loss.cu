@@ -1,9 +1,9 @@
 #include <climits>
 
+#include "kernels/cuda/exp_sum.cuh"
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/loops.cuh"
 #include "kernels/cuda/loss.h"
-#include "kernels/cuda/tile_reduce.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -92,19 +92,9 @@ __global__ void ce_forward_kernel(T* nll, T* smooth, T* lse, const T* x, const i
   for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x) {
     const TilePos p = tile_pos(gb, col_blocks, groups, S);
     const int64_t base = p.o * C * S + p.j;
-    A mx = -INFINITY;
-    if (p.valid)
-      for (int64_t c = threadIdx.y; c < C; c += blockDim.y) {
-        const A v = to_acc(x[base + c * S]);
-        mx = mx < v ? v : mx;
-      }
-    mx = tile_allreduce(mx, sm, [](A a, A b) { return a < b ? b : a; });
-    A sum = 0;
-    if (p.valid)
-      for (int64_t c = threadIdx.y; c < C; c += blockDim.y)
-        sum += ::exp(to_acc(x[base + c * S]) - mx);
-    sum = tile_allreduce(sum, sm, [](A a, A b) { return a + b; });
-    const A l = mx + ::log(sum);
+    const ExpSum<A> st = tile_exp_sum<A>(
+        p.valid, C, [&](int64_t c) { return to_acc(x[base + c * S]); }, sm);
+    const A l = st.max + ::log(st.sum);
     A acc = 0;
     if (smooth) {  // uniform over the block
       if (p.valid)
