@@ -74,8 +74,10 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const kernels::KTensor wk = opt_k(wc), bk = opt_k(bc);
   const TensorOptions opts{.dtype = cd, .device = x.device()};
-  // A blocked input (a CPU convolution's output) gives a blocked output.
-  g.blocked = xk.is_blocked();
+  // A blocked input (a CPU convolution's output) gives a blocked output. One
+  // look at the layout: another thread may convert xk's storage meanwhile.
+  const kernels::KTensor xs = xk.desc_as_stored();
+  g.blocked = xs.blocked;
   Tensor y =
       g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), {.dtype = kd, .device = x.device()});
   Tensor mean, var;  // (C); biased var
@@ -93,9 +95,9 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
                                         .var = in_kernel ? &rvk : nullptr,
                                         .momentum = momentum};
     if (x.numel() > 0)  // else no channel (training needs more than one value per channel)
-      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.desc_as_stored(),
-                 wc.defined() ? &wk : nullptr, bc.defined() ? &bk : nullptr, y.desc_as_stored(),
-                 mean.strided_desc(), var.strided_desc(), running);
+      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xs, wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, y.desc_as_stored(), mean.strided_desc(),
+                 var.strided_desc(), running);
     if (in_kernel) {
       running_mean.bump_version();
       running_var.bump_version();
@@ -113,9 +115,9 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     mean = running_mean.detach().to(cd).contiguous().clone();
     var = running_var.detach().to(cd).contiguous().clone();
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.desc_as_stored(),
-                 wc.defined() ? &wk : nullptr, bc.defined() ? &bk : nullptr, mean.strided_desc(),
-                 var.strided_desc(), y.desc_as_stored());
+      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xs, wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, mean.strided_desc(), var.strided_desc(),
+                 y.desc_as_stored());
   }
   if (widen) y = y.to(x.dtype());
 
@@ -142,7 +144,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
           const TensorOptions o{.dtype = cd, .device = dy.device()};
           // x still blocked (nothing read it row-major since): dy and dx follow it.
           kernels::BatchNormGeom gb = g;
-          gb.blocked = xv.is_blocked();
+          const kernels::KTensor xvs = xv.desc_as_stored();
+          gb.blocked = xvs.blocked;
           if (gb.blocked) dy = to_blocked(dy);
           Tensor dx = need_dx
                           ? (gb.blocked ? empty_blocked(xv.shape())
@@ -157,7 +160,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
             const kernels::KTensor wk2 = opt_k(wv),
                                    dxk = dx.defined() ? dx.desc_as_stored() : kernels::KTensor{},
                                    dwk = opt_k(dweight), dbk = opt_k(dbias);
-            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xv.desc_as_stored(),
+            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xvs,
                        gb.blocked ? dy.desc_as_stored() : dy.strided_desc(),
                        wv.defined() ? &wk2 : nullptr, mean.strided_desc(), var.strided_desc(),
                        need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,

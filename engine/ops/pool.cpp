@@ -56,7 +56,8 @@ kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParam
 Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
   // A blocked input (a CPU convolution's output) is pooled as it is and gives a
   // blocked output.
-  g.blocked = x.is_blocked() && kernels::cpu::pool2d_blockable(g, x.dtype());
+  const kernels::KTensor xs = x.desc_as_stored();  // one look at the layout
+  g.blocked = xs.blocked && kernels::cpu::pool2d_blockable(g, x.dtype());
   Tensor xc = g.blocked ? x.detach() : x.detach().contiguous();
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   const Shape out_shape{g.n, g.c, g.oh, g.ow};
@@ -71,8 +72,8 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), pool2d_forward, g, xc.desc_as_stored(), y.desc_as_stored(),
-               ws.defined() ? &wk : nullptr);
+    TCV_KERNEL(x.device(), pool2d_forward, g, g.blocked ? xs : xc.strided_desc(),
+               y.desc_as_stored(), ws.defined() ? &wk : nullptr);
   }
   if (grad)
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
