@@ -39,6 +39,14 @@ std::string known_names(const std::map<std::string, Entry>& entries) {
   return s;
 }
 
+// The entry of `name` (r.mu held); an unknown name is an error of `op` listing the known ones.
+Entry& entry_of(Registry& r, const std::string& name, const char* op) {
+  auto it = r.entries.find(name);
+  TCV_CHECK(it != r.entries.end(), "[", op, "] unknown model \"", name,
+            "\" (known: ", known_names(r.entries), ")");
+  return it->second;
+}
+
 void register_zoo_models() {
   using cls::ResNetOptions;
   using cls::ResNetStem;
@@ -133,10 +141,7 @@ std::shared_ptr<nn::Module> create_model(const std::string& name, const ModelOpt
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.entries.find(name);
-    TCV_CHECK(it != r.entries.end(), "[create_model] unknown model \"", name,
-              "\" (known: ", known_names(r.entries), ")");
-    factory = it->second.factory;
+    factory = entry_of(r, name, "create_model").factory;
   }
   TCV_CHECK(opts.num_classes > 0, "[create_model] ", name, ": num_classes must be positive, got ",
             opts.num_classes);
@@ -156,28 +161,23 @@ std::vector<std::string> model_names() {
 std::string model_description(const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.entries.find(name);
-  TCV_CHECK(it != r.entries.end(), "[model_description] unknown model \"", name,
-            "\" (known: ", known_names(r.entries), ")");
-  return it->second.description;
+  return entry_of(r, name, "model_description").description;
 }
 
 ModelOptions model_reference_options(const std::string& name) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.entries.find(name);
-  TCV_CHECK(it != r.entries.end(), "[model_reference_options] unknown model \"", name,
-            "\" (known: ", known_names(r.entries), ")");
-  return it->second.reference;
+  return entry_of(r, name, "model_reference_options").reference;
 }
 
 int64_t model_parameter_count(const std::string& name) {
-  const ModelOptions reference = model_reference_options(name);
+  ModelOptions reference;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    const Entry& e = r.entries.at(name);
+    const Entry& e = entry_of(r, name, "model_parameter_count");
     if (e.parameter_count) return *e.parameter_count;
+    reference = e.reference;
   }
   int64_t count = 0;
   {
