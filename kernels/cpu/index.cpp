@@ -45,21 +45,6 @@ void find_index_out_of_range(const KTensor& index, int64_t size, IndexOutOfRange
   *result = {.found = bad.load(), .value = bad_value.load()};
 }
 
-void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim) {
-  int64_t offset = 0;
-  const int64_t esize = static_cast<int64_t>(dtype_size(out.dtype));
-  for (const KTensor& in : ins) {
-    const int64_t n = in.sizes[dim];
-    if (n > 0 && in.numel() > 0) {
-      KTensor slice = out;
-      slice.sizes[dim] = n;
-      slice.data = static_cast<char*>(out.data) + offset * out.strides[dim] * esize;
-      copy(slice, in);  // strided copy with dtype conversion; parallel over rows
-    }
-    offset += n;
-  }
-}
-
 void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor& index) {
   const int64_t n_idx = index.numel();
   if (out.numel() == 0) return;

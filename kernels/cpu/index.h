@@ -1,5 +1,5 @@
-// Indexing CPU kernels: concatenation, index_select, gather, scatter_add and
-// masked_fill. Data movement works on element bits, so every dtype is served.
+// Indexing CPU kernels: index_select, gather, scatter_add and masked_fill.
+// Data movement works on element bits, so every dtype is served.
 //
 // Index tensors are i32 or i64 with every value inside the indexed dim: the ops
 // check that first (find_index_out_of_range), so the kernels do not.
@@ -20,11 +20,6 @@ struct IndexOutOfRange {
 }  // namespace tcv::kernels
 
 namespace tcv::kernels::cpu {
-
-/// Copies each of `ins` into consecutive slices of `out` along `dim`, converting
-/// dtypes. `out` may have any strides; the inputs' sizes along `dim` add up to
-/// out.sizes[dim] and match it elsewhere.
-void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim);
 
 /// out = in with dim `dim` re-indexed by the 1-D `index`:
 /// out[.., i, ..] = in[.., index[i], ..]. `in` and `out` must be contiguous.

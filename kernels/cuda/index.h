@@ -1,5 +1,5 @@
 // Indexing kernels on the GPU, the same entry points and semantics as
-// kernels/cpu/index.h: cat, index_select, gather, scatter_add, masked_fill.
+// kernels/cpu/index.h: index_select, gather, scatter_add, masked_fill.
 // Data movement works on element bits, so every dtype is served.
 //
 // Index tensors are i32 or i64 with every value inside the indexed dim, which
@@ -14,9 +14,6 @@
 
 TCV_CUDA_HEADER_BEGIN
 namespace tcv::kernels::cuda {
-
-/// Copies each of `ins` into consecutive slices of `out` along `dim`, converting dtypes.
-TCV_CUDA_API void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim) TCV_CUDA_ENTRY;
 
 /// out[.., i, ..] = in[.., index[i], ..]; in and out contiguous, index 1-D (any stride).
 TCV_CUDA_API void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor& index)
