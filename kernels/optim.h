@@ -3,6 +3,7 @@
 // parameters one call updates.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace tcv::kernels {
@@ -38,6 +39,30 @@ struct AdamParams {
   double weight_decay = 0.0;
   AdamDecay decay = AdamDecay::l2;
   int64_t step = 1;
+};
+
+/// AdamParams as the update loops use them, in the parameter's type T: the bias
+/// corrections folded into the step size and the denominator, weight decay as a
+/// gradient term (l2) or a parameter factor (decoupled). Computed on the host,
+/// once per step, the same way for both backends.
+template <typename T>
+struct AdamCoefficients {
+  T decay, wd, b1, b2, a1, a2, step_size, bc2_sqrt, eps;
+
+  static AdamCoefficients of(const AdamParams& h) {
+    const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
+    const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
+    const bool decoupled = h.decay == AdamDecay::decoupled;
+    return {static_cast<T>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0),
+            static_cast<T>(decoupled ? 0.0 : h.weight_decay),
+            static_cast<T>(h.beta1),
+            static_cast<T>(h.beta2),
+            static_cast<T>(1.0 - h.beta1),
+            static_cast<T>(1.0 - h.beta2),
+            static_cast<T>(h.lr / bc1),
+            static_cast<T>(std::sqrt(bc2)),
+            static_cast<T>(h.eps)};
+  }
 };
 
 /// One parameter of a multi-tensor step: contiguous arrays of n elements of the

@@ -44,16 +44,7 @@ void sgd_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, i
 template <typename T>
 void adam_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
                int64_t n, const AdamParams& h) {
-  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  const bool decoupled = h.decay == AdamDecay::decoupled;
-  const T decay = static_cast<T>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0);
-  const T wd = static_cast<T>(decoupled ? 0.0 : h.weight_decay);
-  const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
-  const T a1 = static_cast<T>(1.0 - h.beta1), a2 = static_cast<T>(1.0 - h.beta2);
-  const T step_size = static_cast<T>(h.lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T e = static_cast<T>(h.eps);
+  const auto [decay, wd, b1, b2, a1, a2, step_size, bc2_sqrt, e] = AdamCoefficients<T>::of(h);
   parallel_for(n, kOptimGrain, [&](int64_t b, int64_t end) {
     for (int64_t i = b; i < end; ++i) {
       const T gi = wd != T(0) ? g[i] + wd * p[i] : g[i];

@@ -202,22 +202,13 @@ void sgd_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const Sgd
 
 void adam_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const AdamParams& h) {
   check_dtype(dt, "Adam");
-  // Host scalars computed exactly as kernels/cpu/optim.cpp computes them.
-  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  const bool decoupled = h.decay == AdamDecay::decoupled;
   TCV_DISPATCH_FLOAT(dt, "Adam", {
     using T = scalar_t;
-    const T decay = static_cast<T>(decoupled ? 1.0 - h.lr * h.weight_decay : 1.0);
-    const T wd = static_cast<T>(decoupled ? 0.0 : h.weight_decay);
-    const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
-    const T a1 = static_cast<T>(1.0 - h.beta1), a2 = static_cast<T>(1.0 - h.beta2);
-    const T step_size = static_cast<T>(h.lr / bc1);
-    const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-    const T e = static_cast<T>(h.eps);
+    // The host scalars of the CPU loop (kernels/optim.h).
+    const auto c = AdamCoefficients<T>::of(h);
     for_each_pack(ts, [&](const Pack& pk, int nc) {
-      adam_kernel<T><<<nc, kThreads, 0, cur_stream()>>>(pk, decay, wd, b1, b2, a1, a2, step_size,
-                                                        bc2_sqrt, e);
+      adam_kernel<T><<<nc, kThreads, 0, cur_stream()>>>(pk, c.decay, c.wd, c.b1, c.b2, c.a1, c.a2,
+                                                        c.step_size, c.bc2_sqrt, c.eps);
       TCV_CUDA_LAUNCH_CHECK();
     });
   });
