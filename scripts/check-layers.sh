@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Guard: includes point down the layers, never up.
 #
-#   kernels <- engine <- layers <- models <- train <- apps
+#   kernels <- engine <- layers <- models <- train <- apps, include/tcv, examples
 #              engine <- data   (beside layers)
 #              engine, layers <- dist   (beside layers)
 #
@@ -10,7 +10,8 @@
 # kernels through the engine's ops and re-exports, so device dispatch stays in
 # one place), and data/ and dist/ sit beside layers/: data/ includes engine/
 # only, dist/ engine/ and layers/, and neither layers/ nor models/ include them.
-# tests/, bench/ and examples/ may include anything.
+# The front-door headers (include/tcv/, included as <tcv/...>) and examples/
+# stand at the top, with apps/. tests/ and bench/ may include anything.
 #
 # Reads every #include "<top>/..." (or <top/...>) in the source files git
 # tracks (and untracked ones it does not ignore) under those folders. Prints
@@ -30,9 +31,11 @@ declare -A allowed=(
   [models]="models layers engine"
   [train]="train models layers data dist engine"
   [apps]="apps train models layers data dist engine"
+  [include]="include train models layers data dist engine"
+  [examples]="examples include train models layers data dist engine"
 )
-tops="kernels engine layers data dist models train apps"
-order="kernels <- engine <- layers <- models <- train <- apps, data/ (engine) and dist/ (engine, layers) beside layers"
+tops="kernels engine layers data dist models train apps include examples"
+order="kernels <- engine <- layers <- models <- train <- apps, include/tcv, examples; data/ (engine) and dist/ (engine, layers) beside layers"
 
 bad=0
 checked=0
@@ -43,6 +46,7 @@ while IFS= read -r -d '' file; do
   while IFS=: read -r line text; do
     target=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]+)[">].*/\1/' <<< "$text")
     dest=${target%%/*}
+    [ "$dest" = tcv ] && dest=include  # <tcv/...> is include/tcv/...
     case " $tops " in *" $dest "*) ;; *) continue ;; esac
     case " ${allowed[$top]} " in *" $dest "*) continue ;; esac
     echo "check-layers: $file:$line: includes \"$target\": $top/ may include only" \

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/optim.h"
+#include "engine/ops/reduce.h"
 
 namespace tcv::train {
 
@@ -93,6 +94,49 @@ double clip_grad_norm(const nn::StateDict& params, double max_norm) {
   for (const auto& [name, p] : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   return ops::clip_grad_norm_(grads, max_norm);
+}
+
+bool all_finite(const std::vector<Tensor>& ts) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> cuda;  // summed together: one pass per device, one host sync per GPU
+  for (const Tensor& t : ts) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    if (t.device().is_cuda()) {
+      cuda.push_back(t);
+      continue;
+    }
+    // One pass: an inf or NaN makes the sum inf or NaN. Finite values may
+    // overflow it too; then 0·x, 0 for finite x and NaN otherwise, decides.
+    const Tensor x = t.dtype() == DType::f32 || t.dtype() == DType::f64 ? t : t.to(DType::f32);
+    if (std::isfinite(ops::sum(x).item())) continue;
+    if (!std::isfinite(ops::sum(ops::mul(x, 0.0)).item())) return false;
+  }
+  return cuda.empty() || std::isfinite(ops::sum_of_squares(cuda));
+}
+
+std::string first_nonfinite(const nn::StateDict& named) {
+  for (const auto& [name, t] : named)
+    if (!all_finite({t})) return name;
+  return "";
+}
+
+Tensor nonfinite_seed(const Tensor& loss) {
+  NoGradGuard no_grad;
+  return ops::add(ops::mul(loss.detach(), 0.0), 1.0);
+}
+
+std::vector<Tensor> grads_of(const nn::StateDict& params) {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : params)
+    if (Tensor g = p.grad(); g.defined()) out.push_back(std::move(g));
+  return out;
+}
+
+nn::StateDict named_grads(const nn::StateDict& params) {
+  nn::StateDict out;
+  for (const auto& [name, p] : params)
+    if (Tensor g = p.grad(); g.defined()) out.emplace_back(name, std::move(g));
+  return out;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

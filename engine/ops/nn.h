@@ -104,6 +104,11 @@ struct DropoutOptions {
 
 /// Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, const DropoutOptions& opts = {});
+/// Channel dropout, as torch.nn.functional.dropout2d: in training, zeroes each
+/// whole channel x[n, c] of x (N, C, d1, ...) with probability p and scales the
+/// others by 1/(1-p). The N·C keep draws come from the generator as rand((N, C))
+/// would, on x's device, so CPU and CUDA drop the same channels.
+Tensor dropout2d(const Tensor& x, const DropoutOptions& opts = {});
 
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -72,6 +72,7 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
+    // strided_desc() converts a blocked input the kernel was not told about (not blockable).
     TCV_KERNEL(x.device(), pool2d_forward, g, g.blocked ? xs : xc.strided_desc(),
                y.desc_as_stored(), ws.defined() ? &wk : nullptr);
   }
@@ -83,7 +84,10 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
                             : empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
       const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
-      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.desc_as_stored(), dx.desc_as_stored(),
+      // The gradient can arrive blocked (from a convolution's backward) even when
+      // the input was not: strided_desc() converts it for a row-major pass.
+      TCV_KERNEL(dy.device(), pool2d_backward, g,
+                 g.blocked ? dy.desc_as_stored() : dy.strided_desc(), dx.desc_as_stored(),
                  ws.defined() ? &wk : nullptr);
       return std::vector<Tensor>{dx};
     });
