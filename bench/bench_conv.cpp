@@ -91,7 +91,7 @@ void BM_BatchNormTrainFwdBwd(benchmark::State& state) {
   Tensor rm = zeros({32}), rv = ones({32});
   Tensor dy = randn({64, 32, 28, 28}, {}, &gen);
   for (auto _ : state) {
-    Tensor y = ops::batch_norm(x, weight, bias, rm, rv, /*training=*/true);
+    Tensor y = ops::batch_norm(x, weight, bias, rm, rv, {.training = true});
     x.set_grad(Tensor());
     weight.set_grad(Tensor());
     bias.set_grad(Tensor());

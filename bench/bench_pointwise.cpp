@@ -73,7 +73,7 @@ void BM_CrossEntropyFwdBwd(benchmark::State& state) {
   Tensor x = randn(dense ? Shape{n, c, h, w} : Shape{n, c}, {}, &gen).set_requires_grad(true);
   Tensor t = randint(0, c, dense ? Shape{n, h, w} : Shape{n}, {.dtype = DType::i64}, &gen);
   for (auto _ : state) {
-    Tensor loss = ops::cross_entropy(x, t, ops::Reduction::mean, -100, smoothing);
+    Tensor loss = ops::cross_entropy(x, t, {.label_smoothing = smoothing});
     x.set_grad(Tensor());
     loss.backward();
     benchmark::DoNotOptimize(x.grad().data_ptr());

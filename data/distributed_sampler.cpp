@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "data/dataset.h"
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::data {
 

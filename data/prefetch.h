@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::data {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 

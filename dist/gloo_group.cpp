@@ -32,7 +32,7 @@
 #include "dist/fingerprint.h"
 #include "dist/log.h"
 #include "dist/process_group.h"
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 

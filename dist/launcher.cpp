@@ -17,7 +17,7 @@
 #include <mutex>
 #include <thread>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 extern char** environ;
 

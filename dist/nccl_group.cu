@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "dist/nccl_group.h"
-#include "kernels/cuda/runtime.h"
+#include "engine/cuda.h"
 
 #define TCV_NCCL_CHECK(call)                                                                   \
   do {                                                                                         \
@@ -28,7 +28,7 @@
 
 namespace tcv::dist::detail {
 
-namespace cu = tcv::kernels::cuda;
+namespace cu = tcv::cuda;
 using Clock = std::chrono::steady_clock;
 
 namespace {

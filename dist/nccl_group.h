@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist::detail {
 

@@ -7,11 +7,11 @@
 #include <sstream>
 
 #include "dist/fingerprint.h"
-#include "kernels/base.h"
+#include "engine/error.h"
 
 #ifdef TCV_WITH_CUDA
 #include "dist/nccl_group.h"
-#include "kernels/cuda/runtime.h"
+#include "engine/cuda.h"
 #endif
 
 namespace tcv::dist {
@@ -57,7 +57,7 @@ class NcclGroup : public ProcessGroup {
         timeout_(options.timeout),
         checks_(detail::checked_collectives(options.check_collectives)) {
     TCV_CHECK(store_ != nullptr, "[nccl] make_nccl_group needs a store");
-    TCV_CHECK(kernels::cuda::device_count() > 0,
+    TCV_CHECK(cuda::device_count() > 0,
               "[nccl] make_nccl_group: no CUDA device is visible to rank ", rank);
     // Groups made with the same prefix get their own id (ranks make groups in the same order).
     static std::atomic<int> generation{0};
@@ -70,8 +70,8 @@ class NcclGroup : public ProcessGroup {
     } else {
       id = store_->get(key, options.timeout, "rank 0's ncclUniqueId");
     }
-    comm_ = std::make_unique<detail::NcclComm>(id, rank, size, kernels::cuda::current_device(),
-                                               options.timeout);
+    comm_ =
+        std::make_unique<detail::NcclComm>(id, rank, size, cuda::current_device(), options.timeout);
   }
 
   std::string backend_name() const override { return "nccl"; }

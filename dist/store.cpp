@@ -16,7 +16,7 @@
 #include <system_error>
 
 #include "dist/log.h"
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 

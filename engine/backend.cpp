@@ -29,7 +29,7 @@ void deallocate(void* ptr, size_t nbytes, Device device) {
 
 void fill(const Tensor& dst, double value) {
   if (dst.numel() == 0) return;
-  TCV_KERNEL(dst.device(), fill, dst.k(), value);
+  TCV_KERNEL(dst.device(), fill, dst.strided_desc(), value);
 }
 
 namespace {
@@ -56,7 +56,7 @@ void copy_h2d(const Tensor& dst, const Tensor& src) {
   } else {
     cuda::memcpy_h2d_async(d.data_ptr(), s.data_ptr(), d.nbytes());
   }
-  if (!dst.is_contiguous()) cuda::copy(dst.k(), d.k());
+  if (!dst.is_contiguous()) cuda::copy(dst.strided_desc(), d.strided_desc());
 }
 
 void copy_d2h(const Tensor& dst, const Tensor& src) {
@@ -64,7 +64,7 @@ void copy_d2h(const Tensor& dst, const Tensor& src) {
   Tensor s = src;
   if (!src.is_contiguous()) {
     s = empty(src.shape(), {.dtype = src.dtype(), .device = src.device()});
-    cuda::copy(s.k(), src.k());
+    cuda::copy(s.strided_desc(), src.strided_desc());
   }
   if (dst.is_contiguous() && dst.dtype() == src.dtype()) {
     cuda::memcpy_d2h(dst.data_ptr(), s.data_ptr(), s.nbytes());
@@ -72,7 +72,7 @@ void copy_d2h(const Tensor& dst, const Tensor& src) {
   }
   Tensor tmp = empty(src.shape(), {.dtype = src.dtype()});
   cuda::memcpy_d2h(tmp.data_ptr(), s.data_ptr(), s.nbytes());
-  kernels::cpu::copy(dst.k(), tmp.k());
+  kernels::cpu::copy(dst.strided_desc(), tmp.strided_desc());
 }
 
 }  // namespace
@@ -83,14 +83,14 @@ void copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   const Device dd = dst.device(), sd = src.device();
   if (dd.is_cpu() && sd.is_cpu()) {
-    kernels::cpu::copy(dst.k(), src.k());
+    kernels::cpu::copy(dst.strided_desc(), src.strided_desc());
   } else if (dd.is_cuda() && sd.is_cpu()) {
     copy_h2d(dst, src);
   } else if (dd.is_cpu() && sd.is_cuda()) {
     copy_d2h(dst, src);
   } else if (dd == sd) {
     cuda::DeviceGuard guard(dd.index);
-    cuda::copy(dst.k(), src.k());
+    cuda::copy(dst.strided_desc(), src.strided_desc());
   } else {
     // Between GPUs: through the host (rare; peer copies are not worth the set-up here).
     copy(dst, src.to(kCPU));
@@ -103,12 +103,14 @@ void binary_inplace(kernels::BinaryOp op, const Tensor& dst, const Tensor& other
   Tensor o = other.dtype() == dst.dtype() ? other : other.to(dst.dtype());
   ops::broadcast_shapes(dst.shape(), o.shape(), name);
   if (dst.is_blocked() && o.shape() == dst.shape()) {  // stays blocked (other converted)
-    TCV_KERNEL(dst.device(), binary, op, flat_k(dst), flat_k(dst), flat_k(to_blocked(o)), alpha);
+    TCV_KERNEL(dst.device(), binary, op, flat_desc(dst), flat_desc(dst), flat_desc(to_blocked(o)),
+               alpha);
     return;
   }
   TCV_CHECK(o.dim() <= dst.dim(), "[", name, "_] cannot broadcast ", o.shape_str(), " into ",
             dst.shape_str());
-  TCV_KERNEL(dst.device(), binary, op, dst.k(), dst.k(), o.expand(dst.shape()).detach().k(), alpha);
+  TCV_KERNEL(dst.device(), binary, op, dst.strided_desc(), dst.strided_desc(),
+             o.expand(dst.shape()).detach().strided_desc(), alpha);
 }
 
 }  // namespace tcv::backend

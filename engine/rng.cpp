@@ -4,8 +4,8 @@
 #include <numbers>
 #include <type_traits>
 
-#include "engine/philox_blocks.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/philox_blocks.h"
 #include "kernels/cuda/rng.h"
 
 namespace tcv {
@@ -34,6 +34,9 @@ void manual_seed(uint64_t seed) {
 }
 
 namespace {
+
+using kernels::cpu::for_each_philox_group;
+using kernels::cpu::philox_to_unit;
 
 Generator& pick(Generator* g) {
   return g ? *g : default_generator();
@@ -149,9 +152,10 @@ Tensor normal_impl(const Shape& shape, double mean, double std, Generator* gen,
 
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts, Generator* gen) {
   if (opts.device.is_cuda())
-    return cuda_draw(
-        shape, opts, blocks_of(shape_numel(shape), 4), gen,
-        [&](const Tensor& t, Draw d) { kernels::cuda::uniform(t.k(), d.seed, d.base, low, high); });
+    return cuda_draw(shape, opts, blocks_of(shape_numel(shape), 4), gen,
+                     [&](const Tensor& t, Draw d) {
+                       kernels::cuda::uniform(t.strided_desc(), d.seed, d.base, low, high);
+                     });
   return finish(uniform_impl(shape, low, high, gen), shape, opts);
 }
 
@@ -161,9 +165,10 @@ Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
 
 Tensor normal(const Shape& shape, double mean, double std, TensorOptions opts, Generator* gen) {
   if (opts.device.is_cuda())
-    return cuda_draw(
-        shape, opts, blocks_of(shape_numel(shape), 2), gen,
-        [&](const Tensor& t, Draw d) { kernels::cuda::normal(t.k(), d.seed, d.base, mean, std); });
+    return cuda_draw(shape, opts, blocks_of(shape_numel(shape), 2), gen,
+                     [&](const Tensor& t, Draw d) {
+                       kernels::cuda::normal(t.strided_desc(), d.seed, d.base, mean, std);
+                     });
   return finish(normal_impl(shape, mean, std, gen), shape, opts);
 }
 
@@ -175,9 +180,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts
   TCV_CHECK(high > low, "[randint] empty range [", low, ", ", high, ")");
   const int64_t n = shape_numel(shape);
   if (opts.device.is_cuda())
-    return cuda_draw(
-        shape, {.dtype = opts.dtype, .device = opts.device}, blocks_of(n, 2), gen,
-        [&](const Tensor& t, Draw d) { kernels::cuda::randint(t.k(), d.seed, d.base, low, high); });
+    return cuda_draw(shape, {.dtype = opts.dtype, .device = opts.device}, blocks_of(n, 2), gen,
+                     [&](const Tensor& t, Draw d) {
+                       kernels::cuda::randint(t.strided_desc(), d.seed, d.base, low, high);
+                     });
   const Draw d = reserve(gen, blocks_of(n, 2));
   const uint64_t range = static_cast<uint64_t>(high - low);
   Tensor t = empty({n}, {.dtype = DType::i64});
@@ -210,7 +216,7 @@ Tensor randperm(int64_t n, Generator* gen) {
 void uniform_(Tensor& t, double low, double high, Generator* gen) {
   if (t.device().is_cuda()) {
     cuda_fill_(t, blocks_of(t.numel(), 4), gen, [&](const Tensor& tmp, Draw d) {
-      kernels::cuda::uniform(tmp.k(), d.seed, d.base, low, high);
+      kernels::cuda::uniform(tmp.strided_desc(), d.seed, d.base, low, high);
     });
     return;
   }
@@ -226,7 +232,7 @@ void uniform_(Tensor& t, double low, double high, Generator* gen) {
 void normal_(Tensor& t, double mean, double std, Generator* gen) {
   if (t.device().is_cuda()) {
     cuda_fill_(t, blocks_of(t.numel(), 2), gen, [&](const Tensor& tmp, Draw d) {
-      kernels::cuda::normal(tmp.k(), d.seed, d.base, mean, std);
+      kernels::cuda::normal(tmp.strided_desc(), d.seed, d.base, mean, std);
     });
     return;
   }

@@ -54,6 +54,7 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
+  if (row_major_) backend::deallocate(row_major_, nbytes_, device_);
   if (deleter_) {
     deleter_(data_);
   } else {
@@ -66,20 +67,39 @@ void Storage::mark_blocked(const std::vector<int64_t>& dims) {
                 static_cast<size_t>(shape_numel(dims)) * sizeof(float) == nbytes_,
             "[tensor] a blocked storage holds one 4-D f32 tensor, got ", shape_str(dims), " over ",
             nbytes_, " bytes");
+  TCV_CHECK(!was_blocked_, "[tensor] a storage is declared blocked once, when it is made");
   blocked_dims_ = dims;
+  was_blocked_ = true;
   blocked_.store(true, std::memory_order_release);
 }
 
-// Converts to row-major in a new buffer. Kernels that read the blocked bytes
-// took raw_data() inside one op, so no pointer to the old buffer outlives it.
-void Storage::unblock() const {
-  std::lock_guard<std::mutex> lock(unblock_mu_);
-  if (!blocked_.load(std::memory_order_relaxed)) return;
-  void* plain = backend::allocate(nbytes_, device_);
-  kernels::cpu::blocked_to_nchw(blocked_dims_.data(), data_, plain);
-  backend::deallocate(data_, nbytes_, device_);
-  data_ = plain;
-  blocked_.store(false, std::memory_order_release);
+void* Storage::data() const {
+  TCV_CHECK(!blocked(), "[tensor] the storage holds nChw16c bytes (", shape_str(blocked_dims_),
+            "): make_row_major() converts them before a row-major read");
+  // After a conversion the row-major bytes are the second buffer; blocked()'s
+  // acquire orders this read after its publication.
+  return was_blocked_ ? row_major_ : data_;
+}
+
+void* Storage::blocked_bytes() const {
+  TCV_CHECK(was_blocked_, "[tensor] blocked_bytes() of a storage that was never blocked");
+  return data_;
+}
+
+// Converts into a new buffer and keeps the nChw16c one until the storage dies:
+// a kernel in another thread may be reading it (it took blocked_bytes() while
+// the storage was still blocked).
+void* Storage::make_row_major() const {
+  if (blocked()) [[unlikely]] {
+    std::lock_guard<std::mutex> lock(convert_mu_);
+    if (blocked_.load(std::memory_order_relaxed)) {
+      void* plain = backend::allocate(nbytes_, device_);
+      kernels::cpu::blocked_to_nchw(blocked_dims_.data(), data_, plain);
+      row_major_ = plain;
+      blocked_.store(false, std::memory_order_release);
+    }
+  }
+  return data();
 }
 
 TensorImpl::TensorImpl() = default;
@@ -126,9 +146,9 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   auto& i = impl();
-  if (i.storage->data() == nullptr) return nullptr;
-  return static_cast<char*>(i.storage->data()) +
-         i.offset * static_cast<int64_t>(dtype_size(i.dtype));
+  void* base = i.storage->make_row_major();
+  if (base == nullptr) return nullptr;
+  return static_cast<char*>(base) + i.offset * static_cast<int64_t>(dtype_size(i.dtype));
 }
 
 namespace {
@@ -170,7 +190,7 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + c.numel());
 }
 
-kernels::KTensor Tensor::k() const {
+kernels::KTensor Tensor::strided_desc() const {
   kernels::KTensor kt;
   TCV_CHECK(dim() <= kernels::kMaxDims, "[tensor] kernels take at most ", kernels::kMaxDims,
             " dims, got shape ", shape_str());
@@ -190,10 +210,10 @@ bool Tensor::is_blocked() const {
          nbytes() == i.storage->nbytes() && is_contiguous();
 }
 
-kernels::KTensor Tensor::k_any() const {
-  if (!is_blocked()) return k();
+kernels::KTensor Tensor::desc_as_stored() const {
+  if (!is_blocked()) return strided_desc();
   kernels::KTensor kt;
-  kt.data = impl().storage->raw_data();
+  kt.data = impl().storage->blocked_bytes();
   kt.dtype = dtype();
   kt.ndim = 4;
   const Shape st = contiguous_strides(shape());
@@ -234,15 +254,20 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-kernels::KTensor flat_k(const Tensor& t) {
-  TCV_CHECK(t.is_contiguous(), "[flat_k] needs a contiguous tensor, got strides ",
+kernels::KTensor flat_desc(const Tensor& t) {
+  TCV_CHECK(t.is_contiguous(), "[flat_desc] needs a contiguous tensor, got strides ",
             shape_str(t.strides()));
-  kernels::KTensor k = t.k_any();
-  k.ndim = 1;
-  k.sizes[0] = t.numel();
-  k.strides[0] = 1;
-  k.blocked = false;
-  return k;
+  return flat_desc(t.desc_as_stored());
+}
+
+kernels::KTensor flat_desc(kernels::KTensor kt) {
+  TCV_CHECK(kt.blocked || kt.is_contiguous(), "[flat_desc] needs a contiguous or blocked tensor");
+  const int64_t n = kt.numel();
+  kt.ndim = 1;
+  kt.sizes[0] = n;
+  kt.strides[0] = 1;
+  kt.blocked = false;
+  return kt;
 }
 
 bool blockable(const Shape& shape, DType dtype, Device device) {
@@ -266,7 +291,7 @@ Tensor to_blocked(const Tensor& t) {
             kernels::cpu::kChannelBlock, ", got ", t.shape_str(), " ", dtype_name(t.dtype()));
   const Tensor src = t.detach().contiguous();
   Tensor out = empty_blocked(t.shape());
-  kernels::cpu::nchw_to_blocked(t.shape().data(), src.data_ptr(), out.storage()->raw_data());
+  kernels::cpu::nchw_to_blocked(t.shape().data(), src.data_ptr(), out.storage()->blocked_bytes());
   return out;
 }
 

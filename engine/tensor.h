@@ -25,6 +25,13 @@ Shape contiguous_strides(const Shape& s);
 
 /// Bytes on one device; freed when the last view dies. Views share the
 /// version counter that detects in-place changes to tensors saved for backward.
+///
+/// A CPU storage may hold a 4-D f32 activation in oneDNN's nChw16c layout
+/// (blocked(), see Tensor::is_blocked). Reading it row-major takes an explicit
+/// step, make_row_major(), which converts once into a second buffer; the
+/// nChw16c bytes stay valid until the storage dies, so a kernel that took them
+/// (blocked_bytes()) in one thread reads correct values while another thread
+/// converts. Accessors never convert.
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
@@ -34,37 +41,36 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  /// The bytes in row-major layout: a storage still in the blocked layout (see
-  /// blocked()) is converted first, once.
-  void* data() const {
-    if (blocked()) [[unlikely]]
-      unblock();
-    return data_;
-  }
+  /// The bytes in row-major layout. Throws while the storage is still blocked:
+  /// call make_row_major() first.
+  void* data() const;
+  /// The nChw16c bytes of a storage that was declared blocked (mark_blocked),
+  /// whether or not it has been converted since.
+  void* blocked_bytes() const;
+  /// Converts a blocked storage to row-major (once; safe from several threads at
+  /// a time) and returns data(). A no-op for a storage that is not blocked.
+  void* make_row_major() const;
   size_t nbytes() const { return nbytes_; }
-  /// Whether the bytes are a 4-D f32 activation in oneDNN's nChw16c layout (see
-  /// Tensor::is_blocked): written so by a kernel that produces that layout, and
-  /// row-major again from the first data() on.
+  /// Whether the bytes are still only in the nChw16c layout: written so by a
+  /// kernel that produces it, and not yet converted by make_row_major().
   bool blocked() const { return blocked_.load(std::memory_order_acquire); }
   /// Declares the (not yet read) bytes nChw16c for the logical (N, C, H, W) `dims`.
   void mark_blocked(const std::vector<int64_t>& dims);
-  /// The bytes as they are, blocked or not: for kernels that read both layouts.
-  void* raw_data() const { return data_; }
   Device device() const { return device_; }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  void unblock() const;
-
-  mutable void* data_ = nullptr;  // replaced when a blocked storage is converted
+  void* data_ = nullptr;  // the allocation; nChw16c bytes when marked blocked
   size_t nbytes_ = 0;
   Device device_;
   std::function<void(void*)> deleter_;
   std::atomic<uint32_t> version_{0};
   mutable std::atomic<bool> blocked_{false};
+  bool was_blocked_ = false;
   std::vector<int64_t> blocked_dims_;
-  mutable std::mutex unblock_mu_;
+  mutable void* row_major_ = nullptr;  // the converted bytes of a blocked storage
+  mutable std::mutex convert_mu_;
 };
 
 /// How a new tensor is made: `zeros({2, 3}, {.dtype = DType::f64})`.
@@ -124,6 +130,8 @@ class Tensor {
   int64_t wrap_dim(int64_t d, const char* op = "dim") const;
 
   // ---- data ----
+  /// The first element, in row-major strided memory: a storage still in the
+  /// blocked layout is converted first (Storage::make_row_major).
   void* data_ptr() const;
   template <typename T>
   T* data() const;
@@ -136,20 +144,25 @@ class Tensor {
   /// Copies the elements (any layout) out as a flat vector of T.
   template <typename T>
   std::vector<T> to_vector() const;
-  /// Kernel descriptor of this view (row-major: a blocked storage is converted).
-  kernels::KTensor k() const;
+  /// The kernel descriptor (data pointer, dtype, sizes and strides) of this view's
+  /// elements, what every kernel call takes. Strided row-major memory: a storage
+  /// still in the blocked layout is converted first.
+  kernels::KTensor strided_desc() const;
 
   // ---- oneDNN's blocked layout (CPU f32 activations) ----
   /// True when this tensor is a whole 4-D f32 storage held in oneDNN's nChw16c
   /// layout: CPU convolutions write their outputs so, and batch norm and
   /// elementwise ops on equal shapes keep it, so no reorder runs between those
-  /// layers. Any other access (data_ptr, k, to_vector, a kernel that does not
-  /// know the layout) converts the storage to row-major first, once; code that
-  /// does not ask never sees the layout.
+  /// layers. Any other access (data_ptr, strided_desc, to_vector, a kernel that
+  /// does not know the layout) converts the storage to row-major first, once
+  /// (Storage::make_row_major); code that does not ask never sees the layout.
   bool is_blocked() const;
-  /// Kernel descriptor that leaves a blocked storage as it is (kt.blocked set);
-  /// the same as k() otherwise.
-  kernels::KTensor k_any() const;
+  /// The kernel descriptor of the bytes as they are stored: for a blocked tensor
+  /// the nChw16c bytes with kt.blocked set (for kernels that read that layout);
+  /// the same as strided_desc() otherwise. One look at the layout: an op decides
+  /// on kt.blocked, not on an earlier is_blocked(), since another thread may
+  /// convert the storage in between (the bytes it returned stay valid).
+  kernels::KTensor desc_as_stored() const;
 
   // ---- views (differentiable; share storage) ----
   Tensor view(const Shape& shape) const;
@@ -240,7 +253,10 @@ Tensor empty_blocked(const Shape& shape);
 Tensor to_blocked(const Tensor& t);
 /// A 1-D kernel descriptor over all of a contiguous tensor's elements in memory
 /// order, blocked or not: for elementwise kernels on operands of one layout.
-kernels::KTensor flat_k(const Tensor& t);
+kernels::KTensor flat_desc(const Tensor& t);
+/// The same over a descriptor taken before (desc_as_stored() of a contiguous or
+/// blocked tensor).
+kernels::KTensor flat_desc(kernels::KTensor kt);
 /// Whether a tensor of this shape, dtype and device may be held blocked.
 bool blockable(const Shape& shape, DType dtype, Device device);
 Tensor empty_like(const Tensor& t);

@@ -175,7 +175,7 @@ struct KTensor {
   int64_t strides[kMaxDims] = {};  // in elements
   /// The data is in oneDNN's nChw16c layout (4-D f32, C a multiple of 16):
   /// sizes are the logical (N, C, H, W), strides do not describe it. Only
-  /// Tensor::k_any() sets this, for the kernels that read that layout.
+  /// Tensor::desc_as_stored() sets this, for the kernels that read that layout.
   bool blocked = false;
 
   int64_t numel() const {

@@ -39,18 +39,18 @@ void BatchNorm2d::reset_parameters() {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  return apply(x, kernels::BnAct::none);
+  return apply(x, Fused::none);
 }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& x) {
-  return apply(x, kernels::BnAct::relu);
+  return apply(x, Fused::relu);
 }
 
 Tensor BatchNorm2d::forward_relu6(const Tensor& x) {
-  return apply(x, kernels::BnAct::relu6);
+  return apply(x, Fused::relu6);
 }
 
-Tensor BatchNorm2d::apply(const Tensor& x, kernels::BnAct act) {
+Tensor BatchNorm2d::apply(const Tensor& x, Fused act) {
   TCV_CHECK(x.dim() == 4, "[BatchNorm2d] expects 4-D input (N, C, H, W), got ", x.shape_str());
   TCV_CHECK(x.size(1) == num_features, "[BatchNorm2d] expects ", num_features,
             " channels, got input ", x.shape_str());
@@ -62,19 +62,17 @@ Tensor BatchNorm2d::apply(const Tensor& x, kernels::BnAct act) {
     num_batches_tracked.add_(one_);
   }
   if (training_ && sync_group && sync_group->size > 1) {
-    Tensor y =
-        sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
-                        track ? running_var : Tensor(), options.momentum, options.eps, *sync_group);
-    return act == kernels::BnAct::relu    ? ops::relu(y)
-           : act == kernels::BnAct::relu6 ? ops::relu6(y)
-                                          : y;
+    Tensor y = ops::sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
+                                    track ? running_var : Tensor(), *sync_group,
+                                    {.momentum = options.momentum, .eps = options.eps});
+    return act == Fused::relu ? ops::relu(y) : act == Fused::relu6 ? ops::relu6(y) : y;
   }
   // Without running statistics every forward normalises with the batch's own.
-  return (act == kernels::BnAct::relu    ? ops::batch_norm_relu
-          : act == kernels::BnAct::relu6 ? ops::batch_norm_relu6
-                                         : ops::batch_norm)(
+  return (act == Fused::relu    ? ops::batch_norm_relu
+          : act == Fused::relu6 ? ops::batch_norm_relu6
+                                : ops::batch_norm)(
       x, weight, bias, track ? running_mean : Tensor(), track ? running_var : Tensor(),
-      training_ || !track, options.momentum, options.eps);
+      {.training = training_ || !track, .momentum = options.momentum, .eps = options.eps});
 }
 
 std::string BatchNorm2d::extra_repr() const {

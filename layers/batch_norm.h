@@ -1,12 +1,10 @@
 // Batch normalisation over (N, C, H, W), as torch.nn.BatchNorm2d.
 #pragma once
 
-#include "kernels/cpu/batch_norm.h"
+#include "engine/ops/nn.h"
 #include "layers/module.h"
 
 namespace tcv::nn {
-
-struct SyncBNGroup;
 
 struct BatchNormOptions {
   double eps = 1e-5;
@@ -46,10 +44,12 @@ class BatchNorm2d : public Module {
   Tensor num_batches_tracked;        // () i64 or undefined without tracking
   /// Set by convert_sync_batchnorm (layers/sync_batch_norm.h): training
   /// statistics are then those of the whole group.
-  std::shared_ptr<SyncBNGroup> sync_group;
+  std::shared_ptr<ops::SyncBNGroup> sync_group;
 
  private:
-  Tensor apply(const Tensor& x, kernels::BnAct act);
+  /// The activation forward_relu/forward_relu6 fuse into the output.
+  enum class Fused : uint8_t { none, relu, relu6 };
+  Tensor apply(const Tensor& x, Fused act);
   /// 1 on num_batches_tracked's device, kept so that counting a batch is one
   /// kernel, not a new scalar tensor each step.
   Tensor one_;

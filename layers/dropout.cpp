@@ -9,7 +9,7 @@ Dropout::Dropout(double p_, Generator* gen) : p(p_), generator(gen) {
 }
 
 Tensor Dropout::forward(const Tensor& x) {
-  return ops::dropout(x, p, training_, generator);
+  return ops::dropout(x, {.p = p, .training = training_, .generator = generator});
 }
 
 std::string Dropout::extra_repr() const {
@@ -21,7 +21,7 @@ Dropout2d::Dropout2d(double p_, Generator* gen) : p(p_), generator(gen) {
 }
 
 Tensor Dropout2d::forward(const Tensor& x) {
-  return ops::dropout2d(x, p, training_, generator);
+  return ops::dropout2d(x, {.p = p, .training = training_, .generator = generator});
 }
 
 std::string Dropout2d::extra_repr() const {

@@ -10,6 +10,20 @@
 
 namespace tcv::nn::init {
 
+namespace {
+thread_local bool skip_init = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : previous_(skip_init) {
+  skip_init = true;
+}
+SkipInitGuard::~SkipInitGuard() {
+  skip_init = previous_;
+}
+bool SkipInitGuard::active() {
+  return skip_init;
+}
+
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t) {
   TCV_CHECK(t.dim() >= 2, "[init] fan in and fan out need a tensor of 2 or more dims, got ",
             t.shape_str());
@@ -34,18 +48,21 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
 }
 
 void uniform_(const Tensor& t, double low, double high, Generator* gen) {
+  if (skip_init) return;
   NoGradGuard no_grad;
   Tensor h = t;
   tcv::uniform_(h, low, high, gen);
 }
 
 void normal_(const Tensor& t, double mean, double std, Generator* gen) {
+  if (skip_init) return;
   NoGradGuard no_grad;
   Tensor h = t;
   tcv::normal_(h, mean, std, gen);
 }
 
 void constant_(const Tensor& t, double value) {
+  if (skip_init) return;
   Tensor h = t;
   h.fill_(value);
 }
@@ -68,36 +85,36 @@ double kaiming_std(const Tensor& t, double a, FanMode mode, Nonlinearity nonline
 void kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                       Generator* gen) {
   const double bound = std::sqrt(3.0) * kaiming_std(t, a, mode, nonlinearity);
-  uniform_(t, -bound, bound, gen);
+  init::uniform_(t, -bound, bound, gen);
 }
 
 void kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                      Generator* gen) {
-  normal_(t, 0.0, kaiming_std(t, a, mode, nonlinearity), gen);
+  init::normal_(t, 0.0, kaiming_std(t, a, mode, nonlinearity), gen);
 }
 
 void xavier_uniform_(const Tensor& t, double gain, Generator* gen) {
   const auto [fan_in, fan_out] = fan_in_and_fan_out(t);
   const double bound = gain * std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
-  uniform_(t, -bound, bound, gen);
+  init::uniform_(t, -bound, bound, gen);
 }
 
 void xavier_normal_(const Tensor& t, double gain, Generator* gen) {
   const auto [fan_in, fan_out] = fan_in_and_fan_out(t);
-  normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), gen);
+  init::normal_(t, 0.0, gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out)), gen);
 }
 
 void init_cnn_weights(Module& model, double linear_std) {
   for (auto& [name, m] : model.named_modules()) {
     if (auto* conv = dynamic_cast<Conv2d*>(m)) {
-      kaiming_normal_(conv->weight, 0.0, FanMode::fan_out, Nonlinearity::relu);
-      if (conv->bias.defined()) zeros_(conv->bias);
+      init::kaiming_normal_(conv->weight, 0.0, FanMode::fan_out, Nonlinearity::relu);
+      if (conv->bias.defined()) init::zeros_(conv->bias);
     } else if (auto* bn = dynamic_cast<BatchNorm2d*>(m)) {
-      if (bn->weight.defined()) ones_(bn->weight);
-      if (bn->bias.defined()) zeros_(bn->bias);
+      if (bn->weight.defined()) init::ones_(bn->weight);
+      if (bn->bias.defined()) init::zeros_(bn->bias);
     } else if (auto* fc = dynamic_cast<Linear*>(m); fc && linear_std > 0) {
-      normal_(fc->weight, 0.0, linear_std);
-      if (fc->bias.defined()) zeros_(fc->bias);
+      init::normal_(fc->weight, 0.0, linear_std);
+      if (fc->bias.defined()) init::zeros_(fc->bias);
     }
   }
 }

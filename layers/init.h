@@ -19,6 +19,23 @@ namespace tcv::nn::init {
 enum class FanMode : uint8_t { fan_in, fan_out };
 enum class Nonlinearity : uint8_t { linear, sigmoid, tanh, relu, leaky_relu };
 
+/// While alive, on this thread, the initialisers below leave tensors as they are
+/// and draw nothing: a module built under it has its parameters' shapes with
+/// unset values, and the generators do not move (torch.nn.utils.skip_init). For
+/// counting parameters, or building a model whose weights are loaded next.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+  /// Whether a guard is alive on this thread.
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 /// (fan_in, fan_out) of a weight of 2 or more dims: size(1)·receptive and size(0)·receptive.
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& t);
 /// torch.nn.init.calculate_gain; `param` is leaky_relu's negative slope.

@@ -31,7 +31,7 @@ Tensor Upsample::forward(const Tensor& x) {
         static_cast<int64_t>(std::floor(static_cast<double>(x.size(2)) * options.scale_factor)),
         static_cast<int64_t>(std::floor(static_cast<double>(x.size(3)) * options.scale_factor))};
   }
-  return ops::upsample(x, size, options.mode, options.align_corners);
+  return ops::upsample(x, size, {.mode = options.mode, .align_corners = options.align_corners});
 }
 
 std::string Upsample::extra_repr() const {

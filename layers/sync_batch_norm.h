@@ -1,34 +1,20 @@
 // SyncBatchNorm: batch norm whose training statistics are those of the union
 // of the batches of a data-parallel group, as torch.nn.SyncBatchNorm.
 //
-// layers/ does not depend on dist/: the group comes in as a SyncBNGroup (its
-// size and an in-place sum all-reduce); dist/ddp.h makes one from a
-// ProcessGroup (dist::sync_bn_group).
+// The op and its backward are ops::sync_batch_norm. Neither layers/ nor the
+// engine depend on dist/: the group comes in as a SyncBNGroup (its size and an
+// in-place sum all-reduce); dist/ddp.h makes one from a ProcessGroup
+// (dist::sync_bn_group).
 #pragma once
 
-#include <functional>
 #include <memory>
 
 #include "layers/batch_norm.h"
 
 namespace tcv::nn {
 
-/// The data-parallel group SyncBatchNorm reduces over.
-struct SyncBNGroup {
-  int size = 1;
-  /// Sums `t` (contiguous) in place across the group and returns once done. Every
-  /// rank calls it in the same order (forward, then backward, layer by layer).
-  std::function<void(const Tensor& t)> all_reduce_sum;
-};
-
-/// Batch norm over (N, C, H, W) with statistics over the whole group: the sums
-/// of x, x² and the element count are all-reduced in forward, the sums of dy and
-/// dy·x̂ in backward (so dx is the gradient of the union-batch normalisation).
-/// weight/bias gradients are the local ones (DDP averages them). Running stats
-/// are updated with the group's mean and unbiased variance.
-Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       Tensor running_mean, Tensor running_var, double momentum, double eps,
-                       const SyncBNGroup& group);
+/// The group SyncBatchNorm reduces over (declared with the op, engine/ops/nn.h).
+using SyncBNGroup = ops::SyncBNGroup;
 
 /// A BatchNorm2d that syncs its training statistics over `group`; with no
 /// group, a group of size 1, or in eval mode, exactly BatchNorm2d.

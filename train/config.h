@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::train {
 

@@ -9,11 +9,20 @@
 #include "data/folder.h"
 #include "train/report.h"
 #include "train/task.h"
-#include "train/trainer.h"
 
 namespace tcv::train {
 
 namespace fs = std::filesystem;
+
+std::string resolve_data_dir(const Config& cfg) {
+  if (cfg.get_string("data.dataset") != "fashion_mnist" &&
+      cfg.get_string("data.dataset") != "mnist")
+    return cfg.get_string("data.data_dir");
+  const std::string& dir = cfg.get_string("data.data_dir");
+  if (!dir.empty()) return dir;
+  return cfg.get_string("data.dataset") == "mnist" ? "/usr/share/datasets/mnist"
+                                                   : "/usr/share/datasets/fashion-mnist";
+}
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <map>
 
-#include "kernels/cuda/runtime.h"
+#include "engine/cuda.h"
 #include "layers/sync_batch_norm.h"
 
 namespace tcv::train {
@@ -94,9 +94,9 @@ DistContext::DistContext(const Config& cfg, Device device) {
   env_ = dist::resolve_dist_env(env);
   device_ = device;
   if (device.is_cuda()) {
-    const int n = kernels::cuda::device_count();
+    const int n = cuda::device_count();
     if (n > 1) device_ = Device(DeviceType::CUDA, env_.local_rank % n);
-    kernels::cuda::set_device(device_.index);
+    cuda::set_device(device_.index);
   }
   const auto timeout = dist::seconds_to_ms(cfg.get_double("network.timeout"), "network.timeout",
                                            /*allow_zero=*/false);

@@ -6,68 +6,12 @@
 
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/optim.h"
 #include "engine/ops/reduce.h"
-#include "engine/profiler.h"
-#include "kernels/cpu/optim.h"
-#include "kernels/cuda/optim.h"
 
 namespace tcv::train {
 
 namespace {
-
-/// Whether the fused CPU loop can run over p, its grad and its state.
-bool fused_ok(const Tensor& p, const Tensor& g) {
-  return p.device().is_cpu() && (p.dtype() == DType::f32 || p.dtype() == DType::f64) &&
-         p.is_contiguous() && g.dtype() == p.dtype() && g.device() == p.device();
-}
-
-/// Whether the fused multi-tensor CUDA step can run over p, its grad and its states.
-bool cuda_fused_ok(const Tensor& p, const Tensor& g, std::initializer_list<const Tensor*> states) {
-  if (!p.device().is_cuda() || (p.dtype() != DType::f32 && p.dtype() != DType::f64) ||
-      !p.is_contiguous() || g.dtype() != p.dtype() || g.device() != p.device())
-    return false;
-  for (const Tensor* s : states)
-    if (s->defined() && (!s->is_contiguous() || s->dtype() != p.dtype() ||
-                         s->device() != p.device() || s->shape() != p.shape()))
-      return false;
-  return true;
-}
-
-/// The CUDA parameters of one group that share a device and a dtype: one
-/// fused launch (a few, for long lists) updates them all.
-struct CudaBucket {
-  Device device;
-  DType dtype = DType::f32;
-  std::vector<kernels::cuda::MultiTensorEntry> entries;
-  std::vector<Tensor> touched;  // parameters and states whose version to bump
-  std::vector<Tensor> keep;     // contiguous copies of gradients, alive until the launch
-};
-
-CudaBucket& bucket_for(std::vector<CudaBucket>& buckets, const Tensor& p) {
-  for (CudaBucket& b : buckets)
-    if (b.device == p.device() && b.dtype == p.dtype()) return b;
-  buckets.push_back(CudaBucket{p.device(), p.dtype(), {}, {}, {}});
-  return buckets.back();
-}
-
-/// Adds p to its bucket; g is made contiguous when it is not.
-void add_to_bucket(std::vector<CudaBucket>& buckets, const Tensor& p, Tensor g, Tensor* s0,
-                   Tensor* s1, bool first) {
-  CudaBucket& b = bucket_for(buckets, p);
-  if (!g.is_contiguous()) g = g.contiguous();
-  kernels::cuda::MultiTensorEntry e;
-  e.p = p.data_ptr();
-  e.g = g.data_ptr();
-  e.s0 = s0 && s0->defined() ? s0->data_ptr() : nullptr;
-  e.s1 = s1 && s1->defined() ? s1->data_ptr() : nullptr;
-  e.n = p.numel();
-  e.first = first;
-  b.entries.push_back(e);
-  b.keep.push_back(g);
-  b.touched.push_back(p);
-  if (e.s0) b.touched.push_back(*s0);
-  if (e.s1) b.touched.push_back(*s1);
-}
 
 /// State tensor for `p`: same dtype/device, contiguous, owned (not an alias of `src`).
 Tensor adopt_state(const Tensor& src, const Tensor& p) {
@@ -146,59 +90,19 @@ void Optimizer::make_groups(double weight_decay, NoDecay no_decay) {
 }
 
 double clip_grad_norm(const nn::StateDict& params, double max_norm) {
-  NoGradGuard no_grad;
   std::vector<Tensor> grads;
-  double sum_sq = 0.0;
-  // CUDA gradients: one fused sum of squares (in f64) and one host sync per device.
-  std::vector<std::pair<int, std::vector<Tensor>>> cuda_grads;
-  for (const auto& [name, p] : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    grads.push_back(g);
-    if (g.device().is_cuda()) {
-      auto it = std::find_if(cuda_grads.begin(), cuda_grads.end(),
-                             [&](const auto& e) { return e.first == g.device().index; });
-      if (it == cuda_grads.end()) {
-        cuda_grads.push_back({g.device().index, {}});
-        it = cuda_grads.end() - 1;
-      }
-      it->second.push_back(g.is_contiguous() ? g : g.contiguous());
-      continue;
-    }
-    sum_sq += ops::sum(ops::mul(g, g)).item();
-  }
-  for (const auto& [device, gs] : cuda_grads) {
-    kernels::cuda::DeviceGuard guard(device);
-    profiler::Scope prof("sum_squares_multi", Device(DeviceType::CUDA, device));
-    std::vector<kernels::KTensor> ks;
-    for (const Tensor& g : gs) ks.push_back(g.k());
-    sum_sq += kernels::cuda::sum_squares_multi(ks);
-  }
-  const double norm = std::sqrt(sum_sq);
-  if (max_norm > 0.0) {
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0)
-      for (Tensor& g : grads) g.mul_(coef);
-  }
-  return norm;
+  for (const auto& [name, p] : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  return ops::clip_grad_norm_(grads, max_norm);
 }
 
 bool all_finite(const std::vector<Tensor>& ts) {
   NoGradGuard no_grad;
-  std::vector<std::pair<int, std::vector<kernels::KTensor>>> cuda;  // per device
-  std::vector<Tensor> keep;  // contiguous copies, alive until the launch
+  std::vector<Tensor> cuda;  // summed together: one pass per device, one host sync per GPU
   for (const Tensor& t : ts) {
     if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
     if (t.device().is_cuda()) {
-      const Tensor c = t.is_contiguous() ? t : t.contiguous();
-      keep.push_back(c);
-      auto it = std::find_if(cuda.begin(), cuda.end(),
-                             [&](const auto& e) { return e.first == t.device().index; });
-      if (it == cuda.end()) {
-        cuda.push_back({t.device().index, {}});
-        it = cuda.end() - 1;
-      }
-      it->second.push_back(c.k());
+      cuda.push_back(t);
       continue;
     }
     // One pass: an inf or NaN makes the sum inf or NaN. Finite values may
@@ -207,12 +111,7 @@ bool all_finite(const std::vector<Tensor>& ts) {
     if (std::isfinite(ops::sum(x).item())) continue;
     if (!std::isfinite(ops::sum(ops::mul(x, 0.0)).item())) return false;
   }
-  for (const auto& [device, ks] : cuda) {
-    kernels::cuda::DeviceGuard guard(device);
-    profiler::Scope prof("sum_squares_multi", Device(DeviceType::CUDA, device));
-    if (!std::isfinite(kernels::cuda::sum_squares_multi(ks))) return false;
-  }
-  return true;
+  return cuda.empty() || std::isfinite(ops::sum_of_squares(cuda));
 }
 
 std::string first_nonfinite(const nn::StateDict& named) {
@@ -267,54 +166,39 @@ SGD::SGD(nn::StateDict named_params, SGDOptions opts)
 
 void SGD::step() {
   NoGradGuard no_grad;
-  const double lr = lr_;
   const double mom = opts_.momentum;
   for (const ParamGroup& group : groups_) {
-    std::vector<CudaBucket> buckets;
+    // Parameters the fused step takes go in one call (one kernel per device and
+    // dtype); any others take the same rule through tensor ops.
+    std::vector<ops::ParamSlot> fused;
     for (const size_t i : group.params) {
       Tensor& p = params_[i].second;
       Tensor g = p.grad();
-      if (g.defined() && cuda_fused_ok(p, g, {&momentum_[i]})) {
-        const bool first = !momentum_[i].defined();
-        if (mom != 0.0 && first)
-          momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
-        add_to_bucket(buckets, p, g, mom != 0.0 ? &momentum_[i] : nullptr, nullptr, first);
-        continue;
-      }
-      step_one(i, lr, mom, group.weight_decay);
+      if (!g.defined()) continue;
+      const bool first = !momentum_[i].defined();
+      if (mom != 0.0 && first)
+        momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
+      if (ops::fused_step_supported(p, g, {&momentum_[i]}))
+        fused.push_back({.param = p,
+                         .grad = g,
+                         .state0 = mom != 0.0 ? momentum_[i] : Tensor(),
+                         .first = first});
+      else
+        step_one(i, group.weight_decay, first);
     }
-    for (CudaBucket& b : buckets) {
-      kernels::cuda::DeviceGuard guard(b.device.index);
-      profiler::Scope prof("sgd_step_multi", b.device);
-      kernels::cuda::sgd_step_multi(b.dtype, b.entries, lr, mom, opts_.dampening,
-                                    group.weight_decay, opts_.nesterov);
-      for (const Tensor& t : b.touched) t.bump_version();
-    }
+    ops::sgd_step_(fused, {.lr = lr_,
+                           .momentum = mom,
+                           .dampening = opts_.dampening,
+                           .weight_decay = group.weight_decay,
+                           .nesterov = opts_.nesterov});
   }
   ++step_count_;
 }
 
-void SGD::step_one(size_t i, double lr, double mom, double wd) {
+void SGD::step_one(size_t i, double wd, bool first) {
   Tensor& p = params_[i].second;
-  Tensor g = p.grad();
-  if (!g.defined()) return;
-  const bool first = !momentum_[i].defined();
-  if (mom != 0.0 && first)
-    momentum_[i] = empty(p.shape(), {.dtype = p.dtype(), .device = p.device()});
-  if (fused_ok(p, g)) {
-    if (!g.is_contiguous()) g = g.contiguous();
-    profiler::Scope prof("sgd_step", p.device());
-    TCV_DISPATCH_FLOAT(p.dtype(), "SGD", {
-      kernels::cpu::sgd_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
-                                       mom != 0.0 ? momentum_[i].data<scalar_t>() : nullptr,
-                                       p.numel(), lr, mom, opts_.dampening, wd, opts_.nesterov,
-                                       first);
-    });
-    p.bump_version();
-    if (mom != 0.0) momentum_[i].bump_version();
-    return;
-  }
-  // Any other device or dtype: the same rule with tensor ops.
+  const Tensor g = p.grad();
+  const double mom = opts_.momentum;
   Tensor d = wd != 0.0 ? ops::add(g, ops::mul(p, wd)) : g;
   if (mom != 0.0) {
     Tensor& buf = momentum_[i];
@@ -326,7 +210,7 @@ void SGD::step_one(size_t i, double lr, double mom, double wd) {
     }
     d = opts_.nesterov ? ops::add(d, ops::mul(buf, mom)) : buf;
   }
-  p.add_(d, -lr);
+  p.add_(d, -lr_);
 }
 
 nn::StateDict SGD::state_dict() const {
@@ -379,11 +263,10 @@ void Adam::step() {
   // unless a parameter skips steps for lack of a gradient).
   const int64_t step = step_count_ + 1;
   const double lr = lr_;
-  const auto mode = decoupled_ ? kernels::cpu::AdamDecay::decoupled : kernels::cpu::AdamDecay::l2;
   for (const ParamGroup& group : groups_) {
-    std::vector<CudaBucket> buckets;
+    const double wd = group.weight_decay;
+    std::vector<ops::ParamSlot> fused;
     for (const size_t i : group.params) {
-      const double wd = group.weight_decay;
       Tensor& p = params_[i].second;
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -393,21 +276,8 @@ void Adam::step() {
       }
       Tensor& m = exp_avg_[i];
       Tensor& v = exp_avg_sq_[i];
-      if (cuda_fused_ok(p, g, {&m, &v})) {
-        add_to_bucket(buckets, p, g, &m, &v, false);
-        continue;
-      }
-      if (fused_ok(p, g)) {
-        if (!g.is_contiguous()) g = g.contiguous();
-        profiler::Scope prof("adam_step", p.device());
-        TCV_DISPATCH_FLOAT(p.dtype(), "Adam", {
-          kernels::cpu::adam_step<scalar_t>(p.data<scalar_t>(), g.data<scalar_t>(),
-                                            m.data<scalar_t>(), v.data<scalar_t>(), p.numel(), lr,
-                                            opts_.beta1, opts_.beta2, opts_.eps, wd, mode, step);
-        });
-        p.bump_version();
-        m.bump_version();
-        v.bump_version();
+      if (ops::fused_step_supported(p, g, {&m, &v})) {
+        fused.push_back({.param = p, .grad = g, .state0 = m, .state1 = v});
         continue;
       }
       const double bc1 = 1.0 - std::pow(opts_.beta1, static_cast<double>(step));
@@ -423,13 +293,13 @@ void Adam::step() {
       Tensor denom = ops::add(ops::sqrt(v) / std::sqrt(bc2), opts_.eps);
       p.add_(ops::div(m, denom), -lr / bc1);
     }
-    for (CudaBucket& b : buckets) {
-      kernels::cuda::DeviceGuard guard(b.device.index);
-      profiler::Scope prof("adam_step_multi", b.device);
-      kernels::cuda::adam_step_multi(b.dtype, b.entries, lr, opts_.beta1, opts_.beta2, opts_.eps,
-                                     group.weight_decay, mode, step);
-      for (const Tensor& t : b.touched) t.bump_version();
-    }
+    ops::adam_step_(fused, {.lr = lr,
+                            .beta1 = opts_.beta1,
+                            .beta2 = opts_.beta2,
+                            .eps = opts_.eps,
+                            .weight_decay = wd,
+                            .decay = decoupled_ ? ops::AdamDecay::decoupled : ops::AdamDecay::l2,
+                            .step = step});
   }
   step_count_ = step;
 }

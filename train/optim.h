@@ -104,7 +104,8 @@ class SGD final : public Optimizer {
   void load_state_dict(const nn::StateDict& state) override;
 
  private:
-  void step_one(size_t i, double lr, double momentum, double weight_decay);
+  /// The SGD rule through tensor ops, for a parameter the fused step does not take.
+  void step_one(size_t i, double weight_decay, bool first);
 
   SGDOptions opts_;
   std::vector<Tensor> momentum_;  // per parameter; undefined until first used

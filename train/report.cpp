@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "engine/serialize.h"
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::train {
 

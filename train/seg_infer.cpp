@@ -19,7 +19,7 @@ Tensor forward_at_input_size(const SegForward& forward, const Tensor& x) {
             ", its images on ", x.device().str());
   if (l.dtype() != DType::f32) l = ops::cast(l, DType::f32);
   if (l.size(2) != x.size(2) || l.size(3) != x.size(3))
-    l = ops::upsample(l, {x.size(2), x.size(3)}, ops::InterpMode::bilinear, false);
+    l = ops::upsample(l, {x.size(2), x.size(3)}, {.mode = ops::InterpMode::bilinear});
   return l;
 }
 
@@ -101,11 +101,11 @@ Tensor seg_logits(const SegForward& forward, const Tensor& images, const SegInfe
         std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(W) * s + 0.5))};
     const Tensor xs = size == std::array<int64_t, 2>{H, W}
                           ? images
-                          : ops::upsample(images, size, ops::InterpMode::bilinear, false);
+                          : ops::upsample(images, size, {.mode = ops::InterpMode::bilinear});
     for (int flip = 0; flip < (opts.flip == FlipTest::on ? 2 : 1); ++flip) {
       Tensor l = flip ? flip_width(pass(flip_width(xs))) : pass(xs);
       if (l.size(2) != out_size[0] || l.size(3) != out_size[1])
-        l = ops::upsample(l, out_size, ops::InterpMode::bilinear, false);
+        l = ops::upsample(l, out_size, {.mode = ops::InterpMode::bilinear});
       TCV_CHECK(!sum.defined() || l.size(1) == sum.size(1), "[seg_logits] the model gave ",
                 l.size(1), " classes at one scale and ", sum.size(1), " at another");
       sum = sum.defined() ? ops::add(sum, l) : l;

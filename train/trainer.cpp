@@ -35,16 +35,6 @@ namespace tcv::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string resolve_data_dir(const Config& cfg) {
-  if (cfg.get_string("data.dataset") != "fashion_mnist" &&
-      cfg.get_string("data.dataset") != "mnist")
-    return cfg.get_string("data.data_dir");
-  const std::string& dir = cfg.get_string("data.data_dir");
-  if (!dir.empty()) return dir;
-  return cfg.get_string("data.dataset") == "mnist" ? "/usr/share/datasets/mnist"
-                                                   : "/usr/share/datasets/fashion-mnist";
-}
-
 namespace {
 
 double seconds_since(Clock::time_point t0) {

@@ -97,8 +97,4 @@ class Optimizer;
 /// The optimizer a config asks for (solver.optim.*), over `params`.
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params);
 
-/// The directory of the dataset files for a config: data.data_dir, or for IDX data
-/// with data.data_dir "" the Debian dataset package's directory for data.dataset.
-std::string resolve_data_dir(const Config& cfg);
-
 }  // namespace tcv::train

@@ -10,7 +10,7 @@
 #include "dist/env.h"
 #include "dist/process_group.h"
 #include "engine/json.h"
-#include "kernels/cuda/runtime.h"
+#include "engine/cuda.h"
 
 namespace tcv::bench {
 
@@ -249,7 +249,7 @@ void check_same_args(dist::TcpStore& store, int rank, int world, const Allreduce
 }  // namespace
 
 int run_allreduce_bench(const AllreduceOptions& opts) {
-  namespace cu = kernels::cuda;
+  namespace cu = cuda;
   dist::DistEnv env;
   const bool launched = dist::has_dist_env(dist::process_dist_env());
   if (launched) env = dist::read_dist_env();

@@ -23,13 +23,12 @@
 #include "data/transforms.h"
 #include "engine/allocator.h"
 #include "engine/autocast.h"
+#include "engine/cuda.h"
 #include "engine/device.h"
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/profiler.h"
 #include "engine/rng.h"
-#include "kernels/cpu/conv.h"
-#include "kernels/cuda/runtime.h"
 #include "models/det/multibox_loss.h"
 #include "models/det/ssd.h"
 #include "models/registry.h"
@@ -198,8 +197,7 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
   const Device device = Device::parse(o.device);
   const bool gpu = device.is_cuda();
-  if (!o.conv_algo.empty())
-    kernels::cpu::set_conv_algo(kernels::cpu::parse_conv_algo(o.conv_algo, "--conv-algo"));
+  if (!o.conv_algo.empty()) ops::set_conv_algo(ops::parse_conv_algo(o.conv_algo, "--conv-algo"));
   CpuAllocator::instance().reset_peak();
   manual_seed(0);
   auto model = models::create_model(o.model, {.num_classes = o.classes, .in_channels = o.channels});
@@ -244,11 +242,11 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
       opt.step();
     }
     // The step is done when its last kernel is: wait for the GPU.
-    if (gpu) kernels::cuda::stream_synchronize(nullptr);
+    if (gpu) cuda::stream_synchronize(nullptr);
     return loss;
   };
   for (int64_t i = 0; i < o.warmup; ++i) step();
-  if (gpu) kernels::cuda::reset_peak_memory(device.index);
+  if (gpu) cuda::reset_peak_memory(device.index);
   std::vector<double> ms;
   Tensor loss;
   for (int64_t i = 0; i < o.steps; ++i) {
@@ -268,7 +266,7 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   }
   r.images_per_sec = r.ms_per_step > 0 ? 1000.0 * static_cast<double>(o.batch) / r.ms_per_step : 0;
   if (gpu) {
-    const auto st = kernels::cuda::memory_stats(device.index);
+    const auto st = cuda::memory_stats(device.index);
     r.allocator_peak = st.peak_allocated;
     r.allocator_reserved = st.peak_reserved;
   } else {
@@ -288,8 +286,7 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
   j["loss"] = o.model.rfind("ssd", 0) == 0 ? "multibox" : "cross_entropy";
   j["device"] = o.device;
   j["dtype"] = o.dtype;
-  j["conv_algo"] =
-      kernels::cpu::get_conv_algo() == kernels::cpu::ConvAlgo::direct ? "direct" : "auto";
+  j["conv_algo"] = ops::get_conv_algo() == ops::ConvAlgo::direct ? "direct" : "auto";
   j["batch"] = o.batch;
   j["image_size"] = o.image_size;
   j["channels"] = o.channels;

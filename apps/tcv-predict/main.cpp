@@ -25,8 +25,8 @@
 #include "data/image.h"
 #include "engine/json.h"
 #include "train/config.h"
+#include "train/data_setup.h"
 #include "train/task.h"
-#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 

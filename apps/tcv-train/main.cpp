@@ -65,8 +65,7 @@ int run(int argc, char** argv) {
   }
   if (list_models) {
     tcv::models::register_builtin_models();
-    for (const auto& n : tcv::models::model_names())
-      std::cout << n << "  " << tcv::models::model_description(n) << "\n";
+    std::cout << tcv::models::model_listing();
     return 0;
   }
   if (config_path.empty()) throw tcv::apps::UsageError{"--config FILE is required"};

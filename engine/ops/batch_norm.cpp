@@ -1,5 +1,6 @@
 // batch_norm: batch statistics and running-stat update in training, running
-// statistics in eval, and the backward of both.
+// statistics in eval, and the backward of both; sync_batch_norm: the training
+// statistics of a whole data-parallel group (through SyncBNGroup's all-reduce).
 #include "kernels/cpu/batch_norm.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
@@ -19,7 +20,7 @@ void check_param(const char* what, const Tensor& t, const Tensor& x) {
 }
 
 kernels::KTensor opt_k(const Tensor& t) {
-  return t.defined() ? t.k() : kernels::KTensor{};
+  return t.defined() ? t.strided_desc() : kernels::KTensor{};
 }
 
 // With an activation (relu, relu6) the kernels clamp the output as they write
@@ -73,8 +74,10 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const kernels::KTensor wk = opt_k(wc), bk = opt_k(bc);
   const TensorOptions opts{.dtype = cd, .device = x.device()};
-  // A blocked input (a CPU convolution's output) gives a blocked output.
-  g.blocked = xk.is_blocked();
+  // A blocked input (a CPU convolution's output) gives a blocked output. One
+  // look at the layout: another thread may convert xk's storage meanwhile.
+  const kernels::KTensor xs = xk.desc_as_stored();
+  g.blocked = xs.blocked;
   Tensor y =
       g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), {.dtype = kd, .device = x.device()});
   Tensor mean, var;  // (C); biased var
@@ -86,14 +89,15 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     const bool update = training && running_mean.defined();
     const bool in_kernel = update && running_mean.dtype() == cd && running_var.dtype() == cd &&
                            running_mean.is_contiguous() && running_var.is_contiguous();
-    const kernels::KTensor rmk = in_kernel ? running_mean.k() : kernels::KTensor{};
-    const kernels::KTensor rvk = in_kernel ? running_var.k() : kernels::KTensor{};
+    const kernels::KTensor rmk = in_kernel ? running_mean.strided_desc() : kernels::KTensor{};
+    const kernels::KTensor rvk = in_kernel ? running_var.strided_desc() : kernels::KTensor{};
     const kernels::RunningStats running{.mean = in_kernel ? &rmk : nullptr,
                                         .var = in_kernel ? &rvk : nullptr,
                                         .momentum = momentum};
     if (x.numel() > 0)  // else no channel (training needs more than one value per channel)
-      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xk.k_any(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, y.k_any(), mean.k(), var.k(), running);
+      TCV_KERNEL(x.device(), batch_norm_forward_train, g, xs, wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, y.desc_as_stored(), mean.strided_desc(),
+                 var.strided_desc(), running);
     if (in_kernel) {
       running_mean.bump_version();
       running_var.bump_version();
@@ -111,8 +115,9 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
     mean = running_mean.detach().to(cd).contiguous().clone();
     var = running_var.detach().to(cd).contiguous().clone();
     if (x.numel() > 0)
-      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xk.k_any(), wc.defined() ? &wk : nullptr,
-                 bc.defined() ? &bk : nullptr, mean.k(), var.k(), y.k_any());
+      TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xs, wc.defined() ? &wk : nullptr,
+                 bc.defined() ? &bk : nullptr, mean.strided_desc(), var.strided_desc(),
+                 y.desc_as_stored());
   }
   if (widen) y = y.to(x.dtype());
 
@@ -139,7 +144,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
           const TensorOptions o{.dtype = cd, .device = dy.device()};
           // x still blocked (nothing read it row-major since): dy and dx follow it.
           kernels::BatchNormGeom gb = g;
-          gb.blocked = xv.is_blocked();
+          const kernels::KTensor xvs = xv.desc_as_stored();
+          gb.blocked = xvs.blocked;
           if (gb.blocked) dy = to_blocked(dy);
           Tensor dx = need_dx
                           ? (gb.blocked ? empty_blocked(xv.shape())
@@ -152,11 +158,12 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
               if (t->defined()) t->zero_();
           } else {
             const kernels::KTensor wk2 = opt_k(wv),
-                                   dxk = dx.defined() ? dx.k_any() : kernels::KTensor{},
+                                   dxk = dx.defined() ? dx.desc_as_stored() : kernels::KTensor{},
                                    dwk = opt_k(dweight), dbk = opt_k(dbias);
-            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xv.k_any(),
-                       gb.blocked ? dy.k_any() : dy.k(), wv.defined() ? &wk2 : nullptr, mean.k(),
-                       var.k(), need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
+            TCV_KERNEL(dy.device(), batch_norm_backward, gb, batch_stats, xvs,
+                       gb.blocked ? dy.desc_as_stored() : dy.strided_desc(),
+                       wv.defined() ? &wk2 : nullptr, mean.strided_desc(), var.strided_desc(),
+                       need_dx ? &dxk : nullptr, need_dw ? &dwk : nullptr,
                        need_db ? &dbk : nullptr);
           }
           if (widen && dx.defined()) dx = dx.to(xdt);
@@ -169,23 +176,91 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, Tensor running_mean,
-                  Tensor running_var, bool training, double momentum, double eps) {
-  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, kernels::BnAct::none);
+                  Tensor running_var, const BatchNormParams& p) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var),
+                         p.training, p.momentum, p.eps, kernels::BnAct::none);
 }
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       Tensor running_mean, Tensor running_var, bool training, double momentum,
-                       double eps) {
-  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, kernels::BnAct::relu);
+                       Tensor running_mean, Tensor running_var, const BatchNormParams& p) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var),
+                         p.training, p.momentum, p.eps, kernels::BnAct::relu);
 }
 
 Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                        Tensor running_mean, Tensor running_var, bool training, double momentum,
-                        double eps) {
-  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var), training,
-                         momentum, eps, kernels::BnAct::relu6);
+                        Tensor running_mean, Tensor running_var, const BatchNormParams& p) {
+  return batch_norm_impl(x, weight, bias, std::move(running_mean), std::move(running_var),
+                         p.training, p.momentum, p.eps, kernels::BnAct::relu6);
+}
+
+Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       Tensor running_mean, Tensor running_var, const SyncBNGroup& group,
+                       const SyncBatchNormParams& p) {
+  const double momentum = p.momentum, eps = p.eps;
+  TCV_CHECK(x.dim() == 4, "[sync_batch_norm] expects (N, C, H, W), got ", x.shape_str());
+  TCV_CHECK(group.all_reduce_sum != nullptr, "[sync_batch_norm] the group has no all-reduce");
+  // f16/bf16 inputs (mixed precision): statistics and normalisation in f32, like batch_norm.
+  if (x.dtype() == DType::f16 || x.dtype() == DType::bf16)
+    return sync_batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, group, p)
+        .to(x.dtype());
+  const int64_t c = x.size(1);
+  const Shape bc = {1, c, 1, 1};
+  const Shape dims = {0, 2, 3};
+  Tensor y, xhat, invstd, count;
+  {
+    NoGradGuard no_grad;
+    const Tensor xd = x.detach();
+    // (2C + 1): sum x, sum x², count, summed over the group in one collective.
+    Tensor stats = ops::cat({ops::sum(xd, dims), ops::sum(ops::square(xd), dims),
+                             full({1}, static_cast<double>(x.numel() / c),
+                                  {.dtype = x.dtype(), .device = x.device()})})
+                       .contiguous();
+    group.all_reduce_sum(stats);
+    count = stats.narrow(0, 2 * c, 1);
+    const double m = count.item();
+    TCV_CHECK(m > 1,
+              "[sync_batch_norm] expected more than 1 value per channel over the group, "
+              "got input ",
+              x.shape_str());
+    const Tensor mean = stats.narrow(0, 0, c) / m;
+    const Tensor var = ops::clamp(stats.narrow(0, c, c) / m - ops::square(mean), 0.0, 1e300);
+    invstd = ops::rsqrt(var + eps);
+    xhat = (xd - mean.view(bc)) * invstd.view(bc);
+    y = xhat;
+    if (weight.defined()) y = y * weight.detach().view(bc);
+    if (bias.defined()) y = y + bias.detach().view(bc);
+    if (running_mean.defined()) {
+      running_mean.mul_(1.0 - momentum);
+      running_mean.add_(mean.to(running_mean.dtype()), momentum);
+      running_var.mul_(1.0 - momentum);
+      running_var.add_(var.to(running_var.dtype()), momentum * m / (m - 1));
+    }
+  }
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    const double m = count.item();
+    autograd::record(
+        "sync_batch_norm", {x, weight, bias}, {y},
+        [xhat, invstd, m, bc, dims, group, w = weight.defined() ? weight.detach() : Tensor(),
+         need_dw = weight.defined() && weight.requires_grad(),
+         need_db = bias.defined() && bias.requires_grad()](std::vector<Tensor>& grads) {
+          const Tensor dy = grads[0];
+          const int64_t ch = xhat.size(1);
+          const Tensor sum_dy = ops::sum(dy, dims);
+          const Tensor sum_dy_xhat = ops::sum(dy * xhat, dims);
+          Tensor dweight = need_dw ? sum_dy_xhat : Tensor();
+          Tensor dbias = need_db ? sum_dy : Tensor();
+          // Every rank reduces here, needed or not, so the collectives stay matched.
+          Tensor g = ops::cat({sum_dy, sum_dy_xhat}).contiguous();
+          group.all_reduce_sum(g);
+          const Tensor mean_dy = g.narrow(0, 0, ch) / m;
+          const Tensor mean_dy_xhat = g.narrow(0, ch, ch) / m;
+          Tensor scale = invstd;
+          if (w.defined()) scale = scale * w;
+          Tensor dx = (dy - mean_dy.view(bc) - xhat * mean_dy_xhat.view(bc)) * scale.view(bc);
+          return std::vector<Tensor>{dx, dweight, dbias};
+        });
+  }
+  return y;
 }
 
 }  // namespace tcv::ops

@@ -37,7 +37,7 @@ Tensor box_iou(const Tensor& a, const Tensor& b) {
   backend::require_device("box_iou", a.device(), {&b});
   Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
   Tensor out = empty({a.size(0), b.size(0)}, {.dtype = a.dtype(), .device = a.device()});
-  TCV_KERNEL(a.device(), box_iou, out.k(), ac.k(), bc.k());
+  TCV_KERNEL(a.device(), box_iou, out.strided_desc(), ac.strided_desc(), bc.strided_desc());
   return out;
 }
 
@@ -47,11 +47,14 @@ Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold) {
             boxes.size(0), ") for boxes ", boxes.shape_str(), ", got ", scores.shape_str());
   TCV_CHECK(scores.dtype() == boxes.dtype(), "[nms] boxes are ", dtype_name(boxes.dtype()),
             ", scores ", dtype_name(scores.dtype()));
+  TCV_CHECK(boxes.size(0) <= std::numeric_limits<int32_t>::max(),
+            "[nms] at most 2^31 - 1 boxes, got ", boxes.size(0));
   backend::require_device("nms", boxes.device(), {&scores});
   Tensor bc = boxes.detach().contiguous(), sc = scores.detach().contiguous();
   Tensor keep = empty({boxes.size(0)}, {.dtype = DType::i64, .device = boxes.device()});
   int64_t k = 0;
-  TCV_KERNEL(boxes.device(), nms, keep.k(), bc.k(), sc.k(), iou_threshold, &k);
+  TCV_KERNEL(boxes.device(), nms, keep.strided_desc(), bc.strided_desc(), sc.strided_desc(),
+             iou_threshold, &k);
   return keep.narrow(0, 0, k);
 }
 
@@ -75,7 +78,7 @@ Tensor ssd_match(const Tensor& iou, double threshold) {
             "[ssd_match] iou must be f32 or f64, got ", dtype_name(iou.dtype()));
   Tensor q = iou.detach().contiguous();
   Tensor matches = empty({iou.size(1)}, {.dtype = DType::i64, .device = iou.device()});
-  TCV_KERNEL(iou.device(), ssd_match, matches.k(), q.k(), threshold);
+  TCV_KERNEL(iou.device(), ssd_match, matches.strided_desc(), q.strided_desc(), threshold);
   return matches;
 }
 
@@ -138,15 +141,17 @@ Tensor l2_normalize(const Tensor& x, int64_t dim, double eps) {
   Tensor xc = x.detach().contiguous();
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   Tensor norm = empty({outer, inner}, {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), l2_normalize, y.k(), norm.k(), xc.k(), outer, c, inner, eps);
+  TCV_KERNEL(x.device(), l2_normalize, y.strided_desc(), norm.strided_desc(), xc.strided_desc(),
+             outer, c, inner, eps);
   if (autograd::needs_grad({&x}))
     autograd::record("l2_normalize", {x}, {y},
                      [sy = SavedTensor(y), norm, outer, c, inner, eps](std::vector<Tensor>& g) {
                        Tensor yv = sy.get();
                        Tensor dy = g[0].contiguous();
                        Tensor dx = empty_like(yv);
-                       TCV_KERNEL(yv.device(), l2_normalize_backward, dx.k(), dy.k(), yv.k(),
-                                  norm.k(), outer, c, inner, eps);
+                       TCV_KERNEL(yv.device(), l2_normalize_backward, dx.strided_desc(),
+                                  dy.strided_desc(), yv.strided_desc(), norm.strided_desc(), outer,
+                                  c, inner, eps);
                        return std::vector<Tensor>{dx};
                      });
   return y;

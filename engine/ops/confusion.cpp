@@ -62,14 +62,8 @@ void confusion_matrix_add_(const Tensor& counts, const Tensor& pred, const Tenso
   const Tensor t = target.detach().contiguous().view({n, s});
   if (t.numel() == 0) return;
   kernels::ConfusionCheck check;
-  if (pred.device().is_cpu()) {
-    profiler::Scope prof("confusion_matrix_add", pred.device());
-    check = kernels::cpu::confusion_matrix_add(counts.k(), p.k(), t.k(), opts.ignore_index);
-  } else {
-    kernels::cuda::DeviceGuard guard(pred.device().index);
-    profiler::Scope prof("confusion_matrix_add", pred.device());
-    check = kernels::cuda::confusion_matrix_add(counts.k(), p.k(), t.k(), opts.ignore_index);
-  }
+  TCV_KERNEL(pred.device(), confusion_matrix_add, counts.strided_desc(), p.strided_desc(),
+             t.strided_desc(), opts.ignore_index, &check);
   if (check.bad == 0) return;
   const int64_t tv = t.flatten().narrow(0, check.first_bad, 1).to(kCPU).item<int64_t>();
   const bool target_bad = tv != opts.ignore_index && (tv < 0 || tv >= c);

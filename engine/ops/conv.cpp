@@ -120,9 +120,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   Tensor y =
       bl.dst ? empty_blocked(y_shape) : empty(y_shape, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() > 0) {
-    const kernels::KTensor bk = bc.defined() ? bc.k() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.k_any() : xc.k(), wc.k(),
-               bc.defined() ? &bk : nullptr, y.k_any());
+    const kernels::KTensor bk = bc.defined() ? bc.strided_desc() : kernels::KTensor{};
+    TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
+               wc.strided_desc(), bc.defined() ? &bk : nullptr, y.desc_as_stored());
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_dx = x.requires_grad();
@@ -149,13 +149,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
             for (Tensor* t : {&dx, &dweight, &dbias})
               if (t->defined()) t->zero_();
           } else {
-            const kernels::KTensor dxk = dx.defined() ? dx.k_any() : kernels::KTensor{};
-            const kernels::KTensor dwk = dweight.defined() ? dweight.k() : kernels::KTensor{};
-            const kernels::KTensor dbk = dbias.defined() ? dbias.k() : kernels::KTensor{};
-            const kernels::KTensor xk =
-                xv.defined() ? (bl.bwd_src ? xv.k_any() : xv.k()) : kernels::KTensor{};
-            const kernels::KTensor wk = wv.defined() ? wv.k() : kernels::KTensor{};
-            const kernels::KTensor dyk = dy_blocked ? dy.k_any() : dy.k();
+            const kernels::KTensor dxk = dx.defined() ? dx.desc_as_stored() : kernels::KTensor{};
+            const kernels::KTensor dwk =
+                dweight.defined() ? dweight.strided_desc() : kernels::KTensor{};
+            const kernels::KTensor dbk =
+                dbias.defined() ? dbias.strided_desc() : kernels::KTensor{};
+            const kernels::KTensor xk = xv.defined()
+                                            ? (bl.bwd_src ? xv.desc_as_stored() : xv.strided_desc())
+                                            : kernels::KTensor{};
+            const kernels::KTensor wk = wv.defined() ? wv.strided_desc() : kernels::KTensor{};
+            const kernels::KTensor dyk = dy_blocked ? dy.desc_as_stored() : dy.strided_desc();
             TCV_KERNEL(dy.device(), conv2d_backward, g, xk, wk, dyk, need_dx ? &dxk : nullptr,
                        need_dw ? &dwk : nullptr, need_db ? &dbk : nullptr);
           }

@@ -47,7 +47,7 @@ namespace {
 
 // A kernel descriptor of t broadcast to `shape` (0 strides where expanded).
 kernels::KTensor broadcast_k(const Tensor& t, const Shape& shape) {
-  return t.detach().expand(shape).k();
+  return t.detach().expand(shape).strided_desc();
 }
 
 DType result_type(const Tensor& a, const Tensor& b) {
@@ -64,11 +64,16 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
             b.device().str());
   // Equal-shape f32 operands, one of them in the blocked layout: the other is
   // converted to it and the result stays blocked.
-  if ((a.is_blocked() || b.is_blocked()) && a.shape() == b.shape() && a.dtype() == DType::f32 &&
+  // One look at each layout (another thread may convert a storage meanwhile).
+  const kernels::KTensor ak = a.desc_as_stored(), bk = b.desc_as_stored();
+  if ((ak.blocked || bk.blocked) && a.shape() == b.shape() && a.dtype() == DType::f32 &&
       b.dtype() == DType::f32 && !kernels::is_comparison(op)) {
-    const Tensor ab = to_blocked(a), bb = to_blocked(b);
+    const Tensor ab = ak.blocked ? Tensor() : to_blocked(a);
+    const Tensor bb = bk.blocked ? Tensor() : to_blocked(b);
     Tensor out = empty_blocked(a.shape());
-    TCV_KERNEL(a.device(), binary, op, flat_k(out), flat_k(ab), flat_k(bb), alpha);
+    TCV_KERNEL(a.device(), binary, op, flat_desc(out),
+               flat_desc(ak.blocked ? ak : ab.desc_as_stored()),
+               flat_desc(bk.blocked ? bk : bb.desc_as_stored()), alpha);
     return out;
   }
   DType dt = result_type(a, b);
@@ -77,7 +82,7 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   Tensor out =
       empty(shape, {.dtype = kernels::is_comparison(op) ? DType::b8 : dt, .device = a.device()});
   if (out.numel() == 0) return out;
-  TCV_KERNEL(a.device(), binary, op, out.k(), broadcast_k(as_dtype(a, dt), shape),
+  TCV_KERNEL(a.device(), binary, op, out.strided_desc(), broadcast_k(as_dtype(a, dt), shape),
              broadcast_k(as_dtype(b, dt), shape), alpha);
   return out;
 }
@@ -222,14 +227,15 @@ Tensor mul(const Tensor& a, double b) {
 namespace {
 
 Tensor unary_forward(UnaryOp op, const Tensor& x, double p0, double p1) {
-  if (x.is_blocked()) {  // element by element: the layout does not matter
+  const kernels::KTensor xk = x.desc_as_stored();
+  if (xk.blocked) {  // element by element: the layout does not matter
     Tensor out = empty_blocked(x.shape());
-    TCV_KERNEL(x.device(), unary, op, flat_k(out), flat_k(x), p0, p1);
+    TCV_KERNEL(x.device(), unary, op, flat_desc(out), flat_desc(xk), p0, p1);
     return out;
   }
   Tensor out = empty_like(x);
   if (out.numel() == 0) return out;
-  TCV_KERNEL(x.device(), unary, op, out.k(), x.k(), p0, p1);
+  TCV_KERNEL(x.device(), unary, op, out.strided_desc(), xk, p0, p1);
   return out;
 }
 
@@ -254,28 +260,29 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0.0, double p1 = 0.0) {
 
 Tensor unary_grad_consume(kernels::UnaryOp op, Tensor& g, const Tensor& saved, double p0,
                           double p1) {
-  Tensor taken = std::move(g);
+  Tensor taken = std::move(g);  // held here alone when exclusive: its layout cannot change
+  const kernels::KTensor sk = saved.desc_as_stored();
   const bool exclusive = taken.impl_ptr().use_count() == 1 && taken.storage().use_count() == 1 &&
                          taken.shape() == saved.shape() && taken.dtype() == saved.dtype() &&
-                         taken.device() == saved.device() &&
-                         taken.is_blocked() == saved.is_blocked() &&
-                         (taken.is_blocked() || (taken.is_contiguous() && saved.is_contiguous()));
+                         taken.device() == saved.device() && taken.is_blocked() == sk.blocked &&
+                         (sk.blocked || (taken.is_contiguous() && saved.is_contiguous()));
   if (!exclusive) return unary_grad(op, taken, saved, p0, p1);
-  const kernels::KTensor gk = taken.is_blocked() ? flat_k(taken) : taken.k();
-  TCV_KERNEL(saved.device(), unary_backward, op, gk, gk,
-             saved.is_blocked() ? flat_k(saved) : saved.k(), p0, p1);
+  const kernels::KTensor gk = sk.blocked ? flat_desc(taken) : taken.strided_desc();
+  TCV_KERNEL(saved.device(), unary_backward, op, gk, gk, sk.blocked ? flat_desc(sk) : sk, p0, p1);
   return taken;
 }
 
 Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, double p0, double p1) {
-  if (saved.is_blocked() && g.dtype() == DType::f32) {
+  const kernels::KTensor sk = saved.desc_as_stored();
+  if (sk.blocked && g.dtype() == DType::f32) {
     Tensor dx = empty_blocked(saved.shape());
-    TCV_KERNEL(saved.device(), unary_backward, op, flat_k(dx), flat_k(to_blocked(g)), flat_k(saved),
-               p0, p1);
+    TCV_KERNEL(saved.device(), unary_backward, op, flat_desc(dx), flat_desc(to_blocked(g)),
+               flat_desc(sk), p0, p1);
     return dx;
   }
   Tensor dx = empty_like(saved);
-  TCV_KERNEL(saved.device(), unary_backward, op, dx.k(), g.contiguous().k(), saved.k(), p0, p1);
+  TCV_KERNEL(saved.device(), unary_backward, op, dx.strided_desc(), g.contiguous().strided_desc(),
+             saved.strided_desc(), p0, p1);
   return dx;
 }
 
@@ -328,7 +335,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 
 Tensor& relu_(Tensor& x) {
   TCV_CHECK(!autograd::needs_grad({&x}), "[relu_] in place on a tensor that requires grad");
-  TCV_KERNEL(x.device(), unary, UnaryOp::relu, x.k(), x.k());
+  TCV_KERNEL(x.device(), unary, UnaryOp::relu, x.strided_desc(), x.strided_desc());
   x.bump_version();
   return x;
 }
@@ -342,7 +349,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty(shape, {.dtype = dt, .device = a.device()});
   if (out.numel() > 0) {
     backend::require_device("where", a.device(), {&cond, &b});
-    TCV_KERNEL(a.device(), where, out.k(), broadcast_k(cond, shape),
+    TCV_KERNEL(a.device(), where, out.strided_desc(), broadcast_k(cond, shape),
                broadcast_k(as_dtype(a, dt), shape), broadcast_k(as_dtype(b, dt), shape));
   }
   if (autograd::needs_grad({&a, &b}))

@@ -23,6 +23,15 @@ void check_same_device(const char* op, const Tensor& x, const Tensor& other, con
             what, " is on ", other.device().str());
 }
 
+// Every value of index inside [0, size) of the indexed dim d: one pass over the
+// index (one sync on a GPU) before the kernel reads through it.
+void check_index_range(const char* op, const Tensor& index, int64_t size, int64_t d) {
+  kernels::IndexOutOfRange bad;
+  TCV_KERNEL(index.device(), find_index_out_of_range, index.strided_desc(), size, &bad);
+  TCV_CHECK(!bad.found, "[", op, "] index ", bad.value, " is out of range for dim ", d, " of size ",
+            size);
+}
+
 // gather/scatter_add: index has x's rank and fits inside x outside `d` (and inside
 // `src` everywhere, when given).
 void check_index_shape(const char* op, const Tensor& x, int64_t d, const Tensor& index,
@@ -51,9 +60,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Shape out_shape = x.shape();
   out_shape[d] = index.numel();
   Tensor idx = index.reshape({index.numel()});
+  check_index_range("index_select", idx, x.shape()[d], d);
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), index_select, out.k(), in.k(), static_cast<int>(d), idx.k());
+  TCV_KERNEL(x.device(), index_select, out.strided_desc(), in.strided_desc(), static_cast<int>(d),
+             idx.strided_desc());
   if (autograd::needs_grad({&x}))
     autograd::record("index_select", {x}, {out},
                      [d, si = SavedTensor(idx), in_shape = x.shape()](std::vector<Tensor>& g) {
@@ -73,8 +84,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index_dtype("gather", index);
   check_same_device("gather", x, index, "index");
   check_index_shape("gather", x, d, index, nullptr);
+  check_index_range("gather", index, x.shape()[d], d);
   Tensor out = empty(index.shape(), {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), gather, out.k(), x.k(), static_cast<int>(d), index.k());
+  TCV_KERNEL(x.device(), gather, out.strided_desc(), x.strided_desc(), static_cast<int>(d),
+             index.strided_desc());
   if (autograd::needs_grad({&x}))
     autograd::record("gather", {x}, {out},
                      [d, si = SavedTensor(index), in_shape = x.shape()](std::vector<Tensor>& g) {
@@ -97,9 +110,11 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   TCV_CHECK(src.dim() == x.dim(), "[scatter_add] src ", src.shape_str(),
             " needs as many dims as input ", x.shape_str());
   check_index_shape("scatter_add", x, d, index, &src);
+  check_index_range("scatter_add", index, x.shape()[d], d);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   backend::copy(out, x.detach());
-  TCV_KERNEL(x.device(), scatter_add, out.k(), static_cast<int>(d), index.k(), src.k());
+  TCV_KERNEL(x.device(), scatter_add, out.strided_desc(), static_cast<int>(d), index.strided_desc(),
+             src.strided_desc());
   if (autograd::needs_grad({&x, &src})) {
     const bool gsrc = src.requires_grad();
     autograd::record(
@@ -132,7 +147,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   TCV_CHECK(b == x.shape(), "[masked_fill] mask ", mask.shape_str(),
             " must broadcast to the input's shape ", x.shape_str());
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), masked_fill, out.k(), x.k(), mask.detach().expand(x.shape()).k(), value);
+  TCV_KERNEL(x.device(), masked_fill, out.strided_desc(), x.strided_desc(),
+             mask.detach().expand(x.shape()).strided_desc(), value);
   if (autograd::needs_grad({&x}))
     autograd::record("masked_fill", {x}, {out}, [sm = SavedTensor(mask)](std::vector<Tensor>& g) {
       return std::vector<Tensor>{masked_fill(g[0], sm.get(), 0.0)};

@@ -15,8 +15,8 @@ namespace {
 
 // As is when BLAS (cuBLAS on a GPU) can read it (transposed views included), else a copy.
 Tensor blas_ready(const Tensor& t) {
-  const bool ok = t.device().is_cpu() ? kernels::cpu::gemm_operand_ok(t.k())
-                                      : kernels::cuda::gemm_operand_ok(t.k());
+  const bool ok = t.device().is_cpu() ? kernels::cpu::gemm_operand_ok(t.strided_desc())
+                                      : kernels::cuda::gemm_operand_ok(t.strided_desc());
   return ok ? t : t.contiguous();
 }
 
@@ -46,8 +46,8 @@ Tensor mm_forward(const Tensor& a, const Tensor& b, Tensor out = Tensor(), doubl
   cs.insert(cs.end(), {m, n});
   if (!out.defined()) out = empty(cs, {.dtype = ad.dtype(), .device = ad.device()});
   backend::require_device("matmul", ad.device(), {&ad, &bd, &out});
-  TCV_KERNEL(ad.device(), matmul, out.k(), blas_ready(ad).expand(as).k(),
-             blas_ready(bd).expand(bs).k(), 1.0, beta);
+  TCV_KERNEL(ad.device(), matmul, out.strided_desc(), blas_ready(ad).expand(as).strided_desc(),
+             blas_ready(bd).expand(bs).strided_desc(), 1.0, beta);
   return out;
 }
 

@@ -62,7 +62,7 @@ ClassInput class_input(const char* op, const Tensor& x, const Tensor& target,
 }
 
 kernels::KTensor weight_k(const Tensor& w) {
-  return w.defined() ? w.k() : kernels::KTensor{};
+  return w.defined() ? w.strided_desc() : kernels::KTensor{};
 }
 
 // The upstream gradient as an (N, S) descriptor: itself for reduction none,
@@ -71,14 +71,16 @@ Tensor grad_positions(const Tensor& g, Reduction r, int64_t n, int64_t s) {
   return r == Reduction::none ? g.contiguous().view({n, s}) : g.reshape({1, 1}).expand({n, s});
 }
 
-// Validates the targets and returns their count and weight sum: on the host
-// for CPU tensors, on the device (one small copy back) for CUDA tensors.
-kernels::cpu::ClassLossStats class_targets(const char* op, const Tensor& x, const ClassInput& ci,
-                                           int64_t ignore_index, const kernels::KTensor* wp) {
-  if (x.device().is_cpu())
-    return kernels::cpu::class_targets(op, ci.t2.k(), ci.c, ignore_index, wp);
-  kernels::cuda::DeviceGuard guard(x.device().index);
-  return kernels::cuda::class_targets(op, ci.t2.k(), ci.c, ignore_index, wp);
+// The targets' count and weight sum, after checking each is ignore_index or a
+// class: on the host for CPU tensors, on the device (one small copy back) for
+// CUDA tensors.
+kernels::ClassLossStats class_targets(const char* op, const ClassInput& ci, int64_t ignore_index,
+                                      const kernels::KTensor* wp) {
+  kernels::ClassLossStats st;
+  TCV_KERNEL(ci.t2.device(), class_targets, ci.t2.strided_desc(), ci.c, ignore_index, wp, &st);
+  TCV_CHECK(!st.out_of_bounds, "[", op, "] target ", st.bad_target, " is out of bounds for ", ci.c,
+            " classes");
+  return st;
 }
 
 Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
@@ -95,11 +97,12 @@ Tensor reduce_loss(const Tensor& per_elem, Reduction r) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduction,
-                     int64_t ignore_index, double label_smoothing, const Tensor& weight) {
-  if (autocast::needs_f32(logits))
-    return cross_entropy(logits.to(DType::f32), target, reduction, ignore_index, label_smoothing,
-                         weight);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+  if (autocast::needs_f32(logits)) return cross_entropy(logits.to(DType::f32), target, o);
+  const Reduction reduction = o.reduction;
+  const int64_t ignore_index = o.ignore_index;
+  const double label_smoothing = o.label_smoothing;
+  const Tensor& weight = o.weight;
   TCV_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
             "[cross_entropy] label_smoothing must be in [0, 1], got ", label_smoothing);
   ClassInput ci = class_input("cross_entropy", logits, target, weight);
@@ -108,17 +111,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = weight_k(w);
   const kernels::KTensor* wp = w.defined() ? &wk : nullptr;
-  const kernels::cpu::ClassLossStats st =
-      class_targets("cross_entropy", logits, ci, ignore_index, wp);
+  const kernels::ClassLossStats st = class_targets("cross_entropy", ci, ignore_index, wp);
 
   const double eps = label_smoothing;
   Tensor nll = empty({ci.n, ci.s}, opts);  // (N, S)
   Tensor lse = empty({ci.n, ci.s}, opts);  // (N, S)
   Tensor smooth = eps > 0 ? empty({ci.n, ci.s}, opts) : Tensor();
-  const kernels::KTensor sk = eps > 0 ? smooth.k() : kernels::KTensor{};
+  const kernels::KTensor sk = eps > 0 ? smooth.strided_desc() : kernels::KTensor{};
   if (ci.n * ci.s > 0)
-    TCV_KERNEL(logits.device(), cross_entropy_forward, nll.k(), eps > 0 ? &sk : nullptr, lse.k(),
-               ci.x3.k(), ci.t2.k(), wp, ignore_index);
+    TCV_KERNEL(logits.device(), cross_entropy_forward, nll.strided_desc(), eps > 0 ? &sk : nullptr,
+               lse.strided_desc(), ci.x3.strided_desc(), ci.t2.strided_desc(), wp, ignore_index);
 
   // PyTorch 1.13: loss = (1 − ε)·nll_loss(...) + (ε / C)·reduce(smooth), where a
   // mean divides both terms by the weight sum of the non-ignored targets (their
@@ -149,28 +151,29 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction reduc
           const kernels::KTensor wk = weight_k(w);
           Tensor gp = grad_positions(g[0], reduction, x3.size(0), x3.size(2));
           if (dx.numel() > 0)
-            TCV_KERNEL(x3.device(), cross_entropy_backward, dx.k(), x3.k(), t2.k(),
-                       w.defined() ? &wk : nullptr, sl.get().k(), ignore_index, gp.k(), scale_nll,
-                       scale_smooth);
+            TCV_KERNEL(x3.device(), cross_entropy_backward, dx.strided_desc(), x3.strided_desc(),
+                       t2.strided_desc(), w.defined() ? &wk : nullptr, sl.get().strided_desc(),
+                       ignore_index, gp.strided_desc(), scale_nll, scale_smooth);
           return std::vector<Tensor>{dx.view(x_shape)};
         });
   return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction,
-                int64_t ignore_index, const Tensor& weight) {
-  if (autocast::needs_f32(log_probs))
-    return nll_loss(log_probs.to(DType::f32), target, reduction, ignore_index, weight);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const NllLossOptions& o) {
+  if (autocast::needs_f32(log_probs)) return nll_loss(log_probs.to(DType::f32), target, o);
+  const Reduction reduction = o.reduction;
+  const int64_t ignore_index = o.ignore_index;
+  const Tensor& weight = o.weight;
   ClassInput ci = class_input("nll_loss", log_probs, target, weight);
   backend::require_device("nll_loss", log_probs.device(), {&target, &weight});
   const Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = weight_k(w);
   const kernels::KTensor* wp = w.defined() ? &wk : nullptr;
-  const kernels::cpu::ClassLossStats st =
-      class_targets("nll_loss", log_probs, ci, ignore_index, wp);
+  const kernels::ClassLossStats st = class_targets("nll_loss", ci, ignore_index, wp);
   Tensor per = empty({ci.n, ci.s}, {.dtype = log_probs.dtype(), .device = log_probs.device()});
   if (per.numel() > 0)
-    TCV_KERNEL(log_probs.device(), nll_forward, per.k(), ci.x3.k(), ci.t2.k(), wp, ignore_index);
+    TCV_KERNEL(log_probs.device(), nll_forward, per.strided_desc(), ci.x3.strided_desc(),
+               ci.t2.strided_desc(), wp, ignore_index);
   const double scale = reduction == Reduction::mean ? 1.0 / st.weight_sum : 1.0;
   Tensor out;
   {
@@ -185,8 +188,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                        const kernels::KTensor wk = weight_k(w);
                        Tensor gp = grad_positions(g[0], reduction, n, s);
                        if (dx.numel() > 0)
-                         TCV_KERNEL(dx.device(), nll_backward, dx.k(), t2.k(),
-                                    w.defined() ? &wk : nullptr, ignore_index, gp.k(), scale);
+                         TCV_KERNEL(dx.device(), nll_backward, dx.strided_desc(), t2.strided_desc(),
+                                    w.defined() ? &wk : nullptr, ignore_index, gp.strided_desc(),
+                                    scale);
                        return std::vector<Tensor>{dx.view(x_shape)};
                      });
   return out;
@@ -198,7 +202,8 @@ Tensor ohem_cross_entropy(const Tensor& logits, const Tensor& target, const Ohem
             "[ohem_cross_entropy] reduction must be mean or sum (the kept pixels vary)");
   // Per pixel −log p of the target class (0 where ignored); the backward runs
   // through cross_entropy's. Targets are validated there.
-  const Tensor nll = cross_entropy(logits, target, Reduction::none, o.ignore_index);  // (N, ...)
+  const Tensor nll = cross_entropy(
+      logits, target, {.reduction = Reduction::none, .ignore_index = o.ignore_index});  // (N, ...)
   Tensor keep, scale;  // (N, ...) f32/f64 0 or w[t]; the normaliser, a 0-d tensor
   {
     NoGradGuard ng;
@@ -273,10 +278,12 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
   }
   backend::require_device(name, x.device(), {&y, &pw});
   Tensor out = empty(shape, {.dtype = x.dtype(), .device = x.device()});
-  const kernels::KTensor pk = pw.defined() ? pw.detach().expand(shape).k() : kernels::KTensor{};
+  const kernels::KTensor pk =
+      pw.defined() ? pw.detach().expand(shape).strided_desc() : kernels::KTensor{};
   if (out.numel() > 0)
-    TCV_KERNEL(x.device(), pointwise_loss, loss, out.k(), x.detach().expand(shape).k(),
-               y.detach().expand(shape).k(), pw.defined() ? &pk : nullptr, beta);
+    TCV_KERNEL(x.device(), pointwise_loss, loss, out.strided_desc(),
+               x.detach().expand(shape).strided_desc(), y.detach().expand(shape).strided_desc(),
+               pw.defined() ? &pk : nullptr, beta);
   if (autograd::needs_grad({&x, &y, &pw})) {
     const std::array<bool, 3> need{x.requires_grad(), y.requires_grad(),
                                    pw.defined() && pw.requires_grad()};
@@ -285,8 +292,8 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
                       sp = SavedTensor(pw)](std::vector<Tensor>& g) {
                        Tensor xv = sx.get(), yv = sy.get(), pv = sp.defined() ? sp.get() : Tensor();
                        const kernels::KTensor pk =
-                           pv.defined() ? pv.expand(shape).k() : kernels::KTensor{};
-                       const kernels::KTensor gk = g[0].expand(shape).k();
+                           pv.defined() ? pv.expand(shape).strided_desc() : kernels::KTensor{};
+                       const kernels::KTensor gk = g[0].expand(shape).strided_desc();
                        std::vector<Tensor> grads(3);
                        constexpr std::array<LossArg, 3> args{LossArg::input, LossArg::target,
                                                              LossArg::pos_weight};
@@ -296,9 +303,10 @@ Tensor pointwise(PointwiseLoss loss, const Tensor& x, const Tensor& y, const Ten
                          if (!need[i]) continue;
                          Tensor d = empty(shape, {.dtype = xv.dtype(), .device = xv.device()});
                          if (d.numel() > 0)
-                           TCV_KERNEL(xv.device(), pointwise_loss_backward, loss, args[i], d.k(),
-                                      gk, xv.expand(shape).k(), yv.expand(shape).k(),
-                                      pv.defined() ? &pk : nullptr, beta);
+                           TCV_KERNEL(xv.device(), pointwise_loss_backward, loss, args[i],
+                                      d.strided_desc(), gk, xv.expand(shape).strided_desc(),
+                                      yv.expand(shape).strided_desc(), pv.defined() ? &pk : nullptr,
+                                      beta);
                          grads[i] = sum_to(d, shapes[i]);
                        }
                        return grads;
@@ -313,14 +321,15 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return pointwise(PointwiseLoss::mse, input, target, Tensor(), 0.0, reduction);
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
-  TCV_CHECK(beta >= 0.0, "[smooth_l1_loss] beta must be >= 0, got ", beta);
-  return pointwise(PointwiseLoss::smooth_l1, input, target, Tensor(), beta, reduction);
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1Options& opts) {
+  TCV_CHECK(opts.beta >= 0.0, "[smooth_l1_loss] beta must be >= 0, got ", opts.beta);
+  return pointwise(PointwiseLoss::smooth_l1, input, target, Tensor(), opts.beta, opts.reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
-                                        Reduction reduction, const Tensor& pos_weight) {
-  return pointwise(PointwiseLoss::bce_with_logits, logits, target, pos_weight, 0.0, reduction);
+                                        const BceWithLogitsOptions& opts) {
+  return pointwise(PointwiseLoss::bce_with_logits, logits, target, opts.pos_weight, 0.0,
+                   opts.reduction);
 }
 
 }  // namespace tcv::ops

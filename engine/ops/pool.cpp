@@ -56,7 +56,8 @@ kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParam
 Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
   // A blocked input (a CPU convolution's output) is pooled as it is and gives a
   // blocked output.
-  g.blocked = x.is_blocked() && kernels::cpu::pool2d_blockable(g, x.dtype());
+  const kernels::KTensor xs = x.desc_as_stored();  // one look at the layout
+  g.blocked = xs.blocked && kernels::cpu::pool2d_blockable(g, x.dtype());
   Tensor xc = g.blocked ? x.detach() : x.detach().contiguous();
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   const Shape out_shape{g.n, g.c, g.oh, g.ow};
@@ -70,10 +71,10 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
   if (grad && ws_bytes > 0)
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
-    const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-    // k() converts a blocked input the kernel was not told about (not blockable).
-    TCV_KERNEL(x.device(), pool2d_forward, g, g.blocked ? xc.k_any() : xc.k(), y.k_any(),
-               ws.defined() ? &wk : nullptr);
+    const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
+    // strided_desc() converts a blocked input the kernel was not told about (not blockable).
+    TCV_KERNEL(x.device(), pool2d_forward, g, g.blocked ? xs : xc.strided_desc(),
+               y.desc_as_stored(), ws.defined() ? &wk : nullptr);
   }
   if (grad)
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
@@ -82,10 +83,11 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
       Tensor dx = g.blocked ? empty_blocked(in_shape)
                             : empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
-      const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
+      const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
       // The gradient can arrive blocked (from a convolution's backward) even when
-      // the input was not: k() converts it for a row-major pass.
-      TCV_KERNEL(dy.device(), pool2d_backward, g, g.blocked ? dy.k_any() : dy.k(), dx.k_any(),
+      // the input was not: strided_desc() converts it for a row-major pass.
+      TCV_KERNEL(dy.device(), pool2d_backward, g,
+                 g.blocked ? dy.desc_as_stored() : dy.strided_desc(), dx.desc_as_stored(),
                  ws.defined() ? &wk : nullptr);
       return std::vector<Tensor>{dx};
     });
@@ -123,13 +125,14 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({x.size(0), x.size(1), output_size[0], output_size[1]},
                    {.dtype = x.dtype(), .device = x.device()});  // (N, C, OH, OW)
-  if (y.numel() > 0) TCV_KERNEL(x.device(), adaptive_avg_pool2d_forward, xc.k(), y.k());
+  if (y.numel() > 0)
+    TCV_KERNEL(x.device(), adaptive_avg_pool2d_forward, xc.strided_desc(), y.strided_desc());
   if (autograd::needs_grad({&x}))
     autograd::record("adaptive_avg_pool2d", {x}, {y}, [in_shape](std::vector<Tensor>& grads) {
       Tensor dy = grads[0].contiguous();
       Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
-      TCV_KERNEL(dy.device(), adaptive_avg_pool2d_backward, dy.k(), dx.k());
+      TCV_KERNEL(dy.device(), adaptive_avg_pool2d_backward, dy.strided_desc(), dx.strided_desc());
       return std::vector<Tensor>{dx};
     });
   return y;

@@ -87,8 +87,8 @@ Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) {
   if (p.r == 0 || p.input.numel() == 0) {
     out.zero_();
   } else {
-    TCV_KERNEL(x.device(), reduce, kernels::ReduceOp::sum, out.k(), p.input.k(), p.outer, p.r,
-               p.inner);
+    TCV_KERNEL(x.device(), reduce, kernels::ReduceOp::sum, out.strided_desc(),
+               p.input.strided_desc(), p.outer, p.r, p.inner);
   }
   if (autograd::needs_grad({&x}))
     autograd::record("sum", {x}, {out},
@@ -127,11 +127,14 @@ std::pair<Tensor, Tensor> extreme(kernels::ReduceOp op, const Tensor& x, int64_t
   Tensor xin = x.dim() == 0 ? x.reshape({1}) : x;
   Plan p = plan(xin, {d}, name);
   if (x.dim() == 0) p.keep_shape = p.out_shape = {};
+  TCV_CHECK(p.r > 0, "[", name, "] reduction over an empty dim (dim ", d, " of shape ",
+            x.shape_str(), ")");
   Shape shape = keepdim ? p.keep_shape : p.out_shape;
   Tensor values = empty(shape, {.dtype = x.dtype(), .device = x.device()});
   Tensor indices = empty(shape, {.dtype = DType::i64, .device = x.device()});
-  const kernels::KTensor ik = indices.k();
-  TCV_KERNEL(x.device(), reduce, op, values.k(), p.input.k(), p.outer, p.r, p.inner, &ik);
+  const kernels::KTensor ik = indices.strided_desc();
+  TCV_KERNEL(x.device(), reduce, op, values.strided_desc(), p.input.strided_desc(), p.outer, p.r,
+             p.inner, &ik);
   if (autograd::needs_grad({&x}))
     autograd::record(
         name, {x}, {values},

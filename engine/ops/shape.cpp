@@ -8,9 +8,9 @@
 #include "engine/backend.h"
 #include "engine/dtype.h"
 #include "engine/ops.h"
-#include "kernels/cpu/index.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/pad.h"
-#include "kernels/cuda/index.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/pad.h"
 
 namespace tcv::ops {
@@ -52,10 +52,14 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     used.push_back(i);
   }
   Tensor out = empty(out_shape, {.dtype = dt, .device = r.device()});
-  std::vector<kernels::KTensor> ks;
-  for (size_t i : used) ks.push_back(xs[i].k());
-  if (out.numel() > 0) {
-    TCV_KERNEL(out.device(), cat, out.k(), ks, static_cast<int>(d));
+  // Each input goes into its slice of out through the copy kernel (which
+  // converts its dtype).
+  int64_t off = 0;
+  for (size_t i : used) {
+    const int64_t n = xs[i].shape()[d];
+    if (n > 0 && xs[i].numel() > 0)
+      TCV_KERNEL(out.device(), copy, out.narrow(d, off, n).strided_desc(), xs[i].strided_desc());
+    off += n;
   }
   if (autograd::needs_grad(xs)) {
     // Each input's gradient is its slice of g (a view), cast back to its dtype.
@@ -175,13 +179,14 @@ Tensor pad(const Tensor& x, const Shape& pads, PadMode mode, double value) {
   if (nd == 0) return x.clone();
   Tensor in = x.detach().contiguous();
   Tensor out = empty(out_shape, {.dtype = x.dtype(), .device = x.device()});
-  TCV_KERNEL(x.device(), pad, kmode, out.k(), in.k(), before.data(), value);
+  TCV_KERNEL(x.device(), pad, kmode, out.strided_desc(), in.strided_desc(), before.data(), value);
   if (autograd::needs_grad({&x}))
     autograd::record("pad", {x}, {out},
                      [kmode, before, in_shape = x.shape()](std::vector<Tensor>& g) {
                        Tensor dy = g[0].contiguous();
                        Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
-                       TCV_KERNEL(dy.device(), pad_backward, kmode, dx.k(), dy.k(), before.data());
+                       TCV_KERNEL(dy.device(), pad_backward, kmode, dx.strided_desc(),
+                                  dy.strided_desc(), before.data());
                        return std::vector<Tensor>{dx};
                      });
   return out;

@@ -27,7 +27,7 @@ Tensor softmax_impl(SoftmaxKind kind, const Tensor& x, int64_t dim) {
   const int64_t r = xin.size(d);
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   if (out.numel() > 0) {
-    TCV_KERNEL(x.device(), softmax, kind, out.k(), xin.k(), outer, r, inner);
+    TCV_KERNEL(x.device(), softmax, kind, out.strided_desc(), xin.strided_desc(), outer, r, inner);
   }
   if (autograd::needs_grad({&x}))
     autograd::record(name, {x}, {out},
@@ -37,8 +37,8 @@ Tensor softmax_impl(SoftmaxKind kind, const Tensor& x, int64_t dim) {
                        Tensor dx = empty_like(y);
                        if (dx.numel() > 0) {
                          backend::require_device(name, y.device(), {&dy});
-                         TCV_KERNEL(y.device(), softmax_backward, kind, dx.k(), dy.k(), y.k(),
-                                    outer, r, inner);
+                         TCV_KERNEL(y.device(), softmax_backward, kind, dx.strided_desc(),
+                                    dy.strided_desc(), y.strided_desc(), outer, r, inner);
                        }
                        return std::vector<Tensor>{dx};
                      });

@@ -47,8 +47,8 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
     indices.zero_();
   } else {
     const Lines l = lines(x, d);
-    TCV_KERNEL(x.device(), sort, values.k(), indices.k(), in.k(), l.outer, l.n, l.inner,
-               descending);
+    TCV_KERNEL(x.device(), sort, values.strided_desc(), indices.strided_desc(), in.strided_desc(),
+               l.outer, l.n, l.inner, descending);
   }
   record_scatter_back("sort", x, values, indices, d);
   return {values, indices};
@@ -70,8 +70,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
     indices.zero_();
   } else {
     const Lines l = lines(x, d);
-    TCV_KERNEL(x.device(), topk, values.k(), indices.k(), in.k(), l.outer, l.n, l.inner, k,
-               largest);
+    TCV_KERNEL(x.device(), topk, values.strided_desc(), indices.strided_desc(), in.strided_desc(),
+               l.outer, l.n, l.inner, k, largest);
   }
   record_scatter_back("topk", x, values, indices, d);
   return {values, indices};

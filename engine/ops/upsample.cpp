@@ -7,7 +7,9 @@
 
 namespace tcv::ops {
 
-Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, InterpMode mode, bool align_corners) {
+Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, const UpsampleOptions& opts) {
+  const InterpMode mode = opts.mode;
+  const bool align_corners = opts.align_corners;
   TCV_CHECK(x.dim() == 4, "[upsample] expects (N, C, H, W) input, got ", x.shape_str());
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 ||
                 (x.device().is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16)),
@@ -24,9 +26,10 @@ Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, InterpMode mode, b
                      {.dtype = x.dtype(), .device = x.device()});  // (N, C, OH, OW)
   if (out.numel() > 0) {
     if (mode == InterpMode::nearest) {
-      TCV_KERNEL(x.device(), upsample_nearest2d, out.k(), xin.k());
+      TCV_KERNEL(x.device(), upsample_nearest2d, out.strided_desc(), xin.strided_desc());
     } else {
-      TCV_KERNEL(x.device(), upsample_bilinear2d, out.k(), xin.k(), align_corners);
+      TCV_KERNEL(x.device(), upsample_bilinear2d, out.strided_desc(), xin.strided_desc(),
+                 align_corners);
     }
   }
   if (autograd::needs_grad({&x}))
@@ -36,10 +39,11 @@ Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, InterpMode mode, b
                        Tensor dx = empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
                        if (dx.numel() > 0) {
                          if (mode == InterpMode::nearest) {
-                           TCV_KERNEL(dy.device(), upsample_nearest2d_backward, dx.k(), dy.k());
+                           TCV_KERNEL(dy.device(), upsample_nearest2d_backward, dx.strided_desc(),
+                                      dy.strided_desc());
                          } else {
-                           TCV_KERNEL(dy.device(), upsample_bilinear2d_backward, dx.k(), dy.k(),
-                                      align_corners);
+                           TCV_KERNEL(dy.device(), upsample_bilinear2d_backward, dx.strided_desc(),
+                                      dy.strided_desc(), align_corners);
                          }
                        }
                        return std::vector<Tensor>{dx};

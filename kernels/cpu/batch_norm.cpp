@@ -420,11 +420,6 @@ void update_running(const BatchNormGeom& g, const RunningStats& r, const T* mean
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
                               const KTensor& var, const RunningStats& running) {
-  if (running.mean)
-    TCV_CHECK(running.var && running.mean->dtype == mean.dtype &&
-                  running.var->dtype == mean.dtype && running.mean->is_contiguous() &&
-                  running.var->is_contiguous(),
-              "[batch_norm] running statistics must be contiguous ", dtype_name(mean.dtype));
   if (g.blocked) {
     check_blocked(g, x);
     forward_blocked(g, true, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),

@@ -381,37 +381,22 @@ void l2_normalize_backward_typed(const KTensor& dx, const KTensor& dy, const KTe
   });
 }
 
-void check_boxes(const char* op, const KTensor& t) {
-  TCV_CHECK(t.ndim == 2 && t.sizes[1] == 4 && t.is_contiguous(), "[", op,
-            "] kernel needs contiguous (N, 4) boxes");
-}
-
 }  // namespace
 
 void box_iou(const KTensor& out, const KTensor& a, const KTensor& b) {
-  check_boxes("box_iou", a);
-  check_boxes("box_iou", b);
   if (a.sizes[0] * b.sizes[0] == 0) return;
-  TCV_CHECK(out.is_contiguous(), "[box_iou] kernel needs a contiguous output");
   TCV_DISPATCH_FLOAT(a.dtype, "box_iou", box_iou_typed<scalar_t>(out, a, b));
 }
 
 void nms(const KTensor& keep, const KTensor& boxes, const KTensor& scores, double iou_threshold,
          int64_t* kept) {
-  check_boxes("nms", boxes);
-  TCV_CHECK(keep.dtype == DType::i64 && scores.is_contiguous() && keep.is_contiguous(),
-            "[nms] kernel needs contiguous scores and i64 keep");
   *kept = 0;
   if (boxes.sizes[0] == 0) return;
-  TCV_CHECK(boxes.sizes[0] <= std::numeric_limits<int32_t>::max(),
-            "[nms] at most 2^31 - 1 boxes, got ", boxes.sizes[0]);
   TCV_DISPATCH_FLOAT(boxes.dtype, "nms",
                      *kept = nms_typed<scalar_t>(keep, boxes, scores, iou_threshold));
 }
 
 void ssd_match(const KTensor& matches, const KTensor& iou, double threshold) {
-  TCV_CHECK(iou.ndim == 2 && iou.is_contiguous() && matches.dtype == DType::i64,
-            "[ssd_match] kernel needs a contiguous (M, A) iou and i64 matches");
   if (iou.sizes[1] == 0) return;
   if (iou.sizes[0] == 0) {
     std::fill(matches.ptr<int64_t>(), matches.ptr<int64_t>() + iou.sizes[1], int64_t{-1});
@@ -422,8 +407,6 @@ void ssd_match(const KTensor& matches, const KTensor& iou, double threshold) {
 
 void l2_normalize(const KTensor& y, const KTensor& norm, const KTensor& x, int64_t outer, int64_t c,
                   int64_t inner, double eps) {
-  TCV_CHECK(x.is_contiguous() && y.is_contiguous() && norm.is_contiguous(),
-            "[l2_normalize] kernel needs contiguous operands");
   if (outer * c * inner == 0) {
     if (outer * inner > 0)
       TCV_DISPATCH_FLOAT(
@@ -438,8 +421,6 @@ void l2_normalize(const KTensor& y, const KTensor& norm, const KTensor& x, int64
 void l2_normalize_backward(const KTensor& dx, const KTensor& dy, const KTensor& y,
                            const KTensor& norm, int64_t outer, int64_t c, int64_t inner,
                            double eps) {
-  TCV_CHECK(dx.is_contiguous() && dy.is_contiguous() && y.is_contiguous() && norm.is_contiguous(),
-            "[l2_normalize_backward] kernel needs contiguous operands");
   if (outer * c * inner == 0) return;
   TCV_DISPATCH_FLOAT(dx.dtype, "l2_normalize_backward",
                      l2_normalize_backward_typed<scalar_t>(dx, dy, y, norm, outer, c, inner, eps));

@@ -35,16 +35,10 @@ inline bool above(T v, T best) {
 
 }  // namespace
 
-ConfusionCheck confusion_matrix_add(const KTensor& counts, const KTensor& pred,
-                                    const KTensor& target, int64_t ignore) {
-  TCV_CHECK(counts.dtype == DType::i64 && counts.ndim == 2 && counts.is_contiguous(),
-            "[confusion_matrix] counts must be contiguous (C, C) i64");
-  TCV_CHECK(target.dtype == DType::i64 && target.ndim == 2 && target.is_contiguous(),
-            "[confusion_matrix] kernel expects contiguous (N, S) i64 targets");
+void confusion_matrix_add(const KTensor& counts, const KTensor& pred, const KTensor& target,
+                          int64_t ignore, ConfusionCheck* result) {
   const int64_t c = counts.sizes[0], n = target.sizes[0], s = target.sizes[1];
   const bool logits = pred.ndim == 3;
-  TCV_CHECK(pred.is_contiguous() && (logits ? pred.sizes[1] == c : pred.dtype == DType::i64),
-            "[confusion_matrix] kernel expects contiguous (N, S) i64 labels or (N, C, S) logits");
   const int64_t* t = target.ptr<const int64_t>();
   const int64_t blocks = (s + kColumnBlock - 1) / kColumnBlock;
   const int threads =
@@ -93,7 +87,7 @@ ConfusionCheck confusion_matrix_add(const KTensor& counts, const KTensor& pred,
     if (l.bad > 0 && check.first_bad < 0) check.first_bad = l.first_bad;  // threads in order
     check.bad += l.bad;
   }
-  return check;
+  *result = check;
 }
 
 }  // namespace tcv::kernels::cpu

@@ -23,8 +23,9 @@ namespace tcv::kernels::cpu {
 /// counts[t·C + p] += 1 for every position whose target t is not ignore_index,
 /// p being its prediction: pred (N, S) i64 labels, or pred (N, C, S) f32/f64
 /// logits whose argmax over C is taken (the first maximum, NaN above any
-/// number, as torch.argmax). counts (C, C) i64, target (N, S) i64, all contiguous.
-ConfusionCheck confusion_matrix_add(const KTensor& counts, const KTensor& pred,
-                                    const KTensor& target, int64_t ignore_index);
+/// number, as torch.argmax). counts (C, C) i64, target (N, S) i64, all contiguous
+/// (the op checks shapes and dtypes). *result: the positions not counted.
+void confusion_matrix_add(const KTensor& counts, const KTensor& pred, const KTensor& target,
+                          int64_t ignore_index, ConfusionCheck* result);
 
 }  // namespace tcv::kernels::cpu

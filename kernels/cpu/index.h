@@ -1,21 +1,25 @@
-// Indexing CPU kernels: concatenation, index_select, gather, scatter_add and
-// masked_fill. Data movement works on element bits, so every dtype is served.
+// Indexing CPU kernels: index_select, gather, scatter_add and masked_fill.
+// Data movement works on element bits, so every dtype is served.
 //
-// Index tensors are i32 or i64. Every index is validated (on the calling
-// thread, before any parallel work) and an out-of-range one throws naming the
-// op, the index value and the size of the indexed dim.
+// Index tensors are i32 or i64 with every value inside the indexed dim: the ops
+// check that first (find_index_out_of_range), so the kernels do not.
 #pragma once
 
 #include <vector>
 
 #include "kernels/base.h"
 
-namespace tcv::kernels::cpu {
+namespace tcv::kernels {
 
-/// Copies each of `ins` into consecutive slices of `out` along `dim`, converting
-/// dtypes. `out` may have any strides; the inputs' sizes along `dim` add up to
-/// out.sizes[dim] and match it elsewhere.
-void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim);
+/// Whether an index lies outside [0, size), and one such value.
+struct IndexOutOfRange {
+  bool found = false;
+  int64_t value = 0;
+};
+
+}  // namespace tcv::kernels
+
+namespace tcv::kernels::cpu {
 
 /// out = in with dim `dim` re-indexed by the 1-D `index`:
 /// out[.., i, ..] = in[.., index[i], ..]. `in` and `out` must be contiguous.
@@ -33,8 +37,7 @@ void scatter_add(const KTensor& out, int dim, const KTensor& index, const KTenso
 /// out = mask ? value : in. `mask` is bool, broadcast to out's shape (0 strides).
 void masked_fill(const KTensor& out, const KTensor& in, const KTensor& mask, double value);
 
-/// Throws "[op] index V is out of range for dim D of size N" for the first index
-/// outside [0, size). Used by the kernels above; exposed for other index ops.
-void check_indices(const char* op, const KTensor& index, int64_t size, int dim);
+/// *result = an index of `index` (i32 or i64, any strides) outside [0, size), if any.
+void find_index_out_of_range(const KTensor& index, int64_t size, IndexOutOfRange* result);
 
 }  // namespace tcv::kernels::cpu

@@ -21,7 +21,6 @@ struct ClassGeom {
 };
 
 ClassGeom class_geom(const KTensor& x) {
-  TCV_CHECK(x.ndim == 3 && x.is_contiguous(), "[class loss] kernel expects contiguous (N, C, S)");
   return {x.sizes[0], x.sizes[1], x.sizes[2]};
 }
 
@@ -31,9 +30,7 @@ struct PosView {
   const T* p;
   int64_t sn, ss, s;
   PosView(const KTensor& t, int64_t s_)
-      : p(t.ptr<const T>()), sn(t.strides[0]), ss(t.strides[1]), s(s_) {
-    TCV_CHECK(t.ndim == 2, "[class loss] kernel expects a 2-D (N, S) gradient");
-  }
+      : p(t.ptr<const T>()), sn(t.strides[0]), ss(t.strides[1]), s(s_) {}
   T operator()(int64_t pos) const { return p[(pos / s) * sn + (pos % s) * ss]; }
 };
 
@@ -215,115 +212,57 @@ const T* opt_ptr(const KTensor* t) {
 
 template <typename T>
 void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
-                     const KTensor* pw, double beta_d) {
-  const T beta = static_cast<T>(beta_d);
-  switch (loss) {
-    case PointwiseLoss::mse:
+                     const KTensor* pw, double beta) {
+  pointwise::visit_loss<T, VecMath>(loss, beta, [&](auto fn) {
+    if (pw)
       map<T, T>(
-          out, [](T a, T b) { return (a - b) * (a - b); }, x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
+          out, [fn](T a, T b, T w) { return fn(a, b, w); }, x, y, *pw);
+    else
       map<T, T>(
-          out,
-          [beta](T a, T b) {
-            const T d = std::abs(a - b);
-            return d < beta ? T(0.5) * d * d / beta : d - T(0.5) * beta;
-          },
-          x, y);
-      return;
-    case PointwiseLoss::bce_with_logits:
-      if (pw) {
-        map<T, T>(
-            out,
-            [](T a, T b, T w) {
-              return (T(1) - b) * a + (T(1) + (w - T(1)) * b) * vm::softplus(-a);
-            },
-            x, y, *pw);
-      } else {
-        map<T, T>(
-            out, [](T a, T b) { return (T(1) - b) * a + vm::softplus(-a); }, x, y);
-      }
-      return;
-  }
+          out, [fn](T a, T b) { return fn(a, b); }, x, y);
+  });
 }
 
+// One map per loss and argument, so that no switch sits in the loop body.
 template <typename T>
 void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d, const KTensor& g,
-                              const KTensor& x, const KTensor& y, const KTensor* pw,
-                              double beta_d) {
-  const T beta = static_cast<T>(beta_d);
-  const T sign = arg == LossArg::target ? T(-1) : T(1);
-  switch (loss) {
-    case PointwiseLoss::mse:
+                              const KTensor& x, const KTensor& y, const KTensor* pw, double beta) {
+  pointwise::visit_loss_grad<T, VecMath>(loss, arg, beta, [&](auto fn) {
+    if (pw)
       map<T, T>(
-          d, [sign](T gv, T a, T b) { return sign * T(2) * (a - b) * gv; }, g, x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
+          d, [fn](T gv, T a, T b, T w) { return fn(gv, a, b, w); }, g, x, y, *pw);
+    else
       map<T, T>(
-          d,
-          [sign, beta](T gv, T a, T b) {
-            const T diff = a - b;
-            const T s =
-                std::abs(diff) < beta ? diff / beta : static_cast<T>((diff > 0) - (diff < 0));
-            return sign * s * gv;
-          },
-          g, x, y);
-      return;
-    case PointwiseLoss::bce_with_logits: {
-      // ∂/∂x = (1 − y) − lw·σ(−x), ∂/∂y = −x + (pw − 1)·softplus(−x), ∂/∂pw = y·softplus(−x).
-      // One map per argument, so that no switch sits in the loop body.
-      auto run = [&](auto grad_of) {
-        if (pw) {
-          map<T, T>(
-              d, [grad_of](T gv, T a, T b, T w) { return gv * grad_of(a, b, w); }, g, x, y, *pw);
-        } else {
-          map<T, T>(
-              d, [grad_of](T gv, T a, T b) { return gv * grad_of(a, b, T(1)); }, g, x, y);
-        }
-      };
-      switch (arg) {
-        case LossArg::input:
-          run([](T a, T b, T w) { return (T(1) - b) - (T(1) + (w - T(1)) * b) * vm::sigmoid(-a); });
-          break;
-        case LossArg::target:
-          run([](T a, T, T w) { return -a + (w - T(1)) * vm::softplus(-a); });
-          break;
-        case LossArg::pos_weight:
-          run([](T a, T b, T) { return b * vm::softplus(-a); });
-          break;
-      }
-      return;
-    }
-  }
+          d, [fn](T gv, T a, T b) { return fn(gv, a, b, T(1)); }, g, x, y);
+  });
 }
 
 }  // namespace
 
-ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
-                             int64_t ignore_index, const KTensor* weight) {
-  TCV_CHECK(target.dtype == DType::i64 && target.is_contiguous(), "[", op,
-            "] kernel expects contiguous i64 targets");
+void class_targets(const KTensor& target, int64_t classes, int64_t ignore_index,
+                   const KTensor* weight, ClassLossStats* stats) {
   const int64_t* t = target.ptr<const int64_t>();
   const int64_t n = target.numel();
   ClassLossStats st;
-  // Serial, so an out-of-range target throws outside any parallel region and
-  // the weight sum does not depend on the thread count.
+  // Serial: the weight sum does not depend on the thread count.
   for (int64_t i = 0; i < n; ++i) {
     if (t[i] == ignore_index) continue;
-    TCV_CHECK(t[i] >= 0 && t[i] < classes, "[", op, "] target ", t[i], " is out of bounds for ",
-              classes, " classes");
+    if (t[i] < 0 || t[i] >= classes) [[unlikely]] {
+      *stats = {.out_of_bounds = true, .bad_target = t[i]};
+      return;
+    }
     ++st.count;
   }
   if (!weight) {
     st.weight_sum = static_cast<double>(st.count);
-    return st;
+  } else {
+    TCV_DISPATCH_FLOAT(weight->dtype, "class loss", {
+      const scalar_t* w = weight->ptr<const scalar_t>();
+      for (int64_t i = 0; i < n; ++i)
+        if (t[i] != ignore_index) st.weight_sum += static_cast<double>(w[t[i]]);
+    });
   }
-  TCV_DISPATCH_FLOAT(weight->dtype, op, {
-    const scalar_t* w = weight->ptr<const scalar_t>();
-    for (int64_t i = 0; i < n; ++i)
-      if (t[i] != ignore_index) st.weight_sum += static_cast<double>(w[t[i]]);
-  });
-  return st;
+  *stats = st;
 }
 
 void cross_entropy_forward(const KTensor& nll, const KTensor* smooth, const KTensor& lse,

@@ -7,30 +7,29 @@
 #pragma once
 
 #include "kernels/base.h"
+#include "kernels/pointwise.h"
 
 namespace tcv::kernels {
 
-/// Elementwise losses of an input against a target of the same (broadcast) shape.
-enum class PointwiseLoss : uint8_t { mse, smooth_l1, bce_with_logits };
-/// Which operand a pointwise-loss gradient is taken with respect to.
-enum class LossArg : uint8_t { input, target, pos_weight };
+/// What a class loss needs for its mean: the number of non-ignored targets and
+/// the sum of their class weights (equal to the count without weights); and
+/// the first target that is neither ignore_index nor a class, if any.
+struct ClassLossStats {
+  int64_t count = 0;
+  double weight_sum = 0.0;
+  bool out_of_bounds = false;
+  int64_t bad_target = 0;
+};
 
 }  // namespace tcv::kernels
 
 namespace tcv::kernels::cpu {
 
-/// What a class loss needs for its mean: the number of non-ignored targets and
-/// the sum of their class weights (equal to the count without weights).
-struct ClassLossStats {
-  int64_t count = 0;
-  double weight_sum = 0.0;
-};
-
-/// Throws "[op] target T is out of bounds for C classes" for the first target
-/// that is neither ignore_index nor in [0, classes); returns the stats.
-/// target (N, S) i64 contiguous; weight (C) or null.
-ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
-                             int64_t ignore_index, const KTensor* weight);
+/// *stats = the count and weight sum of the targets, or the first target that
+/// is neither ignore_index nor in [0, classes). target (N, S) i64 contiguous;
+/// weight (C) or null.
+void class_targets(const KTensor& target, int64_t classes, int64_t ignore_index,
+                   const KTensor* weight, ClassLossStats* stats);
 
 /// For each position (n, s) with target t != ignore_index, lse = log Σ_c exp x[n, c, s]:
 ///   nll[n, s] = w[t]·(lse − x[n, t, s]),  smooth[n, s] = Σ_c w[c]·(lse − x[n, c, s]),

@@ -1,7 +1,9 @@
 #include "kernels/cpu/optim.h"
 
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/cpu/exp_sum.h"
 #include "kernels/cpu/loops.h"
 
 namespace tcv::kernels::cpu {
@@ -9,16 +11,16 @@ namespace tcv::kernels::cpu {
 namespace {
 // Updates are a few flops per element: only large parameters are worth forking for.
 constexpr int64_t kOptimGrain = 65536;
-}  // namespace
+// Elements per piece of a sum of squares: pieces are summed in parallel, then in order.
+constexpr int64_t kSquaresPiece = 16384;
 
 template <typename T>
 void sgd_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, int64_t n,
-              double lr_d, double momentum_d, double dampening_d, double wd_d, bool nesterov,
-              bool first) {
+              const SgdParams& h, bool first) {
   // Scalars in the parameter's type, as PyTorch's per-tensor ops compute them.
-  const T lr = static_cast<T>(lr_d), mom = static_cast<T>(momentum_d);
-  const T damp = static_cast<T>(1.0 - dampening_d), wd = static_cast<T>(wd_d);
-  const bool use_mom = momentum_d != 0.0;
+  const T lr = static_cast<T>(h.lr), mom = static_cast<T>(h.momentum);
+  const T damp = static_cast<T>(1.0 - h.dampening), wd = static_cast<T>(h.weight_decay);
+  const bool use_mom = h.momentum != 0.0, nesterov = h.nesterov;
   parallel_for(n, kOptimGrain, [&](int64_t b, int64_t e) {
     if (!use_mom) {
       for (int64_t i = b; i < e; ++i) p[i] -= lr * (g[i] + wd * p[i]);
@@ -41,18 +43,8 @@ void sgd_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, i
 
 template <typename T>
 void adam_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
-               int64_t n, double lr, double beta1, double beta2, double eps, double weight_decay,
-               AdamDecay mode, int64_t step) {
-  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const bool decoupled = mode == AdamDecay::decoupled;
-  const T decay = static_cast<T>(decoupled ? 1.0 - lr * weight_decay : 1.0);
-  const T wd = static_cast<T>(decoupled ? 0.0 : weight_decay);
-  const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
-  const T a1 = static_cast<T>(1.0 - beta1), a2 = static_cast<T>(1.0 - beta2);
-  const T step_size = static_cast<T>(lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T e = static_cast<T>(eps);
+               int64_t n, const AdamParams& h) {
+  const auto [decay, wd, b1, b2, a1, a2, step_size, bc2_sqrt, e] = AdamCoefficients<T>::of(h);
   parallel_for(n, kOptimGrain, [&](int64_t b, int64_t end) {
     for (int64_t i = b; i < end; ++i) {
       const T gi = wd != T(0) ? g[i] + wd * p[i] : g[i];
@@ -66,13 +58,69 @@ void adam_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T*
   });
 }
 
-template void sgd_step<float>(float*, const float*, float*, int64_t, double, double, double, double,
-                              bool, bool);
-template void sgd_step<double>(double*, const double*, double*, int64_t, double, double, double,
-                               double, bool, bool);
-template void adam_step<float>(float*, const float*, float*, float*, int64_t, double, double,
-                               double, double, double, AdamDecay, int64_t);
-template void adam_step<double>(double*, const double*, double*, double*, int64_t, double, double,
-                                double, double, double, AdamDecay, int64_t);
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  const int64_t pieces = (n + kSquaresPiece - 1) / kSquaresPiece;
+  std::vector<double> part(static_cast<size_t>(pieces));
+  parallel_for(pieces, std::max<int64_t>(1, kGrain / kSquaresPiece), [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const T* xk = x + k * kSquaresPiece;
+      part[static_cast<size_t>(k)] =
+          lane_sum(std::min(kSquaresPiece, n - k * kSquaresPiece), [xk](int64_t i) {
+            // f16/bf16 widen through float (their arithmetic type), f32/f64 directly.
+            double v;
+            if constexpr (std::is_same_v<T, double>)
+              v = xk[i];
+            else
+              v = static_cast<double>(static_cast<float>(xk[i]));
+            return v * v;
+          });
+    }
+  });
+  double s = 0.0;
+  for (const double v : part) s += v;
+  return s;
+}
+
+}  // namespace
+
+void sgd_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const SgdParams& p) {
+  TCV_DISPATCH_FLOAT(dt, "SGD", {
+    for (const MultiTensorEntry& e : ts)
+      sgd_step<scalar_t>(static_cast<scalar_t*>(e.p), static_cast<const scalar_t*>(e.g),
+                         static_cast<scalar_t*>(e.s0), e.n, p, e.first);
+  });
+}
+
+void adam_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const AdamParams& p) {
+  TCV_DISPATCH_FLOAT(dt, "Adam", {
+    for (const MultiTensorEntry& e : ts)
+      adam_step<scalar_t>(static_cast<scalar_t*>(e.p), static_cast<const scalar_t*>(e.g),
+                          static_cast<scalar_t*>(e.s0), static_cast<scalar_t*>(e.s1), e.n, p);
+  });
+}
+
+void sum_squares_multi(const std::vector<KTensor>& ts, double* out) {
+  double total = 0.0;
+  for (const KTensor& t : ts) {
+    switch (t.dtype) {
+      case DType::f32:
+        total += sum_squares(t.ptr<const float>(), t.numel());
+        break;
+      case DType::f64:
+        total += sum_squares(t.ptr<const double>(), t.numel());
+        break;
+      case DType::f16:
+        total += sum_squares(t.ptr<const Half>(), t.numel());
+        break;
+      case DType::bf16:
+        total += sum_squares(t.ptr<const BFloat16>(), t.numel());
+        break;
+      default:
+        TCV_THROW("[sum_of_squares] takes floating tensors, got ", dtype_name(t.dtype));
+    }
+  }
+  *out = total;
+}
 
 }  // namespace tcv::kernels::cpu

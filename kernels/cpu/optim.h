@@ -1,32 +1,23 @@
 // Fused optimizer updates on the CPU: one pass over each parameter, no
-// temporaries, split across OpenMP threads.
+// temporaries, split across OpenMP threads. The same entry points as
+// kernels/cuda/optim.h; the update rules are in kernels/optim.h.
 #pragma once
 
-#include <cstdint>
+#include <vector>
+
+#include "kernels/base.h"
+#include "kernels/optim.h"
 
 namespace tcv::kernels::cpu {
 
-/// torch.optim.SGD for one parameter of n elements (T = float or double):
-///   d = g + weight_decay·p
-///   buf = first ? d : momentum·buf + (1 - dampening)·d     (when momentum != 0)
-///   d = nesterov ? d + momentum·buf : buf                   (when momentum != 0)
-///   p -= lr·d
-/// `buf` may be null when momentum == 0.
-template <typename T>
-void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening,
-              double weight_decay, bool nesterov, bool first);
+/// SGD over every entry (dt: f32 or f64).
+void sgd_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const SgdParams& p);
 
-/// How Adam applies weight decay: added to the gradient (torch.optim.Adam) or
-/// to the parameter directly (torch.optim.AdamW).
-enum class AdamDecay : uint8_t { l2, decoupled };
+/// Adam / AdamW over every entry (dt: f32 or f64).
+void adam_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const AdamParams& p);
 
-/// torch.optim.Adam / AdamW for one parameter of n elements, at step `step` (1-based):
-///   l2:        g = g + weight_decay·p
-///   decoupled: p *= 1 - lr·weight_decay
-///   m = beta1·m + (1 - beta1)·g;  v = beta2·v + (1 - beta2)·g²
-///   p -= lr / (1 - beta1^step) · m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
-template <typename T>
-void adam_step(T* p, const T* g, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
-               double eps, double weight_decay, AdamDecay decay, int64_t step);
+/// *out = Σ x² over every element of every tensor (contiguous, floating),
+/// accumulated in f64 in fixed pieces added in order: the same on any thread count.
+void sum_squares_multi(const std::vector<KTensor>& ts, double* out);
 
 }  // namespace tcv::kernels::cpu

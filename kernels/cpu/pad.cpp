@@ -154,16 +154,11 @@ void pad_backward_typed(PadMode mode, const KTensor& dx, const KTensor& dy, cons
 
 void pad(PadMode mode, const KTensor& out, const KTensor& in, const int64_t* before, double value) {
   if (out.numel() == 0) return;
-  TCV_CHECK(in.numel() == 0 || in.is_contiguous(), "[pad] kernel needs contiguous operands");
-  TCV_CHECK(out.is_contiguous(), "[pad] kernel needs contiguous operands");
-  TCV_CHECK(out.ndim >= 1, "[pad] kernel needs at least one dim");
   TCV_DISPATCH_ALL(in.dtype, "pad", pad_typed<scalar_t>(mode, out, in, before, value));
 }
 
 void pad_backward(PadMode mode, const KTensor& dx, const KTensor& dy, const int64_t* before) {
   if (dx.numel() == 0) return;
-  TCV_CHECK(dx.is_contiguous() && (dy.numel() == 0 || dy.is_contiguous()),
-            "[pad] backward needs contiguous operands");
   switch (dy.dtype) {
     TCV_DTYPE_CASE(f32, float, pad_backward_typed<scalar_t>(mode, dx, dy, before))
     TCV_DTYPE_CASE(f64, double, pad_backward_typed<scalar_t>(mode, dx, dy, before))

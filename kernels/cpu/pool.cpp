@@ -171,12 +171,12 @@ bool use_dnnl(const Pool2dGeom& g, DType dt) {
   return dt == DType::f32 && dnnl_can(g);
 }
 
+// The blocked layout is the engine's choice (Pool2dGeom::blocked); both
+// operands must then be held so.
 void check_layout(const char* op, const Pool2dGeom& g, const KTensor& a, const KTensor& b) {
   if (g.blocked)
     TCV_CHECK(a.blocked && b.blocked && pool2d_blockable(g, a.dtype), "[", op,
               "] the blocked layout needs f32 data in whole 16-channel blocks");
-  else
-    TCV_CHECK(a.is_contiguous() && b.is_contiguous(), "[", op, "] expects contiguous tensors");
 }
 
 }  // namespace
@@ -225,7 +225,6 @@ void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
                      const KTensor* workspace) {
   const char* op = g.kind == PoolKind::max ? "max_pool2d_backward" : "avg_pool2d_backward";
   check_layout(op, g, dy, dx);
-  TCV_CHECK(g.kind != PoolKind::max || workspace, "[", op, "] needs the forward's workspace");
   if (!use_dnnl(g, dy.dtype)) {
     TCV_DISPATCH_FLOAT(dy.dtype, op, {
       pool_backward_ref<scalar_t>(g, dy.ptr<scalar_t>(), dx.ptr<scalar_t>(),
@@ -303,8 +302,6 @@ void adaptive_backward(const T* dy, T* dx, int64_t planes, int64_t h, int64_t w,
 }  // namespace
 
 void adaptive_avg_pool2d_forward(const KTensor& x, const KTensor& y) {
-  TCV_CHECK(x.is_contiguous() && y.is_contiguous(),
-            "[adaptive_avg_pool2d] expects contiguous tensors");
   TCV_DISPATCH_FLOAT(x.dtype, "adaptive_avg_pool2d", {
     adaptive_forward<scalar_t>(x.ptr<scalar_t>(), y.ptr<scalar_t>(), x.sizes[0] * x.sizes[1],
                                x.sizes[2], x.sizes[3], y.sizes[2], y.sizes[3]);
@@ -312,8 +309,6 @@ void adaptive_avg_pool2d_forward(const KTensor& x, const KTensor& y) {
 }
 
 void adaptive_avg_pool2d_backward(const KTensor& dy, const KTensor& dx) {
-  TCV_CHECK(dy.is_contiguous() && dx.is_contiguous(),
-            "[adaptive_avg_pool2d_backward] expects contiguous tensors");
   TCV_DISPATCH_FLOAT(dy.dtype, "adaptive_avg_pool2d_backward", {
     adaptive_backward<scalar_t>(dy.ptr<scalar_t>(), dx.ptr<scalar_t>(), dx.sizes[0] * dx.sizes[1],
                                 dx.sizes[2], dx.sizes[3], dy.sizes[2], dy.sizes[3]);

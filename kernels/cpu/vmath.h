@@ -144,3 +144,45 @@ inline double softplus(double x) {
 }
 
 }  // namespace tcv::kernels::cpu::vm
+
+namespace tcv::kernels::cpu {
+
+/// The CPU's Math policy for the shared elementwise formulas (kernels/pointwise.h):
+/// the vectorizable functions above, std:: for the rest. Always inlined, like
+/// them, so the loops that call a formula still vectorize.
+struct VecMath {
+  template <typename F>
+  TCV_VM_INLINE static F exp(F x) {
+    return vm::exp(x);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F log(F x) {
+    return vm::log(x);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F sqrt(F x) {
+    return std::sqrt(x);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F tanh(F x) {
+    return vm::tanh(x);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F sigmoid(F x) {
+    return vm::sigmoid(x);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F softplus(F x) {
+    return vm::softplus(x);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F pow(F x, F y) {
+    return std::pow(x, y);
+  }
+  template <typename F>
+  TCV_VM_INLINE static F abs(F x) {
+    return std::abs(x);
+  }
+};
+
+}  // namespace tcv::kernels::cpu

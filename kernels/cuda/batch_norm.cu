@@ -376,39 +376,11 @@ void backward_typed(const BatchNormGeom& g, bool training, const KTensor& x, con
   });
 }
 
-/// The parameters' and statistics' dtype for data of dtype dt.
-DType param_dtype(DType dt) {
-  return dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
-}
-
-void check(const KTensor& t, DType dt, const char* what, DType data) {
-  TCV_CHECK(t.dtype == dt, "[batch_norm] ", what, " is ", dtype_name(t.dtype), " but input ",
-            dtype_name(data), " needs ", dtype_name(dt));
-  TCV_CHECK(t.is_contiguous(), "[batch_norm] CUDA kernel expects contiguous ", what);
-}
-
-void check_all(const KTensor& x, const KTensor* weight, const KTensor* bias, const KTensor& mean,
-               const KTensor& var) {
-  const DType dt = x.dtype, pt = param_dtype(dt);
-  check(x, dt, "input", dt);
-  if (weight && weight->data) check(*weight, pt, "weight", dt);
-  if (bias && bias->data) check(*bias, pt, "bias", dt);
-  check(mean, pt, "mean", dt);
-  check(var, pt, "var", dt);
-}
-
 }  // namespace
 
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
                               const KTensor& var, const RunningStats& running) {
-  check_all(x, weight, bias, mean, var);
-  check(y, x.dtype, "output", x.dtype);
-  if (running.mean) {
-    TCV_CHECK(running.var != nullptr, "[batch_norm] running mean without running var");
-    check(*running.mean, mean.dtype, "running_mean", x.dtype);
-    check(*running.var, mean.dtype, "running_var", x.dtype);
-  }
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "batch_norm",
                           forward_typed<scalar_t>(g, true, x, weight, bias, y, mean, var, running));
 }
@@ -416,8 +388,6 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                              const KTensor* bias, const KTensor& mean, const KTensor& var,
                              const KTensor& y) {
-  check_all(x, weight, bias, mean, var);
-  check(y, x.dtype, "output", x.dtype);
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "batch_norm",
                           forward_typed<scalar_t>(g, false, x, weight, bias, y, mean, var, {}));
 }
@@ -425,12 +395,6 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
 void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
                          const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
-  check_all(x, weight, nullptr, mean, var);
-  const DType pt = param_dtype(x.dtype);
-  check(dy, x.dtype, "dy", x.dtype);
-  if (dx) check(*dx, x.dtype, "dx", x.dtype);
-  if (dweight) check(*dweight, pt, "dweight", x.dtype);
-  if (dbias) check(*dbias, pt, "dbias", x.dtype);
   TCV_CUDA_DISPATCH_FLOAT(
       x.dtype, "batch_norm_backward",
       backward_typed<scalar_t>(g, training, x, dy, weight, mean, var, dx, dweight, dbias));

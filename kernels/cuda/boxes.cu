@@ -306,16 +306,9 @@ __global__ void l2_normalize_backward_kernel(T* dx, const T* dy, const T* y, con
   }
 }
 
-void check_boxes(const char* op, const KTensor& t) {
-  TCV_CHECK(t.ndim == 2 && t.sizes[1] == 4 && t.is_contiguous(), "[", op,
-            "] kernel needs contiguous (N, 4) boxes");
-}
-
 }  // namespace
 
 void box_iou(const KTensor& out, const KTensor& a, const KTensor& b) {
-  check_boxes("box_iou", a);
-  check_boxes("box_iou", b);
   const int64_t n = a.sizes[0], m = b.sizes[0];
   if (n * m == 0) return;
   TCV_DISPATCH_FLOAT(
@@ -327,20 +320,14 @@ void box_iou(const KTensor& out, const KTensor& a, const KTensor& b) {
 
 void nms(const KTensor& keep, const KTensor& boxes, const KTensor& scores, double iou_threshold,
          int64_t* kept) {
-  check_boxes("nms", boxes);
-  TCV_CHECK(keep.dtype == DType::i64 && scores.is_contiguous() && keep.is_contiguous(),
-            "[nms] kernel needs contiguous scores and i64 keep");
   const int64_t n = boxes.sizes[0];
   *kept = 0;
   if (n == 0) return;
-  TCV_CHECK(n <= std::numeric_limits<int>::max(), "[nms] at most 2^31 - 1 boxes, got ", n);
   TCV_DISPATCH_FLOAT(boxes.dtype, "nms",
                      *kept = nms_typed<scalar_t>(keep, boxes, scores, iou_threshold));
 }
 
 void ssd_match(const KTensor& matches, const KTensor& iou, double threshold) {
-  TCV_CHECK(iou.ndim == 2 && iou.is_contiguous() && matches.dtype == DType::i64,
-            "[ssd_match] kernel needs a contiguous (M, A) iou and i64 matches");
   const int64_t m = iou.sizes[0], a = iou.sizes[1];
   if (a == 0) return;
   cudaStream_t st = cur_stream();
@@ -366,8 +353,6 @@ void ssd_match(const KTensor& matches, const KTensor& iou, double threshold) {
 
 void l2_normalize(const KTensor& y, const KTensor& norm, const KTensor& x, int64_t outer, int64_t c,
                   int64_t inner, double eps) {
-  TCV_CHECK(x.is_contiguous() && y.is_contiguous() && norm.is_contiguous(),
-            "[l2_normalize] kernel needs contiguous operands");
   const int64_t positions = outer * inner;
   if (positions == 0) return;
   TCV_DISPATCH_FLOAT(x.dtype, "l2_normalize",
@@ -380,8 +365,6 @@ void l2_normalize(const KTensor& y, const KTensor& norm, const KTensor& x, int64
 void l2_normalize_backward(const KTensor& dx, const KTensor& dy, const KTensor& y,
                            const KTensor& norm, int64_t outer, int64_t c, int64_t inner,
                            double eps) {
-  TCV_CHECK(dx.is_contiguous() && dy.is_contiguous() && y.is_contiguous() && norm.is_contiguous(),
-            "[l2_normalize_backward] kernel needs contiguous operands");
   const int64_t positions = outer * inner;
   if (positions * c == 0) return;
   TCV_DISPATCH_FLOAT(

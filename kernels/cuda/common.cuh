@@ -13,6 +13,7 @@
 
 #include "kernels/base.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/pointwise.h"
 
 #define TCV_CUDA_CHECK(call)                                                                      \
   do {                                                                                            \
@@ -74,6 +75,43 @@ template <typename T>
 __host__ __device__ __forceinline__ acc_t<T> to_acc(T v) {
   return convert<acc_t<T>>(v);
 }
+
+/// The CUDA math library for the shared elementwise formulas (kernels/pointwise.h).
+struct DeviceMath {
+  template <typename F>
+  __host__ __device__ __forceinline__ static F exp(F x) {
+    return ::exp(x);
+  }
+  template <typename F>
+  __host__ __device__ __forceinline__ static F log(F x) {
+    return ::log(x);
+  }
+  template <typename F>
+  __host__ __device__ __forceinline__ static F sqrt(F x) {
+    return ::sqrt(x);
+  }
+  template <typename F>
+  __host__ __device__ __forceinline__ static F tanh(F x) {
+    return ::tanh(x);
+  }
+  template <typename F>
+  __host__ __device__ __forceinline__ static F sigmoid(F x) {
+    return F(1) / (F(1) + ::exp(-x));
+  }
+  /// max(z, 0) + log1p(exp(−|z|)): no overflow for large |z|.
+  template <typename F>
+  __host__ __device__ __forceinline__ static F softplus(F z) {
+    return (z > F(0) ? z : F(0)) + ::log1p(::exp(-::fabs(z)));
+  }
+  template <typename F>
+  __host__ __device__ __forceinline__ static F pow(F x, F y) {
+    return ::pow(x, y);
+  }
+  template <typename F>
+  __host__ __device__ __forceinline__ static F abs(F x) {
+    return ::fabs(x);
+  }
+};
 
 /// Up to kMaxDims sizes and strides, passed to kernels by value.
 struct Indexer {

@@ -89,18 +89,12 @@ void launch(unsigned long long* counts, const T* pred, const int64_t* target, in
 
 }  // namespace
 
-ConfusionCheck confusion_matrix_add(const KTensor& counts, const KTensor& pred,
-                                    const KTensor& target, int64_t ignore) {
-  TCV_CHECK(counts.dtype == DType::i64 && counts.ndim == 2 && counts.is_contiguous(),
-            "[confusion_matrix] counts must be contiguous (C, C) i64");
-  TCV_CHECK(target.dtype == DType::i64 && target.ndim == 2 && target.is_contiguous(),
-            "[confusion_matrix] kernel expects contiguous (N, S) i64 targets");
+void confusion_matrix_add(const KTensor& counts, const KTensor& pred, const KTensor& target,
+                          int64_t ignore, ConfusionCheck* result) {
   const int64_t c = counts.sizes[0], s = target.sizes[1], positions = target.numel();
   const bool logits = pred.ndim == 3;
-  TCV_CHECK(pred.is_contiguous() && (logits ? pred.sizes[1] == c : pred.dtype == DType::i64),
-            "[confusion_matrix] kernel expects contiguous (N, S) i64 labels or (N, C, S) logits");
-  ConfusionCheck out;
-  if (positions == 0) return out;
+  *result = ConfusionCheck{};
+  if (positions == 0) return;
   Workspace ws(sizeof(Check));
   Check* check = static_cast<Check*>(ws.get());
   check_init_kernel<<<1, 1, 0, cur_stream()>>>(check);
@@ -116,9 +110,8 @@ ConfusionCheck confusion_matrix_add(const KTensor& counts, const KTensor& pred,
   }
   Check h{};
   memcpy_d2h(&h, check, sizeof(h));
-  out.bad = static_cast<int64_t>(h.bad);
-  out.first_bad = h.bad ? static_cast<int64_t>(h.first_bad) : -1;
-  return out;
+  result->bad = static_cast<int64_t>(h.bad);
+  result->first_bad = h.bad ? static_cast<int64_t>(h.first_bad) : -1;
 }
 
 }  // namespace tcv::kernels::cuda

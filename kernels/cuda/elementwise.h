@@ -1,10 +1,12 @@
-// Elementwise CUDA kernels, the same entry points and semantics as
-// kernels/cpu/elementwise.h: operands arrive broadcast to the output's shape
-// and, except for copy, in one dtype. f16/bf16 compute in float.
+// Elementwise CUDA kernels, the same entry points and semantics (and the same
+// formulas, kernels/pointwise.h) as kernels/cpu/elementwise.h: operands arrive
+// broadcast to the output's shape and, except for copy, in one dtype. f16/bf16
+// compute in float.
 #pragma once
 
-#include "kernels/cpu/elementwise.h"
+#include "kernels/base.h"
 #include "kernels/cuda/entry.h"
+#include "kernels/pointwise.h"
 
 TCV_CUDA_HEADER_BEGIN
 namespace tcv::kernels::cuda {

@@ -118,13 +118,14 @@ MultiIndexer<N> indexer(KTensor* ops) {
 
 }  // namespace
 
-void check_indices(const char* op, const KTensor& index, int64_t size, int dim) {
+void find_index_out_of_range(const KTensor& index, int64_t size, IndexOutOfRange* result) {
+  *result = {};
   const int64_t n = index.numel();
   if (n == 0) return;
   Workspace ws(sizeof(unsigned long long));
   auto* first_bad = static_cast<unsigned long long*>(ws.get());
   TCV_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), cur_stream()));
-  TCV_DISPATCH_INDEX(index.dtype, op, {
+  TCV_DISPATCH_INDEX(index.dtype, "index", {
     check_indices_kernel<scalar_t><<<grid_for(n), 256, 0, cur_stream()>>>(
         index.ptr<const scalar_t>(), Indexer(index), n, size, first_bad);
     TCV_CUDA_LAUNCH_CHECK();
@@ -138,36 +139,16 @@ void check_indices(const char* op, const KTensor& index, int64_t size, int dim) 
     off += (rem % index.sizes[d]) * index.strides[d];
     rem /= index.sizes[d];
   }
-  int64_t value = 0;
-  TCV_DISPATCH_INDEX(index.dtype, op, {
+  TCV_DISPATCH_INDEX(index.dtype, "index", {
     scalar_t v{};
     memcpy_d2h(&v, index.ptr<const scalar_t>() + off, sizeof(v));
-    value = static_cast<int64_t>(v);
+    *result = {.found = true, .value = static_cast<int64_t>(v)};
   });
-  TCV_THROW("[", op, "] index ", value, " is out of range for dim ", dim, " of size ", size);
-}
-
-void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim) {
-  int64_t offset = 0;
-  const int64_t esize = static_cast<int64_t>(dtype_size(out.dtype));
-  for (const KTensor& in : ins) {
-    const int64_t n = in.sizes[dim];
-    if (n > 0 && in.numel() > 0) {
-      KTensor slice = out;
-      slice.sizes[dim] = n;
-      slice.data = static_cast<char*>(out.data) + offset * out.strides[dim] * esize;
-      copy(slice, in);  // strided copy with dtype conversion
-    }
-    offset += n;
-  }
 }
 
 void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor& index) {
-  check_indices("index_select", index, in.sizes[dim], dim);
   const int64_t total = out.numel();
   if (total == 0) return;
-  TCV_CHECK(in.is_contiguous() && out.is_contiguous(),
-            "[index_select] kernel needs contiguous input and output");
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < dim; ++i) outer *= in.sizes[i];
   for (int i = dim + 1; i < in.ndim; ++i) inner *= in.sizes[i];
@@ -186,7 +167,6 @@ void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor&
 }
 
 void gather(const KTensor& out, const KTensor& in, int dim, const KTensor& index) {
-  check_indices("gather", index, in.sizes[dim], dim);
   const int64_t n = out.numel();
   if (n == 0) return;
   KTensor ops[3] = {out, index, restride(in, index, dim)};
@@ -204,9 +184,6 @@ void gather(const KTensor& out, const KTensor& in, int dim, const KTensor& index
 }
 
 void scatter_add(const KTensor& out, int dim, const KTensor& index, const KTensor& src) {
-  TCV_CHECK(out.dtype == src.dtype, "[scatter_add] kernel needs one dtype, got ",
-            dtype_name(out.dtype), " and ", dtype_name(src.dtype));
-  check_indices("scatter_add", index, out.sizes[dim], dim);
   const int64_t n = index.numel();
   if (n == 0) return;
   KTensor ops[3] = {index, restride(out, index, dim), resize(src, index)};
@@ -223,8 +200,6 @@ void scatter_add(const KTensor& out, int dim, const KTensor& index, const KTenso
 }
 
 void masked_fill(const KTensor& out, const KTensor& in, const KTensor& mask, double value) {
-  TCV_CHECK(mask.dtype == DType::b8, "[masked_fill] mask must be bool, got ",
-            dtype_name(mask.dtype));
   if (out.numel() == 0) return;
   TCV_CUDA_DISPATCH_ALL(out.dtype, "masked_fill", {
     using T = scalar_t;

@@ -1,10 +1,10 @@
 // Indexing kernels on the GPU, the same entry points and semantics as
-// kernels/cpu/index.h: cat, index_select, gather, scatter_add, masked_fill.
+// kernels/cpu/index.h: index_select, gather, scatter_add, masked_fill.
 // Data movement works on element bits, so every dtype is served.
 //
-// Index tensors are i32 or i64, validated on the device before use: an
-// out-of-range index throws naming the op, the index value and the size of
-// the indexed dim (one small device-to-host copy, so one sync, per check).
+// Index tensors are i32 or i64 with every value inside the indexed dim, which
+// the ops check first (find_index_out_of_range: one small device-to-host copy,
+// so one sync, per check).
 #pragma once
 
 #include <vector>
@@ -14,9 +14,6 @@
 
 TCV_CUDA_HEADER_BEGIN
 namespace tcv::kernels::cuda {
-
-/// Copies each of `ins` into consecutive slices of `out` along `dim`, converting dtypes.
-TCV_CUDA_API void cat(const KTensor& out, const std::vector<KTensor>& ins, int dim) TCV_CUDA_ENTRY;
 
 /// out[.., i, ..] = in[.., index[i], ..]; in and out contiguous, index 1-D (any stride).
 TCV_CUDA_API void index_select(const KTensor& out, const KTensor& in, int dim, const KTensor& index)
@@ -35,10 +32,9 @@ TCV_CUDA_API void scatter_add(const KTensor& out, int dim, const KTensor& index,
 TCV_CUDA_API void masked_fill(const KTensor& out, const KTensor& in, const KTensor& mask,
                               double value) TCV_CUDA_ENTRY;
 
-/// Throws "[op] index V is out of range for dim D of size N" for the first
-/// index (in row-major order) outside [0, size).
-TCV_CUDA_API void check_indices(const char* op, const KTensor& index, int64_t size, int dim)
-    TCV_CUDA_ENTRY;
+/// *result = the first index (in row-major order) outside [0, size), if any.
+TCV_CUDA_API void find_index_out_of_range(const KTensor& index, int64_t size,
+                                          IndexOutOfRange* result) TCV_CUDA_ENTRY;
 
 }  // namespace tcv::kernels::cuda
 TCV_CUDA_HEADER_END

@@ -1,9 +1,9 @@
 #include <climits>
 
+#include "kernels/cuda/exp_sum.cuh"
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/loops.cuh"
 #include "kernels/cuda/loss.h"
-#include "kernels/cuda/tile_reduce.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -13,7 +13,6 @@ struct ClassGeom {
 };
 
 ClassGeom class_geom(const KTensor& x) {
-  TCV_CHECK(x.ndim == 3 && x.is_contiguous(), "[class loss] kernel expects contiguous (N, C, S)");
   return {x.sizes[0], x.sizes[1], x.sizes[2]};
 }
 
@@ -27,7 +26,6 @@ struct PosView {
 
 template <typename T>
 PosView<T> pos_view(const KTensor& t) {
-  TCV_CHECK(t.ndim == 2, "[class loss] kernel expects a 2-D (N, S) gradient");
   return {t.ptr<const T>(), t.strides[0], t.strides[1]};
 }
 
@@ -94,19 +92,9 @@ __global__ void ce_forward_kernel(T* nll, T* smooth, T* lse, const T* x, const i
   for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x) {
     const TilePos p = tile_pos(gb, col_blocks, groups, S);
     const int64_t base = p.o * C * S + p.j;
-    A mx = -INFINITY;
-    if (p.valid)
-      for (int64_t c = threadIdx.y; c < C; c += blockDim.y) {
-        const A v = to_acc(x[base + c * S]);
-        mx = mx < v ? v : mx;
-      }
-    mx = tile_allreduce(mx, sm, [](A a, A b) { return a < b ? b : a; });
-    A sum = 0;
-    if (p.valid)
-      for (int64_t c = threadIdx.y; c < C; c += blockDim.y)
-        sum += ::exp(to_acc(x[base + c * S]) - mx);
-    sum = tile_allreduce(sum, sm, [](A a, A b) { return a + b; });
-    const A l = mx + ::log(sum);
+    const ExpSum<A> st = tile_exp_sum<A>(
+        p.valid, C, [&](int64_t c) { return to_acc(x[base + c * S]); }, sm);
+    const A l = st.max + ::log(st.sum);
     A acc = 0;
     if (smooth) {  // uniform over the block
       if (p.valid)
@@ -193,133 +181,66 @@ __global__ void nll_backward_kernel(T* dlp, const int64_t* t, const T* w, int64_
   }
 }
 
-// ---- pointwise ----
+// ---- pointwise: the shared formulas (kernels/pointwise.h) in acc_t ----
 
-template <typename A>
-__device__ __forceinline__ A softplus(A z) {
-  return (z > A(0) ? z : A(0)) + ::log1p(::exp(-::fabs(z)));
-}
+template <typename T, typename Fn>
+struct LossMap {
+  Fn fn;
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return convert<T>(fn(to_acc(a), to_acc(b)));
+  }
+  __device__ __forceinline__ T operator()(T a, T b, T w) const {
+    return convert<T>(fn(to_acc(a), to_acc(b), to_acc(w)));
+  }
+};
+
+template <typename T, typename Fn>
+struct LossGradMap {
+  Fn fn;
+  __device__ __forceinline__ T operator()(T gv, T a, T b) const {
+    return convert<T>(fn(to_acc(gv), to_acc(a), to_acc(b), acc_t<T>(1)));
+  }
+  __device__ __forceinline__ T operator()(T gv, T a, T b, T w) const {
+    return convert<T>(fn(to_acc(gv), to_acc(a), to_acc(b), to_acc(w)));
+  }
+};
 
 template <typename T>
 void pointwise_typed(PointwiseLoss loss, const KTensor& out, const KTensor& x, const KTensor& y,
-                     const KTensor* pw, double beta_d) {
-  using A = acc_t<T>;
-  const A beta = static_cast<A>(beta_d);
-  switch (loss) {
-    case PointwiseLoss::mse:
-      map<T, T, T>(
-          out,
-          [] __device__(T a, T b) {
-            const A d = to_acc(a) - to_acc(b);
-            return convert<T>(d * d);
-          },
-          x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
-      map<T, T, T>(
-          out,
-          [beta] __device__(T a, T b) {
-            const A d = ::fabs(to_acc(a) - to_acc(b));
-            return convert<T>(d < beta ? A(0.5) * d * d / beta : d - A(0.5) * beta);
-          },
-          x, y);
-      return;
-    case PointwiseLoss::bce_with_logits:
-      if (pw) {
-        map<T, T, T, T>(
-            out,
-            [] __device__(T at, T bt, T wt) {
-              const A a = to_acc(at), b = to_acc(bt), w = to_acc(wt);
-              return convert<T>((A(1) - b) * a + (A(1) + (w - A(1)) * b) * softplus(-a));
-            },
-            x, y, *pw);
-      } else {
-        map<T, T, T>(
-            out,
-            [] __device__(T at, T bt) {
-              const A a = to_acc(at), b = to_acc(bt);
-              return convert<T>((A(1) - b) * a + softplus(-a));
-            },
-            x, y);
-      }
-      return;
-  }
-}
-
-template <typename A>
-__device__ __forceinline__ A bce_grad(LossArg arg, A gv, A a, A b, A w) {
-  switch (arg) {
-    case LossArg::input:
-      return gv * ((A(1) - b) - (A(1) + (w - A(1)) * b) / (A(1) + ::exp(a)));
-    case LossArg::target:
-      return gv * (-a + (w - A(1)) * softplus(-a));
-    case LossArg::pos_weight:
-      return gv * b * softplus(-a);
-  }
-  return A(0);
+                     const KTensor* pw, double beta) {
+  pointwise::visit_loss<acc_t<T>, DeviceMath>(loss, beta, [&](auto fn) {
+    const LossMap<T, decltype(fn)> f{fn};
+    if (pw)
+      map<T, T, T, T>(out, f, x, y, *pw);
+    else
+      map<T, T, T>(out, f, x, y);
+  });
 }
 
 template <typename T>
 void pointwise_backward_typed(PointwiseLoss loss, LossArg arg, const KTensor& d, const KTensor& g,
-                              const KTensor& x, const KTensor& y, const KTensor* pw,
-                              double beta_d) {
-  using A = acc_t<T>;
-  const A beta = static_cast<A>(beta_d);
-  const A sign = arg == LossArg::target ? A(-1) : A(1);
-  switch (loss) {
-    case PointwiseLoss::mse:
-      map<T, T, T, T>(
-          d,
-          [sign] __device__(T gv, T a, T b) {
-            return convert<T>(sign * A(2) * (to_acc(a) - to_acc(b)) * to_acc(gv));
-          },
-          g, x, y);
-      return;
-    case PointwiseLoss::smooth_l1:
-      map<T, T, T, T>(
-          d,
-          [sign, beta] __device__(T gv, T a, T b) {
-            const A diff = to_acc(a) - to_acc(b);
-            const A s =
-                ::fabs(diff) < beta ? diff / beta : static_cast<A>((diff > A(0)) - (diff < A(0)));
-            return convert<T>(sign * s * to_acc(gv));
-          },
-          g, x, y);
-      return;
-    case PointwiseLoss::bce_with_logits:
-      if (pw) {
-        map<T, T, T, T, T>(
-            d,
-            [arg] __device__(T gv, T a, T b, T w) {
-              return convert<T>(bce_grad<A>(arg, to_acc(gv), to_acc(a), to_acc(b), to_acc(w)));
-            },
-            g, x, y, *pw);
-      } else {
-        map<T, T, T, T>(
-            d,
-            [arg] __device__(T gv, T a, T b) {
-              return convert<T>(bce_grad<A>(arg, to_acc(gv), to_acc(a), to_acc(b), A(1)));
-            },
-            g, x, y);
-      }
-      return;
-  }
+                              const KTensor& x, const KTensor& y, const KTensor* pw, double beta) {
+  pointwise::visit_loss_grad<acc_t<T>, DeviceMath>(loss, arg, beta, [&](auto fn) {
+    const LossGradMap<T, decltype(fn)> f{fn};
+    if (pw)
+      map<T, T, T, T, T>(d, f, g, x, y, *pw);
+    else
+      map<T, T, T, T>(d, f, g, x, y);
+  });
 }
 
 }  // namespace
 
-ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
-                             int64_t ignore_index, const KTensor* weight) {
-  TCV_CHECK(target.dtype == DType::i64 && target.is_contiguous(), "[", op,
-            "] kernel expects contiguous i64 targets");
+void class_targets(const KTensor& target, int64_t classes, int64_t ignore_index,
+                   const KTensor* weight, ClassLossStats* stats) {
+  *stats = {};
   const int64_t n = target.numel();
-  ClassLossStats st;
-  if (n == 0) return st;
+  if (n == 0) return;
   Workspace ws(sizeof(TargetStats));
   TargetStats* dev = static_cast<TargetStats*>(ws.get());
   const int64_t* t = target.ptr<const int64_t>();
   if (weight) {
-    TCV_DISPATCH_FLOAT(weight->dtype, op, {
+    TCV_DISPATCH_FLOAT(weight->dtype, "class loss", {
       class_targets_kernel<scalar_t><<<1, kStatsThreads, 0, cur_stream()>>>(
           t, n, classes, ignore_index, weight->ptr<const scalar_t>(), dev);
     });
@@ -333,11 +254,11 @@ ClassLossStats class_targets(const char* op, const KTensor& target, int64_t clas
   if (h.first_bad != LLONG_MAX) {
     int64_t bad = 0;
     memcpy_d2h(&bad, t + h.first_bad, sizeof(bad));
-    TCV_THROW("[", op, "] target ", bad, " is out of bounds for ", classes, " classes");
+    *stats = {.out_of_bounds = true, .bad_target = bad};
+    return;
   }
-  st.count = h.count;
-  st.weight_sum = weight ? h.weight_sum : static_cast<double>(h.count);
-  return st;
+  stats->count = h.count;
+  stats->weight_sum = weight ? h.weight_sum : static_cast<double>(h.count);
 }
 
 void cross_entropy_forward(const KTensor& nll, const KTensor* smooth, const KTensor& lse,

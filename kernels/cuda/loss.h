@@ -11,15 +11,11 @@
 TCV_CUDA_HEADER_BEGIN
 namespace tcv::kernels::cuda {
 
-using cpu::ClassLossStats;
-
 /// Counts the non-ignored targets and sums their class weights on the device,
-/// then copies those numbers to the host (one sync). Throws "[op] target T is
-/// out of bounds for C classes" for the first target (in order) that is neither
-/// ignore_index nor in [0, classes).
-TCV_CUDA_API ClassLossStats class_targets(const char* op, const KTensor& target, int64_t classes,
-                                          int64_t ignore_index, const KTensor* weight)
-    TCV_CUDA_ENTRY;
+/// then copies those numbers to the host (one sync); or finds the first target
+/// (in order) that is neither ignore_index nor in [0, classes).
+TCV_CUDA_API void class_targets(const KTensor& target, int64_t classes, int64_t ignore_index,
+                                const KTensor* weight, ClassLossStats* stats) TCV_CUDA_ENTRY;
 
 /// nll[n, s] = w[t]·(lse − x[n, t, s]), smooth[n, s] = Σ_c w[c]·(lse − x[n, c, s]),
 /// lse = log Σ_c exp x[n, c, s]; 0 at ignored positions. smooth may be null.

@@ -184,50 +184,39 @@ __global__ void sum_squares_kernel(const Pack pk, double* out) {
 
 }  // namespace
 
-void sgd_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, double lr, double momentum,
-                    double dampening, double weight_decay, bool nesterov) {
+void sgd_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const SgdParams& h) {
   check_dtype(dt, "SGD");
-  const bool use_mom = momentum != 0.0;
+  const bool use_mom = h.momentum != 0.0;
   TCV_DISPATCH_FLOAT(dt, "SGD", {
     // Scalars in the parameter's type, as the CPU step casts them.
-    const scalar_t lr_t = static_cast<scalar_t>(lr), mom = static_cast<scalar_t>(momentum);
-    const scalar_t damp = static_cast<scalar_t>(1.0 - dampening);
-    const scalar_t wd = static_cast<scalar_t>(weight_decay);
+    const scalar_t lr_t = static_cast<scalar_t>(h.lr), mom = static_cast<scalar_t>(h.momentum);
+    const scalar_t damp = static_cast<scalar_t>(1.0 - h.dampening);
+    const scalar_t wd = static_cast<scalar_t>(h.weight_decay);
     for_each_pack(ts, [&](const Pack& pk, int nc) {
       sgd_kernel<scalar_t>
-          <<<nc, kThreads, 0, cur_stream()>>>(pk, lr_t, mom, damp, wd, use_mom, nesterov);
+          <<<nc, kThreads, 0, cur_stream()>>>(pk, lr_t, mom, damp, wd, use_mom, h.nesterov);
       TCV_CUDA_LAUNCH_CHECK();
     });
   });
 }
 
-void adam_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, double lr, double beta1,
-                     double beta2, double eps, double weight_decay, cpu::AdamDecay mode,
-                     int64_t step) {
+void adam_step_multi(DType dt, const std::vector<MultiTensorEntry>& ts, const AdamParams& h) {
   check_dtype(dt, "Adam");
-  // Host scalars computed exactly as kernels/cpu/optim.cpp computes them.
-  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const bool decoupled = mode == cpu::AdamDecay::decoupled;
   TCV_DISPATCH_FLOAT(dt, "Adam", {
     using T = scalar_t;
-    const T decay = static_cast<T>(decoupled ? 1.0 - lr * weight_decay : 1.0);
-    const T wd = static_cast<T>(decoupled ? 0.0 : weight_decay);
-    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
-    const T a1 = static_cast<T>(1.0 - beta1), a2 = static_cast<T>(1.0 - beta2);
-    const T step_size = static_cast<T>(lr / bc1);
-    const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-    const T e = static_cast<T>(eps);
+    // The host scalars of the CPU loop (kernels/optim.h).
+    const auto c = AdamCoefficients<T>::of(h);
     for_each_pack(ts, [&](const Pack& pk, int nc) {
-      adam_kernel<T><<<nc, kThreads, 0, cur_stream()>>>(pk, decay, wd, b1, b2, a1, a2, step_size,
-                                                        bc2_sqrt, e);
+      adam_kernel<T><<<nc, kThreads, 0, cur_stream()>>>(pk, c.decay, c.wd, c.b1, c.b2, c.a1, c.a2,
+                                                        c.step_size, c.bc2_sqrt, c.eps);
       TCV_CUDA_LAUNCH_CHECK();
     });
   });
 }
 
-double sum_squares_multi(const std::vector<KTensor>& ts) {
-  if (ts.empty()) return 0.0;
+void sum_squares_multi(const std::vector<KTensor>& ts, double* result) {
+  *result = 0.0;
+  if (ts.empty()) return;
   const int dev = current_device();
   double* out = static_cast<double*>(cached_malloc(sizeof(double), dev));
   try {
@@ -236,8 +225,6 @@ double sum_squares_multi(const std::vector<KTensor>& ts) {
     for (const DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
       std::vector<MultiTensorEntry> es;
       for (const KTensor& t : ts) {
-        TCV_CHECK(is_floating(t.dtype) && t.is_contiguous(), "[clip_grad_norm] ",
-                  "sum_squares_multi takes contiguous floating tensors, got ", dtype_name(t.dtype));
         if (t.dtype != dt) continue;
         MultiTensorEntry e;
         e.p = t.data;
@@ -245,17 +232,15 @@ double sum_squares_multi(const std::vector<KTensor>& ts) {
         es.push_back(e);
       }
       if (es.empty()) continue;
-      TCV_CUDA_DISPATCH_FLOAT(dt, "clip_grad_norm", {
+      TCV_CUDA_DISPATCH_FLOAT(dt, "sum_of_squares", {
         for_each_pack(es, [&](const Pack& pk, int nc) {
           sum_squares_kernel<scalar_t><<<nc, kThreads, 0, cur_stream()>>>(pk, out);
           TCV_CUDA_LAUNCH_CHECK();
         });
       });
     }
-    double host = 0.0;
-    memcpy_d2h(&host, out, sizeof(double));
+    memcpy_d2h(result, out, sizeof(double));
     cached_free(out);
-    return host;
   } catch (...) {
     cached_free(out);
     throw;

@@ -18,8 +18,6 @@ struct PadArgs {
 };
 
 PadArgs make_args(PadMode mode, const KTensor& out, const KTensor& in, const int64_t* before) {
-  TCV_CHECK(out.ndim == in.ndim && out.ndim >= 1 && out.ndim <= kMaxDims,
-            "[pad] kernel needs operands of the same rank, got ", out.ndim, " and ", in.ndim);
   PadArgs a;
   a.nd = out.ndim;
   a.mode = static_cast<int>(mode);
@@ -103,10 +101,6 @@ void backward_typed(const PadArgs& a, const KTensor& dx, const KTensor& dy) {
 
 void pad(PadMode mode, const KTensor& out, const KTensor& in, const int64_t* before, double value) {
   if (out.numel() == 0) return;
-  TCV_CHECK(in.numel() == 0 || in.is_contiguous(), "[pad] kernel needs contiguous operands");
-  TCV_CHECK(out.is_contiguous(), "[pad] kernel needs contiguous operands");
-  TCV_CHECK(out.dtype == in.dtype, "[pad] dtypes differ: ", dtype_name(out.dtype), " and ",
-            dtype_name(in.dtype));
   const PadArgs a = make_args(mode, out, in, before);
   const int64_t total = out.numel();
   TCV_CUDA_DISPATCH_ALL(in.dtype, "pad", {
@@ -118,10 +112,6 @@ void pad(PadMode mode, const KTensor& out, const KTensor& in, const int64_t* bef
 
 void pad_backward(PadMode mode, const KTensor& dx, const KTensor& dy, const int64_t* before) {
   if (dx.numel() == 0) return;
-  TCV_CHECK(dx.is_contiguous() && (dy.numel() == 0 || dy.is_contiguous()),
-            "[pad] backward needs contiguous operands");
-  TCV_CHECK(dx.dtype == dy.dtype, "[pad] backward dtypes differ: ", dtype_name(dx.dtype), " and ",
-            dtype_name(dy.dtype));
   const PadArgs a = make_args(mode, dy, dx, before);
   switch (dy.dtype) {
     TCV_DTYPE_CASE(f32, float, backward_typed<scalar_t>(a, dx, dy))

@@ -164,12 +164,6 @@ __global__ void adaptive_bwd(const T* dy, T* dx, int64_t total, int64_t h, int64
   }
 }
 
-void check_contig(const KTensor& a, const KTensor& b, const char* op) {
-  TCV_CHECK(a.is_contiguous() && b.is_contiguous(), "[", op, "] expects contiguous tensors");
-  TCV_CHECK(a.dtype == b.dtype, "[", op, "] dtypes differ: ", dtype_name(a.dtype), " and ",
-            dtype_name(b.dtype));
-}
-
 }  // namespace
 
 size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
@@ -181,14 +175,10 @@ size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
 void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
                     const KTensor* workspace) {
   const char* op = g.kind == PoolKind::max ? "max_pool2d" : "avg_pool2d";
-  check_contig(x, y, op);
   const int64_t total = g.n * g.c * g.oh * g.ow;
   if (total == 0) return;
   int64_t* idx = nullptr;
   if (g.kind == PoolKind::max && workspace && workspace->data) {
-    TCV_CHECK(static_cast<size_t>(workspace->numel()) * dtype_size(workspace->dtype) >=
-                  pool2d_workspace_bytes(g, x.dtype),
-              "[", op, "] workspace too small");
     idx = workspace->ptr<int64_t>();
   }
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, op, {
@@ -201,9 +191,6 @@ void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
 void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
                      const KTensor* workspace) {
   const char* op = g.kind == PoolKind::max ? "max_pool2d_backward" : "avg_pool2d_backward";
-  check_contig(dy, dx, op);
-  TCV_CHECK(g.kind != PoolKind::max || (workspace && workspace->data), "[", op,
-            "] needs the forward's workspace");
   const int64_t total = g.n * g.c * g.h * g.w;
   if (total == 0) return;
   const int64_t* idx = g.kind == PoolKind::max ? workspace->ptr<const int64_t>() : nullptr;
@@ -215,7 +202,6 @@ void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
 }
 
 void adaptive_avg_pool2d_forward(const KTensor& x, const KTensor& y) {
-  check_contig(x, y, "adaptive_avg_pool2d");
   const int64_t total = y.numel();
   if (total == 0) return;
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, "adaptive_avg_pool2d", {
@@ -227,7 +213,6 @@ void adaptive_avg_pool2d_forward(const KTensor& x, const KTensor& y) {
 }
 
 void adaptive_avg_pool2d_backward(const KTensor& dy, const KTensor& dx) {
-  check_contig(dy, dx, "adaptive_avg_pool2d_backward");
   const int64_t total = dx.numel();
   if (total == 0) return;
   TCV_CUDA_DISPATCH_FLOAT(dy.dtype, "adaptive_avg_pool2d_backward", {

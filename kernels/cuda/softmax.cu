@@ -1,5 +1,5 @@
+#include "kernels/cuda/exp_sum.cuh"
 #include "kernels/cuda/softmax.h"
-#include "kernels/cuda/tile_reduce.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -17,18 +17,9 @@ __global__ void softmax_kernel(bool log, T* out, const T* in, int64_t r, int64_t
     const TilePos p = tile_pos(gb, col_blocks, groups, inner);
     const int64_t base = p.o * r * inner + p.j;
     // NaN never becomes the maximum (as std::max on the CPU); it spreads through exp.
-    A mx = -INFINITY;
-    if (p.valid)
-      for (int64_t i = threadIdx.y; i < r; i += blockDim.y) {
-        const A v = to_acc(in[base + i * inner]);
-        mx = mx < v ? v : mx;
-      }
-    mx = tile_allreduce(mx, sm, [](A a, A b) { return a < b ? b : a; });
-    A sum = 0;
-    if (p.valid)
-      for (int64_t i = threadIdx.y; i < r; i += blockDim.y)
-        sum += ::exp(to_acc(in[base + i * inner]) - mx);
-    sum = tile_allreduce(sum, sm, [](A a, A b) { return a + b; });
+    const ExpSum<A> st = tile_exp_sum<A>(
+        p.valid, r, [&](int64_t i) { return to_acc(in[base + i * inner]); }, sm);
+    const A mx = st.max, sum = st.sum;
     if (!p.valid) continue;
     if (log) {
       const A shift = mx + ::log(sum);  // a row of only -inf gives NaN, as in torch
@@ -75,8 +66,6 @@ const char* kind_name(SoftmaxKind kind) {
 
 void softmax(SoftmaxKind kind, const KTensor& out, const KTensor& in, int64_t outer, int64_t r,
              int64_t inner) {
-  TCV_CHECK(in.is_contiguous() && out.is_contiguous(), "[", kind_name(kind),
-            "] kernel needs contiguous operands");
   if (outer * r * inner == 0) return;
   const Tile t = make_tile(outer, r, inner);
   const bool log = kind == SoftmaxKind::log_softmax;
@@ -89,8 +78,6 @@ void softmax(SoftmaxKind kind, const KTensor& out, const KTensor& in, int64_t ou
 
 void softmax_backward(SoftmaxKind kind, const KTensor& dx, const KTensor& dy, const KTensor& y,
                       int64_t outer, int64_t r, int64_t inner) {
-  TCV_CHECK(dx.is_contiguous() && dy.is_contiguous() && y.is_contiguous(), "[", kind_name(kind),
-            "] backward kernel needs contiguous operands");
   if (outer * r * inner == 0) return;
   const Tile t = make_tile(outer, r, inner);
   const bool log = kind == SoftmaxKind::log_softmax;

@@ -13,10 +13,6 @@ struct Geom {
 };
 
 Geom geom(const KTensor& out, const KTensor& in) {
-  TCV_CHECK(out.ndim == 4 && in.ndim == 4 && out.is_contiguous() && in.is_contiguous(),
-            "[upsample] kernel expects contiguous (N, C, H, W) tensors");
-  TCV_CHECK(out.dtype == in.dtype, "[upsample] dtypes differ: ", dtype_name(out.dtype), " and ",
-            dtype_name(in.dtype));
   return {in.sizes[0] * in.sizes[1], in.sizes[2], in.sizes[3], out.sizes[2], out.sizes[3]};
 }
 

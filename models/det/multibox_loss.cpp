@@ -92,14 +92,15 @@ MultiBoxLosses multibox_loss(const Tensor& loc, const Tensor& conf, const Tensor
   const double norm = 1.0 / static_cast<double>(std::max<int64_t>(1, num_matched));
 
   // Smooth-L1 (beta 1) summed over the coordinates of matched anchors.
-  const Tensor box_terms = ops::smooth_l1_loss(loc, reg_t, ops::Reduction::none);  // (N, A, 4)
+  const Tensor box_terms =
+      ops::smooth_l1_loss(loc, reg_t, {.reduction = ops::Reduction::none});  // (N, A, 4)
   const Tensor bbox = ops::mul(ops::sum(ops::mul(box_terms, matched_f.unsqueeze(2))), norm);
 
   // Cross-entropy of every anchor; positives (label > 0) plus the hardest
   // negatives: those ranked below ratio · positives of their image by loss.
-  const Tensor ce =
-      ops::cross_entropy(conf.reshape({n * a, c}), cls_t.reshape({n * a}), ops::Reduction::none)
-          .view({n, a});
+  const Tensor ce = ops::cross_entropy(conf.reshape({n * a, c}), cls_t.reshape({n * a}),
+                                       {.reduction = ops::Reduction::none})
+                        .view({n, a});
   Tensor weight;  // (N, A): 1 per positive, + 1 per selected negative
   {
     NoGradGuard no_grad;

@@ -31,7 +31,7 @@ void append_conv_bn_relu(nn::Sequential& seq, int64_t in, int64_t out, int64_t k
 }
 
 Tensor upsample_to(const Tensor& x, const Tensor& like) {
-  return ops::upsample(x, {like.size(2), like.size(3)}, ops::InterpMode::bilinear, false);
+  return ops::upsample(x, {like.size(2), like.size(3)}, {.mode = ops::InterpMode::bilinear});
 }
 
 }  // namespace

@@ -11,8 +11,8 @@ SegLossTerms seg_loss(const SegOutput& out, const Tensor& target, const SegLossO
             "[seg_loss] target ", target.shape_str(), " does not match the output ",
             out.out.shape_str(), ": expected (N, H, W) at the output's size");
   auto ce = [&](const Tensor& logits) {
-    return ops::cross_entropy(logits, target, ops::Reduction::mean, o.ignore_index, 0.0,
-                              o.class_weight);
+    return ops::cross_entropy(logits, target,
+                              {.ignore_index = o.ignore_index, .weight = o.class_weight});
   };
   SegLossTerms t;
   t.main = o.kind == SegLossKind::ohem_ce ? ops::ohem_cross_entropy(out.out, target,

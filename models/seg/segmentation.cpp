@@ -28,7 +28,7 @@ std::shared_ptr<cls::ResNet> dilated_resnet(const SegModelOptions& o) {
 }
 
 Tensor upsample_to(const Tensor& x, int64_t h, int64_t w) {
-  return ops::upsample(x, {h, w}, ops::InterpMode::bilinear, false);
+  return ops::upsample(x, {h, w}, {.mode = ops::InterpMode::bilinear});
 }
 
 }  // namespace

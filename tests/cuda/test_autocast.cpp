@@ -29,7 +29,7 @@ TEST(CudaAutocast, OpPolicy) {
     EXPECT_EQ(ops::matmul(a, b.transpose(0, 1)).dtype(), low);
     EXPECT_EQ(ops::log_softmax(ops::linear(a, b, Tensor()), 1).dtype(), DType::f32);
     Tensor bn = ops::batch_norm(y, ones({4}).to(kGPU), zeros({4}).to(kGPU), Tensor(), Tensor(),
-                                true, 0.1, 1e-5);
+                                {.training = true});
     EXPECT_EQ(bn.dtype(), low) << "batch norm computes in f32 and returns its input's dtype";
     // Pooling keeps the 16-bit dtype (CUDA kernels in every float type).
     EXPECT_EQ(ops::max_pool2d(y, {}).dtype(), low);

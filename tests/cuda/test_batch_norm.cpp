@@ -29,7 +29,8 @@ TVec bn_inputs(const Shape& x, uint64_t seed, DType dt) {
 testing::MultiFn bn(const BatchNormCall& call) {
   return [call](const TVec& v) {
     Tensor y =
-        ops::batch_norm(v[0], v[1], v[2], v[3], v[4], call.training, call.momentum, call.eps);
+        ops::batch_norm(v[0], v[1], v[2], v[3], v[4],
+                        {.training = call.training, .momentum = call.momentum, .eps = call.eps});
     if (!call.training) return TVec{y};
     return TVec{y, v[3].clone(), v[4].clone()};
   };

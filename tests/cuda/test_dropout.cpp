@@ -19,12 +19,12 @@ TEST(CudaDropout2d, GeneratorAdvancesAsOnTheCpu) {
   TCV_REQUIRE_CUDA();
   for (const Shape& shape : {Shape{4, 33, 5, 7}, Shape{2, 3, 4, 5, 6}, Shape{0, 3, 2, 2}}) {
     Generator gc(31), gg(31);
-    ops::dropout2d(ones(shape), 0.5, true, &gc);
-    ops::dropout2d(ones(shape, {.device = kGpu}), 0.5, true, &gg);
+    ops::dropout2d(ones(shape), {.p = 0.5, .generator = &gc});
+    ops::dropout2d(ones(shape, {.device = kGpu}), {.p = 0.5, .generator = &gg});
     EXPECT_EQ(gg.offset(), gc.offset()) << shape_str(shape);
   }
   Tensor x = ones({2, 3, 4, 4}, {.device = kGpu});
-  EXPECT_TRUE(ops::dropout2d(x, 0.5, false).same(x));
+  EXPECT_TRUE(ops::dropout2d(x, {.p = 0.5, .training = false}).same(x));
 }
 
 }  // namespace

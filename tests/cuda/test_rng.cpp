@@ -146,8 +146,8 @@ TEST_F(CudaRng, DropoutMatchesCpu) {
       Tensor xc = x.clone().set_requires_grad(true);
       Tensor xg = x.to(kGpu).set_requires_grad(true);
       Generator gc(77), gg(77);
-      Tensor yc = ops::dropout(xc, p, true, &gc);
-      Tensor yg = ops::dropout(xg, p, true, &gg);
+      Tensor yc = ops::dropout(xc, {.p = p, .generator = &gc});
+      Tensor yg = ops::dropout(xg, {.p = p, .generator = &gg});
       expect_bitwise_equal(yg, yc, "dropout " + what);
       EXPECT_EQ(gg.offset(), gc.offset()) << what;
       Tensor dy = randn({37, 129}, {.dtype = dt}, &gx);
@@ -160,16 +160,16 @@ TEST_F(CudaRng, DropoutMatchesCpu) {
   Generator gx(2);
   Tensor x = randn({20, 30}, {}, &gx);
   Generator gc(5), gg(5);
-  Tensor yc = ops::dropout(x.t(), 0.3, true, &gc);
-  Tensor yg = ops::dropout(x.to(kGpu).t(), 0.3, true, &gg);
+  Tensor yc = ops::dropout(x.t(), {.p = 0.3, .generator = &gc});
+  Tensor yg = ops::dropout(x.to(kGpu).t(), {.p = 0.3, .generator = &gg});
   expect_bitwise_equal(yg, yc, "dropout transposed");
   // Not training, p = 0 and p = 1 behave as on the CPU.
   Tensor xg = x.to(kGpu);
-  EXPECT_TRUE(ops::dropout(xg, 0.5, false, &gg).same(xg));
-  testing::expect_close(ops::dropout(xg, 1.0, true, &gg).to(kCPU), zeros({20, 30}), 0, 0,
-                        "dropout p=1");
+  EXPECT_TRUE(ops::dropout(xg, {.p = 0.5, .training = false, .generator = &gg}).same(xg));
+  testing::expect_close(ops::dropout(xg, {.p = 1.0, .generator = &gg}).to(kCPU), zeros({20, 30}), 0,
+                        0, "dropout p=1");
   // Empty input.
-  EXPECT_EQ(ops::dropout(empty({0, 4}, {.device = kGpu}), 0.5, true, &gg).numel(), 0);
+  EXPECT_EQ(ops::dropout(empty({0, 4}, {.device = kGpu}), {.p = 0.5, .generator = &gg}).numel(), 0);
 }
 
 }  // namespace

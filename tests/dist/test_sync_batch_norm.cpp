@@ -31,8 +31,8 @@ TEST(SyncBatchNorm, LocalGroupMatchesBatchNorm) {
   const Tensor w = rand_f64({4}, 2), b = rand_f64({4}, 3);
   Tensor rm1 = zeros({4}, {.dtype = DType::f64}), rv1 = ones({4}, {.dtype = DType::f64});
   Tensor rm2 = rm1.clone(), rv2 = rv1.clone();
-  const Tensor want = ops::batch_norm(x, w, b, rm1, rv1, true, 0.1, 1e-5);
-  const Tensor got = nn::sync_batch_norm(x, w, b, rm2, rv2, 0.1, 1e-5, local_group());
+  const Tensor want = ops::batch_norm(x, w, b, rm1, rv1, {.training = true});
+  const Tensor got = ops::sync_batch_norm(x, w, b, rm2, rv2, local_group());
   expect_close(got, want, 1e-10, 1e-8, "y");
   expect_close(rm2, rm1, 1e-12, 1e-10, "running_mean");
   expect_close(rv2, rv1, 1e-12, 1e-10, "running_var");
@@ -42,10 +42,10 @@ TEST(SyncBatchNorm, HalfInputComputesInF32) {
   const Tensor x = rand_f64({3, 4, 5, 2}, 7, -2.0, 2.0, false).to(DType::bf16);
   const Tensor w = rand_f64({4}, 8, 0.5, 1.5, false).to(DType::f32);
   Tensor rm = zeros({4}), rv = ones({4});
-  const Tensor got = nn::sync_batch_norm(x, w, Tensor(), rm, rv, 0.1, 1e-5, local_group());
+  const Tensor got = ops::sync_batch_norm(x, w, Tensor(), rm, rv, local_group());
   EXPECT_EQ(got.dtype(), DType::bf16);
   Tensor rm2 = zeros({4}), rv2 = ones({4});
-  const Tensor want = ops::batch_norm(x, w, Tensor(), rm2, rv2, true, 0.1, 1e-5);
+  const Tensor want = ops::batch_norm(x, w, Tensor(), rm2, rv2, {.training = true});
   expect_close(got.to(DType::f32), want.to(DType::f32), 1e-2, 1e-2, "bf16 y");
   expect_close(rm, rm2, 1e-6, 1e-5, "running_mean");
 }
@@ -54,8 +54,7 @@ TEST(SyncBatchNorm, GradCheck) {
   const auto g = local_group();
   check_gradients("sync_batch_norm",
                   [&](const std::vector<Tensor>& in) {
-                    return nn::sync_batch_norm(in[0], in[1], in[2], Tensor(), Tensor(), 0.1, 1e-5,
-                                               g);
+                    return ops::sync_batch_norm(in[0], in[1], in[2], Tensor(), Tensor(), g);
                   },
                   {rand_f64({3, 2, 3, 2}, 4), rand_f64({2}, 5), rand_f64({2}, 6)});
 }
@@ -69,7 +68,7 @@ TEST(SyncBatchNorm, TwoRanksEqualBatchNormOnTheUnionBatch) {
   Tensor xr = x.clone().set_requires_grad(true), wr = w0.clone().set_requires_grad(true),
          br = b0.clone().set_requires_grad(true);
   Tensor rm = zeros({3}, {.dtype = DType::f64}), rv = ones({3}, {.dtype = DType::f64});
-  Tensor yr = ops::batch_norm(xr, wr, br, rm, rv, true, 0.1, 1e-5);
+  Tensor yr = ops::batch_norm(xr, wr, br, rm, rv, {.training = true});
   ops::sum(yr * dy).backward();
 
   auto fw = std::make_shared<dist::testing::FakeWorld>(world);
@@ -82,7 +81,7 @@ TEST(SyncBatchNorm, TwoRanksEqualBatchNormOnTheUnionBatch) {
       Tensor wi = w0.clone().set_requires_grad(true), bi = b0.clone().set_requires_grad(true);
       rms[r] = zeros({3}, {.dtype = DType::f64});
       rvs[r] = ones({3}, {.dtype = DType::f64});
-      ys[r] = nn::sync_batch_norm(xi, wi, bi, rms[r], rvs[r], 0.1, 1e-5, *g);
+      ys[r] = ops::sync_batch_norm(xi, wi, bi, rms[r], rvs[r], *g);
       ops::sum(ys[r] * dy.narrow(0, r * 3, 3)).backward();
       dxs[r] = xi.grad();
       dws[r] = wi.grad();

@@ -27,7 +27,7 @@ TEST(BatchNorm, KnownValuesTraining) {
   // One channel holding 1, 2, 3, 4: mean 2.5, biased var 1.25.
   Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 1, 2, 1});
   Tensor w = full({1}, 2.0), b = full({1}, 0.5);
-  Tensor y = ops::batch_norm(x, w, b, Tensor(), Tensor(), /*training=*/true, 0.1, 0.0 + 1e-5);
+  Tensor y = ops::batch_norm(x, w, b, Tensor(), Tensor(), {.training = true, .eps = 0.0 + 1e-5});
   const double invstd = 1.0 / std::sqrt(1.25 + 1e-5);
   const std::vector<float> got = y.to_vector<float>();
   const double xs[] = {1, 2, 3, 4};
@@ -41,7 +41,7 @@ TEST(BatchNorm, RunningStatsUpdateLikePyTorch) {
     Tensor rm = from_vector<double>({0.5, -1.0, 2.0}).to(dt);
     Tensor rv = from_vector<double>({1.0, 2.0, 0.5}).to(dt);
     const uint32_t v_mean = rm.version(), v_var = rv.version();
-    ops::batch_norm(x, Tensor(), Tensor(), rm, rv, /*training=*/true, /*momentum=*/0.2);
+    ops::batch_norm(x, Tensor(), Tensor(), rm, rv, {.training = true, .momentum = 0.2});
     EXPECT_GT(rm.version(), v_mean);
     EXPECT_GT(rv.version(), v_var);
     // Closed form: momentum-weighted with the batch mean and the unbiased variance.
@@ -61,7 +61,7 @@ TEST(BatchNorm, EvalUsesRunningStats) {
   Tensor x = from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2});  // (N, C)
   Tensor rm = from_vector<float>({1, 2}), rv = from_vector<float>({4, 9});
   Tensor w = from_vector<float>({1, 2}), b = from_vector<float>({0, 1});
-  Tensor y = ops::batch_norm(x, w, b, rm, rv, /*training=*/false, 0.1, 1e-5);
+  Tensor y = ops::batch_norm(x, w, b, rm, rv);
   const std::vector<float> got = y.to_vector<float>();
   const float xs[] = {1, 2, 3, 4, 5, 6};
   for (int i = 0; i < 6; ++i) {
@@ -105,7 +105,7 @@ TEST(BatchNorm, F32LargeMeanSmallSpreadMatchesF64) {
       Tensor x = x32.detach().to(dt).set_requires_grad(true);
       Tensor w = w32.detach().to(dt).set_requires_grad(true);
       Tensor b = b32.detach().to(dt).set_requires_grad(true);
-      Tensor out = ops::batch_norm(x, w, b, rm32.to(dt), rv32.to(dt), training, 0.1, 1e-5);
+      Tensor out = ops::batch_norm(x, w, b, rm32.to(dt), rv32.to(dt), {.training = training});
       out.backward(dy32.to(dt));
       y.push_back(out);
       dx.push_back(x.grad());
@@ -137,23 +137,28 @@ TEST(BatchNorm, LoopsMatchOneDnn) {
       dx[impl] = empty({4, 5, 21});
       dw[impl] = empty({5});
       db[impl] = empty({5});
-      const kernels::KTensor wk = w.k(), bk = b.k(), dxk = dx[impl].k(), dwk = dw[impl].k(),
-                             dbk = db[impl].k();
-      const kernels::KTensor mk = stats[impl][0].k(), vk = stats[impl][1].k();
+      const kernels::KTensor wk = w.strided_desc(), bk = b.strided_desc(),
+                             dxk = dx[impl].strided_desc(), dwk = dw[impl].strided_desc(),
+                             dbk = db[impl].strided_desc();
+      const kernels::KTensor mk = stats[impl][0].strided_desc(), vk = stats[impl][1].strided_desc();
       if (impl == 0) {
         if (training)
-          kernels::cpu::batch_norm_forward_train(g, x.k(), &wk, &bk, y[impl].k(), mk, vk);
+          kernels::cpu::batch_norm_forward_train(g, x.strided_desc(), &wk, &bk,
+                                                 y[impl].strided_desc(), mk, vk);
         else
-          kernels::cpu::batch_norm_forward_eval(g, x.k(), &wk, &bk, mk, vk, y[impl].k());
-        kernels::cpu::batch_norm_backward(g, training, x.k(), dy.k(), &wk, mk, vk, &dxk, &dwk,
-                                          &dbk);
+          kernels::cpu::batch_norm_forward_eval(g, x.strided_desc(), &wk, &bk, mk, vk,
+                                                y[impl].strided_desc());
+        kernels::cpu::batch_norm_backward(g, training, x.strided_desc(), dy.strided_desc(), &wk, mk,
+                                          vk, &dxk, &dwk, &dbk);
       } else {
         if (training)
-          kernels::cpu::batch_norm_forward_train_onednn(g, x.k(), &wk, &bk, y[impl].k(), mk, vk);
+          kernels::cpu::batch_norm_forward_train_onednn(g, x.strided_desc(), &wk, &bk,
+                                                        y[impl].strided_desc(), mk, vk);
         else
-          kernels::cpu::batch_norm_forward_eval_onednn(g, x.k(), &wk, &bk, mk, vk, y[impl].k());
-        kernels::cpu::batch_norm_backward_onednn(g, training, x.k(), dy.k(), &wk, mk, vk, &dxk,
-                                                 &dwk, &dbk);
+          kernels::cpu::batch_norm_forward_eval_onednn(g, x.strided_desc(), &wk, &bk, mk, vk,
+                                                       y[impl].strided_desc());
+        kernels::cpu::batch_norm_backward_onednn(g, training, x.strided_desc(), dy.strided_desc(),
+                                                 &wk, mk, vk, &dxk, &dwk, &dbk);
       }
     }
     // Each implementation is within the f32 bound of the exact result, so
@@ -183,10 +188,16 @@ TEST(BatchNorm, LoopsMatchOneDnn) {
 
 TEST(BatchNorm, Errors) {
   Tensor x = zeros({2, 3, 4, 4});
-  EXPECT_THROW(ops::batch_norm(x, zeros({4}), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(ops::batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(ops::batch_norm(zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), zeros({3}), Tensor(), true), Error);
+  EXPECT_THROW(ops::batch_norm(x, zeros({4}), Tensor(), Tensor(), Tensor(), {.training = true}),
+               Error);
+  EXPECT_THROW(
+      ops::batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), {.training = true}),
+      Error);
+  EXPECT_THROW(
+      ops::batch_norm(zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), {.training = true}),
+      Error);
+  EXPECT_THROW(ops::batch_norm(x, Tensor(), Tensor(), zeros({3}), Tensor(), {.training = true}),
+               Error);
 }
 
 // Mixed precision: an f16/bf16 input with f32 parameters and statistics is
@@ -207,9 +218,9 @@ TEST(BatchNorm, HalfInputComputesInF32) {
       };
       Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
       Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
-      Tensor ya = ops::batch_norm(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
+      Tensor ya = ops::batch_norm(xa, wa, ba, rm_a, rv_a, {.training = training});
       Tensor yb =
-          ops::batch_norm(xb.to(DType::f32), wb, bb, rm_b, rv_b, training, 0.1, 1e-5).to(half);
+          ops::batch_norm(xb.to(DType::f32), wb, bb, rm_b, rv_b, {.training = training}).to(half);
       const std::string what = std::string(dtype_name(half)) + (training ? " train" : " eval");
       ASSERT_EQ(ya.dtype(), half) << what;
       testing::expect_close(ya, yb, 0, 0, what + " output");
@@ -226,7 +237,7 @@ TEST(BatchNorm, HalfInputComputesInF32) {
   }
   EXPECT_NE(testing::error_of([] {
               ops::batch_norm(ones({2, 3, 4}).to(DType::bf16), ones({3}).to(DType::bf16), Tensor(),
-                              Tensor(), Tensor(), true);
+                              Tensor(), Tensor(), {.training = true});
             }).find("needs f32"),
             std::string::npos);
 }
@@ -253,9 +264,9 @@ TEST(BatchNormRelu, SameValuesAndGradientsAsReluOfBatchNorm) {
     Tensor rm_b = zeros({4}, {.dtype = pd}), rv_b = ones({4}, {.dtype = pd});
     Tensor xa = leaf(x0), wa = leaf(w0), ba = leaf(b0);
     Tensor xb = leaf(x0), wb = leaf(w0), bb = leaf(b0);
-    Tensor ya = six ? ops::batch_norm_relu6(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5)
-                    : ops::batch_norm_relu(xa, wa, ba, rm_a, rv_a, training, 0.1, 1e-5);
-    Tensor bn = ops::batch_norm(xb, wb, bb, rm_b, rv_b, training, 0.1, 1e-5);
+    Tensor ya = six ? ops::batch_norm_relu6(xa, wa, ba, rm_a, rv_a, {.training = training})
+                    : ops::batch_norm_relu(xa, wa, ba, rm_a, rv_a, {.training = training});
+    Tensor bn = ops::batch_norm(xb, wb, bb, rm_b, rv_b, {.training = training});
     Tensor yb = six ? ops::relu6(bn) : ops::relu(bn);
     const std::string what =
         std::string(dtype_name(dt)) + (training ? " train" : " eval") + (six ? " relu6" : " relu");
@@ -288,7 +299,7 @@ TEST(BatchNorm, RunningStatsUpdateInsideTheKernel) {
   const uint32_t version = rm.version();
   profiler::take();
   profiler::set_enabled(true);
-  ops::batch_norm(x, Tensor(), Tensor(), rm, rv, true, 0.3, 1e-5);
+  ops::batch_norm(x, Tensor(), Tensor(), rm, rv, {.training = true, .momentum = 0.3});
   profiler::set_enabled(false);
   const auto rows = profiler::take();
   // One kernel call: no tensor ops (and on a GPU no launches) for the update.
@@ -306,7 +317,7 @@ TEST(BatchNorm, RunningStatsUpdateInsideTheKernel) {
   }
   // Running statistics in another dtype take the tensor-op update, same values.
   Tensor rm64 = from_vector<double>(rm0, {3}), rv64 = from_vector<double>(rv0, {3});
-  ops::batch_norm(x, Tensor(), Tensor(), rm64, rv64, true, 0.3, 1e-5);
+  ops::batch_norm(x, Tensor(), Tensor(), rm64, rv64, {.training = true, .momentum = 0.3});
   expect_close(rm64, rm.to(DType::f64), 1e-6, 0, "f64 running mean");
   expect_close(rv64, rv.to(DType::f64), 1e-6, 0, "f64 running var");
 }

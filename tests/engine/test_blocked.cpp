@@ -54,7 +54,7 @@ TEST(Blocked, ConvolutionWritesTheBlockedLayoutAndReadsBackRowMajor) {
   Tensor w = rand_f64({32, 16, 3, 3}, 2, -1, 1, false).to(DType::f32);
   Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
   ASSERT_EQ(y.is_blocked(), blocks_here());
-  EXPECT_EQ(y.k_any().blocked, blocks_here());
+  EXPECT_EQ(y.desc_as_stored().blocked, blocks_here());
   const Tensor y64 = ops::conv2d(x.to(DType::f64), w.to(DType::f64), Tensor(), {.padding = {1, 1}});
   // A view reads row-major values, converting the storage on the way.
   Tensor corner = y.narrow(1, 17, 2).narrow(2, 4, 2);
@@ -62,7 +62,7 @@ TEST(Blocked, ConvolutionWritesTheBlockedLayoutAndReadsBackRowMajor) {
   testing::expect_within(corner, y64.narrow(1, 17, 2).narrow(2, 4, 2),
                          bound.narrow(1, 17, 2).narrow(2, 4, 2), "view");
   EXPECT_FALSE(y.is_blocked());
-  EXPECT_FALSE(y.k().blocked);
+  EXPECT_FALSE(y.strided_desc().blocked);
   testing::expect_within(y, y64, bound, "whole");
 }
 
@@ -106,9 +106,9 @@ TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
     auto run = [&](const std::vector<Tensor>& v, bool check_layout) {
       Tensor h = ops::conv2d(v[0], v[1], Tensor(), p1);
       Tensor rm = zeros({16}, {.dtype = v[0].dtype()}), rv = ones({16}, {.dtype = v[0].dtype()});
-      Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, training, 0.1, 1e-5);
-      Tensor r =
-          fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, training, 0.1, 1e-5) : ops::relu(b);
+      Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, {.training = training});
+      Tensor r = fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, {.training = training})
+                       : ops::relu(b);
       Tensor s = fused ? ops::add_relu(r, h) : ops::add(r, h);  // both blocked
       Tensor out = ops::conv2d(s, v[4], Tensor(), p2);
       if (check_layout && blocks_here()) {
@@ -192,7 +192,7 @@ TEST(Blocked, BatchNormBlockedEqualsRowMajor) {
     EXPECT_EQ(xi.is_blocked(), blocked);
     xi.set_requires_grad(true);
     Tensor gamma = f32_leaf(rand_f64({32}, 22, 0.5, 1.5));
-    Tensor out = ops::batch_norm(xi, gamma, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+    Tensor out = ops::batch_norm(xi, gamma, Tensor(), Tensor(), Tensor(), {.training = true});
     EXPECT_EQ(out.is_blocked(), blocked);
     out.backward(dy);
     y.push_back(out);

@@ -111,11 +111,14 @@ TEST(Conv2d, TapsReadingOnlyPaddingAreSkipped) {
       Tensor x64 = x.detach().to(DType::f64), w64 = w.detach().to(DType::f64);
       Tensor b64 = b.detach().to(DType::f64);
       Tensor y_ref = empty(y.shape(), {.dtype = DType::f64});
-      const kernels::KTensor bk = b64.k();
-      kernels::cpu::conv2d_forward_ref(g, x64.k(), w64.k(), &bk, y_ref.k());
+      const kernels::KTensor bk = b64.strided_desc();
+      kernels::cpu::conv2d_forward_ref(g, x64.strided_desc(), w64.strided_desc(), &bk,
+                                       y_ref.strided_desc());
       Tensor dx = empty_like(x64), dw = empty_like(w64), db = empty_like(b64);
-      const kernels::KTensor dxk = dx.k(), dwk = dw.k(), dbk = db.k();
-      kernels::cpu::conv2d_backward_ref(g, x64.k(), w64.k(), dy.k(), &dxk, &dwk, &dbk);
+      const kernels::KTensor dxk = dx.strided_desc(), dwk = dw.strided_desc(),
+                             dbk = db.strided_desc();
+      kernels::cpu::conv2d_backward_ref(g, x64.strided_desc(), w64.strided_desc(),
+                                        dy.strided_desc(), &dxk, &dwk, &dbk);
       // Inputs in [-1, 1]: every sum has at most n = 160 terms (dweight's N·OH·OW)
       // of magnitude <= 1, so its f32 error is within γₙ·n.
       const double tol = dt == DType::f64 ? 1e-12 : testing::gamma_n(160, DType::f32) * 160;

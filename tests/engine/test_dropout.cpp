@@ -16,13 +16,13 @@ using testing::rand_f64;
 
 TEST(Dropout, EvalAndZeroProbabilityReturnInput) {
   Tensor x = rand_f64({4, 5}, 1);
-  EXPECT_TRUE(ops::dropout(x, 0.5, /*training=*/false).same(x));
-  EXPECT_TRUE(ops::dropout(x, 0.0, /*training=*/true).same(x));
+  EXPECT_TRUE(ops::dropout(x, {.p = 0.5, .training = false}).same(x));
+  EXPECT_TRUE(ops::dropout(x, {.p = 0.0}).same(x));
 }
 
 TEST(Dropout, ProbabilityOneGivesZerosAndZeroGradient) {
   Tensor x = rand_f64({3, 4}, 2);
-  Tensor y = ops::dropout(x, 1.0, true);
+  Tensor y = ops::dropout(x, {.p = 1.0});
   expect_close(y, zeros({3, 4}, {.dtype = DType::f64}));
   ops::sum(y).backward();
   expect_close(x.grad(), zeros({3, 4}, {.dtype = DType::f64}));
@@ -32,7 +32,7 @@ TEST(Dropout, DropsAboutPAndScalesTheRest) {
   Generator g(3);
   Tensor x = ones({200000});
   const double p = 0.3;
-  Tensor y = ops::dropout(x, p, true, &g);
+  Tensor y = ops::dropout(x, {.p = p, .generator = &g});
   const std::vector<float> v = y.to_vector<float>();
   int64_t zeros_n = 0;
   for (float e : v) {
@@ -52,25 +52,46 @@ TEST(Dropout, SameSeedSameMaskWhateverTheThreadCount) {
   const int prev = omp_get_max_threads();
   omp_set_num_threads(1);
   Generator g1(42);
-  Tensor a = ops::dropout(x, 0.5, true, &g1);
+  Tensor a = ops::dropout(x, {.p = 0.5, .generator = &g1});
   omp_set_num_threads(std::max(2, prev));
   Generator g2(42);
-  Tensor b = ops::dropout(x, 0.5, true, &g2);
-  Tensor c = ops::dropout(x, 0.5, true, &g2);  // the generator moved on: a new mask
+  Tensor b = ops::dropout(x, {.p = 0.5, .generator = &g2});
+  Tensor c = ops::dropout(x, {.p = 0.5, .generator = &g2});  // the generator moved on: a new mask
   omp_set_num_threads(prev);
   expect_close(a, b, 0, 0);
   EXPECT_GT(ops::sum(ops::abs(ops::sub(b, c))).item(), 1000.0);
 }
 
+// f16/bf16 on the CPU: the same mask as f32 for the same generator state, the
+// scale rounded to the dtype and each product rounded once (as mul in that dtype).
+TEST(Dropout, SixteenBitFloatsDrawTheF32Mask) {
+  for (const DType dt : {DType::f16, DType::bf16}) {
+    Generator gx(5);
+    const Tensor x = (rand({5000}, {}, &gx) + 0.5).to(dt);  // no zeros
+    Generator g1(9), g2(9);
+    const std::vector<float> ref =
+        ops::dropout(x.to(DType::f32), {.p = 0.3, .generator = &g1}).to_vector<float>();
+    const Tensor y = ops::dropout(x, {.p = 0.3, .generator = &g2});
+    ASSERT_EQ(y.dtype(), dt);
+    const float scale = full({}, 1.0 / 0.7, {.dtype = dt}).item<float>();
+    const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want =
+          ref[i] == 0.0f ? 0.0f : full({}, xs[i] * scale, {.dtype = dt}).item<float>();
+      ASSERT_EQ(ys[i], want) << dtype_name(dt) << " element " << i;
+    }
+  }
+}
+
 TEST(Dropout, RejectsBadProbability) {
-  EXPECT_THROW(ops::dropout(ones({2}), -0.1, true), Error);
-  EXPECT_THROW(ops::dropout(ones({2}), 1.5, true), Error);
+  EXPECT_THROW(ops::dropout(ones({2}), {.p = -0.1}), Error);
+  EXPECT_THROW(ops::dropout(ones({2}), {.p = 1.5}), Error);
 }
 
 TEST(Dropout, GradientIsTheMask) {
   Generator g(7);
   Tensor x = rand_f64({6, 7}, 5);
-  Tensor y = ops::dropout(x, 0.4, true, &g);
+  Tensor y = ops::dropout(x, {.p = 0.4, .generator = &g});
   ops::sum(y).backward();
   // dx is the mask: 0 or 1/(1-p) exactly where y is 0 or x/(1-p).
   const auto xv = x.to_vector<double>(), yv = y.to_vector<double>(),
@@ -82,15 +103,15 @@ TEST(Dropout, GradientIsTheMask) {
 
 TEST(Dropout2d, EvalAndZeroProbabilityReturnInput) {
   Tensor x = rand_f64({2, 3, 4, 5}, 11);
-  EXPECT_TRUE(ops::dropout2d(x, 0.5, /*training=*/false).same(x));
-  EXPECT_TRUE(ops::dropout2d(x, 0.0, /*training=*/true).same(x));
+  EXPECT_TRUE(ops::dropout2d(x, {.p = 0.5, .training = false}).same(x));
+  EXPECT_TRUE(ops::dropout2d(x, {.p = 0.0}).same(x));
 }
 
 TEST(Dropout2d, DropsWholeChannelsAboutPAndScalesTheRest) {
   Generator g(13);
   const int64_t n = 40, c = 500, h = 3, w = 4;
   const double p = 0.25;
-  Tensor y = ops::dropout2d(ones({n, c, h, w}), p, true, &g);
+  Tensor y = ops::dropout2d(ones({n, c, h, w}), {.p = p, .generator = &g});
   ASSERT_EQ(y.shape(), (Shape{n, c, h, w}));
   const std::vector<float> v = y.to_vector<float>();
   const auto kept = static_cast<float>(1.0 / (1.0 - p));
@@ -110,7 +131,7 @@ TEST(Dropout2d, MaskIsRandOfTheChannels) {
   // Channel (n, c) is kept where rand((N, C)) from the same generator state is below 1 - p.
   Generator g1(21), g2(21);
   const double p = 0.5;
-  Tensor y = ops::dropout2d(ones({3, 7, 2, 2}, {.dtype = DType::f64}), p, true, &g1);
+  Tensor y = ops::dropout2d(ones({3, 7, 2, 2}, {.dtype = DType::f64}), {.p = p, .generator = &g1});
   const std::vector<double> u = rand({3, 7}, {.dtype = DType::f64}, &g2).to_vector<double>();
   EXPECT_EQ(g1.offset(), g2.offset());
   const std::vector<double> v = y.to_vector<double>();
@@ -120,21 +141,22 @@ TEST(Dropout2d, MaskIsRandOfTheChannels) {
 
 TEST(Dropout2d, ProbabilityOneAndFiveDimensionalInput) {
   Tensor x = rand_f64({2, 3, 2, 2, 2}, 12);
-  Tensor y = ops::dropout2d(x, 1.0, true);
+  Tensor y = ops::dropout2d(x, {.p = 1.0});
   expect_close(y, zeros({2, 3, 2, 2, 2}, {.dtype = DType::f64}));
   ops::sum(y).backward();
   expect_close(x.grad(), zeros({2, 3, 2, 2, 2}, {.dtype = DType::f64}));
   Generator g(4);
-  EXPECT_EQ(ops::dropout2d(ones({2, 3, 2, 2, 2}), 0.5, true, &g).shape(), (Shape{2, 3, 2, 2, 2}));
+  EXPECT_EQ(ops::dropout2d(ones({2, 3, 2, 2, 2}), {.p = 0.5, .generator = &g}).shape(),
+            (Shape{2, 3, 2, 2, 2}));
 }
 
 TEST(Dropout2d, RejectsBadInput) {
   EXPECT_NE(testing::error_of([] {
-              ops::dropout2d(ones({4, 5}), 0.5, true);
+              ops::dropout2d(ones({4, 5}), {.p = 0.5});
             }).find("[dropout2d] expects (N, C, d1, ...), got (4, 5)"),
             std::string::npos);
-  EXPECT_THROW(ops::dropout2d(ones({2, 2, 2}), 1.5, true), Error);
-  EXPECT_THROW(ops::dropout2d(ones({2, 2, 2}, {.dtype = DType::i64}), 0.5, true), Error);
+  EXPECT_THROW(ops::dropout2d(ones({2, 2, 2}), {.p = 1.5}), Error);
+  EXPECT_THROW(ops::dropout2d(ones({2, 2, 2}, {.dtype = DType::i64}), {.p = 0.5}), Error);
 }
 
 TEST(Dropout2d, LayerFollowsTrainingMode) {

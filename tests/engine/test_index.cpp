@@ -206,5 +206,22 @@ TEST(MaskedFill, FilledPositionsGetNoGradient) {
             (std::vector<double>{1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1}));
 }
 
+// The range check runs in the op, once, before either backend's kernel.
+TEST(Index, OutOfRangeIndexNamesOpValueDimAndSize) {
+  Tensor x = zeros({2, 3});
+  const Tensor bad = from_vector<int64_t>({0, 3}, {1, 2});
+  std::string msg = error_of([&] { ops::gather(x, 1, bad); });
+  EXPECT_NE(msg.find("[gather] index 3 is out of range for dim 1 of size 3"), std::string::npos)
+      << msg;
+  msg = error_of([&] { ops::scatter_add(x, 1, bad, ones({1, 2})); });
+  EXPECT_NE(msg.find("[scatter_add] index 3 is out of range for dim 1 of size 3"),
+            std::string::npos)
+      << msg;
+  msg = error_of([&] { ops::index_select(x, 0, from_vector<int32_t>({1, -1})); });
+  EXPECT_NE(msg.find("[index_select] index -1 is out of range for dim 0 of size 2"),
+            std::string::npos)
+      << msg;
+}
+
 }  // namespace
 }  // namespace tcv

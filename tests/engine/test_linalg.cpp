@@ -83,8 +83,8 @@ TEST(Matmul, TransposedAndStridedViews) {
   Tensor a = rand_f64({4, 3}, 5, -1, 1, false);
   Tensor b = rand_f64({5, 4}, 6, -1, 1, false);
   // Transposed views go to BLAS as flags, no copy needed.
-  EXPECT_TRUE(kernels::cpu::gemm_operand_ok(a.t().k()));
-  EXPECT_FALSE(kernels::cpu::gemm_operand_ok(b.slice(1, 0, 4, 2).k()));
+  EXPECT_TRUE(kernels::cpu::gemm_operand_ok(a.t().strided_desc()));
+  EXPECT_FALSE(kernels::cpu::gemm_operand_ok(b.slice(1, 0, 4, 2).strided_desc()));
   Tensor ref =
       naive_bmm(a.t().contiguous().unsqueeze(0), b.t().contiguous().unsqueeze(0)).squeeze(0);
   expect_close(ops::matmul(a.t(), b.t()), ref, 1e-12, 1e-12);

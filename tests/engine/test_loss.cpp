@@ -48,13 +48,18 @@ TEST(CrossEntropy, MatchesPyTorchEveryVariant) {
     for (const Case& c : cases) {
       const Tensor w = c.weighted ? weights(dt) : Tensor();
       const std::string what = std::string(c.name) + " " + dtype_name(dt);
-      expect_close(ops::cross_entropy(logits(dt), t, Reduction::none, -100, c.ls, w),
-                   lit(c.none, {3}), 1e-6, 1e-6, what + " none");
-      EXPECT_NEAR(ops::cross_entropy(logits(dt), t, Reduction::mean, -100, c.ls, w).item(), c.mean,
-                  1e-6)
+      expect_close(
+          ops::cross_entropy(logits(dt), t,
+                             {.reduction = Reduction::none, .label_smoothing = c.ls, .weight = w}),
+          lit(c.none, {3}), 1e-6, 1e-6, what + " none");
+      EXPECT_NEAR(ops::cross_entropy(logits(dt), t, {.label_smoothing = c.ls, .weight = w}).item(),
+                  c.mean, 1e-6)
           << what;
-      EXPECT_NEAR(ops::cross_entropy(logits(dt), t, Reduction::sum, -100, c.ls, w).item(), c.sum,
-                  1e-6)
+      EXPECT_NEAR(
+          ops::cross_entropy(logits(dt), t,
+                             {.reduction = Reduction::sum, .label_smoothing = c.ls, .weight = w})
+              .item(),
+          c.sum, 1e-6)
           << what;
     }
   }
@@ -65,7 +70,7 @@ TEST(CrossEntropy, IgnoreIndexValuesAndGradientsMatchPyTorch) {
   // The mean of both terms divides by the two non-ignored targets.
   Tensor x = logits();
   x.set_requires_grad(true);
-  Tensor l = ops::cross_entropy(x, t, Reduction::mean, -100, 0.1);
+  Tensor l = ops::cross_entropy(x, t, {.label_smoothing = 0.1});
   EXPECT_NEAR(l.item(), 1.2062231, 1e-7);
   l.backward();
   expect_close(x.grad(),
@@ -75,7 +80,7 @@ TEST(CrossEntropy, IgnoreIndexValuesAndGradientsMatchPyTorch) {
                1e-7, 1e-6);
   Tensor xw = logits();
   xw.set_requires_grad(true);
-  Tensor lw = ops::cross_entropy(xw, t, Reduction::mean, -100, 0.3, weights());
+  Tensor lw = ops::cross_entropy(xw, t, {.label_smoothing = 0.3, .weight = weights()});
   EXPECT_NEAR(lw.item(), 1.73568311, 1e-7);
   lw.backward();
   expect_close(xw.grad(),
@@ -89,16 +94,17 @@ TEST(CrossEntropy, SpatialTargets) {
   // logits (2, 3, 2), targets (2, 2) with ignore_index -1.
   Tensor x = lit({0.1, 0.5, 1.0, -0.3, 0.2, 0.2, -0.7, 1.2, 0.4, 0.0, 0.9, -1.1}, {2, 3, 2});
   Tensor t = idx({2, 0, 1, -1}, {2, 2});
-  expect_close(ops::cross_entropy(x, t, Reduction::none, -1),
+  expect_close(ops::cross_entropy(x, t, {.reduction = Reduction::none, .ignore_index = -1}),
                lit({1.41836901, 0.78396875, 1.0924575, 0.0}, {2, 2}), 1e-7, 1e-6);
-  EXPECT_NEAR(ops::cross_entropy(x, t, Reduction::mean, -1, 0.1).item(), 1.1093762, 1e-7);
+  EXPECT_NEAR(ops::cross_entropy(x, t, {.ignore_index = -1, .label_smoothing = 0.1}).item(),
+              1.1093762, 1e-7);
   // (N, C, H, W) equals the same pixels laid out as (N·H·W, C).
   Tensor x4 = rand_f64({2, 5, 3, 4}, 1, -2, 2, false);
   Generator g(2);
   Tensor t4 = randint(0, 5, {2, 3, 4}, {.dtype = DType::i64}, &g);
   Tensor flat = x4.permute({0, 2, 3, 1}).reshape({-1, 5});
-  EXPECT_NEAR(ops::cross_entropy(x4, t4, Reduction::mean, -100, 0.2).item(),
-              ops::cross_entropy(flat, t4.reshape({-1}), Reduction::mean, -100, 0.2).item(), 1e-12);
+  EXPECT_NEAR(ops::cross_entropy(x4, t4, {.label_smoothing = 0.2}).item(),
+              ops::cross_entropy(flat, t4.reshape({-1}), {.label_smoothing = 0.2}).item(), 1e-12);
 }
 
 TEST(CrossEntropy, SpatialBlocksMatchRowsInF32) {
@@ -114,8 +120,12 @@ TEST(CrossEntropy, SpatialBlocksMatchRowsInF32) {
   const Tensor w = lit({0.5, 1.0, 2.0, 1.5, 0.7}, {5}, DType::f32);
   Tensor xs = x.clone().set_requires_grad(true);
   Tensor xr = x.permute({0, 2, 3, 1}).reshape({-1, 5}).contiguous().set_requires_grad(true);
-  const Tensor ls = ops::cross_entropy(xs, t, Reduction::none, -1, 0.1, w);
-  const Tensor lr = ops::cross_entropy(xr, t.reshape({-1}), Reduction::none, -1, 0.1, w);
+  const Tensor ls = ops::cross_entropy(
+      xs, t,
+      {.reduction = Reduction::none, .ignore_index = -1, .label_smoothing = 0.1, .weight = w});
+  const Tensor lr = ops::cross_entropy(
+      xr, t.reshape({-1}),
+      {.reduction = Reduction::none, .ignore_index = -1, .label_smoothing = 0.1, .weight = w});
   expect_close(ls.reshape({-1}), lr, 1e-6, 1e-6, "loss per pixel");
   ops::mean(ls).backward();
   ops::mean(lr).backward();
@@ -126,9 +136,16 @@ TEST(CrossEntropy, SpatialBlocksMatchRowsInF32) {
   Tensor x64 = x.to(DType::f64);
   x64.data<double>()[1 * 153 + 64] = 0.0;
   Tensor x32 = x64.to(DType::f32);
-  expect_close(ops::cross_entropy(x32, t, Reduction::none, -1, 0.1, w),
-               ops::cross_entropy(x64, t, Reduction::none, -1, 0.1, w.to(DType::f64)), 1e-5, 1e-6,
-               "f32 vs f64");
+  expect_close(
+      ops::cross_entropy(
+          x32, t,
+          {.reduction = Reduction::none, .ignore_index = -1, .label_smoothing = 0.1, .weight = w}),
+      ops::cross_entropy(x64, t,
+                         {.reduction = Reduction::none,
+                          .ignore_index = -1,
+                          .label_smoothing = 0.1,
+                          .weight = w.to(DType::f64)}),
+      1e-5, 1e-6, "f32 vs f64");
 }
 
 TEST(CrossEntropy, EqualsNllOfLogSoftmaxOracle) {
@@ -136,8 +153,9 @@ TEST(CrossEntropy, EqualsNllOfLogSoftmaxOracle) {
   Tensor t = idx({0, 6, 3, -100, 2, 6});
   Tensor w = rand_f64({7}, 4, 0.2, 2.0, false);
   for (Reduction r : {Reduction::none, Reduction::mean, Reduction::sum})
-    expect_close(ops::cross_entropy(x, t, r, -100, 0.0, w),
-                 ops::nll_loss(ops::log_softmax(x, 1), t, r, -100, w), 1e-12, 1e-12);
+    expect_close(ops::cross_entropy(x, t, {.reduction = r, .weight = w}),
+                 ops::nll_loss(ops::log_softmax(x, 1), t, {.reduction = r, .weight = w}), 1e-12,
+                 1e-12);
   // A single sample: (C) logits and a 0-d target.
   EXPECT_NEAR(ops::cross_entropy(lit({1.0, 2.0, 0.5, -1.0}, {4}), idx({0}).squeeze(0)).item(),
               1.4951819, 1e-7);
@@ -156,18 +174,18 @@ TEST(CrossEntropy, ErrorsNameTheTarget) {
   EXPECT_THROW(ops::nll_loss(logits(), idx({0, 9, 1})), Error);
   EXPECT_THROW(ops::cross_entropy(logits(), idx({0, 1})), Error);                    // shape
   EXPECT_THROW(ops::cross_entropy(logits(), idx({0, 1, 2}).to(DType::i32)), Error);  // dtype
-  EXPECT_THROW(
-      ops::cross_entropy(logits(), idx({0, 1, 2}), Reduction::mean, -100, 0.0, lit({1, 1, 1}, {3})),
-      Error);  // weight size
+  EXPECT_THROW(ops::cross_entropy(logits(), idx({0, 1, 2}), {.weight = lit({1, 1, 1}, {3})}),
+               Error);  // weight size
 }
 
 TEST(NllLoss, Values) {
   Tensor lp = ops::log_softmax(logits(), 1);
-  EXPECT_NEAR(ops::nll_loss(lp, idx({0, 3, 2}), Reduction::mean, -100, weights()).item(),
-              1.54949736, 1e-7);
-  EXPECT_NEAR(ops::nll_loss(lp, idx({0, -100, 2}), Reduction::sum).item(), 2.2899462, 1e-7);
-  expect_close(ops::nll_loss(lit({-1, -2, -3, -4}, {2, 2}), idx({1, 0}), Reduction::none),
-               lit({2, 3}, {2}));
+  EXPECT_NEAR(ops::nll_loss(lp, idx({0, 3, 2}), {.weight = weights()}).item(), 1.54949736, 1e-7);
+  EXPECT_NEAR(ops::nll_loss(lp, idx({0, -100, 2}), {.reduction = Reduction::sum}).item(), 2.2899462,
+              1e-7);
+  expect_close(
+      ops::nll_loss(lit({-1, -2, -3, -4}, {2, 2}), idx({1, 0}), {.reduction = Reduction::none}),
+      lit({2, 3}, {2}));
 }
 
 const std::vector<double> kA = {0.5, -1.0, 2.0, 0.0, 3.0};
@@ -178,21 +196,23 @@ TEST(PointwiseLosses, MatchPyTorch) {
     Tensor a = lit(kA, {5}, dt), b = lit(kB, {5}, dt);
     expect_close(ops::mse_loss(a, b, Reduction::none), lit({0.25, 1.0, 0.25, 0.0, 16.0}, {5}));
     EXPECT_NEAR(ops::mse_loss(a, b).item(), 3.5, 1e-6);
-    expect_close(ops::smooth_l1_loss(a, b, Reduction::none, 0.5),
+    expect_close(ops::smooth_l1_loss(a, b, {.reduction = Reduction::none, .beta = 0.5}),
                  lit({0.25, 0.75, 0.25, 0.0, 3.75}, {5}));
-    EXPECT_NEAR(ops::smooth_l1_loss(a, b, Reduction::sum, 0.0).item(), 6.0, 1e-6);
+    EXPECT_NEAR(ops::smooth_l1_loss(a, b, {.reduction = Reduction::sum, .beta = 0.0}).item(), 6.0,
+                1e-6);
     expect_close(ops::binary_cross_entropy_with_logits(a, lit({1.0, 0.0, 1.0, 0.5, 0.0}, {5}, dt),
-                                                       Reduction::none),
+                                                       {.reduction = Reduction::none}),
                  lit({0.47407698, 0.31326169, 0.12692801, 0.69314718, 3.04858735}, {5}), 1e-6,
                  1e-6);
     // Saturated logits (±30, ±40) stay finite; pos_weight broadcasts over the last dim.
     Tensor xb = lit({0.5, -1.0, 2.0, 0.0, 30.0, -40.0}, {2, 3}, dt);
     Tensor yb = lit({1.0, 0.0, 1.0, 0.5, 0.0, 1.0}, {2, 3}, dt);
     Tensor pw = lit({2.0, 0.5, 3.0}, {3}, dt);
-    expect_close(ops::binary_cross_entropy_with_logits(xb, yb, Reduction::none, pw),
+    expect_close(ops::binary_cross_entropy_with_logits(
+                     xb, yb, {.reduction = Reduction::none, .pos_weight = pw}),
                  lit({0.94815397, 0.31326169, 0.38078403, 1.03972077, 30.0, 120.0}, {2, 3}), 1e-5,
                  1e-6);
-    EXPECT_NEAR(ops::binary_cross_entropy_with_logits(xb, yb, Reduction::mean, pw).item(),
+    EXPECT_NEAR(ops::binary_cross_entropy_with_logits(xb, yb, {.pos_weight = pw}).item(),
                 25.44698674, 1e-5);
   }
   EXPECT_THROW(ops::mse_loss(zeros({3}), zeros({4})), Error);
@@ -211,8 +231,7 @@ TEST(PointwiseLosses, LargeBceGradientsMatchTheFormula) {
     Tensor x = ops::mul(randn({3, 300, 7}, {}, &g), 4.0).set_requires_grad(true);
     Tensor y = rand({3, 300, 7}, {}, &g).set_requires_grad(true);
     Tensor pw = ops::add(rand({7}, {}, &g), 0.5).set_requires_grad(true);
-    ops::binary_cross_entropy_with_logits(x, y, Reduction::mean, with_pw ? pw : Tensor())
-        .backward();
+    ops::binary_cross_entropy_with_logits(x, y, {.pos_weight = with_pw ? pw : Tensor()}).backward();
     const auto xv = x.to_vector<float>(), yv = y.to_vector<float>(), pv = pw.to_vector<float>();
     const auto gx = x.grad().to_vector<float>(), gy = y.grad().to_vector<float>();
     std::vector<double> gpw(7, 0.0);
@@ -233,7 +252,9 @@ TEST(PointwiseLosses, BceGradientAtZeroLogits) {
   // Exactly zero logits (a zero-initialised head): d/dx = sigmoid(0) - y.
   Tensor x = zeros({3}, {.dtype = DType::f64});
   x.set_requires_grad(true);
-  ops::binary_cross_entropy_with_logits(x, lit({1.0, 0.0, 0.25}, {3}), Reduction::sum).backward();
+  ops::binary_cross_entropy_with_logits(x, lit({1.0, 0.0, 0.25}, {3}),
+                                        {.reduction = Reduction::sum})
+      .backward();
   expect_close(x.grad(), lit({-0.5, 0.5, 0.25}, {3}), 1e-12, 0);
 }
 

@@ -99,7 +99,7 @@ TEST(Pool, RowMajorInputWithBlockedGradient) {
     Tensor xi = x.clone();
     xi.set_requires_grad(true);
     Tensor h = ops::relu(ops::conv2d(xi, w, Tensor(), {.padding = {1, 1}}));
-    if (touch) (void)h.k();  // converts h's storage to row-major before the pool
+    if (touch) (void)h.strided_desc();  // converts h's storage to row-major before the pool
     Tensor y = ops::conv2d(ops::max_pool2d(h, p), w, Tensor(), {.padding = {1, 1}});
     ops::sum(ops::square(y)).backward();
     return xi.grad();

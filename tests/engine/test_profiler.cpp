@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-
 #include "engine/ops.h"
 #include "engine/rng.h"
 

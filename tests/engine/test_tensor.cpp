@@ -201,7 +201,7 @@ TEST(Random, DrawsFollowTheirPhiloxDefinition) {
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
     g.set_offset(offset);
     const Tensor x = full({n}, 2.0, {.dtype = dt});
-    const auto y = ops::dropout(x, 0.3, true, &g).to_vector<double>();
+    const auto y = ops::dropout(x, {.p = 0.3, .generator = &g}).to_vector<double>();
     for (int64_t i = 0; i < n; ++i) {
       const bool keep = unit(words(static_cast<uint64_t>(i / 4))[i % 4]) < 0.7;
       ASSERT_NEAR(y[i], keep ? 2.0 / 0.7 : 0.0, 1e-2) << dtype_name(dt) << " " << i;

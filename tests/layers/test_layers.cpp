@@ -260,11 +260,13 @@ TEST(Sequential, FusesBatchNormThenReLUOrReLU6) {
     const Tensor rv = training ? Tensor() : bn->running_var.clone();
     Tensor y = fused(x);
     EXPECT_EQ(y.grad_fn()->name(), "batch_norm_relu");  // one node for both layers
-    Tensor ref = ops::relu(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, training, 0.1, 1e-5));
+    Tensor ref =
+        ops::relu(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, {.training = training}));
     expect_close(y, ref, 0, 0, training ? "fused train" : "fused eval");
     Tensor y6 = six(x);
     EXPECT_EQ(y6.grad_fn()->name(), "batch_norm_relu6");
-    Tensor ref6 = ops::relu6(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, training, 0.1, 1e-5));
+    Tensor ref6 =
+        ops::relu6(ops::batch_norm(x, bn->weight, bn->bias, rm, rv, {.training = training}));
     expect_close(y6, ref6, 0, 0, training ? "fused relu6 train" : "fused relu6 eval");
   }
 }

@@ -19,7 +19,9 @@ TEST(Upsample, ScaleFactorAndSize) {
   EXPECT_EQ(nn::Upsample({.scale_factor = 1.5})(ones({2, 3, 5, 3})).shape(), (Shape{2, 3, 7, 4}));
   nn::Upsample bil({.size = {3, 5}, .mode = ops::InterpMode::bilinear, .align_corners = true});
   Tensor r = randn({2, 2, 4, 4});
-  testing::expect_close(bil(r), ops::upsample(r, {3, 5}, ops::InterpMode::bilinear, true), 0, 0);
+  testing::expect_close(
+      bil(r), ops::upsample(r, {3, 5}, {.mode = ops::InterpMode::bilinear, .align_corners = true}),
+      0, 0);
   // align_corners: the corners are kept exactly.
   const auto v = bil(x).to_vector<float>();
   EXPECT_FLOAT_EQ(v[0], 1.0f);

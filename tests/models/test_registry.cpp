@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "engine/rng.h"
+#include "layers/init.h"
+#include "layers/linear.h"
 #include "models/cls/fmnist.h"
 #include "models/registry.h"
 #include "support/gradcheck.h"
@@ -34,8 +37,45 @@ TEST(Registry, ListsBuiltinsWithDescriptions) {
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_NE(std::find(names.begin(), names.end(), "fmnist_cnn"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "fmnist_resnet"), names.end());
-  EXPECT_NE(models::model_description("fmnist_cnn").find("421,642"), std::string::npos);
+  EXPECT_FALSE(models::model_description("fmnist_cnn").empty());
   EXPECT_FALSE(models::model_description("fmnist_resnet").empty());
+}
+
+// The listing's counts come from the models, so they cannot drift from the code.
+TEST(Registry, ListingCountsParametersOnTheModels) {
+  models::register_builtin_models();
+  manual_seed(5);
+  const uint64_t offset = default_generator().offset();
+  EXPECT_EQ(models::model_parameter_count("fmnist_cnn"), 421642);
+  EXPECT_EQ(default_generator().offset(), offset);  // counted without drawing initial values
+  const models::ModelOptions ref = models::model_reference_options("fmnist_resnet");
+  EXPECT_EQ(ref.num_classes, 10);
+  EXPECT_EQ(ref.in_channels, 1);
+  EXPECT_EQ(models::model_parameter_count("fmnist_resnet"),
+            models::create_model("fmnist_resnet", ref)->num_parameters());
+  const std::string listing = models::model_listing();
+  EXPECT_NE(listing.find("fmnist_cnn"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("421,642 parameters (10 classes, 1 channel)"), std::string::npos)
+      << listing;
+  EXPECT_NE(listing.find("11,689,512 parameters (1000 classes, 3 channels)  ResNet-18"),
+            std::string::npos)
+      << listing;
+  EXPECT_THROW(models::model_parameter_count("nope"), Error);
+}
+
+TEST(SkipInit, BuildsShapesWithoutDrawing) {
+  manual_seed(7);
+  const uint64_t offset = default_generator().offset();
+  {
+    nn::init::SkipInitGuard skip;
+    EXPECT_TRUE(nn::init::SkipInitGuard::active());
+    nn::Linear fc(8, 4);
+    EXPECT_EQ(fc.weight.shape(), (Shape{4, 8}));
+  }
+  EXPECT_FALSE(nn::init::SkipInitGuard::active());
+  EXPECT_EQ(default_generator().offset(), offset);
+  nn::Linear fc(8, 4);  // and draws again once the guard is gone
+  EXPECT_GT(default_generator().offset(), offset);
 }
 
 TEST(Registry, UnknownNameListsKnownOnes) {

@@ -35,8 +35,8 @@ Batch batch(uint64_t seed) {
 TEST(SegLoss, MainPlusWeightedAux) {
   const Batch b = batch(1);
   const auto t = seg_loss(b.out, b.target);
-  const double main = ops::cross_entropy(b.out.out, b.target, Reduction::mean, 255).item();
-  const double aux = ops::cross_entropy(b.out.aux, b.target, Reduction::mean, 255).item();
+  const double main = ops::cross_entropy(b.out.out, b.target, {.ignore_index = 255}).item();
+  const double aux = ops::cross_entropy(b.out.aux, b.target, {.ignore_index = 255}).item();
   EXPECT_NEAR(t.main.item(), main, 1e-14);
   EXPECT_NEAR(t.aux.item(), aux, 1e-14);
   EXPECT_NEAR(t.total.item(), main + 0.4 * aux, 1e-14);
@@ -44,8 +44,10 @@ TEST(SegLoss, MainPlusWeightedAux) {
   const Tensor w = testing::lit({1.0, 2.0, 0.5, 3.0, 1.0}, {5});
   const auto tw =
       seg_loss(b.out, b.target, {.seg_weight = 0.5, .aux_weight = 0.25, .class_weight = w});
-  const double mw = ops::cross_entropy(b.out.out, b.target, Reduction::mean, 255, 0.0, w).item();
-  const double aw = ops::cross_entropy(b.out.aux, b.target, Reduction::mean, 255, 0.0, w).item();
+  const double mw =
+      ops::cross_entropy(b.out.out, b.target, {.ignore_index = 255, .weight = w}).item();
+  const double aw =
+      ops::cross_entropy(b.out.aux, b.target, {.ignore_index = 255, .weight = w}).item();
   EXPECT_NEAR(tw.total.item(), 0.5 * mw + 0.25 * aw, 1e-14);
   // No aux output: the main term alone.
   SegOutput only_main{.out = b.out.out};
@@ -60,10 +62,10 @@ TEST(SegLoss, OhemOnTheMainOutputOnly) {
                           {.kind = SegLossKind::ohem_ce, .ohem_thresh = 0.5, .ohem_min_kept = 20});
   const double main =
       ops::ohem_cross_entropy(b.out.out, b.target, {.thresh = 0.5, .min_kept = 20}).item();
-  const double aux = ops::cross_entropy(b.out.aux, b.target, Reduction::mean, 255).item();
+  const double aux = ops::cross_entropy(b.out.aux, b.target, {.ignore_index = 255}).item();
   EXPECT_NEAR(t.main.item(), main, 1e-14);
   EXPECT_NEAR(t.total.item(), main + 0.4 * aux, 1e-14);
-  EXPECT_GT(std::abs(main - ops::cross_entropy(b.out.out, b.target, Reduction::mean, 255).item()),
+  EXPECT_GT(std::abs(main - ops::cross_entropy(b.out.out, b.target, {.ignore_index = 255}).item()),
             1e-3);
 }
 

@@ -277,8 +277,10 @@ void add_class_losses(OpRegistry& r) {
              .inputs = {{.shape = {5, 4}}, {.value = t5}},
              .fn =
                  [s](const In& v) {
-                   return ops::cross_entropy(v[0], v[1], s.r, -100, s.ls,
-                                             s.weighted ? v[2] : Tensor());
+                   return ops::cross_entropy(v[0], v[1],
+                                             {.reduction = s.r,
+                                              .label_smoothing = s.ls,
+                                              .weight = s.weighted ? v[2] : Tensor()});
                  },
              .tol = {.bound = cross_entropy_bound(s.r, -100, s.ls, s.weighted)}};
     if (s.weighted) c.inputs.push_back({.value = testing::lit({1.0, 2.0, 0.5, 1.5}, {4})});
@@ -294,7 +296,8 @@ void add_class_losses(OpRegistry& r) {
                       {.value = testing::lit({0.5, 1.0, 2.0}, {3})}},
            .fn =
                [](const In& v) {
-                 return ops::cross_entropy(v[0], v[1], Reduction::mean, -1, 0.1, v[2]);
+                 return ops::cross_entropy(
+                     v[0], v[1], {.ignore_index = -1, .label_smoothing = 0.1, .weight = v[2]});
                },
            .tol = {.bound = cross_entropy_bound(Reduction::mean, -1, 0.1, true)}});
   }
@@ -304,7 +307,10 @@ void add_class_losses(OpRegistry& r) {
            .inputs = {{.shape = {5, 4}, .lo = -3, .hi = 0},
                       {.value = t5},
                       {.value = testing::lit({1.0, 2.0, 0.5, 1.5}, {4})}},
-           .fn = [red](const In& v) { return ops::nll_loss(v[0], v[1], red, -100, v[2]); },
+           .fn =
+               [red](const In& v) {
+                 return ops::nll_loss(v[0], v[1], {.reduction = red, .weight = v[2]});
+               },
            .tol = {.bound = nll_bound(red, -100, true)}});
 
   // The cross-device shapes: (C), (N, C), one class, a thousand, spatial.
@@ -334,8 +340,11 @@ void add_class_losses(OpRegistry& r) {
                      .inputs = {{.shape = xs, .lo = -3, .hi = 3}, {.value = t}},
                      .fn =
                          [red, ls, ignore, weighted](const In& v) {
-                           return ops::cross_entropy(v[0], v[1], red, ignore, ls,
-                                                     weighted ? v[2] : Tensor());
+                           return ops::cross_entropy(v[0], v[1],
+                                                     {.reduction = red,
+                                                      .ignore_index = ignore,
+                                                      .label_smoothing = ls,
+                                                      .weight = weighted ? v[2] : Tensor()});
                          },
                      .check = Check::parity_only,
                      .tol = {.bound = cross_entropy_bound(red, ignore, ls, weighted)}};
@@ -350,7 +359,8 @@ void add_class_losses(OpRegistry& r) {
                  .inputs = {{.shape = xs, .lo = -5, .hi = 0}, {.value = t}},
                  .fn =
                      [red, weighted](const In& v) {
-                       return ops::nll_loss(v[0], v[1], red, -100, weighted ? v[2] : Tensor());
+                       return ops::nll_loss(
+                           v[0], v[1], {.reduction = red, .weight = weighted ? v[2] : Tensor()});
                      },
                  .check = Check::parity_only,
                  .tol = {.bound = nll_bound(red, -100, weighted)}};
@@ -362,7 +372,7 @@ void add_class_losses(OpRegistry& r) {
     r.add({.op = "cross_entropy",
            .name = std::string("empty_batch_") + red_name(red),
            .inputs = {{.shape = {0, 5}}, {.value = class_targets({0}, 5, 5)}},
-           .fn = [red](const In& v) { return ops::cross_entropy(v[0], v[1], red); },
+           .fn = [red](const In& v) { return ops::cross_entropy(v[0], v[1], {.reduction = red}); },
            .dtypes = {DType::f32},
            .check = Check::parity_only,
            .tol = {.bound = cross_entropy_bound(red, -100, 0.0, false)}});
@@ -459,8 +469,8 @@ void add_ohem_and_segmentation(OpRegistry& r) {
              .inputs = {{.shape = seg, .lo = -3, .hi = 3}, {.value = seg_target}},
              .fn =
                  [weighted](const In& v) {
-                   return ops::cross_entropy(v[0], v[1], Reduction::mean, 255, 0.0,
-                                             weighted ? v[2] : Tensor());
+                   return ops::cross_entropy(
+                       v[0], v[1], {.ignore_index = 255, .weight = weighted ? v[2] : Tensor()});
                  },
              .check = Check::parity_only,
              .tol = {.bound = cross_entropy_bound(Reduction::mean, 255, 0.0, weighted)}};
@@ -503,16 +513,20 @@ void add_pointwise_losses(OpRegistry& r) {
     r.add({.op = "smooth_l1_loss",
            .name = rn + "_beta_0.4",
            .inputs = {{.shape = {3, 4}}, {.shape = {3, 4}}},
-           .fn = [red](const In& v) { return ops::smooth_l1_loss(v[0], v[1], red, 0.4); },
+           .fn =
+               [red](const In& v) {
+                 return ops::smooth_l1_loss(v[0], v[1], {.reduction = red, .beta = 0.4});
+               },
            .grad = {.kink = 1e-3},
            .tol = {.bound = pointwise_bound(Pointwise::smooth_l1, red, 0.4, false)}});
-    r.add(
-        {.op = "binary_cross_entropy_with_logits",
-         .name = rn,
-         .inputs = {{.shape = {3, 4}, .lo = -4, .hi = 4}, {.shape = {3, 4}, .lo = 0, .hi = 1}},
-         .fn =
-             [red](const In& v) { return ops::binary_cross_entropy_with_logits(v[0], v[1], red); },
-         .tol = {.bound = pointwise_bound(Pointwise::bce, red, 0, false)}});
+    r.add({.op = "binary_cross_entropy_with_logits",
+           .name = rn,
+           .inputs = {{.shape = {3, 4}, .lo = -4, .hi = 4}, {.shape = {3, 4}, .lo = 0, .hi = 1}},
+           .fn =
+               [red](const In& v) {
+                 return ops::binary_cross_entropy_with_logits(v[0], v[1], {.reduction = red});
+               },
+           .tol = {.bound = pointwise_bound(Pointwise::bce, red, 0, false)}});
   }
   r.add({.op = "binary_cross_entropy_with_logits",
          .name = "mean_pos_weight",
@@ -521,7 +535,7 @@ void add_pointwise_losses(OpRegistry& r) {
                     {.shape = {4}, .lo = 0.5, .hi = 3}},
          .fn =
              [](const In& v) {
-               return ops::binary_cross_entropy_with_logits(v[0], v[1], Reduction::mean, v[2]);
+               return ops::binary_cross_entropy_with_logits(v[0], v[1], {.pos_weight = v[2]});
              },
          .tol = {.bound = pointwise_bound(Pointwise::bce, Reduction::mean, 0, true)}});
 
@@ -544,13 +558,15 @@ void add_pointwise_losses(OpRegistry& r) {
              .check = Check::parity_only,
              .tol = {.bound = pointwise_bound(Pointwise::mse, red, 0, false)}});
       for (const double beta : {1.0, 0.5, 0.0})
-        r.add(
-            {.op = "smooth_l1_loss",
-             .name = tag + "_beta" + std::to_string(beta).substr(0, 3),
-             .inputs = {{.shape = p.x, .lo = -3, .hi = 3}, {.shape = p.y, .lo = -3, .hi = 3}},
-             .fn = [red, beta](const In& v) { return ops::smooth_l1_loss(v[0], v[1], red, beta); },
-             .check = Check::parity_only,
-             .tol = {.bound = pointwise_bound(Pointwise::smooth_l1, red, beta, false)}});
+        r.add({.op = "smooth_l1_loss",
+               .name = tag + "_beta" + std::to_string(beta).substr(0, 3),
+               .inputs = {{.shape = p.x, .lo = -3, .hi = 3}, {.shape = p.y, .lo = -3, .hi = 3}},
+               .fn =
+                   [red, beta](const In& v) {
+                     return ops::smooth_l1_loss(v[0], v[1], {.reduction = red, .beta = beta});
+                   },
+               .check = Check::parity_only,
+               .tol = {.bound = pointwise_bound(Pointwise::smooth_l1, red, beta, false)}});
       for (const bool with_pw : {false, true}) {
         // Large logits exercise the stable softplus.
         OpCase c{.op = "binary_cross_entropy_with_logits",
@@ -558,8 +574,8 @@ void add_pointwise_losses(OpRegistry& r) {
                  .inputs = {{.shape = p.x, .lo = -30, .hi = 30}, {.shape = p.y, .lo = 0, .hi = 1}},
                  .fn =
                      [red, with_pw](const In& v) {
-                       return ops::binary_cross_entropy_with_logits(v[0], v[1], red,
-                                                                    with_pw ? v[2] : Tensor());
+                       return ops::binary_cross_entropy_with_logits(
+                           v[0], v[1], {.reduction = red, .pos_weight = with_pw ? v[2] : Tensor()});
                      },
                  .check = Check::parity_only,
                  .tol = {.bound = pointwise_bound(Pointwise::bce, red, 0, with_pw)}};

@@ -43,10 +43,15 @@ OpCase bn_case(const Norm& n, Act act, std::vector<DType> dtypes, Check check,
             Tensor rm = running ? v[r0] : Tensor(), rv = running ? v[r0 + 1] : Tensor();
             Tensor y =
                 act == Act::none
-                    ? ops::batch_norm(v[0], w, b, rm, rv, training, momentum, eps)
+                    ? ops::batch_norm(v[0], w, b, rm, rv,
+                                      {.training = training, .momentum = momentum, .eps = eps})
                     : (act == Act::relu
-                           ? ops::batch_norm_relu(v[0], w, b, rm, rv, training, momentum, eps)
-                           : ops::batch_norm_relu6(v[0], w, b, rm, rv, training, momentum, eps));
+                           ? ops::batch_norm_relu(
+                                 v[0], w, b, rm, rv,
+                                 {.training = training, .momentum = momentum, .eps = eps})
+                           : ops::batch_norm_relu6(
+                                 v[0], w, b, rm, rv,
+                                 {.training = training, .momentum = momentum, .eps = eps}));
             if (!running) return std::vector<Tensor>{y};
             return std::vector<Tensor>{y, rm.clone(), rv.clone()};
           },
@@ -164,7 +169,7 @@ void register_norm_cases(OpRegistry& r) {
            .fn =
                [p](const In& v) {
                  Generator g(7);
-                 return ops::dropout(v[0], p, true, &g);
+                 return ops::dropout(v[0], {.p = p, .generator = &g});
                },
            .dtypes = {DType::f32, DType::f64, DType::f16},
            .tol = {.ulps = 2}});
@@ -179,7 +184,7 @@ void register_norm_cases(OpRegistry& r) {
            .fn =
                [p](const In& v) {
                  Generator g(9);
-                 return ops::dropout2d(v[0], p, true, &g);
+                 return ops::dropout2d(v[0], {.p = p, .generator = &g});
                },
            .dtypes = {DType::f32, DType::f64, DType::f16},
            .tol = {.ulps = 2}});
@@ -198,7 +203,7 @@ void register_norm_cases(OpRegistry& r) {
            .fn =
                [p = c.p](const In& v) {
                  Generator g(31);
-                 return ops::dropout2d(v[0], p, true, &g);
+                 return ops::dropout2d(v[0], {.p = p, .generator = &g});
                },
            .dtypes = {DType::f32, DType::f64, DType::f16},
            .check = Check::parity_only,
@@ -209,7 +214,7 @@ void register_norm_cases(OpRegistry& r) {
          .fn =
              [](const In& v) {
                Generator g(5);
-               return ops::dropout(v[0], 0.3, true, &g);
+               return ops::dropout(v[0], {.p = 0.3, .generator = &g});
              },
          .check = Check::parity_only,
          .tol = {.ulps = 2}});

@@ -51,7 +51,10 @@ void register_upsample_cases(OpRegistry& r) {
     r.add({.op = "upsample",
            .name = c.name,
            .inputs = {{.shape = xs}},
-           .fn = [c](const In& v) { return ops::upsample(v[0], c.size, c.mode, c.align); },
+           .fn =
+               [c](const In& v) {
+                 return ops::upsample(v[0], c.size, {.mode = c.mode, .align_corners = c.align});
+               },
            .tol = upsample_tol(xs, c.size, c.mode)});
   }
   const Shape wide{2, 3, 5, 7};
@@ -61,7 +64,10 @@ void register_upsample_cases(OpRegistry& r) {
     r.add({.op = "upsample",
            .name = "nearest_" + tag,
            .inputs = {{.shape = wide}},
-           .fn = [size](const In& v) { return ops::upsample(v[0], size, InterpMode::nearest); },
+           .fn =
+               [size](const In& v) {
+                 return ops::upsample(v[0], size, {.mode = InterpMode::nearest});
+               },
            .check = Check::parity_only,
            .tol = upsample_tol(wide, size, InterpMode::nearest)});
     for (const bool align : {false, true})
@@ -70,7 +76,8 @@ void register_upsample_cases(OpRegistry& r) {
              .inputs = {{.shape = wide}},
              .fn =
                  [size, align](const In& v) {
-                   return ops::upsample(v[0], size, InterpMode::bilinear, align);
+                   return ops::upsample(v[0], size,
+                                        {.mode = InterpMode::bilinear, .align_corners = align});
                  },
              .check = Check::parity_only,
              .tol = upsample_tol(wide, size, InterpMode::bilinear)});
@@ -80,7 +87,8 @@ void register_upsample_cases(OpRegistry& r) {
          .inputs = {{.shape = {2, 3, 4, 6}, .layout = Layout::permuted({0, 1, 3, 2})}},
          .fn =
              [](const In& v) {
-               return ops::upsample(v[0], {11, 9}, InterpMode::bilinear, false);
+               return ops::upsample(v[0], {11, 9},
+                                    {.mode = InterpMode::bilinear, .align_corners = false});
              },
          .dtypes = {DType::f32},
          .check = Check::parity_only,
@@ -90,7 +98,7 @@ void register_upsample_cases(OpRegistry& r) {
          .inputs = {{.shape = {0, 3, 4, 4}}},
          .fn =
              [](const In& v) {
-               return ops::upsample(v[0], {8, 8}, InterpMode::nearest);
+               return ops::upsample(v[0], {8, 8}, {.mode = InterpMode::nearest});
              },
          .dtypes = {DType::f32},
          .check = Check::parity_only,

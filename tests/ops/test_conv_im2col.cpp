@@ -41,18 +41,22 @@ TEST(Conv2dIm2col, F64MatchesDirectLoopsOnEveryGeometry) {
       Tensor dy = rand_f64({g.n, g.k, g.oh, g.ow}, ++seed, -1, 1, false);
       const double tol = 1e-12 * static_cast<double>(std::max<int64_t>(
                                      {c.w[1] * c.w[2] * c.w[3], g.n * g.oh * g.ow, int64_t(1)}));
-      const kernels::KTensor bk = b.k();
+      const kernels::KTensor bk = b.strided_desc();
       Tensor y = empty(dy.shape(), {.dtype = DType::f64}), y_ref = empty_like(y);
-      kernels::cpu::conv2d_forward(g, x.k(), w.k(), &bk, y.k());
-      kernels::cpu::conv2d_forward_ref(g, x.k(), w.k(), &bk, y_ref.k());
+      kernels::cpu::conv2d_forward(g, x.strided_desc(), w.strided_desc(), &bk, y.strided_desc());
+      kernels::cpu::conv2d_forward_ref(g, x.strided_desc(), w.strided_desc(), &bk,
+                                       y_ref.strided_desc());
       expect_close(y, y_ref, tol, 0, "y");
       Tensor dx = empty_like(x), dw = empty_like(w), db = empty_like(b);
       Tensor dx_ref = empty_like(x), dw_ref = empty_like(w), db_ref = empty_like(b);
-      const kernels::KTensor dxk = dx.k(), dwk = dw.k(), dbk = db.k();
-      const kernels::KTensor dxr = dx_ref.k(), dwr = dw_ref.k(), dbr = db_ref.k();
-      kernels::cpu::conv2d_backward(g, x.k(), w.k(), dy.k(), &dxk, &dwk, c.bias ? &dbk : nullptr);
-      kernels::cpu::conv2d_backward_ref(g, x.k(), w.k(), dy.k(), &dxr, &dwr,
-                                        c.bias ? &dbr : nullptr);
+      const kernels::KTensor dxk = dx.strided_desc(), dwk = dw.strided_desc(),
+                             dbk = db.strided_desc();
+      const kernels::KTensor dxr = dx_ref.strided_desc(), dwr = dw_ref.strided_desc(),
+                             dbr = db_ref.strided_desc();
+      kernels::cpu::conv2d_backward(g, x.strided_desc(), w.strided_desc(), dy.strided_desc(), &dxk,
+                                    &dwk, c.bias ? &dbk : nullptr);
+      kernels::cpu::conv2d_backward_ref(g, x.strided_desc(), w.strided_desc(), dy.strided_desc(),
+                                        &dxr, &dwr, c.bias ? &dbr : nullptr);
       expect_close(dx, dx_ref, tol, 0, "dx");
       expect_close(dw, dw_ref, tol, 0, "dweight");
       if (c.bias) expect_close(db, db_ref, tol, 0, "dbias");

@@ -17,8 +17,11 @@ endif()
 
 # kernels/ headers the public API names: DType, Error and the kernel tensor
 # descriptor (base.h), the elementwise op codes of ops::unary_grad
-# (cpu/elementwise.h), BatchNorm2d's fused activation code (cpu/batch_norm.h).
-set(_kernels_allowed kernels/base.h kernels/cpu/elementwise.h kernels/cpu/batch_norm.h)
+# (cpu/elementwise.h) and the formulas they name (pointwise.h), ops::ConvAlgo of
+# ops::set_conv_algo (cpu/conv.h), the SGD/Adam hyper-parameters of the fused
+# optimizer steps (optim.h).
+set(_kernels_allowed kernels/base.h kernels/cpu/elementwise.h kernels/pointwise.h
+                     kernels/cpu/conv.h kernels/optim.h)
 
 file(GLOB_RECURSE _headers RELATIVE "${_root}" "${_root}/*")
 set(_errors "")

@@ -166,7 +166,7 @@ TEST(SegInfer, LowResolutionLogitsAreResizedToTheInput) {
   const Tensor x = random_images({1, 3, 8, 6}, 5);
   const Tensor got = seg_logits(f, x, {});
   EXPECT_EQ(got.shape(), (Shape{1, 3, 8, 6}));
-  EXPECT_TRUE(equal(got, ops::upsample(f(x), {8, 6}, ops::InterpMode::bilinear, false)));
+  EXPECT_TRUE(equal(got, ops::upsample(f(x), {8, 6}, {.mode = ops::InterpMode::bilinear})));
   EXPECT_EQ(seg_predict(got).shape(), (Shape{1, 8, 6}));
 }
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 class ProcessGroup;

@@ -155,7 +155,7 @@ class ClsEvaluator final : public TaskEvaluator {
     if (!sharded_ && static_cast<int64_t>(samples_.size()) < kReportSamples)
       add_samples(seen_, ops::argmax(logits, 1).to(kCPU), b);
     seen_ += b.y.size(0);  // the val loader does not shuffle: row i is image seen_ + i
-    const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
+    const Tensor loss = ops::cross_entropy(logits, y);
     loss_.update(loss.item(), y.size(0));
     acc_.update(logits, y);
   }
@@ -339,7 +339,7 @@ class ClsTask final : public Task {
     }
     const Tensor x = b.x.to(ctx.device), y = b.y.to(ctx.device);  // (B, C, H, W), (B)
     const Tensor logits = autocast::to_f32(model.forward(x));
-    return ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing_);
+    return ops::cross_entropy(logits, y, {.label_smoothing = label_smoothing_});
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {

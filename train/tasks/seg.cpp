@@ -215,7 +215,8 @@ class SegEvaluator final : public TaskEvaluator {
     const auto l = host_labels.contiguous().to_vector<int64_t>();
     const auto counted = std::count_if(l.begin(), l.end(), [](int64_t v) { return v != 255; });
     if (counted > 0) {
-      const Tensor loss = ops::cross_entropy(logits, labels, ops::Reduction::sum, 255);
+      const Tensor loss = ops::cross_entropy(
+          logits, labels, {.reduction = ops::Reduction::sum, .ignore_index = 255});
       loss_.add(loss.item(), counted);
     }
     if (static_cast<int64_t>(figures_.size()) < kReportFigures) {

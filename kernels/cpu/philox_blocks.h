@@ -10,7 +10,7 @@
 
 #include "kernels/cpu/loops.h"
 
-namespace tcv {
+namespace tcv::kernels::cpu {
 
 constexpr int kPhiloxLanes = 16;
 
@@ -68,7 +68,7 @@ inline void philox_lanes(uint64_t seed, uint64_t first, uint32_t (&w)[4][kPhilox
 template <typename F>
 void for_each_philox_group(uint64_t seed, uint64_t base, int64_t blocks, F&& f) {
   const int64_t groups = (blocks + kPhiloxLanes - 1) / kPhiloxLanes;
-  kernels::cpu::parallel_for(groups, 256, [&](int64_t b, int64_t e) {
+  parallel_for(groups, 256, [&](int64_t b, int64_t e) {
     uint32_t w[4][kPhiloxLanes];
     uint32_t words[4 * kPhiloxLanes];
     for (int64_t g = b; g < e; ++g) {
@@ -81,4 +81,4 @@ void for_each_philox_group(uint64_t seed, uint64_t base, int64_t blocks, F&& f) 
   });
 }
 
-}  // namespace tcv
+}  // namespace tcv::kernels::cpu
