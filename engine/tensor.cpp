@@ -14,6 +14,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/profiler.h"
 
 namespace tcv {
 
@@ -76,6 +77,7 @@ void Storage::unblock() const {
   std::lock_guard<std::mutex> lock(unblock_mu_);
   if (!blocked_.load(std::memory_order_relaxed)) return;
   void* plain = backend::allocate(nbytes_, device_);
+  profiler::Scope prof("blocked_to_nchw", device_);
   kernels::cpu::blocked_to_nchw(blocked_dims_.data(), data_, plain);
   backend::deallocate(data_, nbytes_, device_);
   data_ = plain;
@@ -266,6 +268,7 @@ Tensor to_blocked(const Tensor& t) {
             kernels::cpu::kChannelBlock, ", got ", t.shape_str(), " ", dtype_name(t.dtype()));
   const Tensor src = t.detach().contiguous();
   Tensor out = empty_blocked(t.shape());
+  profiler::Scope prof("nchw_to_blocked", t.device());
   kernels::cpu::nchw_to_blocked(t.shape().data(), src.data_ptr(), out.storage()->raw_data());
   return out;
 }

@@ -31,6 +31,8 @@
 #include "kernels/cpu/conv.h"
 #include "kernels/cuda/runtime.h"
 #include "models/registry.h"
+#include "models/seg/loss.h"
+#include "models/seg/segmentation.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
 
@@ -172,7 +174,9 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
 }
 
 /// Times whole SGD steps (forward, cross-entropy, backward, SGD momentum 0.9) on
-/// one synthetic batch, after `warmup` untimed steps.
+/// one synthetic batch, after `warmup` untimed steps. A segmentation model
+/// (models/seg) trains on (B, S, S) masks with its own loss, cross-entropy
+/// (ignore 255) on the main output plus 0.4 times that of the auxiliary one.
 inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
   const Device device = Device::parse(o.device);
@@ -187,9 +191,19 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   TrainBenchResult r;
   for (const auto& [name, p] : model->named_parameters()) r.parameters += p.numel();
   train::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9});
-  // (B, C, S, S) and (B), made on the CPU (same numbers on every device) and moved.
+  // A segmentation model trains on masks with its own loss (CE(out) + 0.4·CE(aux)).
+  auto seg = std::dynamic_pointer_cast<models::seg::SegmentationModel>(model);
+  // (B, C, S, S) and (B) labels or (B, S, S) masks with 5% of the pixels 255
+  // (ignored), made on the CPU (same numbers on every device) and moved.
   Tensor x = randn({o.batch, o.channels, o.image_size, o.image_size}).to(device);
-  Tensor y = randint(0, o.classes, {o.batch}).to(device);
+  Tensor y;
+  if (seg) {
+    y = randint(0, o.classes, {o.batch, o.image_size, o.image_size});
+    y = ops::masked_fill(y, ops::lt(rand({o.batch, o.image_size, o.image_size}), 0.05), 255)
+            .to(device);
+  } else {
+    y = randint(0, o.classes, {o.batch}).to(device);
+  }
   DType amp_dtype = DType::bf16;
   const bool amp = autocast::parse_mode(o.dtype == "f32" ? "off" : o.dtype, amp_dtype);
   std::unique_ptr<train::GradScaler> scaler;
@@ -199,7 +213,14 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     Tensor loss;
     {
       autocast::Guard guard(amp, amp_dtype);
-      loss = ops::cross_entropy(autocast::to_f32((*model)(x)), y);
+      if (seg) {
+        models::seg::SegOutput out = seg->forward_seg(x);
+        out.out = autocast::to_f32(out.out);
+        if (out.aux.defined()) out.aux = autocast::to_f32(out.aux);
+        loss = models::seg::seg_loss(out, y).total;
+      } else {
+        loss = ops::cross_entropy(autocast::to_f32((*model)(x)), y);
+      }
     }
     if (scaler) {
       scaler->scale(loss).backward();

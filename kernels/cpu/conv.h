@@ -66,7 +66,8 @@ size_t conv2d_cache_size();
 /// How f32 convolutions choose oneDNN's algorithm.
 ///  - automatic: oneDNN picks Winograd F(4x4, 3x3) where its heuristic expects it
 ///    to win (3x3 kernels, stride 1, enough images per batch; about 2x faster on
-///    AVX-512, results within about 1e-6 relative of direct), direct elsewhere.
+///    AVX-512, results within about 1e-6 relative of direct), direct elsewhere,
+///    and for any pass whose Winograd scratchpad would pass 256 MiB.
 ///  - direct: always direct convolution, as PyTorch's CPU path does.
 /// The default is automatic, or the value of TCV_CONV_ALGO (auto | direct).
 enum class ConvAlgo { automatic, direct };
