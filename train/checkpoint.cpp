@@ -1,6 +1,15 @@
 #include "train/checkpoint.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -9,21 +18,96 @@
 
 #include "engine/json.h"
 #include "engine/serialize.h"
+#include "train/config.h"
 
 namespace tcv::train {
 
 namespace fs = std::filesystem;
 
-void save_checkpoint(const std::string& stem, const nn::Module& model, const Optimizer* optim,
-                     const TrainerState& s) {
-  NamedTensors tensors;
-  for (auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
-  if (optim)
-    for (auto& [name, t] : optim->state_dict()) tensors.emplace_back("optim." + name, t);
-  save_safetensors(stem + ".safetensors", tensors, {{"format", "tcv"}, {"model", s.model_name}});
+namespace {
 
+// The "__metadata__" keys of a tcv checkpoint.
+constexpr const char* kFormatKey = "format";
+constexpr const char* kModelKey = "model";
+constexpr const char* kStateKey = "trainer_state";
+
+std::string errno_str() {
+  return std::strerror(errno);
+}
+
+std::string read_text(const std::string& file, const char* what) {
+  std::ifstream f(file);
+  TCV_CHECK(f.good(), file, ": cannot open ", what);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The "__metadata__" of a safetensors file, reading only its header.
+std::map<std::string, std::string> read_metadata(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  TCV_CHECK(fd >= 0, file, ": cannot open checkpoint: ", errno_str());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  auto read_exact = [&](char* dst, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::read(fd, dst + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  };
+  struct stat st {};
+  TCV_CHECK(::fstat(fd, &st) == 0, file, ": cannot stat checkpoint: ", errno_str());
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  unsigned char len[8];
+  TCV_CHECK(size >= 8 && read_exact(reinterpret_cast<char*>(len), 8), file,
+            ": truncated checkpoint (", size, " bytes; a safetensors file starts with an 8-byte ",
+            "header length)");
+  uint64_t hl = 0;
+  for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(len[i]) << (8 * i);
+  TCV_CHECK(hl <= size - 8 && hl <= (100ull << 20), file, ": header length ", hl,
+            " does not fit the file (", size, " bytes): truncated or not a safetensors file");
+  std::string header(hl, '\0');
+  TCV_CHECK(read_exact(header.data(), hl), file, ": cannot read the header: ", errno_str());
+  Json h;
+  try {
+    h = Json::parse(header);
+  } catch (const Error& e) {
+    TCV_THROW(file, ": bad safetensors header: ", e.what());
+  }
+  std::map<std::string, std::string> out;
+  const Json* meta = h.is_object() ? h.find("__metadata__") : nullptr;
+  if (!meta) return out;
+  TCV_CHECK(meta->is_object(), file, ": \"__metadata__\" must be an object of strings");
+  for (const auto& [k, v] : meta->as_object()) {
+    TCV_CHECK(v.is_string(), file, ": \"__metadata__\" value of \"", k, "\" is not a string");
+    out[k] = v.as_string();
+  }
+  return out;
+}
+
+// The trainer state of a checkpoint with metadata `meta`: in the metadata, or
+// for a checkpoint of an earlier tcv, in "<stem>.json".
+TrainerState trainer_state_of(const std::string& stem,
+                              const std::map<std::string, std::string>& meta) {
+  const std::string file = stem + ".safetensors";
+  if (auto it = meta.find(kStateKey); it != meta.end())
+    return parse_trainer_state(
+        it->second, file + ": trainer state (__metadata__ \"" + std::string(kStateKey) + "\")");
+  const std::string legacy = stem + ".json";
+  TCV_CHECK(fs::exists(legacy), file, ": holds no trainer state (no __metadata__ \"", kStateKey,
+            "\", and no ", legacy, " as earlier versions wrote): not a tcv checkpoint; weights ",
+            "to fine-tune from go in network.pretrained");
+  return parse_trainer_state(read_text(legacy, "trainer state"), legacy);
+}
+
+Json trainer_state_json(const TrainerState& s) {
   Json j = Json::object();
-  j["weights"] = fs::path(stem).filename().string() + ".safetensors";
   j["model_name"] = s.model_name;
   j["epoch"] = s.epoch;
   j["epoch_iter"] = s.epoch_iter;
@@ -32,27 +116,151 @@ void save_checkpoint(const std::string& stem, const nn::Module& model, const Opt
   // u64 as strings: JSON integers are i64 here, and offsets may not fit.
   j["rng_seed"] = std::to_string(s.rng_seed);
   j["rng_offset"] = std::to_string(s.rng_offset);
-  j["best_top1"] = s.best_top1;
-  j["last_top1"] = s.last_top1;
+  j["task"] = s.task;
+  j["best_metric"] = s.best_metric;
+  j["best_" + s.best_metric] = s.best_score;
+  j["last_" + s.best_metric] = s.last_score;
   j["elapsed_s"] = s.elapsed_s;
-  write_file_atomic(stem + ".json", j.dump(2) + "\n");
+  j["nonfinite_skipped"] = s.nonfinite_skipped;
+  return j;
+}
+
+// Splits a checkpoint's tensors into model and optimizer state.
+void split_state(const std::string& file, const NamedTensors& tensors, nn::StateDict& model,
+                 nn::StateDict& optim) {
+  for (const auto& [name, t] : tensors) {
+    if (name.rfind("model.", 0) == 0)
+      model.emplace_back(name.substr(6), t);
+    else if (name.rfind("optim.", 0) == 0)
+      optim.emplace_back(name.substr(6), t);
+    else
+      TCV_THROW(file, ": unexpected tensor '", name, "' (expected model.* or optim.*)");
+  }
+}
+
+}  // namespace
+
+TrainerState parse_trainer_state(std::string_view text, const std::string& where) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Error& e) {
+    TCV_THROW(where, ": bad trainer state: not valid JSON: ", e.what());
+  }
+  TCV_CHECK(j.is_object(), where, ": bad trainer state: a JSON ", j.type_name(),
+            ", expected an object");
+  auto field = [&](const char* key) -> const Json& {
+    const Json* v = j.find(key);
+    TCV_CHECK(v, where, ": bad trainer state: no \"", key, "\"");
+    return *v;
+  };
+  auto bad = [&](const char* key, const std::string& expected, const Json& v) {
+    TCV_THROW(where, ": bad trainer state: \"", key, "\" must be ", expected, ", got ", v.dump());
+  };
+  auto integer = [&](const char* key, int64_t hi) {
+    const Json& v = field(key);
+    if (!v.is_int() || v.as_int() < 0 || v.as_int() > hi)
+      bad(key, "an integer in [0, " + std::to_string(hi) + "]", v);
+    return v.as_int();
+  };
+  auto number = [&](const char* key, double lo, double hi) {
+    const Json& v = field(key);
+    if (!v.is_number() || !(v.as_double() >= lo && v.as_double() <= hi))
+      bad(key, "a number in [" + Json(lo).dump() + ", " + Json(hi).dump() + "]", v);
+    return v.as_double();
+  };
+  // Metrics are percentages (top-1) or fractions (mAP, mIoU).
+  auto score = [&](const std::string& key) {
+    const Json& v = field(key.c_str());
+    if (!v.is_number() ||
+        !(v.as_double() == -1.0 || (v.as_double() >= 0.0 && v.as_double() <= 100.0)))
+      bad(key.c_str(), "a percentage in [0, 100] or -1 (none yet)", v);
+    return v.as_double();
+  };
+  auto name_of = [&](const char* key, const std::string& absent) {
+    const Json* v = j.find(key);
+    if (!v) return absent;  // earlier versions: classification
+    if (!v->is_string() || v->as_string().empty() ||
+        v->as_string().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
+            std::string::npos)
+      bad(key, "a name (lower-case letters, digits, _)", *v);
+    return v->as_string();
+  };
+  auto u64 = [&](const char* key) {
+    const Json& v = field(key);
+    uint64_t out = 0;
+    if (v.is_string()) {
+      const std::string& s = v.as_string();
+      const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+      if (!s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size()) return out;
+    }
+    bad(key, "an unsigned 64-bit integer written as a string of digits", v);
+    return out;
+  };
+
+  TrainerState s;
+  const Json& name = field("model_name");
+  if (!name.is_string() || name.as_string().empty())
+    bad("model_name", "a model name (a non-empty string)", name);
+  s.model_name = name.as_string();
+  s.iter = integer("iter", kMaxIterations);
+  s.epoch = integer("epoch", s.iter);  // every epoch has at least one iteration
+  s.epoch_iter = integer("epoch_iter", s.iter);
+  s.lr = number("lr", 0.0, 1e300);
+  s.rng_seed = u64("rng_seed");
+  s.rng_offset = u64("rng_offset");
+  s.task = name_of("task", "cls");
+  s.best_metric = name_of("best_metric", "top1");
+  s.best_score = score("best_" + s.best_metric);
+  s.last_score = score("last_" + s.best_metric);
+  if (s.best_metric == "top1") {
+    s.best_top1 = s.best_score;
+    s.last_top1 = s.last_score;
+  }
+  s.elapsed_s = number("elapsed_s", 0.0, 1e300);
+  // Absent from checkpoints of earlier versions.
+  s.nonfinite_skipped = j.contains("nonfinite_skipped") ? integer("nonfinite_skipped", s.iter) : 0;
+  return s;
+}
+
+void save_checkpoint(const std::string& stem, const nn::Module& model, const Optimizer* optim,
+                     const TrainerState& s) {
+  const nn::StateDict model_state = model.state_dict();
+  const nn::StateDict optim_state = optim ? optim->state_dict() : nn::StateDict{};
+  std::vector<Tensor> all;
+  for (const auto* d : {&model_state, &optim_state})
+    for (const auto& [name, t] : *d) all.push_back(t);
+  if (!all_finite(all)) {
+    const std::string m = first_nonfinite(model_state);
+    const std::string bad = m.empty() ? "optim." + first_nonfinite(optim_state) : "model." + m;
+    TCV_THROW(stem, ".safetensors: not saved: tensor \"", bad, "\" holds inf or NaN (after ",
+              "iteration ", s.iter, "); the checkpoint already there, if any, is kept");
+  }
+  NamedTensors tensors;
+  for (const auto& [name, t] : model_state) tensors.emplace_back("model." + name, t);
+  for (const auto& [name, t] : optim_state) tensors.emplace_back("optim." + name, t);
+  save_safetensors(
+      stem + ".safetensors", tensors,
+      {{kFormatKey, "tcv"}, {kModelKey, s.model_name}, {kStateKey, trainer_state_json(s).dump()}});
+  // A trainer state beside the weights (earlier versions) would now be stale.
+  std::error_code ec;
+  fs::remove(stem + ".json", ec);
 }
 
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
   if (fs::is_directory(p)) {
-    if (fs::exists(p / "latest.json")) return (p / "latest").string();
-    if (fs::exists(p / "checkpoints" / "latest.json"))
-      return (p / "checkpoints" / "latest").string();
-    TCV_THROW(path, ": directory holds no latest.json (nor checkpoints/latest.json)");
+    for (const fs::path& d : {p, p / "checkpoints"})
+      if (fs::exists(d / "latest.safetensors")) return (d / "latest").string();
+    TCV_THROW(path,
+              ": directory holds no checkpoint (no latest.safetensors, nor "
+              "checkpoints/latest.safetensors)");
   }
   const std::string ext = p.extension().string();
   const std::string stem =
       (ext == ".json" || ext == ".safetensors") ? (p.parent_path() / p.stem()).string() : path;
-  TCV_CHECK(fs::exists(stem + ".json"), path, ": no checkpoint here (", stem,
-            ".json does not exist)");
-  TCV_CHECK(fs::exists(stem + ".safetensors"), path, ": checkpoint weights ", stem,
-            ".safetensors do not exist");
+  TCV_CHECK(fs::exists(stem + ".safetensors"), path, ": no checkpoint here (", stem,
+            ".safetensors does not exist)");
   return stem;
 }
 
@@ -66,9 +274,8 @@ std::string find_latest_checkpoint(const std::string& dir) {
   };
   std::vector<Candidate> found;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() != ".json") continue;
+    if (e.path().extension() != ".safetensors") continue;  // temp files end in ".<n>"
     const std::string stem = (e.path().parent_path() / e.path().stem()).string();
-    if (!fs::exists(stem + ".safetensors")) continue;
     try {
       found.push_back({load_trainer_state(stem).iter, e.path().stem() == "latest", stem});
     } catch (const std::exception&) {  // unreadable trainer state: not a candidate
@@ -88,52 +295,57 @@ std::string find_latest_checkpoint(const std::string& dir) {
 }
 
 TrainerState load_trainer_state(const std::string& stem) {
-  const std::string file = stem + ".json";
-  std::ifstream f(file);
-  TCV_CHECK(f.good(), file, ": cannot open trainer state");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  TrainerState s;
-  try {
-    const Json j = Json::parse(ss.str());
-    s.model_name = j.at("model_name").as_string();
-    s.epoch = j.at("epoch").as_int();
-    s.epoch_iter = j.at("epoch_iter").as_int();
-    s.iter = j.at("iter").as_int();
-    s.lr = j.at("lr").as_double();
-    s.rng_seed = std::stoull(j.at("rng_seed").as_string());
-    s.rng_offset = std::stoull(j.at("rng_offset").as_string());
-    s.best_top1 = j.at("best_top1").as_double();
-    s.last_top1 = j.at("last_top1").as_double();
-    s.elapsed_s = j.at("elapsed_s").as_double();
-  } catch (const std::exception& e) {
-    TCV_THROW(file, ": bad trainer state: ", e.what());
-  }
-  TCV_CHECK(s.epoch >= 0 && s.epoch_iter >= 0 && s.iter >= 0, file,
-            ": negative epoch/epoch_iter/iter");
-  return s;
+  return trainer_state_of(stem, read_metadata(stem + ".safetensors"));
 }
 
 TrainerState load_checkpoint(const std::string& stem, nn::Module& model, Optimizer* optim) {
-  TrainerState s = load_trainer_state(stem);
   const std::string file = stem + ".safetensors";
-  SafetensorsFile st = load_safetensors(file);
+  const SafetensorsFile st = load_safetensors(file);
+  TrainerState s = trainer_state_of(stem, st.metadata);
   nn::StateDict model_state, optim_state;
-  for (auto& [name, t] : st.tensors) {
-    if (name.rfind("model.", 0) == 0)
-      model_state.emplace_back(name.substr(6), t);
-    else if (name.rfind("optim.", 0) == 0)
-      optim_state.emplace_back(name.substr(6), t);
-    else
-      TCV_THROW(file, ": unexpected tensor '", name, "' (expected model.* or optim.*)");
+  split_state(file, st.tensors, model_state, optim_state);
+  for (const auto& [prefix, d] : {std::pair{"model.", &model_state}, {"optim.", &optim_state}}) {
+    const std::string bad = first_nonfinite(*d);
+    TCV_CHECK(bad.empty(), file, ": tensor \"", prefix, bad, "\" holds inf or NaN");
   }
   try {
     model.load_state_dict(model_state, nn::Strict::yes);
-    if (optim) optim->load_state_dict(optim_state);
   } catch (const Error& e) {
-    TCV_THROW(file, ": ", e.what());
+    TCV_THROW(file, ": the weights do not fit the model \"", s.model_name, "\": ", e.what());
+  }
+  if (optim) {
+    try {
+      optim->load_state_dict(optim_state);
+    } catch (const Error& e) {
+      TCV_THROW(file, ": the optimizer state does not fit solver.optim: ", e.what());
+    }
   }
   return s;
+}
+
+int64_t remove_stale_temp_files(const std::string& dir) {
+  int64_t removed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    // "<name>.tmp.<pid>.<n>", as write_file_atomic names them.
+    const std::string f = e.path().filename().string();
+    const size_t t = f.rfind(".tmp.");
+    if (t == std::string::npos) continue;
+    const std::string rest = f.substr(t + 5);
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789.") != std::string::npos ||
+        rest.find('.', dot + 1) != std::string::npos)
+      continue;
+    long long pid = 0;
+    std::from_chars(rest.data(), rest.data() + dot, pid);
+    const bool alive =
+        pid > 0 && pid != ::getpid() && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    if (alive) continue;
+    std::error_code rm;
+    if (fs::remove(e.path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 PretrainedLoad load_pretrained(const std::string& path, nn::Module& model) {
@@ -149,6 +361,9 @@ PretrainedLoad load_pretrained(const std::string& path, nn::Module& model) {
     else if (k.rfind("model.", 0) == 0)
       given[k.substr(6)] = t;
   }
+  for (const auto& [k, t] : given)
+    TCV_CHECK(all_finite({t}), "[pretrained] ", path, ": tensor \"",
+              tcv_checkpoint ? "model." + k : k, "\" holds inf or NaN");
 
   // The head: the parameters of the last module that owns any directly.
   std::set<std::string> head;

@@ -75,10 +75,10 @@ Tensor ASPP::forward(const Tensor& x) {
 }
 
 DeepLabHead::DeepLabHead(int64_t in_channels, int64_t num_classes,
-                         const std::vector<int64_t>& atrous_rates) {
-  push_back(std::make_shared<ASPP>(in_channels, atrous_rates, 256));
-  append_conv_bn_relu(*this, 256, 256, 3);
-  push_back(std::make_shared<nn::Conv2d>(256, num_classes, 1));
+                         const std::vector<int64_t>& atrous_rates, int64_t channels) {
+  push_back(std::make_shared<ASPP>(in_channels, atrous_rates, channels));
+  append_conv_bn_relu(*this, channels, channels, 3);
+  push_back(std::make_shared<nn::Conv2d>(channels, num_classes, 1));
 }
 
 FCNHead::FCNHead(int64_t in_channels, int64_t num_classes, FCNHeadOptions opts) {
@@ -114,13 +114,14 @@ Tensor PyramidPooling::forward(const Tensor& x) {
   return ops::cat(parts, 1);
 }
 
-PSPHead::PSPHead(int64_t in_channels, int64_t num_classes, const std::vector<int64_t>& bins) {
-  auto ppm = std::make_shared<PyramidPooling>(in_channels, bins, 512);
+PSPHead::PSPHead(int64_t in_channels, int64_t num_classes, const std::vector<int64_t>& bins,
+                 int64_t channels) {
+  auto ppm = std::make_shared<PyramidPooling>(in_channels, bins, channels);
   const int64_t cat_channels = ppm->output_channels();
   push_back(ppm);
-  append_conv_bn_relu(*this, cat_channels, 512, 3);
+  append_conv_bn_relu(*this, cat_channels, channels, 3);
   push_back(std::make_shared<nn::Dropout2d>(0.1));
-  push_back(std::make_shared<nn::Conv2d>(512, num_classes, 1));
+  push_back(std::make_shared<nn::Conv2d>(channels, num_classes, 1));
 }
 
 }  // namespace tcv::models::seg

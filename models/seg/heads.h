@@ -48,7 +48,9 @@ class ASPP : public nn::Module {
 /// 1x1 conv to the classes (with bias).
 class DeepLabHead : public nn::Sequential {
  public:
-  DeepLabHead(int64_t in_channels, int64_t num_classes, const std::vector<int64_t>& atrous_rates);
+  /// `channels`: ASPP's and the 3x3 conv's width (torchvision's 256).
+  DeepLabHead(int64_t in_channels, int64_t num_classes, const std::vector<int64_t>& atrous_rates,
+              int64_t channels = 256);
   std::string type_name() const override { return "DeepLabHead"; }
 };
 
@@ -98,7 +100,9 @@ class PyramidPooling : public nn::Module {
 /// (no bias) → BN → ReLU → Dropout2d(0.1) → 1x1 conv to the classes (with bias).
 class PSPHead : public nn::Sequential {
  public:
-  PSPHead(int64_t in_channels, int64_t num_classes, const std::vector<int64_t>& bins);
+  /// `channels`: each pooling stage's and the 3x3 conv's width (PSPNet's 512).
+  PSPHead(int64_t in_channels, int64_t num_classes, const std::vector<int64_t>& bins,
+          int64_t channels = 512);
   std::string type_name() const override { return "PSPHead"; }
 };
 

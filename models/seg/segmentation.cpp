@@ -8,14 +8,23 @@ namespace tcv::models::seg {
 namespace {
 
 std::shared_ptr<cls::ResNet> dilated_resnet(const SegModelOptions& o) {
-  TCV_CHECK(o.depth == 50 || o.depth == 101,
-            "[SegmentationModel] ResNet depth must be 50 or 101, got ", o.depth);
+  TCV_CHECK(o.depth == 18 || o.depth == 34 || o.depth == 50 || o.depth == 101,
+            "[SegmentationModel] ResNet depth must be 18, 34, 50 or 101, got ", o.depth);
   TCV_CHECK(o.output_stride == 8 || o.output_stride == 16,
             "[SegmentationModel] output_stride must be 8 or 16, got ", o.output_stride);
   const cls::ResNetOptions ro{.in_channels = o.in_channels,
                               .replace_stride_with_dilation = {false, o.output_stride == 8, true},
                               .top = cls::ResNetTop::none};
-  return o.depth == 50 ? cls::resnet50(ro) : cls::resnet101(ro);
+  switch (o.depth) {
+    case 18:
+      return cls::resnet18(ro);
+    case 34:
+      return cls::resnet34(ro);
+    case 50:
+      return cls::resnet50(ro);
+    default:
+      return cls::resnet101(ro);
+  }
 }
 
 Tensor upsample_to(const Tensor& x, int64_t h, int64_t w) {
@@ -30,6 +39,10 @@ SegmentationModel::SegmentationModel(SegHead head_, SegModelOptions opts)
             options.num_classes);
   backbone = register_module("backbone", dilated_resnet(options));
   const auto ch = backbone->feature_channels();  // {.., layer3 1024, layer4 2048}
+  const bool small = options.depth < 50;         // BasicBlock: layer4 has 512 channels
+  auto width = [&](int64_t own) {
+    return options.head_channels > 0 ? options.head_channels : small ? 128 : own;
+  };
   switch (head) {
     case SegHead::deeplabv3: {
       std::vector<int64_t> rates = options.atrous_rates;
@@ -38,7 +51,8 @@ SegmentationModel::SegmentationModel(SegHead head_, SegModelOptions opts)
                                            : std::vector<int64_t>{6, 12, 18};
       options.atrous_rates = rates;
       classifier = register_module(
-          "classifier", std::make_shared<DeepLabHead>(ch[4], options.num_classes, rates));
+          "classifier",
+          std::make_shared<DeepLabHead>(ch[4], options.num_classes, rates, width(256)));
       break;
     }
     case SegHead::fcn:
@@ -48,7 +62,7 @@ SegmentationModel::SegmentationModel(SegHead head_, SegModelOptions opts)
     case SegHead::pspnet:
       classifier = register_module(
           "classifier",
-          std::make_shared<PSPHead>(ch[4], options.num_classes, options.pyramid_bins));
+          std::make_shared<PSPHead>(ch[4], options.num_classes, options.pyramid_bins, width(512)));
       break;
   }
   if (options.aux == AuxHead::on) {
@@ -116,6 +130,46 @@ std::shared_ptr<SegmentationModel> pspnet_resnet50(SegModelOptions opts) {
 }
 std::shared_ptr<SegmentationModel> pspnet_resnet101(SegModelOptions opts) {
   return make(SegHead::pspnet, 101, std::move(opts));
+}
+std::shared_ptr<SegmentationModel> pspnet_resnet18(SegModelOptions opts) {
+  return make(SegHead::pspnet, 18, std::move(opts));
+}
+std::shared_ptr<SegmentationModel> deeplabv3_resnet18(SegModelOptions opts) {
+  return make(SegHead::deeplabv3, 18, std::move(opts));
+}
+
+namespace {
+
+struct Named {
+  const char* name;
+  SegHead head;
+  int64_t depth;
+};
+
+constexpr Named kModels[] = {
+    {"deeplabv3_resnet18", SegHead::deeplabv3, 18},
+    {"deeplabv3_resnet50", SegHead::deeplabv3, 50},
+    {"deeplabv3_resnet101", SegHead::deeplabv3, 101},
+    {"fcn_resnet50", SegHead::fcn, 50},
+    {"fcn_resnet101", SegHead::fcn, 101},
+    {"pspnet_resnet18", SegHead::pspnet, 18},
+    {"pspnet_resnet50", SegHead::pspnet, 50},
+    {"pspnet_resnet101", SegHead::pspnet, 101},
+};
+
+}  // namespace
+
+std::shared_ptr<SegmentationModel> create_segmentation_model(const std::string& name,
+                                                             SegModelOptions opts) {
+  for (const auto& m : kModels)
+    if (name == m.name) return make(m.head, m.depth, std::move(opts));
+  return nullptr;
+}
+
+std::vector<std::string> segmentation_model_names() {
+  std::vector<std::string> names;
+  for (const auto& m : kModels) names.push_back(m.name);
+  return names;
 }
 
 }  // namespace tcv::models::seg

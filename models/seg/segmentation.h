@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "layers/layers.h"
@@ -37,7 +38,8 @@ enum class AuxHead : uint8_t { on, off };
 struct SegModelOptions {
   int64_t num_classes = 21;
   int64_t in_channels = 3;
-  /// ResNet depth: 50 or 101.
+  /// ResNet depth: 50 or 101 (torchvision's), or 18 or 34 (BasicBlock, dilated
+  /// as mmsegmentation's r18-d8: small models for CPUs and small data sets).
   int64_t depth = 50;
   /// 8 (layer3 and layer4 dilated, torchvision's) or 16 (layer4 dilated).
   int64_t output_stride = 8;
@@ -47,6 +49,10 @@ struct SegModelOptions {
   std::vector<int64_t> atrous_rates = {};
   /// PSPNet's pooling bins.
   std::vector<int64_t> pyramid_bins = {1, 2, 3, 6};
+  /// The main head's width; 0: the model's own, 512 (PSPNet) or 256 (DeepLabV3's
+  /// ASPP) on ResNet-50/101, 128 on ResNet-18/34 as mmsegmentation's r18 models.
+  /// FCN's head keeps torchvision's in / 4.
+  int64_t head_channels = 0;
 };
 
 /// The outputs of a segmentation model, each (N, num_classes, H, W) for an input
@@ -91,5 +97,17 @@ std::shared_ptr<SegmentationModel> fcn_resnet101(SegModelOptions opts = {});
 std::shared_ptr<SegmentationModel> pspnet_resnet50(SegModelOptions opts = {});
 /// PSPNet on ResNet-101: 67,949,930 parameters at 21 classes with aux.
 std::shared_ptr<SegmentationModel> pspnet_resnet101(SegModelOptions opts = {});
+/// PSPNet and DeepLabV3 on a dilated ResNet-18 with 128-channel heads and a
+/// 64-channel auxiliary head (mmsegmentation's pspnet/deeplabv3 r18-d8).
+std::shared_ptr<SegmentationModel> pspnet_resnet18(SegModelOptions opts = {});
+std::shared_ptr<SegmentationModel> deeplabv3_resnet18(SegModelOptions opts = {});
+
+/// The segmentation models by registry name (deeplabv3_resnet18/50/101,
+/// fcn_resnet50/101, pspnet_resnet18/50/101) with `opts` (its depth set by
+/// the name); null for another name.
+std::shared_ptr<SegmentationModel> create_segmentation_model(const std::string& name,
+                                                             SegModelOptions opts);
+/// Those names.
+std::vector<std::string> segmentation_model_names();
 
 }  // namespace tcv::models::seg

@@ -26,6 +26,7 @@
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
 #include "support/temp_dir.h"
+#include "train/checkpoint.h"
 
 namespace fs = std::filesystem;
 using namespace tcv;
@@ -165,12 +166,10 @@ int64_t last_train_iter(const fs::path& metrics) {
   return iter;
 }
 
-int64_t checkpoint_iter(const fs::path& json) {
-  std::ifstream f(json);
-  std::stringstream ss;
-  ss << f.rdbuf();
+// The iteration of checkpoint `stem` (-1: none that reads).
+int64_t checkpoint_iter(const fs::path& stem) {
   try {
-    return Json::parse(ss.str()).at("iter").as_int();
+    return train::load_trainer_state(stem.string()).iter;
   } catch (const std::exception&) {
     return -1;
   }
@@ -252,7 +251,7 @@ TEST(Elastic, KilledRankRestartsAndEndsBitIdenticalToAnUninterruptedRun) {
       under_tcv_run({"--max-restarts", "2"}, train_cmd(tmp.path("data"), b.string(), sets)),
       b / "metrics.jsonl", 21, /*victim=*/1, SIGKILL);
   ASSERT_GT(s.victim, 0);
-  const int64_t saved_at_kill = checkpoint_iter(b / "checkpoints" / "latest.json");
+  const int64_t saved_at_kill = checkpoint_iter(b / "checkpoints" / "latest");
   std::vector<test::Child> kids = {s.launcher};
   const auto t0 = Clock::now();
   const bool in_time = test::wait_all(kids, 120s);
@@ -285,8 +284,8 @@ TEST(Elastic, KilledRankRestartsAndEndsBitIdenticalToAnUninterruptedRun) {
   // Killed mid-epoch (epochs end at iterations 16, 32, 48, 64).
   EXPECT_GT(s.iter_at_signal, 16);
   EXPECT_LT(s.iter_at_signal, 32);
-  EXPECT_EQ(checkpoint_iter(a / "checkpoints" / "latest.json"), 64);
-  EXPECT_EQ(checkpoint_iter(b / "checkpoints" / "latest.json"), 64);
+  EXPECT_EQ(checkpoint_iter(a / "checkpoints" / "latest"), 64);
+  EXPECT_EQ(checkpoint_iter(b / "checkpoints" / "latest"), 64);
   expect_bitwise_equal(a / "checkpoints" / "latest.safetensors",
                        b / "checkpoints" / "latest.safetensors");
 }
