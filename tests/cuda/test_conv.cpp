@@ -4,7 +4,8 @@
 // f16/bf16 (the CPU computes those in f32 and rounds); every gradient, each
 // gradient alone (dx only, dweight only), non-contiguous input, empty batch,
 // ResNet-sized layers (f32, bf16, and f32 with TF32 allowed), and the
-// algorithm cache with cudnn benchmark on and off.
+// algorithm cache with cudnn benchmark on and off; conv2d_relu (the CPU's
+// fused ReLU post-op) against conv2d then relu on CUDA.
 #include <gtest/gtest.h>
 
 #include "engine/ops.h"
@@ -100,6 +101,23 @@ TEST(CudaConv, Bf16AndF16AllGeometries) {
   TCV_REQUIRE_CUDA();
   run_cases(DType::bf16);
   run_cases(DType::f16);
+}
+
+TEST(CudaConv, ReluFusedMatchesCpu) {
+  // conv2d_relu: one oneDNN pass with a ReLU post-op on the CPU, cuDNN then
+  // relu on CUDA; values and every gradient (dy masked by the output).
+  TCV_REQUIRE_CUDA();
+  kernels::cuda::set_allow_tf32(false);
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Case& c : cases()) {
+      TVec in = {input(c.x, 7, dt), input(c.w, 8, dt), input({c.w[0]}, 9, dt)};
+      expect_cuda_matches_cpu(
+          std::string("conv2d_relu ") + c.name + " " + dtype_name(dt),
+          [&c](const TVec& v) {
+            return ops::conv2d_relu(v[0], v[1], c.bias ? v[2] : Tensor(), c.p);
+          },
+          in, tol_for(dt));
+    }
 }
 
 TEST(CudaConv, SingleGradients) {

@@ -286,6 +286,61 @@ TEST(Conv2d, OneDnnF32MatchesReferenceBlockedShapes) {
   }
 }
 
+// conv2d_relu: the ReLU a post-op of the CPU convolution. Forward within the
+// f32 bound of relu of the f64 convolution (relu is 1-Lipschitz, so the bound of
+// the sums holds after it); backward equal to conv2d's backward of dy masked by
+// the fused output (y > 0, as relu's backward), which runs the same kernels;
+// the f64 node gradient-checked.
+TEST(Conv2d, ReluFused) {
+  std::vector<Case> cs = cases();
+  cs.push_back({"c32_k48_pad1", {2, 32, 10, 9}, {48, 32, 3, 3}, true, {.padding = {1, 1}}});
+  cs.push_back({"c64_1x1", {2, 64, 5, 5}, {16, 64, 1, 1}, false, {}});
+  cs.push_back({"wino_c32", {32, 32, 16, 16}, {32, 32, 3, 3}, true, {.padding = {1, 1}}});
+  uint64_t seed = 1200;
+  for (const Case& c : cs) {
+    SCOPED_TRACE(c.name);
+    seed += 10;
+    const std::vector<Tensor> in64{rand_f64(c.x, seed, -1, 1, false),
+                                   rand_f64(c.w, seed + 1, -1, 1, false),
+                                   c.bias ? rand_f64({c.w[0]}, seed + 2, -1, 1, false) : Tensor()};
+    std::vector<Tensor> in32, plain;
+    for (const Tensor& t : in64) {
+      in32.push_back(t.defined() ? t.to(DType::f32).set_requires_grad(true) : Tensor());
+      plain.push_back(t.defined() ? t.to(DType::f32).set_requires_grad(true) : Tensor());
+    }
+    Tensor y = ops::conv2d_relu(in32[0], in32[1], in32[2], c.p);
+    ASSERT_NE(y.grad_fn(), nullptr);
+    EXPECT_EQ(y.grad_fn()->name(), "conv2d_relu");
+    const Tensor ref = ops::relu(run_conv(c, in64));
+    const Tensor sums =
+        run_conv(c, {ops::abs(in64[0]), ops::abs(in64[1]), c.bias ? ops::abs(in64[2]) : Tensor()});
+    const double growth =
+        std::string(c.name).rfind("wino", 0) == 0 ? testing::kWinograd4x3Growth : growth_of(c)[0];
+    const int64_t terms = c.w[1] * c.w[2] * c.w[3] + 3;
+    testing::expect_within(y, ref, ops::mul(sums, growth * testing::gamma_n(terms, DType::f32)),
+                           std::string(c.name) + " y");
+    EXPECT_GT(ops::sum(ops::eq(y, 0.0)).item(), 0.0) << "no output clamped";
+    const Tensor dy = rand_f64(y.shape(), seed + 3, -1, 1, false).to(DType::f32);
+    y.backward(dy);
+    Tensor yp = run_conv(c, plain);
+    yp.backward(ops::mul(dy, ops::gt(y.detach(), 0.0).to(DType::f32)));
+    const char* names[] = {"dx", "dweight", "dbias"};
+    for (size_t i = 0; i < in32.size(); ++i)
+      if (in32[i].defined()) expect_close(in32[i].grad(), plain[i].grad(), 0, 0, names[i]);
+  }
+  for (const Case& c : cases()) {
+    std::vector<Tensor> in{rand_f64(c.x, 11), rand_f64(c.w, 12), rand_f64({c.w[0]}, 13)};
+    if (!c.bias) in[2] = Tensor();
+    EXPECT_EQ(ops::conv2d_relu(in[0], in[1], in[2], c.p).grad_fn()->name(), "conv2d_relu");
+    EXPECT_GT(check_gradients(std::string("conv2d_relu/") + c.name,
+                              [&](const std::vector<Tensor>& v) {
+                                return ops::conv2d_relu(v[0], v[1], v[2], c.p);
+                              },
+                              in, {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5}),
+              0);
+  }
+}
+
 // Restores the process-wide algorithm choice when a test ends.
 struct ConvAlgoScope {
   kernels::cpu::ConvAlgo saved = kernels::cpu::get_conv_algo();
