@@ -64,26 +64,64 @@ BENCHMARK(BM_SoftmaxFwdBwd)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Args: N, C, H, W (H = W = 1: classification logits (N, C)), label smoothing x100.
+// Args: N, C, H, W (H = W = 1: classification logits (N, C)), label smoothing x100,
+// percent of targets set to 255 (= ignore_index; segmentation's unlabelled pixels).
+Tensor class_targets(int64_t n, int64_t c, int64_t h, int64_t w, int64_t ignored_pct,
+                     Generator& gen) {
+  const bool dense = h * w > 1;
+  const Shape shape = dense ? Shape{n, h, w} : Shape{n};
+  Tensor t = randint(0, c, shape, {.dtype = DType::i64}, &gen);
+  if (ignored_pct > 0)
+    t = ops::masked_fill(t, ops::lt(rand(shape, {}, &gen), ignored_pct / 100.0), 255);
+  return t;
+}
+
 void BM_CrossEntropyFwdBwd(benchmark::State& state) {
   const int64_t n = state.range(0), c = state.range(1), h = state.range(2), w = state.range(3);
   const double smoothing = static_cast<double>(state.range(4)) / 100.0;
   Generator gen(5);
   const bool dense = h * w > 1;
   Tensor x = randn(dense ? Shape{n, c, h, w} : Shape{n, c}, {}, &gen).set_requires_grad(true);
-  Tensor t = randint(0, c, dense ? Shape{n, h, w} : Shape{n}, {.dtype = DType::i64}, &gen);
+  Tensor t = class_targets(n, c, h, w, state.range(5), gen);
   for (auto _ : state) {
-    Tensor loss = ops::cross_entropy(x, t, {.label_smoothing = smoothing});
+    Tensor loss = ops::cross_entropy(x, t, {.ignore_index = 255, .label_smoothing = smoothing});
+    x.set_grad(Tensor());
+    loss.backward();
+    benchmark::DoNotOptimize(x.grad().data_ptr());
+  }
+  // Forward reads the logits; backward reads them again and writes the gradient.
+  state.counters["GB/s"] = benchmark::Counter(3.0 * 4.0 * static_cast<double>(x.numel()) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CrossEntropyFwdBwd)
+    ->ArgNames({"N", "C", "H", "W", "smooth", "ignored"})
+    ->Args({256, 1000, 1, 1, 0, 0})
+    ->Args({256, 1000, 1, 1, 10, 0})
+    ->Args({8, 21, 128, 128, 0, 0})
+    // A segmentation batch: 4 of 256x256, 21 classes, 5% of the pixels ignored.
+    ->Args({4, 21, 256, 256, 0, 5})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// TorchCV's OHEM cross-entropy on the segmentation batch, both selection
+// regimes: Args: thresh x100, min_kept.
+void BM_OhemCrossEntropyFwdBwd(benchmark::State& state) {
+  Generator gen(7);
+  Tensor x = ops::mul(randn({4, 21, 256, 256}, {}, &gen), 2.0).set_requires_grad(true);
+  Tensor t = class_targets(4, 21, 256, 256, 5, gen);
+  const ops::OhemOptions o{.thresh = static_cast<double>(state.range(0)) / 100.0,
+                           .min_kept = state.range(1)};
+  for (auto _ : state) {
+    Tensor loss = ops::ohem_cross_entropy(x, t, o);
     x.set_grad(Tensor());
     loss.backward();
     benchmark::DoNotOptimize(x.grad().data_ptr());
   }
 }
-BENCHMARK(BM_CrossEntropyFwdBwd)
-    ->ArgNames({"N", "C", "H", "W", "smooth"})
-    ->Args({256, 1000, 1, 1, 0})
-    ->Args({256, 1000, 1, 1, 10})
-    ->Args({8, 21, 128, 128, 0})
+BENCHMARK(BM_OhemCrossEntropyFwdBwd)
+    ->ArgNames({"thresh", "min_kept"})
+    ->Args({70, 100000})
+    ->Args({5, 100000})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

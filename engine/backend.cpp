@@ -83,6 +83,7 @@ void copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   const Device dd = dst.device(), sd = src.device();
   if (dd.is_cpu() && sd.is_cpu()) {
+    profiler::Scope prof("copy", dd);
     kernels::cpu::copy(dst.strided_desc(), src.strided_desc());
   } else if (dd.is_cuda() && sd.is_cpu()) {
     copy_h2d(dst, src);

@@ -14,6 +14,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/profiler.h"
 
 namespace tcv {
 
@@ -94,6 +95,7 @@ void* Storage::make_row_major() const {
     std::lock_guard<std::mutex> lock(convert_mu_);
     if (blocked_.load(std::memory_order_relaxed)) {
       void* plain = backend::allocate(nbytes_, device_);
+      profiler::Scope prof("blocked_to_nchw", device_);
       kernels::cpu::blocked_to_nchw(blocked_dims_.data(), data_, plain);
       row_major_ = plain;
       blocked_.store(false, std::memory_order_release);
@@ -291,6 +293,7 @@ Tensor to_blocked(const Tensor& t) {
             kernels::cpu::kChannelBlock, ", got ", t.shape_str(), " ", dtype_name(t.dtype()));
   const Tensor src = t.detach().contiguous();
   Tensor out = empty_blocked(t.shape());
+  profiler::Scope prof("nchw_to_blocked", t.device());
   kernels::cpu::nchw_to_blocked(t.shape().data(), src.data_ptr(), out.storage()->blocked_bytes());
   return out;
 }

@@ -34,13 +34,25 @@ void Conv2d::reset_parameters() {
   }
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
+namespace {
+
+ops::Conv2dParams params_of(const Conv2dOptions& o) {
   ops::Conv2dParams p;
-  p.stride = options.stride.arr();
-  p.padding = options.padding.arr();
-  p.dilation = options.dilation.arr();
-  p.groups = options.groups;
-  return ops::conv2d(x, weight, bias, p);
+  p.stride = o.stride.arr();
+  p.padding = o.padding.arr();
+  p.dilation = o.dilation.arr();
+  p.groups = o.groups;
+  return p;
+}
+
+}  // namespace
+
+Tensor Conv2d::forward(const Tensor& x) {
+  return ops::conv2d(x, weight, bias, params_of(options));
+}
+
+Tensor Conv2d::forward_relu(const Tensor& x) {
+  return ops::conv2d_relu(x, weight, bias, params_of(options));
 }
 
 std::string Conv2d::extra_repr() const {

@@ -23,6 +23,8 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Conv2dOptions opts = {});
 
   Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, out, H', W')
+  /// relu(forward(x)) in one pass where the backend fuses it (ops::conv2d_relu).
+  Tensor forward_relu(const Tensor& x);
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   /// Redraws weight and bias with PyTorch's default initialisation.

@@ -32,6 +32,8 @@
 #include "models/det/multibox_loss.h"
 #include "models/det/ssd.h"
 #include "models/registry.h"
+#include "models/seg/loss.h"
+#include "models/seg/segmentation.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
 
@@ -192,7 +194,10 @@ inline std::vector<models::det::DetTarget> synthetic_boxes(int64_t batch, int64_
 
 /// Times whole SGD steps (forward, loss, backward, SGD momentum 0.9) on one
 /// synthetic batch, after `warmup` untimed steps. The loss is cross-entropy
-/// for classifiers and the MultiBox loss against synthetic boxes for SSD.
+/// for classifiers, the MultiBox loss against synthetic boxes for SSD, and for
+/// a segmentation model (models/seg) on (B, S, S) masks its own loss,
+/// cross-entropy (ignore 255) on the main output plus 0.4 times that of the
+/// auxiliary one.
 inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
   const Device device = Device::parse(o.device);
@@ -206,9 +211,19 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   TrainBenchResult r;
   for (const auto& [name, p] : model->named_parameters()) r.parameters += p.numel();
   train::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9});
-  // (B, C, S, S) and (B), made on the CPU (same numbers on every device) and moved.
+  // A segmentation model trains on masks with its own loss (CE(out) + 0.4·CE(aux)).
+  auto seg = std::dynamic_pointer_cast<models::seg::SegmentationModel>(model);
+  // (B, C, S, S) and (B) labels or (B, S, S) masks with 5% of the pixels 255
+  // (ignored), made on the CPU (same numbers on every device) and moved.
   Tensor x = randn({o.batch, o.channels, o.image_size, o.image_size}).to(device);
-  Tensor y = randint(0, o.classes, {o.batch}).to(device);
+  Tensor y;
+  if (seg) {
+    y = randint(0, o.classes, {o.batch, o.image_size, o.image_size});
+    y = ops::masked_fill(y, ops::lt(rand({o.batch, o.image_size, o.image_size}), 0.05), 255)
+            .to(device);
+  } else {
+    y = randint(0, o.classes, {o.batch}).to(device);
+  }
   auto* ssd = dynamic_cast<models::det::SSD*>(model.get());
   std::vector<models::det::DetTarget> boxes;
   Tensor anchors;
@@ -225,7 +240,12 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     Tensor loss;
     {
       autocast::Guard guard(amp, amp_dtype);
-      if (ssd) {
+      if (seg) {
+        models::seg::SegOutput out = seg->forward_seg(x);
+        out.out = autocast::to_f32(out.out);
+        if (out.aux.defined()) out.aux = autocast::to_f32(out.aux);
+        loss = models::seg::seg_loss(out, y).total;
+      } else if (ssd) {
         const models::det::SsdOutput out = ssd->forward_heads(x);
         loss = models::det::multibox_loss(autocast::to_f32(out.loc), autocast::to_f32(out.conf),
                                           anchors, boxes)

@@ -18,9 +18,19 @@ import torch
 import torch.nn.functional as F
 
 CONV_SHAPES = [
-    # (N, C, H, W, K, R, S, pad)
-    (32, 64, 32, 32, 64, 3, 3, 1),
-    (16, 256, 14, 14, 256, 3, 3, 1),
+    # (N, C, H, W, K, R, S, pad, dilation)
+    (32, 64, 32, 32, 64, 3, 3, 1, 1),
+    (16, 256, 14, 14, 256, 3, 3, 1, 1),
+    # The segmentation backbones at output stride 8 (batch 4 of 256x256): layer3
+    # (dilation 2), layer4 (dilation 4), an ASPP branch (dilation 12), each beside
+    # the undilated layer of the same FLOPs, and PSPNet's 4096-channel head.
+    (4, 256, 32, 32, 256, 3, 3, 1, 1),
+    (4, 256, 32, 32, 256, 3, 3, 2, 2),
+    (4, 512, 32, 32, 512, 3, 3, 1, 1),
+    (4, 512, 32, 32, 512, 3, 3, 4, 4),
+    (4, 2048, 32, 32, 256, 3, 3, 1, 1),
+    (4, 2048, 32, 32, 256, 3, 3, 12, 12),
+    (4, 4096, 32, 32, 512, 3, 3, 1, 1),
 ]
 
 
@@ -36,17 +46,17 @@ def time_it(fn, min_time=0.5, warmup=2):
             return elapsed / iters
 
 
-def conv_case(n, c, h, w, k, r, s, pad):
+def conv_case(n, c, h, w, k, r, s, pad, dil=1):
     x = torch.randn(n, c, h, w, requires_grad=True)
     wt = torch.randn(k, c, r, s, requires_grad=True) * 0.05
     wt = wt.detach().requires_grad_(True)
     b = torch.zeros(k, requires_grad=True)
-    oh = h + 2 * pad - r + 1
-    ow = w + 2 * pad - s + 1
+    oh = h + 2 * pad - dil * (r - 1)
+    ow = w + 2 * pad - dil * (s - 1)
     dy = torch.randn(n, k, oh, ow)
 
     def step():
-        y = F.conv2d(x, wt, b, padding=pad)
+        y = F.conv2d(x, wt, b, padding=pad, dilation=dil)
         x.grad = wt.grad = b.grad = None
         y.backward(dy)
 
@@ -86,14 +96,17 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["conv", "pool", "bn", "all"], default="all")
+    ap.add_argument("--batch", type=int, default=0, help="only the conv shapes with this N")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, mkldnn {torch.backends.mkldnn.is_available()}")
     if args.only in ("conv", "all"):
         for shape in CONV_SHAPES:
+            if args.batch and shape[0] != args.batch:
+                continue
             runs = [conv_case(*shape) for _ in range(args.runs)]
-            n, c, h, w, k, r, s, pad = shape
-            print(f"conv2d fwd+bwd N{n} C{c} {h}x{w} K{k} {r}x{s} pad{pad}: "
+            n, c, h, w, k, r, s, pad, dil = shape
+            print(f"conv2d fwd+bwd N{n} C{c} {h}x{w} K{k} {r}x{s} pad{pad} dil{dil}: "
                   f"median {statistics.median(runs):.1f} GFLOP/s (runs: {', '.join(f'{v:.1f}' for v in runs)})")
     if args.only in ("pool", "all"):
         runs = [maxpool_case() for _ in range(args.runs)]

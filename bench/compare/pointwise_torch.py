@@ -51,13 +51,15 @@ def softmax_case(n, c, h, w, log):
     return step
 
 
-def cross_entropy_case(n, c, h, w, smooth):
+def cross_entropy_case(n, c, h, w, smooth, ignored_pct=0):
     dense = h * w > 1
     x = torch.randn(*((n, c, h, w) if dense else (n, c)), requires_grad=True)
     t = torch.randint(0, c, (n, h, w) if dense else (n,))
+    if ignored_pct:
+        t[torch.rand(t.shape) < ignored_pct / 100.0] = 255
 
     def step():
-        loss = F.cross_entropy(x, t, label_smoothing=smooth / 100.0)
+        loss = F.cross_entropy(x, t, ignore_index=255, label_smoothing=smooth / 100.0)
         x.grad = None
         loss.backward()
 
@@ -85,6 +87,8 @@ CASES = [
     ("cross_entropy fwd+bwd (256, 1000)", cross_entropy_case, (256, 1000, 1, 1, 0)),
     ("cross_entropy smooth 0.1 fwd+bwd (256, 1000)", cross_entropy_case, (256, 1000, 1, 1, 10)),
     ("cross_entropy fwd+bwd (8, 21, 128, 128)", cross_entropy_case, (8, 21, 128, 128, 0)),
+    ("cross_entropy fwd+bwd (4, 21, 256, 256), 5% ignored", cross_entropy_case,
+     (4, 21, 256, 256, 0, 5)),
     ("bce_with_logits fwd+bwd (32, 8732, 21)", bce_case, ()),
 ]
 
@@ -93,10 +97,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--filter", default="", help="run only the cases whose label contains this")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     for label, make, params in CASES:
+        if args.filter not in label:
+            continue
         step = make(*params)
         runs = [time_it(step) * 1e3 for _ in range(args.runs)]
         print(f"{label}: median {statistics.median(runs):.3f} ms")

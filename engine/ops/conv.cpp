@@ -63,9 +63,11 @@ kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tenso
 
 // The blocked layouts of g's CPU f32 primitives, kept only for activations
 // whose shape can be held blocked (none on CUDA or in f64).
-kernels::cpu::ConvBlockedLayouts blocked_layouts(const kernels::Conv2dGeom& g, const Tensor& t) {
+kernels::cpu::ConvBlockedLayouts blocked_layouts(
+    const kernels::Conv2dGeom& g, const Tensor& t,
+    kernels::cpu::ConvAct act = kernels::cpu::ConvAct::none) {
   if (!t.device().is_cpu() || t.dtype() != DType::f32) return {};
-  kernels::cpu::ConvBlockedLayouts bl = kernels::cpu::conv2d_blocked_layouts(g);
+  kernels::cpu::ConvBlockedLayouts bl = kernels::cpu::conv2d_blocked_layouts(g, act);
   const bool x_ok = blockable({g.n, g.c, g.h, g.w}, DType::f32, kCPU);
   const bool y_ok = blockable({g.n, g.k, g.oh, g.ow}, DType::f32, kCPU);
   bl.src &= x_ok, bl.diff_src &= x_ok, bl.bwd_src &= x_ok;
@@ -88,11 +90,13 @@ int64_t dead_taps(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pa
   return t;
 }
 
-}  // namespace
+using kernels::cpu::ConvAct;
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
-  if (autocast::needs_low({&x, &weight, &bias}))  // mixed precision: conv in bf16/f16
-    return conv2d(autocast::to_low(x), autocast::to_low(weight), autocast::to_low(bias), p);
+// conv2d, and with act = relu conv2d_relu on the CPU: the activation runs as
+// the convolution writes y, and backward masks dy with the saved y (as relu's
+// backward does) before the convolution's backward.
+Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p,
+                   ConvAct act) {
   const kernels::Conv2dGeom g = conv_geom(x, weight, bias, p);
   // Kernel taps that only ever multiply padding add nothing: a 3x3 ASPP branch
   // of dilation 36 on a 32x32 map is a 1x1 convolution. They are cut off (a
@@ -107,7 +111,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
       q.padding = {p.padding[0] - tr * p.dilation[0], p.padding[1] - ts * p.dilation[1]};
       if (g.r - 2 * tr == 1) q.dilation[0] = 1;
       if (g.s - 2 * ts == 1) q.dilation[1] = 1;
-      return conv2d(x, weight.narrow(2, tr, g.r - 2 * tr).narrow(3, ts, g.s - 2 * ts), bias, q);
+      return conv2d_impl(x, weight.narrow(2, tr, g.r - 2 * tr).narrow(3, ts, g.s - 2 * ts), bias, q,
+                         act);
     }
   }
   backend::require_device("conv2d", x.device(), {&weight, &bias});
@@ -116,13 +121,21 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const Shape y_shape{g.n, g.k, g.oh, g.ow};
   // On the CPU in f32, activations stay in the layout oneDNN computes in.
-  const kernels::cpu::ConvBlockedLayouts bl = blocked_layouts(g, x);
+  const kernels::cpu::ConvBlockedLayouts bl = blocked_layouts(g, x, act);
   Tensor y =
       bl.dst ? empty_blocked(y_shape) : empty(y_shape, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor bk = bc.defined() ? bc.strided_desc() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
-               wc.strided_desc(), bc.defined() ? &bk : nullptr, y.desc_as_stored());
+    if (act == ConvAct::none) {
+      TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(), wc.strided_desc(),
+                 bc.defined() ? &bk : nullptr, y.desc_as_stored());
+    } else {
+      TCV_CHECK(x.device().is_cpu(), "[conv2d_relu] the fused kernel is CPU-only, got ",
+                x.device().str());
+      profiler::Scope prof("conv2d_forward", x.device());
+      kernels::cpu::conv2d_forward(g, bl.src ? xc.desc_as_stored() : xc.strided_desc(), wc.strided_desc(),
+                                   bc.defined() ? &bk : nullptr, y.desc_as_stored(), act);
+    }
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
     const bool need_dx = x.requires_grad();
@@ -130,10 +143,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
     const bool need_db = bias.defined() && bias.requires_grad();
     // Save only what the wanted gradients read: x for dweight, weight for dx.
     autograd::record(
-        "conv2d", {x, weight, bias}, {y},
+        act == ConvAct::relu ? "conv2d_relu" : "conv2d", {x, weight, bias}, {y},
         [g, need_dx, need_dw, need_db, sx = SavedTensor(need_dw ? xc : Tensor()),
-         sw = SavedTensor(need_dx ? wc : Tensor())](std::vector<Tensor>& grads) {
-          Tensor dy = grads[0].contiguous();  // (N, K, OH, OW)
+         sw = SavedTensor(need_dx ? wc : Tensor()),
+         sy = SavedTensor(act == ConvAct::relu ? y : Tensor())](std::vector<Tensor>& grads) {
+          Tensor dy = sy.defined() ? unary_grad_consume(kernels::UnaryOp::relu, grads[0], sy.get())
+                                   : std::move(grads[0]);
+          dy = dy.contiguous();  // (N, K, OH, OW)
           const Tensor xv = sx.defined() ? sx.get() : Tensor();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
           const TensorOptions opts{.dtype = dy.dtype(), .device = dy.device()};
@@ -166,6 +182,23 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
         });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
+  if (autocast::needs_low({&x, &weight, &bias}))  // mixed precision: conv in bf16/f16
+    return conv2d(autocast::to_low(x), autocast::to_low(weight), autocast::to_low(bias), p);
+  return conv2d_impl(x, weight, bias, p, ConvAct::none);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p) {
+  // One node on the CPU (in f32 one pass: oneDNN's post-op); relu(conv2d) elsewhere.
+  if (x.device().is_cpu() && (x.dtype() == DType::f32 || x.dtype() == DType::f64) &&
+      !autocast::needs_low({&x, &weight, &bias}))
+    return conv2d_impl(x, weight, bias, p, ConvAct::relu);
+  return relu(conv2d(x, weight, bias, p));
 }
 
 }  // namespace tcv::ops

@@ -24,6 +24,10 @@ struct Conv2dParams {
 /// x (N, C, H, W), weight (K, C/groups, R, S), bias (K) or undefined.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               const Conv2dParams& p = {});
+/// relu(conv2d(x, weight, bias, p)); on the CPU in f32 one pass (oneDNN applies
+/// the ReLU as it writes the output, so the pre-activation tensor never exists).
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                   const Conv2dParams& p = {});
 
 /// How CPU f32 convolutions choose oneDNN's algorithm: automatic (Winograd where
 /// oneDNN expects it to win) or direct (as PyTorch); TCV_CONV_ALGO sets the

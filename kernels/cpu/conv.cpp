@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -249,6 +250,9 @@ void backward_gemm(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* 
 
 // ------------------------------------------------------------- oneDNN
 
+/// The largest scratchpad a Winograd pass may ask for (see make_entry).
+constexpr size_t kWinogradScratchpadLimit = size_t(256) << 20;
+
 struct ConvEntry {
   dnnl::convolution_forward::primitive_desc fwd_pd;
   dnnl::convolution_forward fwd;
@@ -268,7 +272,7 @@ Cache<ConvEntry>& conv_cache() {
   return cache;
 }
 
-std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice) {
+std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice, ConvAct act) {
   const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.k, g.oh, g.ow};
   const memory::dims w_dims =
       g.groups == 1 ? memory::dims{g.k, g.c, g.r, g.s}
@@ -287,43 +291,75 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice)
   const auto algo = algo_choice == ConvAlgo::direct ? dnnl::algorithm::convolution_direct
                                                     : dnnl::algorithm::convolution_auto;
   const dnnl::primitive_attr attr = default_attr();
+  // The forward pass may end in an activation, applied as oneDNN writes y.
+  dnnl::primitive_attr fwd_attr = default_attr();
+  if (act == ConvAct::relu) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    fwd_attr.set_post_ops(po);
+  }
 
+  // Winograd where oneDNN picks it, unless its scratchpad (a grow-only
+  // buffer, so resident from then on) passes kWinogradScratchpadLimit, or the
+  // channels are not whole 16-channel blocks: then that pass runs direct.
+  // PSPNet's 3x3 conv over 4096 channels at 32x32 asks 1 GiB for Winograd's
+  // backward-weights pass, which saves 9% of that conv's time; SSD's box heads
+  // (24, 84 or 126 output channels) ran Winograd's backward-weights pass at a
+  // small fraction of the direct kernels' speed.
+  const bool whole_blocks = g.c % kChannelBlock == 0 && g.k % kChannelBlock == 0;
+  auto too_big = [&](const dnnl::primitive_desc_base& pd) {
+    return algo_choice == ConvAlgo::automatic &&
+           std::string(pd.impl_info_str()).find("wino") != std::string::npos &&
+           (!whole_blocks || pd.scratchpad_desc().get_size() > kWinogradScratchpadLimit);
+  };
   auto e = std::make_unique<ConvEntry>();
   e->bias_md = b_md;
-  e->fwd_pd = dnnl::convolution_forward::primitive_desc(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x_any, w_any, b_md,
-                                      y_any, strides, dil, pad_l, pad_r),
-      attr, engine());
+  for (const auto a : {algo, dnnl::algorithm::convolution_direct}) {
+    e->fwd_pd = dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, a, x_any, w_any, b_md,
+                                        y_any, strides, dil, pad_l, pad_r),
+        fwd_attr, engine());
+    if (!too_big(e->fwd_pd)) break;
+  }
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
   const memory::desc x_plain = plain_md(x_dims), y_plain = plain_md(y_dims),
                      w_plain = plain_md(w_dims);
   e->x_fwd = Layout(x_plain, e->fwd_pd.src_desc(), true, false);
   e->w_fwd = Layout(w_plain, e->fwd_pd.weights_desc(), true, false);
   e->y_fwd = Layout(y_plain, e->fwd_pd.dst_desc(), false, true);
+  const memory::desc x_blk(x_dims, f32, memory::format_tag::nChw16c),
+      y_blk(y_dims, f32, memory::format_tag::nChw16c);
+  // Only whole 16-channel blocks: a padded nChw16c tensor would not fit a plain one's storage.
+  const bool cx = g.c % kChannelBlock == 0, cy = g.k % kChannelBlock == 0;
+  e->blocked.src = cx && e->x_fwd.want == x_blk;
+  e->blocked.dst = cy && e->y_fwd.want == y_blk;
+  // A forward with an activation is only ever run forward: its backward is the
+  // activation's, then the plain convolution's (another entry).
+  if (act != ConvAct::none) return e;
 
-  e->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(algo, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
-      attr, engine(), e->fwd_pd);
+  for (const auto a : {algo, dnnl::algorithm::convolution_direct}) {
+    e->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
+        dnnl::convolution_backward_data::desc(a, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
+        attr, engine(), e->fwd_pd);
+    if (!too_big(e->bwd_data_pd)) break;
+  }
   e->bwd_data = dnnl::convolution_backward_data(e->bwd_data_pd);
   e->dy_bd = Layout(y_plain, e->bwd_data_pd.diff_dst_desc(), true, false);
   e->w_bd = Layout(w_plain, e->bwd_data_pd.weights_desc(), true, false);
   e->dx_bd = Layout(x_plain, e->bwd_data_pd.diff_src_desc(), false, true);
 
-  e->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(algo, x_any, w_any, b_md, y_any, strides, dil, pad_l,
-                                               pad_r),
-      attr, engine(), e->fwd_pd);
+  for (const auto a : {algo, dnnl::algorithm::convolution_direct}) {
+    e->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+        dnnl::convolution_backward_weights::desc(a, x_any, w_any, b_md, y_any, strides, dil, pad_l,
+                                                 pad_r),
+        attr, engine(), e->fwd_pd);
+    if (!too_big(e->bwd_weights_pd)) break;
+  }
   e->bwd_weights = dnnl::convolution_backward_weights(e->bwd_weights_pd);
   e->x_bw = Layout(x_plain, e->bwd_weights_pd.src_desc(), true, false);
   e->dy_bw = Layout(y_plain, e->bwd_weights_pd.diff_dst_desc(), true, false);
   e->dw_bw = Layout(w_plain, e->bwd_weights_pd.diff_weights_desc(), false, true);
 
-  // Only whole 16-channel blocks: a padded nChw16c tensor would not fit a plain one's storage.
-  const memory::desc x_blk(x_dims, f32, memory::format_tag::nChw16c),
-      y_blk(y_dims, f32, memory::format_tag::nChw16c);
-  const bool cx = g.c % kChannelBlock == 0, cy = g.k % kChannelBlock == 0;
-  e->blocked.src = cx && e->x_fwd.want == x_blk;
-  e->blocked.dst = cy && e->y_fwd.want == y_blk;
   e->blocked.diff_dst = cy && e->dy_bd.want == y_blk;
   e->blocked.diff_src = cx && e->dx_bd.want == x_blk;
   e->blocked.bwd_src = cx && e->x_bw.want == x_blk;
@@ -339,13 +375,26 @@ std::atomic<ConvAlgo>& conv_algo() {
   return algo;
 }
 
-const ConvEntry& entry(const Conv2dGeom& g) {
+const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none) {
   const ConvAlgo algo = get_conv_algo();
-  const Key key{g.n,           g.c,      g.h,        g.w,
-                g.k,           g.r,      g.s,        g.stride[0],
-                g.stride[1],   g.pad[0], g.pad[1],   g.dilation[0],
-                g.dilation[1], g.groups, g.has_bias, static_cast<int64_t>(algo)};
-  return conv_cache().get(key, [&] { return make_entry(g, algo); });
+  const Key key{g.n,
+                g.c,
+                g.h,
+                g.w,
+                g.k,
+                g.r,
+                g.s,
+                g.stride[0],
+                g.stride[1],
+                g.pad[0],
+                g.pad[1],
+                g.dilation[0],
+                g.dilation[1],
+                g.groups,
+                g.has_bias,
+                static_cast<int64_t>(algo),
+                static_cast<int64_t>(act)};
+  return conv_cache().get(key, [&] { return make_entry(g, algo, act); });
 }
 
 // A blocked KTensor only where the primitive's layout is nChw16c (the caller
@@ -383,17 +432,33 @@ void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& w
 
 void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
                     const KTensor* bias, const KTensor& y) {
-  if (x.dtype == DType::f64) {
-    forward_gemm<double>(g, x.ptr<double>(), weight.ptr<double>(),
-                         bias && g.has_bias ? bias->ptr<double>() : nullptr, y.ptr<double>());
+  conv2d_forward(g, x, weight, bias, y, ConvAct::none);
+}
+
+void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                    const KTensor* bias, const KTensor& y, ConvAct act) {
+  if (x.dtype != DType::f32) {
+    if (x.dtype == DType::f64)
+      forward_gemm<double>(g, x.ptr<double>(), weight.ptr<double>(),
+                           bias && g.has_bias ? bias->ptr<double>() : nullptr, y.ptr<double>());
+    else
+      conv2d_forward_ref(g, x, weight, bias, y);
+    if (act == ConvAct::relu) {
+      TCV_DISPATCH_FLOAT(y.dtype, "conv2d", {
+        scalar_t* p = y.ptr<scalar_t>();
+        const int64_t n = g.n * g.k * g.oh * g.ow;
+        parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) p[i] = p[i] > scalar_t(0) ? p[i] : scalar_t(0);
+        });
+      });
+    }
     return;
   }
-  if (x.dtype != DType::f32) return conv2d_forward_ref(g, x, weight, bias, y);
   check_f32("conv2d", x);
   check_f32("conv2d", weight);
   check_f32("conv2d", y);
   try {
-    const ConvEntry& e = entry(g);
+    const ConvEntry& e = entry(g, act);
     check_blocked(x, e.blocked.src, "input");
     check_blocked(y, e.blocked.dst, "output");
     memory xm = e.x_fwd.in(x, Buf::src);
@@ -469,9 +534,15 @@ size_t conv2d_cache_size() {
   return conv_cache().size();
 }
 
-ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g) {
+ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act) {
   try {
-    return entry(g).blocked;
+    if (act == ConvAct::none) return entry(g).blocked;
+    // The forward layouts of the entry with the activation, the backward ones
+    // of the plain convolution's (which runs the backward).
+    ConvBlockedLayouts bl = entry(g).blocked;
+    const ConvBlockedLayouts f = entry(g, act).blocked;
+    bl.src = f.src, bl.dst = f.dst;
+    return bl;
   } catch (const dnnl::error& err) {
     rethrow("conv2d", err);
   }

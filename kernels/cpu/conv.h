@@ -36,6 +36,15 @@ namespace tcv::kernels::cpu {
 void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
                     const KTensor* bias, const KTensor& y);
 
+/// An activation applied to the convolution's output as it is written.
+enum class ConvAct { none, relu };
+
+/// conv2d_forward followed by `act`, in one pass (an f32 oneDNN post-op; f64
+/// and the reference apply it after the convolution). Its backward is the
+/// activation's backward, then conv2d_backward.
+void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                    const KTensor* bias, const KTensor& y, ConvAct act);
+
 /// Gradients of conv2d_forward given dy (n, k, oh, ow). Each output pointer may be
 /// null when that gradient is not wanted; x is read only for dweight, weight only for dx.
 void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
@@ -58,7 +67,8 @@ struct ConvBlockedLayouts {
   bool diff_dst = false, diff_src = false;     // backward-data
   bool bwd_src = false, bwd_diff_dst = false;  // backward-weights
 };
-ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g);
+/// `act`: that of the forward pass (conv2d_forward with an activation).
+ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act = ConvAct::none);
 
 /// Number of distinct convolution configurations whose primitives are cached.
 size_t conv2d_cache_size();
@@ -66,7 +76,12 @@ size_t conv2d_cache_size();
 /// How f32 convolutions choose oneDNN's algorithm.
 ///  - automatic: oneDNN picks Winograd F(4x4, 3x3) where its heuristic expects it
 ///    to win (3x3 kernels, stride 1, enough images per batch; about 2x faster on
-///    AVX-512, results within about 1e-6 relative of direct), direct elsewhere.
+///    AVX-512, results within about 1e-6 relative of direct), direct elsewhere,
+///    for any pass whose Winograd scratchpad would pass 256 MiB, and where the
+///    input or output channels are not whole 16-channel blocks (SSD's box
+///    heads, 1024 -> 24 channels at 19x19: Winograd's backward-weights pass
+///    took 1.2-1.4 s of a training step, where direct kernels of that size
+///    take milliseconds).
 ///  - direct: always direct convolution, as PyTorch's CPU path does.
 /// The default is automatic, or the value of TCV_CONV_ALGO (auto | direct).
 enum class ConvAlgo { automatic, direct };

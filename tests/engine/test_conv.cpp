@@ -164,6 +164,57 @@ double f32_against_exact(const Layer& c, uint64_t seed) {
       .worst;
 }
 
+// conv2d_relu: the ReLU a post-op of the CPU convolution. Forward within the
+// f32 bound of relu of the f64 convolution (relu is 1-Lipschitz, so the bound of
+// the sums holds after it); backward equal to conv2d's backward of dy masked by
+// the fused output (y > 0, as relu's backward), which runs the same kernels.
+// The f64 gradient check and the CUDA comparison are the op table's.
+TEST(Conv2d, ReluFused) {
+  struct Fused {
+    Layer layer;
+    bool bias;
+  };
+  const std::vector<Fused> cs = {
+      {{"basic_pad1", {2, 3, 7, 9}, {4, 3, 3, 3}, {.padding = {1, 1}}}, true},
+      {{"stride2_no_bias", {2, 3, 8, 7}, {4, 3, 3, 3}, {.stride = {2, 2}, .padding = {1, 1}}},
+       false},
+      {{"c32_k48_pad1", {2, 32, 10, 9}, {48, 32, 3, 3}, {.padding = {1, 1}}}, true},
+      {{"c64_1x1", {2, 64, 5, 5}, {16, 64, 1, 1}, {}}, false},
+      {{"c32_3x3_pad1", {32, 32, 16, 16}, {32, 32, 3, 3}, {.padding = {1, 1}}}, true}};
+  uint64_t seed = 1200;
+  for (const Fused& f : cs) {
+    const Layer& c = f.layer;
+    SCOPED_TRACE(c.name);
+    seed += 10;
+    const std::vector<Tensor> in64{rand_f64(c.x, seed, -1, 1, false),
+                                   rand_f64(c.w, seed + 1, -1, 1, false),
+                                   f.bias ? rand_f64({c.w[0]}, seed + 2, -1, 1, false) : Tensor()};
+    std::vector<Tensor> in32, plain;
+    for (const Tensor& t : in64) {
+      in32.push_back(t.defined() ? t.to(DType::f32).set_requires_grad(true) : Tensor());
+      plain.push_back(t.defined() ? t.to(DType::f32).set_requires_grad(true) : Tensor());
+    }
+    Tensor y = ops::conv2d_relu(in32[0], in32[1], in32[2], c.p);
+    ASSERT_NE(y.grad_fn(), nullptr);
+    EXPECT_EQ(y.grad_fn()->name(), "conv2d_relu");
+    const Tensor ref = ops::relu(ops::conv2d(in64[0], in64[1], in64[2], c.p));
+    const Tensor sums = ops::conv2d(ops::abs(in64[0]), ops::abs(in64[1]),
+                                    f.bias ? ops::abs(in64[2]) : Tensor(), c.p);
+    const int64_t terms = c.w[1] * c.w[2] * c.w[3] + 3;
+    testing::expect_within(y, ref,
+                           ops::mul(sums, growth_of(c) * testing::gamma_n(terms, DType::f32)),
+                           std::string(c.name) + " y");
+    EXPECT_GT(ops::sum(ops::eq(y, 0.0)).item(), 0.0) << "no output clamped";
+    const Tensor dy = rand_f64(y.shape(), seed + 3, -1, 1, false).to(DType::f32);
+    y.backward(dy);
+    Tensor yp = ops::conv2d(plain[0], plain[1], plain[2], c.p);
+    yp.backward(ops::mul(dy, ops::gt(y.detach(), 0.0).to(DType::f32)));
+    const char* names[] = {"dx", "dweight", "dbias"};
+    for (size_t i = 0; i < in32.size(); ++i)
+      if (in32[i].defined()) expect_close(in32[i].grad(), plain[i].grad(), 0, 0, names[i]);
+  }
+}
+
 // Restores the process-wide algorithm choice when a test ends.
 struct ConvAlgoScope {
   kernels::cpu::ConvAlgo saved = kernels::cpu::get_conv_algo();

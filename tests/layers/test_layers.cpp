@@ -271,6 +271,30 @@ TEST(Sequential, FusesBatchNormThenReLUOrReLU6) {
   }
 }
 
+TEST(Conv2d, ForwardReluIsReluOfForward) {
+  // f64 runs the same convolution fused or not (im2col + dgemm, then the
+  // clamp), so the values and gradients are equal; f32 fuses through oneDNN's
+  // post-op (tests/engine/test_conv.cpp bounds it).
+  auto conv = std::make_shared<nn::Conv2d>(3, 5, 3, nn::Conv2dOptions{.padding = 1});
+  conv->to(DType::f64);
+  Tensor x = randn({2, 3, 6, 7}, {.dtype = DType::f64});
+  x.set_requires_grad(true);
+  Tensor y = conv->forward_relu(x);
+  EXPECT_EQ(y.grad_fn()->name(), "conv2d_relu");  // one node for both
+  Tensor ref = ops::relu(conv->forward(x));
+  expect_close(y, ref, 0, 0, "fused conv relu");
+  EXPECT_GT(ops::sum(ops::eq(y, 0.0)).item(), 0.0);
+  Tensor xr = x.detach().clone();
+  xr.set_requires_grad(true);
+  const Tensor dy = randn(y.shape(), {.dtype = DType::f64});
+  y.backward(dy);
+  const Tensor gw = conv->weight.grad().clone();
+  conv->weight.set_grad(Tensor());
+  ops::relu(conv->forward(xr)).backward(dy);
+  expect_close(x.grad(), xr.grad(), 0, 0, "dx");
+  expect_close(gw, conv->weight.grad(), 0, 0, "dweight");
+}
+
 // ---------------------------------------------------------------- printing
 
 TEST(Layers, PrintLikePyTorch) {

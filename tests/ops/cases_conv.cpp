@@ -155,6 +155,25 @@ void register_conv_cases(OpRegistry& r) {
   r.add(nhwc);
   r.add(conv_case({"empty_batch", {0, 3, 9, 7}, {4, 3, 3, 3}, true, {.padding = {1, 1}}},
                   {DType::f32}, Check::parity_only));
+
+  // conv2d_relu: the CPU's f32 path applies the ReLU as oneDNN writes the
+  // output, CUDA runs conv2d then relu. The ReLU is exact, so the conv's bound
+  // holds; the gradient check steps over the kink.
+  auto relu_case = [](const Geometry& g, std::vector<DType> dtypes, Check check) {
+    OpCase c = conv_case(g, std::move(dtypes), check);
+    const ops::Conv2dParams p = g.p;
+    const bool bias = g.bias;
+    c.op = "conv2d_relu";
+    c.fn = [p, bias](const In& v) {
+      return ops::conv2d_relu(v[0], v[1], bias ? v[2] : Tensor(), p);
+    };
+    c.grad.kink = 1e-4;
+    return c;
+  };
+  for (const Geometry& g : conv_geometries(ConvGroup::small))
+    r.add(relu_case(g, f32_f64, Check::gradient_and_parity));
+  for (size_t i = 0; i < 2 && i < device.size(); ++i)
+    r.add(relu_case(device[i], {DType::f32}, Check::parity_only));
 }
 
 }  // namespace tcv::testing
