@@ -115,11 +115,13 @@ std::vector<PersonPose> assemble_people(const Tensor& pafs,
         const double ux = vx / norm, uy = vy / norm;
         double sum = 0;
         int64_t positive = 0;
+        const double step_x = vx / static_cast<double>(n - 1);
+        const double step_y = vy / static_cast<double>(n - 1);
         for (int64_t s = 0; s < n; ++s) {
-          // np.linspace(a, b, n) and Python's round (half to even).
-          const double t = static_cast<double>(s) / static_cast<double>(n - 1);
-          const double px = s == n - 1 ? B[j].x : A[i].x + t * vx;
-          const double py = s == n - 1 ? B[j].y : A[i].y + t * vy;
+          // np.linspace(a, b, n) (s·step + a, the last point b) and Python's round
+          // (half to even).
+          const double px = s == n - 1 ? B[j].x : static_cast<double>(s) * step_x + A[i].x;
+          const double py = s == n - 1 ? B[j].y : static_cast<double>(s) * step_y + A[i].y;
           const auto xi = static_cast<int64_t>(std::nearbyint(px));
           const auto yi = static_cast<int64_t>(std::nearbyint(py));
           const double v = at(2 * k, yi, xi) * ux + at(2 * k + 1, yi, xi) * uy;

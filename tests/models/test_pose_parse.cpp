@@ -2,10 +2,16 @@
 // the keypoints and unit-vector PAFs along the limbs (as the training targets
 // are drawn); the parser must recover every person, keypoint for keypoint,
 // and their COCO keypoint AP must be 1. Also: missing limbs, the COCO layout,
-// the limb-score rules, and multi-scale averaging with a real model.
+// the limb-score rules, multi-scale averaging with a real model, and the
+// people a numpy port of TorchCV's parser finds on a noisy scene with merges
+// and spurious peaks (tests/data/golden/pose_parse.json, written by
+// scripts/make_golden_pose_parse.py).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "engine/ops.h"
@@ -203,6 +209,112 @@ TEST(PoseParse, MultiScaleAveraging) {
   EXPECT_EQ(mixed.heatmaps.shape(), (Shape{19, 44, 60}));
   testing::expect_close(mixed.heatmaps, ops::mul(ops::add(half.heatmaps, one.heatmaps), 0.5), 1e-6,
                         1e-5);
+}
+
+// ---- golden comparison with TorchCV's parser ----------------------------------------------
+
+nlohmann::json golden() {
+  const std::string path = testing::source_dir() + "/tests/data/golden/pose_parse.json";
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << path;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+// The maps of scripts/make_golden_pose_parse.py, operation for operation: f64
+// values, the same 64-bit LCG noise, rounded to f32.
+PoseMaps draw_golden(const nlohmann::json& g) {
+  const int64_t h = g["size"][0], w = g["size"][1];
+  const double sigma = g["sigma"], width = g["paf_width"], noise = g["noise"];
+  std::vector<double> hm(static_cast<size_t>(19 * h * w), 0.0),
+      paf(static_cast<size_t>(38 * h * w), 0.0), cnt(static_cast<size_t>(19 * h * w), 0.0);
+  auto blob = [&](int64_t k, double bx, double by) {
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) {
+        const double dx = static_cast<double>(x) - bx, dy = static_cast<double>(y) - by;
+        const double v = std::exp(-(dx * dx + dy * dy) / (2 * sigma * sigma));
+        double& m = hm[static_cast<size_t>((k * h + y) * w + x)];
+        m = std::max(m, v);
+      }
+  };
+  auto segment = [&](int64_t l, double ax, double ay, double bx, double by) {
+    const double vx = bx - ax, vy = by - ay, n = std::sqrt(vx * vx + vy * vy);
+    const double ux = vx / n, uy = vy / n;
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x) {
+        const double px = static_cast<double>(x) - ax, py = static_cast<double>(y) - ay;
+        const double along = px * ux + py * uy, across = std::abs(px * uy - py * ux);
+        if (!(along >= -1 && along <= n + 1 && across <= width)) continue;
+        const auto i = static_cast<size_t>(y * w + x);
+        paf[static_cast<size_t>(2 * l * h * w) + i] += ux;
+        paf[static_cast<size_t>((2 * l + 1) * h * w) + i] += uy;
+        cnt[static_cast<size_t>(l * h * w) + i] += 1;
+      }
+  };
+  for (const auto& p : g["people"]) {
+    for (int64_t k = 0; k < 18; ++k)
+      if (!p[static_cast<size_t>(k)].is_null())
+        blob(k, p[static_cast<size_t>(k)][0], p[static_cast<size_t>(k)][1]);
+    for (size_t l = 0; l < openpose_limbs().size(); ++l) {
+      const auto& a = p[static_cast<size_t>(openpose_limbs()[l][0])];
+      const auto& b = p[static_cast<size_t>(openpose_limbs()[l][1])];
+      if (!a.is_null() && !b.is_null()) segment(static_cast<int64_t>(l), a[0], a[1], b[0], b[1]);
+    }
+  }
+  for (const auto& b : g["blobs"]) blob(b[2], b[0], b[1]);
+  for (const auto& s : g["stray"]) segment(s[4], s[0], s[1], s[2], s[3]);
+  const auto hw = static_cast<size_t>(h * w);
+  for (size_t l = 0; l < 19; ++l)
+    for (size_t i = 0; i < hw; ++i)
+      if (cnt[l * hw + i] > 1) {
+        paf[2 * l * hw + i] /= cnt[l * hw + i];
+        paf[(2 * l + 1) * hw + i] /= cnt[l * hw + i];
+      }
+  for (size_t i = 0; i < hw; ++i) {
+    double m = hm[i];
+    for (size_t k = 1; k < 18; ++k) m = std::max(m, hm[k * hw + i]);
+    hm[18 * hw + i] = 1 - m;
+  }
+  uint64_t state = g["seed"].get<uint64_t>();
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) * 0x1p-53 * 2 - 1;
+  };
+  std::vector<float> hm32(hm.size()), paf32(paf.size());
+  for (size_t i = 0; i < hm.size(); ++i) hm32[i] = static_cast<float>(hm[i] + noise * uniform());
+  for (size_t i = 0; i < paf.size(); ++i) paf32[i] = static_cast<float>(paf[i] + noise * uniform());
+  return {from_vector(hm32, {19, h, w}), from_vector(paf32, {38, h, w})};
+}
+
+TEST(PoseParse, EqualsTorchCVsParser) {
+  const nlohmann::json g = golden();
+  const PoseMaps maps = draw_golden(g);
+  const auto peaks = find_peaks(maps.heatmaps.narrow(0, 0, 18), 3.0, 0.1);
+  for (size_t k = 0; k < 18; ++k)
+    EXPECT_EQ(static_cast<int64_t>(peaks[k].size()), g["peaks"][k].get<int64_t>())
+        << "keypoint " << k;
+  const auto got = parse_poses(maps.heatmaps, maps.pafs);
+  const auto& want = g["parsed"];
+  ASSERT_EQ(got.size(), want.size());
+  int64_t merged = 0;
+  for (size_t n = 0; n < got.size(); ++n) {
+    EXPECT_EQ(got[n].parts, want[n]["parts"].get<int64_t>()) << "person " << n;
+    // Sums of a few dozen values of order 1 in f64, in the reference's order up to
+    // contraction into fused multiply-adds.
+    EXPECT_NEAR(got[n].score, want[n]["score"].get<double>(), 1e-12) << "person " << n;
+    for (size_t k = 0; k < 18; ++k) {
+      const auto& wk = want[n]["keypoints"][k];
+      ASSERT_EQ(got[n].keypoints[k].found, !wk.is_null()) << "person " << n << " keypoint " << k;
+      if (wk.is_null()) continue;
+      EXPECT_EQ(got[n].keypoints[k].x, wk[0].get<double>()) << "person " << n << " keypoint " << k;
+      EXPECT_EQ(got[n].keypoints[k].y, wk[1].get<double>()) << "person " << n << " keypoint " << k;
+      EXPECT_EQ(got[n].keypoints[k].score, wk[2].get<double>())
+          << "person " << n << " keypoint " << k;
+    }
+    merged += got[n].parts == 17 && !got[n].keypoints[0].found;
+  }
+  EXPECT_EQ(merged, 1);  // the person without a nose: head and body joined by a merge
 }
 
 }  // namespace
