@@ -26,7 +26,8 @@ cp -P "$BUILD"/libtcv.so* "$STAGE/tcv/lib/"
 for t in tcv-train tcv-bench tcv-run tcv-predict; do
   [ -x "$BUILD/apps/$t" ] && cp "$BUILD/apps/$t" "$STAGE/tcv/bin/"
 done
-for t in "$BUILD"/tests/test_cuda_* "$BUILD"/tests/test_train_grad_scaler "$BUILD"/tests/test_engine_autocast \
+for t in "$BUILD"/tests/test_cuda_* "$BUILD"/tests/test_ops_* "$BUILD"/tests/test_train_grad_scaler \
+  "$BUILD"/tests/test_engine_autocast \
   "$BUILD"/tests/test_engine_cuda_libs; do
   [ -x "$t" ] && cp "$t" "$STAGE/tcv/tests/"
 done

@@ -50,7 +50,7 @@ if [ "${GPU_CHECK_BUILD:-0}" = 1 ] || [ ! -f .gpu/tcv.tar.xz ]; then
   mkdir -p "$G/lib" "$G/bin" "$G/tests"
   cp -P "$G"/build/libtcv.so* "$G/lib/"
   cp "$G"/build/apps/tcv-* "$G/bin/"
-  cp "$G"/build/tests/test_cuda_* "$G/build/tests/test_train_grad_scaler" \
+  cp "$G"/build/tests/test_cuda_* "$G"/build/tests/test_ops_* "$G/build/tests/test_train_grad_scaler" \
     "$G/build/tests/test_engine_autocast" "$G/build/tests/test_engine_cuda_libs" "$G/tests/"
   DATA=/usr/share/datasets/fashion-mnist
 else
@@ -91,7 +91,7 @@ for t in "$G"/tests/test_*; do
   run_test "$t" "$(basename "$t")"
 done
 # Again with 64-bit indices everywhere (WideDivmod paths that need 2^31 elements otherwise).
-for name in test_cuda_elementwise test_cuda_batch_norm test_cuda_loss test_cuda_index; do
+for name in test_cuda_elementwise test_cuda_batch_norm test_ops_op_table; do
   [ -x "$G/tests/$name" ] && run_test "$G/tests/$name" "$name.wide" TCV_CUDA_WIDE_INDICES=1
 done
 log "tests: $TESTS_PASSED passed, $TESTS_FAILED failed, $TESTS_SKIPPED skipped;$FAILED_LIST"

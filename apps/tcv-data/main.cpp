@@ -4,6 +4,10 @@
 //                   [--seed N] [--min-objects N] [--max-objects N] [--min-scale F]
 //                   [--max-scale F] [--min-visible F] [--difficult-below F] [--noise A]
 //                   [--border R] [--jpeg-quality Q] [--fmnist DIR] [--json]
+//   tcv-data pose-scenes --out DIR [--train N] [--val N] [--size S | --width W --height H]
+//                   [--seed N] [--min-people N] [--max-people N] [--min-height F]
+//                   [--max-height F] [--min-visible F] [--crowd-p F] [--max-occluders N]
+//                   [--noise A] [--jpeg-quality Q] [--json]
 //
 // Exit status: 0 on success, 2 for a bad command line, 1 otherwise.
 #include <chrono>
@@ -13,11 +17,13 @@
 
 #include "apps/cli.h"
 #include "data/det/scenes.h"
+#include "data/pose/scenes.h"
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: tcv-data scenes --out DIR [options]\n"
+    "       tcv-data pose-scenes --out DIR [options]\n"
     "\n"
     "scenes: multi-object scenes drawn from Fashion-MNIST items, written as a Pascal VOC\n"
     "tree (JPEGImages/, Annotations/, SegmentationClass/, SegmentationObject/, ImageSets/),\n"
@@ -39,6 +45,26 @@ constexpr const char* kUsage =
     "  --border R           void (255) band around object outlines in the masks (1)\n"
     "  --jpeg-quality Q     1..100 (95)\n"
     "  --fmnist DIR         Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n"
+    "  --json               one JSON line instead of text\n"
+    "\n"
+    "\n"
+    "pose-scenes: people for pose estimation, articulated stick figures with COCO's 17\n"
+    "keypoints over textured backgrounds, written as images/<id>.jpg and COCO keypoint\n"
+    "files (annotations/person_keypoints_{train,val}.json).\n"
+    "  --out DIR            where to write (created if needed)\n"
+    "  --train N            scenes in the train split (2000)\n"
+    "  --val N              scenes in the val split (200)\n"
+    "  --size S             S x S images (256); or --width W --height H\n"
+    "  --seed N             random seed (0)\n"
+    "  --min-people N       figures tried per scene, at least (1)\n"
+    "  --max-people N       ... at most (4)\n"
+    "  --min-height F       a figure's height / the image's shorter side, at least (0.4)\n"
+    "  --max-height F       ... at most (0.95)\n"
+    "  --min-visible F      share of each figure's pixels later ones may not hide (0.5)\n"
+    "  --crowd-p F          probability of a crowd of tiny figures (0.1)\n"
+    "  --max-occluders N    occluding bars per scene, at most (1)\n"
+    "  --noise A            per-pixel noise amplitude, at most (12)\n"
+    "  --jpeg-quality Q     1..100 (95)\n"
     "  --json               one JSON line instead of text\n"
     "\n"
     "Threads: OMP_NUM_THREADS.\n";
@@ -117,23 +143,86 @@ int run_scenes(tcv::apps::Args& a) {
   return 0;
 }
 
+int run_pose_scenes(tcv::apps::Args& a) {
+  using tcv::apps::parse_int;
+  tcv::data::PoseSceneSetOptions o;
+  std::string out;
+  bool json = false;
+  while (a.next()) {
+    auto& s = o.scene;
+    if (a.is("--out"))
+      out = a.value("--out");
+    else if (a.is("--train"))
+      o.train = parse_int("--train", a.value("--train"), 0);
+    else if (a.is("--val"))
+      o.val = parse_int("--val", a.value("--val"), 0);
+    else if (a.is("--size"))
+      s.width = s.height = parse_int("--size", a.value("--size"), 16);
+    else if (a.is("--width"))
+      s.width = parse_int("--width", a.value("--width"), 16);
+    else if (a.is("--height"))
+      s.height = parse_int("--height", a.value("--height"), 16);
+    else if (a.is("--seed"))
+      o.seed = static_cast<uint64_t>(parse_int("--seed", a.value("--seed"), 0));
+    else if (a.is("--min-people"))
+      s.min_people = parse_int("--min-people", a.value("--min-people"), 0);
+    else if (a.is("--max-people"))
+      s.max_people = parse_int("--max-people", a.value("--max-people"), 0);
+    else if (a.is("--min-height"))
+      s.min_height = parse_double("--min-height", a.value("--min-height"));
+    else if (a.is("--max-height"))
+      s.max_height = parse_double("--max-height", a.value("--max-height"));
+    else if (a.is("--min-visible"))
+      s.min_visible = parse_double("--min-visible", a.value("--min-visible"));
+    else if (a.is("--crowd-p"))
+      s.crowd_p = parse_double("--crowd-p", a.value("--crowd-p"));
+    else if (a.is("--max-occluders"))
+      s.max_occluders = parse_int("--max-occluders", a.value("--max-occluders"), 0);
+    else if (a.is("--noise"))
+      s.noise = static_cast<int>(parse_int("--noise", a.value("--noise"), 0));
+    else if (a.is("--jpeg-quality"))
+      o.jpeg_quality = static_cast<int>(parse_int("--jpeg-quality", a.value("--jpeg-quality"), 1));
+    else if (a.arg() == "--json")
+      json = true;
+    else
+      throw tcv::apps::UsageError{"unknown option '" + a.arg() + "'"};
+  }
+  if (out.empty()) throw tcv::apps::UsageError{"pose-scenes needs --out DIR"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const tcv::data::PoseSceneSetSummary s = tcv::data::write_pose_scene_set(o, out);
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (json) {
+    std::cout << "{\"out\":\"" << out << "\",\"images\":" << s.images << ",\"people\":" << s.people
+              << ",\"labelled_keypoints\":" << s.labelled << ",\"visible_keypoints\":" << s.visible
+              << ",\"crowds\":" << s.crowds << ",\"seconds\":" << sec
+              << ",\"images_per_sec\":" << s.images / sec << "}\n";
+  } else {
+    std::cout << "tcv-data pose-scenes: " << s.images << " images (train " << o.train << ", val "
+              << o.val << "), " << s.people << " people (" << s.labelled << " labelled keypoints, "
+              << s.visible << " visible), " << s.crowds << " crowds in " << out << ", " << sec
+              << " s (" << s.images / sec << " images/s)\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return tcv::apps::run_tool("tcv-data", kUsage, [&] {
     tcv::apps::Args a(argc, argv);
-    if (!a.next()) throw tcv::apps::UsageError{"a subcommand (scenes) is required"};
+    if (!a.next()) throw tcv::apps::UsageError{"a subcommand (scenes, pose-scenes) is required"};
     if (a.arg() == "--help" || a.arg() == "-h") {
       std::cout << kUsage;
       return 0;
     }
-    if (a.arg() != "scenes")
-      throw tcv::apps::UsageError{"unknown subcommand '" + a.arg() + "' (known: scenes)"};
+    const std::string cmd = a.arg();
+    if (cmd != "scenes" && cmd != "pose-scenes")
+      throw tcv::apps::UsageError{"unknown subcommand '" + cmd + "' (known: scenes, pose-scenes)"};
     for (int i = 2; i < argc; ++i)
       if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
         std::cout << kUsage;
         return 0;
       }
-    return run_scenes(a);
+    return cmd == "scenes" ? run_scenes(a) : run_pose_scenes(a);
   });
 }

@@ -314,6 +314,16 @@ Scene SceneRenderer::render(Rng& rng, bool keep_background) const {
   return sc;
 }
 
+Tensor render_scene_background(int64_t width, int64_t height, int noise_amplitude, Rng& rng) {
+  TCV_CHECK(width > 0 && height > 0 && noise_amplitude >= 0 && noise_amplitude <= 127,
+            "[scenes] background of ", width, "x", height, " with noise ", noise_amplitude,
+            ": need a positive size and noise in [0, 127]");
+  Tensor image = empty({3, height, width}, {.dtype = DType::u8});
+  Noise noise(rng, static_cast<int>(rng.randint(0, noise_amplitude + 1)));
+  draw_background(image.data<uint8_t>(), width, height, rng, noise);
+  return image;
+}
+
 Tensor mark_borders(const Tensor& ids, int radius) {
   TCV_CHECK(ids.dtype() == DType::u8 && ids.dim() == 2, "[mark_borders] expects u8 (H, W), got ",
             dtype_name(ids.dtype()), " ", ids.shape_str());

@@ -101,6 +101,12 @@ class SceneRenderer {
   SceneOptions opts_;
 };
 
+/// A scene's background alone, as render() draws it before the items: a colour
+/// gradient under stripes, a rotated checkerboard or smooth blobs, with
+/// per-pixel noise of an amplitude drawn from [0, noise]. u8 (3, height, width);
+/// draws only from rng.
+Tensor render_scene_background(int64_t width, int64_t height, int noise, Rng& rng);
+
 /// Sets 255 on every pixel of `ids` (u8 (H, W)) within `radius` (Chebyshev) of
 /// a pixel with another value; the rest as is.
 Tensor mark_borders(const Tensor& ids, int radius);

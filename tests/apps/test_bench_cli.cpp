@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "apps/tcv-bench/bench.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace tcv;
@@ -121,8 +122,8 @@ TEST(BenchCli, ParsesDataArguments) {
 }
 
 TEST(BenchCli, DataJsonHasOneRunPerWorkerCount) {
-  const fs::path dir = fs::temp_directory_path() / "tcv-test-bench-data";
-  fs::remove_all(dir);
+  const tcv::testing::TempDir tmp("bench_data");
+  const fs::path dir = tmp.root() / "data";
   auto o = parse_data_args({"--images", "12", "--size", "48", "--crop", "32", "--batch", "4",
                             "--workers", "0,2", "--dir", dir.string(), "--json"});
   const Json j = Json::parse(data_result_json(o, run_data_bench(o)).dump());
@@ -138,5 +139,4 @@ TEST(BenchCli, DataJsonHasOneRunPerWorkerCount) {
   // --dir keeps the files, in ImageFolder's layout.
   EXPECT_TRUE(fs::exists(dir / "class0" / "img0.jpg"));
   EXPECT_TRUE(fs::exists(dir / "class1" / "img11.jpg"));
-  fs::remove_all(dir);
 }

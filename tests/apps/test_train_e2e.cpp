@@ -15,6 +15,7 @@
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/predict.h"
@@ -81,8 +82,8 @@ void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
 }  // namespace
 
 TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
-  const fs::path root = fs::temp_directory_path() / ("tcv_e2e_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const tcv::testing::TempDir tmp("e2e");
+  const fs::path root = tmp.root();
   const fs::path a = root / "a", b = root / "b";
 
   // ---- 30 iterations ----
@@ -178,13 +179,13 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
     t.run();
   }
   expect_bitwise_equal(ck / "latest.safetensors", b / "checkpoints" / "latest.safetensors");
-  fs::remove_all(root);
 }
 
 TEST(TrainE2E, ConfigErrorsStopBeforeTraining) {
   Config c = short_run(5);
   c.set_override("network.model_name=no_such_model");
-  const fs::path out = fs::temp_directory_path() / ("tcv_e2e_bad_" + std::to_string(::getpid()));
+  const tcv::testing::TempDir tmp("e2e_bad");
+  const fs::path out = tmp.root() / "run";
   try {
     Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
     ADD_FAILURE() << "expected an error";
@@ -205,14 +206,13 @@ TEST(TrainE2E, ConfigErrorsStopBeforeTraining) {
   });
   EXPECT_NE(msg.find("device"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cpu"), std::string::npos) << msg;
-  fs::remove_all(out);
 }
 
 // Whole epochs on a 256-image slice of Fashion-MNIST: per-epoch evaluation,
 // epoch checkpoints pruned to checkpoints.keep_last, `best` by top-1.
 TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
-  const fs::path root = fs::temp_directory_path() / ("tcv_e2e_ep_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const tcv::testing::TempDir tmp("e2e_ep");
+  const fs::path root = tmp.root();
   const fs::path data = root / "data", out = root / "run";
   write_small_fmnist(data, 256, 200);
 
@@ -314,7 +314,6 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
     EXPECT_DOUBLE_EQ(from_file[r].prob, direct[r].prob);
   }
   EXPECT_EQ(pred.predict(img0.expand({3, 28, 28}).contiguous())[0].index, direct[0].index);
-  fs::remove_all(root);
 }
 
 // 2N steps equal N steps, an interruption, a resume from `latest` and N more
@@ -323,8 +322,8 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
 // clipping, parameter groups, and an interruption mid-epoch whose resume
 // crosses an epoch boundary (sampler position and epoch reshuffle).
 TEST(TrainE2E, ResumeIsBitIdenticalAcrossAnEpochBoundary) {
-  const fs::path root = fs::temp_directory_path() / ("tcv_e2e_bit_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const tcv::testing::TempDir tmp("e2e_bit");
+  const fs::path root = tmp.root();
   const fs::path data = root / "data";
   write_small_fmnist(data, 320, 100);  // 5 batches of 64 per epoch
 
@@ -389,5 +388,4 @@ TEST(TrainE2E, ResumeIsBitIdenticalAcrossAnEpochBoundary) {
     EXPECT_LT(lr_b[0], lr_b[2]);   // warm-up
     EXPECT_GT(lr_b[3], lr_b[13]);  // cosine decay
   }
-  fs::remove_all(root);
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "data/idx.h"
+#include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using tcv::data::read_idx;
@@ -13,12 +14,6 @@ using tcv::data::read_idx;
 namespace {
 
 const std::string kDir = "/usr/share/datasets/fashion-mnist/";
-
-fs::path temp_dir() {
-  const fs::path d = fs::temp_directory_path() / ("tcv_test_idx_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
 
 void write(const fs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary);
@@ -88,7 +83,8 @@ TEST(Idx, ReadsFashionMnistLabels) {
 }
 
 TEST(Idx, RawAndGzipGiveTheSameTensor) {
-  const fs::path d = temp_dir();
+  const tcv::testing::TempDir tmp("idx");
+  const fs::path d = tmp.root();
   write(d / "raw-idx", tiny_idx());
   write(d / "gz-idx.gz", tiny_idx_gz());
   const auto a = read_idx((d / "raw-idx").string());
@@ -96,7 +92,6 @@ TEST(Idx, RawAndGzipGiveTheSameTensor) {
   EXPECT_EQ(a.shape(), (tcv::Shape{2, 3}));
   EXPECT_EQ(a.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(b.to_vector<int64_t>(), a.to_vector<int64_t>());
-  fs::remove_all(d);
 }
 
 TEST(Idx, BigEndianInt32AndFloat) {
@@ -111,7 +106,8 @@ TEST(Idx, BigEndianInt32AndFloat) {
 }
 
 TEST(Idx, CorruptFilesNameTheFile) {
-  const fs::path d = temp_dir();
+  const tcv::testing::TempDir tmp("idx");
+  const fs::path d = tmp.root();
   const std::string full = tiny_idx();
 
   const std::string trunc = (d / "truncated-idx").string();
@@ -146,5 +142,4 @@ TEST(Idx, CorruptFilesNameTheFile) {
 
   const std::string missing = (d / "does-not-exist").string();
   expect_error([&] { read_idx(missing); }, {missing, "cannot open"});
-  fs::remove_all(d);
 }

@@ -15,6 +15,7 @@
 #include "dist/launcher.h"
 #include "dist/spawn.h"
 #include "kernels/base.h"
+#include "support/temp_dir.h"
 
 using namespace tcv;
 using namespace tcv::dist;
@@ -246,9 +247,8 @@ TEST(Launcher, UsesMasterPortFromTheEnvironment) {
 // kill -9 of the launcher takes its ranks down (PR_SET_PDEATHSIG); before,
 // they kept running as orphans.
 TEST(Launcher, RanksDieWithTheLauncher) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("tcv_orphans_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const tcv::testing::TempDir tmp("orphans");
+  const auto dir = tmp.root();
   std::vector<test::Child> kids = {
       test::spawn({TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
                    "echo $$ > " + dir.string() + "/pid.$RANK.tmp && mv " + dir.string() +
@@ -278,7 +278,6 @@ TEST(Launcher, RanksDieWithTheLauncher) {
   std::printf("ranks gone %.3f s after kill -9 of tcv-run\n", s);
   for (pid_t p : ranks) kill(p, SIGKILL);  // cleanup when the test fails
   std::remove(kids[0].out_path.c_str());
-  std::filesystem::remove_all(dir);
   EXPECT_TRUE(all_dead) << "the ranks outlived tcv-run";
   EXPECT_LT(s, 2.0);
 }

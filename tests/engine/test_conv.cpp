@@ -1,6 +1,9 @@
-// conv2d: known values, f64 gradient checks against central differences, the
-// f64 im2col + GEMM path against the direct reference loops, and the oneDNN f32
-// path against f64, forward and every gradient.
+// conv2d beyond the op table's cases (tests/ops/cases_conv.cpp, which check
+// gradients and the oneDNN f32 path against the exact result;
+// tests/ops/test_conv_im2col.cpp, the f64 im2col path against the direct
+// loops): known values, output shapes, kernel taps that read only padding
+// against the direct loops, oneDNN's Winograd kernels and the choice of the
+// direct algorithm, gradients only where asked, the primitive cache, errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,41 +14,23 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "kernels/cpu/conv.h"
+#include "support/cuda_compare.h"
 #include "support/error_bound.h"
 #include "support/gradcheck.h"
+#include "support/op_bounds.h"
 
 namespace tcv {
 namespace {
 
-using testing::check_gradients;
 using testing::expect_close;
 using testing::rand_f64;
 
-struct Case {
+struct Layer {
   const char* name;
   Shape x;  // (N, C, H, W)
   Shape w;  // (K, C/groups, R, S)
-  bool bias;
   ops::Conv2dParams p;
 };
-
-std::vector<Case> cases() {
-  return {
-      {"basic_pad1", {2, 3, 7, 9}, {4, 3, 3, 3}, true, {}},
-      {"stride2", {2, 3, 8, 7}, {4, 3, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
-      {"dilation2", {1, 2, 9, 8}, {3, 2, 3, 3}, true, {.padding = {2, 2}, .dilation = {2, 2}}},
-      {"groups2", {2, 4, 6, 6}, {6, 2, 3, 3}, true, {.padding = {1, 1}, .groups = 2}},
-      {"depthwise", {2, 4, 7, 7}, {4, 1, 3, 3}, true, {.padding = {1, 1}, .groups = 4}},
-      {"depthwise_mult2", {1, 3, 6, 5}, {6, 1, 3, 3}, false, {.stride = {2, 1}, .groups = 3}},
-      {"no_bias", {2, 3, 5, 5}, {2, 3, 3, 3}, false, {.padding = {1, 1}}},
-      {"odd_1x1", {3, 5, 3, 4}, {7, 5, 1, 1}, true, {}},
-      {"odd_5x3_asym", {1, 2, 9, 6}, {3, 2, 5, 3}, true, {.stride = {2, 3}, .padding = {2, 0}}},
-  };
-}
-
-Tensor run_conv(const Case& c, const std::vector<Tensor>& in) {
-  return ops::conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.p);
-}
 
 TEST(Conv2d, KnownValuesOnes) {
   Tensor x = ones({1, 1, 4, 4});
@@ -79,20 +64,7 @@ TEST(Conv2d, OutputShapes) {
       (Shape{2, 8, 7, 4}));
 }
 
-TEST(Conv2d, GradCheckF64) {
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name);
-    std::vector<Tensor> in{rand_f64(c.x, 1), rand_f64(c.w, 2), rand_f64({c.w[0]}, 3)};
-    if (!c.bias) in[2] = Tensor();
-    const int64_t checked =
-        check_gradients(std::string("conv2d/") + c.name,
-                        [&](const std::vector<Tensor>& v) { return run_conv(c, v); }, in,
-                        {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5});
-    EXPECT_GT(checked, 0);
-  }
-}
-
-kernels::Conv2dGeom geom_of(const Case& c) {
+kernels::Conv2dGeom geom_of(const Layer& c) {
   kernels::Conv2dGeom g;
   g.n = c.x[0], g.c = c.x[1], g.h = c.x[2], g.w = c.x[3];
   g.k = c.w[0], g.r = c.w[2], g.s = c.w[3];
@@ -102,36 +74,7 @@ kernels::Conv2dGeom geom_of(const Case& c) {
   g.oh = (g.h + 2 * g.pad[0] - g.dilation[0] * (g.r - 1) - 1) / g.stride[0] + 1;
   g.ow = (g.w + 2 * g.pad[1] - g.dilation[1] * (g.s - 1) - 1) / g.stride[1] + 1;
   g.groups = c.p.groups;
-  g.has_bias = c.bias;
   return g;
-}
-
-// The f64 path (im2col + dgemm) against the direct loops on every case, forward,
-// dx, dweight and dbias: both sum the same products in f64, so they agree within
-// γₙ·Σ|a||b| in f64 (n < 100 terms here: 1e-14 of the sums, far below 1e-12).
-TEST(Conv2d, F64GemmMatchesDirectLoops) {
-  uint64_t seed = 200;
-  for (Case c : cases()) {
-    SCOPED_TRACE(c.name);
-    const kernels::Conv2dGeom g = geom_of(c);
-    Tensor x = rand_f64(c.x, ++seed, -1, 1, false), w = rand_f64(c.w, ++seed, -1, 1, false);
-    Tensor b = rand_f64({c.w[0]}, ++seed, -1, 1, false);
-    Tensor dy = rand_f64({g.n, g.k, g.oh, g.ow}, ++seed, -1, 1, false);
-    const kernels::KTensor bk = b.k();
-    Tensor y = empty(dy.shape(), {.dtype = DType::f64}), y_ref = empty_like(y);
-    kernels::cpu::conv2d_forward(g, x.k(), w.k(), &bk, y.k());
-    kernels::cpu::conv2d_forward_ref(g, x.k(), w.k(), &bk, y_ref.k());
-    expect_close(y, y_ref, 1e-12, 1e-12, "y");
-    Tensor dx = empty_like(x), dw = empty_like(w), db = empty_like(b);
-    Tensor dx_ref = empty_like(x), dw_ref = empty_like(w), db_ref = empty_like(b);
-    const kernels::KTensor dxk = dx.k(), dwk = dw.k(), dbk = db.k();
-    const kernels::KTensor dxr = dx_ref.k(), dwr = dw_ref.k(), dbr = db_ref.k();
-    kernels::cpu::conv2d_backward(g, x.k(), w.k(), dy.k(), &dxk, &dwk, c.bias ? &dbk : nullptr);
-    kernels::cpu::conv2d_backward_ref(g, x.k(), w.k(), dy.k(), &dxr, &dwr, c.bias ? &dbr : nullptr);
-    expect_close(dx, dx_ref, 1e-12, 1e-12, "dx");
-    expect_close(dw, dw_ref, 1e-12, 1e-12, "dweight");
-    if (c.bias) expect_close(db, db_ref, 1e-12, 1e-12, "dbias");
-  }
 }
 
 // Kernel taps that read only padding are cut off before the kernels run (a
@@ -153,8 +96,9 @@ TEST(Conv2d, TapsReadingOnlyPaddingAreSkipped) {
   for (const DeadCase& dc : cases) {
     SCOPED_TRACE(dc.name);
     const int64_t r = std::string(dc.name) == "5x5 keeps 3x3" ? 5 : 3;
-    const Case c{dc.name, dc.x, {4, dc.x[1], r, r}, true, dc.p};
-    const kernels::Conv2dGeom g = geom_of(c);
+    const Layer c{dc.name, dc.x, {4, dc.x[1], r, r}, dc.p};
+    kernels::Conv2dGeom g = geom_of(c);
+    g.has_bias = true;
     for (DType dt : {DType::f64, DType::f32}) {
       Tensor x = rand_f64(c.x, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
       Tensor w = rand_f64(c.w, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
@@ -193,97 +137,28 @@ TEST(Conv2d, TapsReadingOnlyPaddingAreSkipped) {
     }
 }
 
-// How much more error oneDNN's forward, backward-data and backward-weights
-// implementations for the case may make than direct summation: Winograd's
-// growth where it runs Winograd, else 1.
-std::array<double, 3> growth_of(const Case& c) {
+// The largest error growth of the algorithms oneDNN runs for the layer
+// (forward, backward-data, backward-weights): Winograd's where it runs
+// Winograd, else 1.
+double growth_of(const Layer& c) {
   const std::string names = kernels::cpu::conv2d_impl_names(geom_of(c));
-  std::array<double, 3> growth{1, 1, 1};
-  size_t begin = 0;
-  for (double& gr : growth) {
-    const size_t end = names.find(" / ", begin);
-    if (names.substr(begin, end - begin).find("wino") != std::string::npos)
-      gr = testing::kWinograd4x3Growth;
-    if (end == std::string::npos) break;
-    begin = end + 3;
-  }
-  return growth;
+  return names.find("wino") != std::string::npos ? testing::kWinograd4x3Growth : 1.0;
 }
 
-// The f32 oneDNN path against the f64 reference, forward and all gradients,
-// each within the rounding-error bound of its sums (support/error_bound.h):
-// y sums C/groups·R·S products and the bias, dx K/groups·R·S products, dweight
-// and dbias N·OH·OW; the f32 copies of x, w and dy add 2u relative per product.
-// Returns the largest |error| / bound seen.
-double compare_f32_with_f64(const Case& c, uint64_t seed) {
-  std::vector<Tensor> in64{rand_f64(c.x, seed), rand_f64(c.w, seed + 1),
-                           c.bias ? rand_f64({c.w[0]}, seed + 2) : Tensor()};
-  std::vector<Tensor> in32;
-  for (const Tensor& t : in64) {
-    if (!t.defined()) {
-      in32.emplace_back();
-      continue;
-    }
-    Tensor f = t.detach().to(DType::f32);
-    f.set_requires_grad(true);
-    in32.push_back(f);
-  }
-  Tensor y64 = run_conv(c, in64);
-  Tensor dy64 = rand_f64(y64.shape(), seed + 3, -1, 1, false);
-  y64.backward(dy64);
-  Tensor y32 = run_conv(c, in32);
-  EXPECT_EQ(y32.dtype(), DType::f32);
-  y32.backward(dy64.to(DType::f32));
-
-  const testing::AbsSums sums =
-      testing::abs_sums([&](const std::vector<Tensor>& v) { return run_conv(c, v); }, in64, dy64);
-  const std::array<double, 3> growth = growth_of(c);
-  const int64_t taps = c.w[2] * c.w[3], positions = c.x[0] * y64.size(2) * y64.size(3);
-  const int64_t terms[] = {c.w[1] * taps + 3, c.w[0] / c.p.groups * taps + 2, positions + 2,
-                           positions + 1};
-  auto bound = [&](const Tensor& abs_sum, int i) {
-    const double g = i == 0 ? growth[0] : i == 1 ? growth[1] : growth[2];
-    return ops::mul(abs_sum, g * testing::gamma_n(terms[i], DType::f32));
-  };
-  double worst = testing::expect_within(y32, y64, bound(sums.y, 0), std::string(c.name) + " y");
-  const char* names[] = {"dx", "dweight", "dbias"};
-  for (size_t i = 0; i < in64.size(); ++i) {
-    if (!in64[i].defined()) continue;
-    EXPECT_TRUE(in32[i].grad().defined()) << c.name << " " << names[i];
-    if (!in32[i].grad().defined()) continue;
-    worst = std::max(worst, testing::expect_within(in32[i].grad(), in64[i].grad(),
-                                                   bound(sums.grads[i], static_cast<int>(i) + 1),
-                                                   std::string(c.name) + " " + names[i]));
-  }
-  return worst;
-}
-
-TEST(Conv2d, OneDnnF32MatchesReference) {
-  uint64_t seed = 10;
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name);
-    compare_f32_with_f64(c, seed += 10);
-  }
-}
-
-TEST(Conv2d, OneDnnF32MatchesReferenceBlockedShapes) {
-  // Channel counts that are multiples of 16 take oneDNN's blocked JIT kernels.
-  const std::vector<Case> big{
-      {"c32_k48_pad1", {2, 32, 10, 9}, {48, 32, 3, 3}, true, {.padding = {1, 1}}},
-      {"c32_stride2", {2, 32, 9, 9}, {32, 32, 3, 3}, true, {.stride = {2, 2}, .padding = {1, 1}}},
-      {"c64_1x1", {2, 64, 5, 5}, {16, 64, 1, 1}, false, {}},
-      {"dw32", {2, 32, 8, 8}, {32, 1, 3, 3}, true, {.padding = {1, 1}, .groups = 32}},
-      {"g2_c32",
-       {1, 32, 7, 7},
-       {32, 16, 3, 3},
-       true,
-       {.padding = {2, 2}, .dilation = {2, 2}, .groups = 2}},
-  };
-  uint64_t seed = 500;
-  for (const Case& c : big) {
-    SCOPED_TRACE(c.name);
-    compare_f32_with_f64(c, seed += 10);
-  }
+// The f32 oneDNN path against the exact result, forward and every gradient,
+// within conv2d's bound (support/op_bounds.h) for the algorithms it runs;
+// returns the largest |error| / bound.
+double f32_against_exact(const Layer& c, uint64_t seed) {
+  testing::Tol tol = testing::conv2d_tol(c.x, c.w, c.p);
+  tol.growth = growth_of(c);
+  const ops::Conv2dParams p = c.p;
+  return testing::expect_parity(
+             c.name,
+             [p](const std::vector<Tensor>& v) { return ops::conv2d(v[0], v[1], Tensor(), p); },
+             {testing::random_input(c.x, seed, DType::f32, true, -1, 1),
+              testing::random_input(c.w, seed + 1, DType::f32, true, -1, 1)},
+             tol, {.against_other = false})
+      .worst;
 }
 
 // Restores the process-wide algorithm choice when a test ends.
@@ -314,19 +189,19 @@ TEST(Conv2d, WinogradMatchesReference) {
     EXPECT_EQ(impl.rfind("jit_wino_4x3:avx512_core / jit_wino_4x3:avx512_core / ", 0), 0u) << impl;
   else
     std::cout << "no AVX-512: oneDNN runs " << impl << "\n";
-  const double worst = compare_f32_with_f64(
-      {"wino_c32", {32, 32, 16, 16}, {32, 32, 3, 3}, true, {.padding = {1, 1}}}, 900);
+  const double worst =
+      f32_against_exact({"wino_c32", {32, 32, 16, 16}, {32, 32, 3, 3}, {.padding = {1, 1}}}, 900);
   std::cout << "largest |error| / bound: " << worst << "\n";
   // Few images: oneDNN's heuristic keeps direct convolution.
   EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(1, 32, 8)).find("wino"), std::string::npos);
 }
 
 TEST(Conv2d, DirectAlgorithmIsSelectable) {
-  const Case c{"n32_c32_3x3", {32, 32, 8, 8}, {32, 32, 3, 3}, false, {.padding = {1, 1}}};
+  const Layer c{"n32_c32_3x3", {32, 32, 8, 8}, {32, 32, 3, 3}, {.padding = {1, 1}}};
   double worst_auto = 0, worst_direct = 0;
   {
     ConvAlgoScope scope(kernels::cpu::ConvAlgo::automatic);
-    worst_auto = compare_f32_with_f64(c, 31);  // Winograd on AVX-512 CPUs
+    worst_auto = f32_against_exact(c, 31);  // Winograd on AVX-512 CPUs
   }
   {
     ConvAlgoScope scope(kernels::cpu::ConvAlgo::direct);
@@ -335,7 +210,7 @@ TEST(Conv2d, DirectAlgorithmIsSelectable) {
     ops::conv2d(rand_f64(c.x, 1, -1, 1, false).to(DType::f32),
                 rand_f64(c.w, 2, -1, 1, false).to(DType::f32), Tensor(), c.p);
     EXPECT_EQ(kernels::cpu::conv2d_cache_size(), n);  // built by conv2d_impl_names above
-    worst_direct = compare_f32_with_f64(c, 31);
+    worst_direct = f32_against_exact(c, 31);
   }
   std::cout << "largest |error| / bound: auto " << worst_auto << ", direct " << worst_direct
             << "\n";
@@ -347,18 +222,6 @@ TEST(Conv2d, DirectAlgorithmIsSelectable) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "TCV_CONV_ALGO must be \"auto\" or \"direct\", got \"wino\"");
   }
-}
-
-TEST(Conv2d, NonContiguousInput) {
-  Tensor base = rand_f64({2, 6, 5, 3}, 7, -1, 1, false);  // (N, H, W, C) memory
-  Tensor x = base.permute({0, 3, 1, 2});                  // (N, C, H, W) view
-  ASSERT_FALSE(x.is_contiguous());
-  Tensor w = rand_f64({4, 3, 3, 3}, 8, -1, 1, false);
-  Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
-  Tensor y_ref = ops::conv2d(x.contiguous(), w, Tensor(), {.padding = {1, 1}});
-  expect_close(y, y_ref, 0, 0, "f64 view");
-  Tensor y32 = ops::conv2d(x.to(DType::f32), w.to(DType::f32), Tensor(), {.padding = {1, 1}});
-  expect_close(y32, y_ref, 1e-5, 1e-5, "f32 view");
 }
 
 TEST(Conv2d, OnlyRequestedGradients) {

@@ -1,4 +1,6 @@
-// Elementwise ops: values, broadcasting, dtypes, and gradient checks.
+// Elementwise ops beyond the op table's cases (tests/ops/cases_elementwise.cpp):
+// values, broadcasting, dtypes, type promotion, NaN, ties, the fused add_relu
+// against the composite, in-place gradients, the operators.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,25 +111,6 @@ TEST(Elementwise, ComparisonsAndWhere) {
   EXPECT_THROW(ops::where(a, a, b), Error);  // condition must be bool
 }
 
-TEST(Elementwise, BinaryGradients) {
-  Tensor a = rand_f64({3, 4}, 1), b = rand_f64({4}, 2, 0.5, 1.5), c = rand_f64({3, 1}, 3);
-  check_gradients("add", [](auto& x) { return ops::add(x[0], x[1], 0.7); }, {a, b});
-  check_gradients("sub", [](auto& x) { return ops::sub(x[0], x[1], 1.3); }, {a, c});
-  check_gradients("mul", [](auto& x) { return ops::mul(x[0], x[1]); }, {a, c});
-  check_gradients("div", [](auto& x) { return ops::div(x[0], x[1]); }, {a, b});
-  Tensor pos = rand_f64({3, 4}, 4, 0.5, 2.0);
-  check_gradients("pow", [](auto& x) { return ops::pow(x[0], x[1]); }, {pos, c});
-  check_gradients("pow_scalar", [](auto& x) { return ops::pow(x[0], 3.0); }, {a});
-  // maximum/minimum: keep operands apart so no tie sits within eps.
-  Tensor d = rand_f64({3, 4}, 5, 1.5, 2.5);
-  check_gradients("maximum", [](auto& x) { return ops::maximum(x[0], x[1]); }, {a, d});
-  check_gradients("minimum", [](auto& x) { return ops::minimum(x[0], x[1]); }, {a, d});
-  Tensor mask = ops::gt(rand_f64({3, 4}, 6, 0, 1, false), 0.5);
-  check_gradients("where", [&](auto& x) { return ops::where(mask, x[0], x[1]); }, {a, b});
-  check_gradients("add_relu", [](auto& x) { return ops::add_relu(x[0], x[1]); }, {a, b},
-                  {.kink = 1e-4});
-}
-
 TEST(Elementwise, AddReluIsReluOfAdd) {
   for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i64}) {
     const bool grad = is_floating(dt);
@@ -185,32 +168,7 @@ TEST(Elementwise, TiesSplitTheGradientEvenly) {
   expect_close(b.grad(), from_vector<double>({0.5, 1}));
 }
 
-TEST(Elementwise, UnaryGradients) {
-  Tensor x = rand_f64({2, 5}, 7, -2, 2);
-  Tensor pos = rand_f64({2, 5}, 8, 0.2, 3);
-  const testing::GradCheckOptions kinked{.kink = 1e-5};
-  check_gradients("neg", [](auto& v) { return ops::neg(v[0]); }, {x});
-  check_gradients(
-      "abs", [](auto& v) { return ops::abs(v[0]); }, {x}, kinked);
-  check_gradients("exp", [](auto& v) { return ops::exp(v[0]); }, {x});
-  check_gradients("log", [](auto& v) { return ops::log(v[0]); }, {pos});
-  check_gradients("sqrt", [](auto& v) { return ops::sqrt(v[0]); }, {pos});
-  check_gradients("rsqrt", [](auto& v) { return ops::rsqrt(v[0]); }, {pos});
-  check_gradients("square", [](auto& v) { return ops::square(v[0]); }, {x});
-  check_gradients(
-      "relu", [](auto& v) { return ops::relu(v[0]); }, {x}, kinked);
-  check_gradients(
-      "leaky_relu", [](auto& v) { return ops::leaky_relu(v[0], 0.2); }, {x}, kinked);
-  check_gradients("sigmoid", [](auto& v) { return ops::sigmoid(v[0]); }, {x});
-  check_gradients("tanh", [](auto& v) { return ops::tanh(v[0]); }, {x});
-  Tensor hs = rand_f64({4, 5}, 9, -5, 5);
-  check_gradients(
-      "hardswish", [](auto& v) { return ops::hardswish(v[0]); }, {hs}, kinked);
-  check_gradients(
-      "clamp", [](auto& v) { return ops::clamp(v[0], -1, 0.5); }, {x}, kinked);
-  Tensor r6 = rand_f64({4, 5}, 11, -3, 9);
-  check_gradients(
-      "relu6", [](auto& v) { return ops::relu6(v[0]); }, {r6}, kinked);
+TEST(Elementwise, Relu6HasNoGradientAtItsBounds) {
   // As torch's hardtanh: no gradient at exactly 0 and 6, where clamp passes it.
   Tensor edges = from_vector<double>({0, 6, 3});
   edges.set_requires_grad(true);

@@ -1,4 +1,6 @@
-// matmul (torch.matmul rules, batched broadcasting, transposed views) and linear.
+// matmul and linear beyond the op table's cases (tests/ops/cases_linalg.cpp):
+// known values, torch.matmul's rules against plain loops, transposed and
+// strided operands, the matmul oracle of linear, errors, threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -9,7 +11,6 @@
 namespace tcv {
 namespace {
 
-using testing::check_gradients;
 using testing::expect_close;
 using testing::lit;
 using testing::rand_f64;
@@ -94,12 +95,6 @@ TEST(Matmul, TransposedAndStridedViews) {
   expect_close(ops::matmul(lhs, bs), ref2, 1e-12, 1e-12);
 }
 
-TEST(Matmul, F32AgreesWithF64) {
-  Tensor a = rand_f64({7, 33}, 8, -1, 1, false), b = rand_f64({33, 9}, 9, -1, 1, false);
-  testing::expect_within(ops::matmul(a.to(DType::f32), b.to(DType::f32)), ops::matmul(a, b),
-                         f32_product_bound(ops::matmul(ops::abs(a), ops::abs(b)), 33), "f32");
-}
-
 TEST(Matmul, ErrorsNameShapes) {
   Tensor a = zeros({2, 3}), b = zeros({4, 5});
   try {
@@ -112,23 +107,6 @@ TEST(Matmul, ErrorsNameShapes) {
   EXPECT_THROW(ops::matmul(zeros({2, 3}), zeros({3, 2}, {.dtype = DType::f64})), Error);
   EXPECT_THROW(ops::matmul(zeros({2, 3, 4}), zeros({3, 4, 2})), Error);  // batch 2 vs 3
   EXPECT_THROW(ops::matmul(zeros({}), zeros({3})), Error);
-}
-
-TEST(Matmul, Gradients) {
-  auto mm = [](const std::vector<Tensor>& in) { return ops::matmul(in[0], in[1]); };
-  check_gradients("matmul 2d", mm, {rand_f64({3, 4}, 10), rand_f64({4, 5}, 11)});
-  check_gradients("matmul 1d.2d", mm, {rand_f64({4}, 12), rand_f64({4, 3}, 13)});
-  check_gradients("matmul 2d.1d", mm, {rand_f64({3, 4}, 14), rand_f64({4}, 15)});
-  check_gradients("matmul dot", mm, {rand_f64({5}, 16), rand_f64({5}, 17)});
-  check_gradients("matmul batched broadcast", mm,
-                  {rand_f64({2, 1, 3, 4}, 18), rand_f64({3, 4, 2}, 19)});
-  check_gradients("matmul shared rhs", mm, {rand_f64({2, 3, 4}, 20), rand_f64({4, 5}, 21)});
-  check_gradients("matmul shared lhs", mm, {rand_f64({3, 4}, 22), rand_f64({2, 4, 5}, 23)});
-  check_gradients("matmul 1d.batched", mm, {rand_f64({4}, 24), rand_f64({2, 4, 3}, 25)});
-  check_gradients(
-      "matmul transposed views",
-      [](const std::vector<Tensor>& in) { return ops::matmul(in[0].t(), in[1].transpose(0, 1)); },
-      {rand_f64({4, 3}, 26), rand_f64({2, 4}, 27)});
 }
 
 TEST(Linear, KnownValuesAndShapes) {
@@ -165,29 +143,6 @@ TEST(Linear, MatchesMatmulOracleInValueAndGradient) {
   expect_close(dx, x.grad(), 1e-12, 1e-12, "dx");
   expect_close(dw, w.grad(), 1e-12, 1e-12, "dweight");
   expect_close(db, b.grad(), 1e-12, 1e-12, "dbias");
-}
-
-TEST(Linear, Gradients) {
-  auto lin = [](const std::vector<Tensor>& in) { return ops::linear(in[0], in[1], in[2]); };
-  check_gradients("linear", lin, {rand_f64({5, 4}, 40), rand_f64({3, 4}, 41), rand_f64({3}, 42)});
-  check_gradients("linear batched", lin,
-                  {rand_f64({2, 3, 4}, 43), rand_f64({2, 4}, 44), rand_f64({2}, 45)});
-  check_gradients("linear 1d", lin, {rand_f64({4}, 46), rand_f64({3, 4}, 47), rand_f64({3}, 48)});
-  check_gradients("linear no bias",
-                  [](const std::vector<Tensor>& in) { return ops::linear(in[0], in[1]); },
-                  {rand_f64({3, 4}, 49), rand_f64({2, 4}, 50)});
-  // Only the weight needs a gradient (frozen features).
-  check_gradients(
-      "linear weight only", lin,
-      {rand_f64({3, 4}, 51, -1, 1, false), rand_f64({2, 4}, 52), rand_f64({2}, 53, -1, 1, false)});
-}
-
-TEST(Linear, F32ClassifierHeadAgreesWithF64) {
-  Tensor x = rand_f64({16, 300}, 60, -1, 1, false), w = rand_f64({10, 300}, 61, -1, 1, false);
-  Tensor b = rand_f64({10}, 62, -1, 1, false);
-  testing::expect_within(
-      ops::linear(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32)), ops::linear(x, w, b),
-      f32_product_bound(ops::linear(ops::abs(x), ops::abs(w), ops::abs(b)), 301), "f32");
 }
 
 // Batches of small f32 GEMMs are spread over OpenMP threads. They once shared

@@ -1,16 +1,14 @@
-// Pooling: known values, PyTorch's output-size rules, f64 gradient checks, and
-// the oneDNN f32 path against the f64 reference.
+// Pooling beyond the op table's cases (tests/ops/cases_pool.cpp, which check
+// gradients and the oneDNN f32 path against the exact result): known values,
+// PyTorch's output-size rules and divisors, errors.
 #include <gtest/gtest.h>
 
-#include "engine/autograd.h"
 #include "engine/ops.h"
-#include "support/error_bound.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
 namespace {
 
-using testing::check_gradients;
 using testing::expect_close;
 using testing::rand_f64;
 
@@ -88,109 +86,6 @@ TEST(Pool, AdaptiveKnownValues) {
                "global pool");
 }
 
-struct Case {
-  const char* name;
-  Shape x;
-  ops::Pool2dParams p;
-  int kind;  // 0 max, 1 avg, 2 adaptive
-  std::array<int64_t, 2> out{1, 1};
-};
-
-std::vector<Case> cases() {
-  return {
-      {"max_2x2", {2, 3, 6, 6}, {.kernel = {2, 2}, .stride = {2, 2}}, 0},
-      {"max_3x3_s2_p1", {2, 2, 7, 8}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, 0},
-      {"max_ceil", {1, 2, 7, 7}, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true}, 0},
-      {"max_ceil_pad",
-       {1, 2, 8, 7},
-       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true},
-       0},
-      {"max_rect", {2, 2, 9, 5}, {.kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 0}}, 0},
-      {"avg_2x2", {2, 3, 6, 6}, {.kernel = {2, 2}, .stride = {2, 2}}, 1},
-      {"avg_pad_include", {2, 2, 7, 6}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, 1},
-      {"avg_pad_exclude",
-       {2, 2, 7, 6},
-       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = false},
-       1},
-      {"avg_ceil", {1, 2, 7, 7}, {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true}, 1},
-      {"avg_ceil_pad_include",
-       {1, 2, 6, 8},
-       {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true},
-       1},
-      {"avg_ceil_pad_exclude",
-       {1, 2, 6, 8},
-       {.kernel = {3, 3},
-        .stride = {2, 2},
-        .padding = {1, 1},
-        .ceil_mode = true,
-        .count_include_pad = false},
-       1},
-      {"adaptive_5x7_to_3x2", {2, 3, 5, 7}, {}, 2, {3, 2}},
-      {"adaptive_6x6_to_4x5", {1, 2, 6, 6}, {}, 2, {4, 5}},
-      {"adaptive_global", {2, 3, 4, 5}, {}, 2, {1, 1}},
-      {"adaptive_upsample", {1, 2, 3, 2}, {}, 2, {5, 4}},
-  };
-}
-
-Tensor run_pool(const Case& c, const Tensor& x) {
-  if (c.kind == 0) return ops::max_pool2d(x, c.p);
-  if (c.kind == 1) return ops::avg_pool2d(x, c.p);
-  return ops::adaptive_avg_pool2d(x, c.out);
-}
-
-TEST(Pool, GradCheckF64) {
-  for (const Case& c : cases()) {
-    SCOPED_TRACE(c.name);
-    // Distinct values keep max pooling away from ties (its kinks).
-    Tensor x = rand_f64(c.x, 7);
-    check_gradients(std::string("pool/") + c.name,
-                    [&](const std::vector<Tensor>& v) { return run_pool(c, v[0]); }, {x},
-                    {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5, .kink = 1e-4});
-  }
-}
-
-TEST(Pool, OneDnnF32MatchesReference) {
-  std::vector<Case> all = cases();
-  all.push_back(
-      {"max_c32", {4, 32, 12, 12}, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, 0});
-  all.push_back({"avg_c32_ceil",
-                 {4, 32, 11, 11},
-                 {.kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true},
-                 1});
-  uint64_t seed = 40;
-  for (const Case& c : all) {
-    SCOPED_TRACE(c.name);
-    Tensor x64 = rand_f64(c.x, seed += 3);
-    Tensor x32 = x64.detach().to(DType::f32);
-    x32.set_requires_grad(true);
-    Tensor y64 = run_pool(c, x64);
-    Tensor dy = rand_f64(y64.shape(), seed + 1, -1, 1, false);
-    y64.backward(dy);
-    Tensor y32 = run_pool(c, x32);
-    y32.backward(dy.to(DType::f32));
-    // Rounding-error bounds (support/error_bound.h). Max pooling picks an f32
-    // copy of the f64 maximum and routes dy to it, summing where windows
-    // overlap; average pooling sums a window (at most R·S values, or the
-    // whole plane for the adaptive case) and divides.
-    const std::string name = c.name;
-    const int64_t window = c.kind == 2 ? c.x[2] * c.x[3] : c.p.kernel[0] * c.p.kernel[1];
-    const double g = testing::gamma_n(window + 2, DType::f32);
-    if (c.kind == 0) {
-      Tensor xr = x64.detach();
-      xr.set_requires_grad(true);
-      run_pool(c, xr).backward(ops::abs(dy));
-      testing::expect_within(y32, y64, ops::mul(ops::abs(y64), testing::unit_roundoff(DType::f32)),
-                             name + " y");
-      testing::expect_within(x32.grad(), x64.grad(), ops::mul(xr.grad(), g), name + " dx");
-    } else {
-      const testing::AbsSums sums = testing::abs_sums(
-          [&](const std::vector<Tensor>& v) { return run_pool(c, v[0]); }, {x64}, dy);
-      testing::expect_within(y32, y64, ops::mul(sums.y, g), name + " y");
-      testing::expect_within(x32.grad(), x64.grad(), ops::mul(sums.grads[0], g), name + " dx");
-    }
-  }
-}
-
 TEST(Pool, RowMajorInputWithBlockedGradient) {
   // A row-major input (here read once as such, as l2_normalize does to a
   // convolution's output) pooled and fed to a convolution whose backward hands
@@ -210,15 +105,6 @@ TEST(Pool, RowMajorInputWithBlockedGradient) {
     return xi.grad();
   };
   expect_close(run(true), run(false), 1e-5, 1e-4, "dx");
-}
-
-TEST(Pool, NonContiguousInput) {
-  Tensor base = rand_f64({2, 6, 6, 3}, 9, -1, 1, false).to(DType::f32);
-  Tensor x = base.permute({0, 3, 1, 2});
-  ASSERT_FALSE(x.is_contiguous());
-  const ops::Pool2dParams p{.kernel = {2, 2}, .stride = {2, 2}};
-  expect_close(ops::max_pool2d(x, p), ops::max_pool2d(x.contiguous(), p), 0, 0, "max view");
-  expect_close(ops::avg_pool2d(x, p), ops::avg_pool2d(x.contiguous(), p), 0, 0, "avg view");
 }
 
 TEST(Pool, Errors) {

@@ -1,5 +1,6 @@
-// Reductions: sum/mean/var over dims with keepdim, max/min/argmax with indices,
-// NaN and empty-dim behaviour, and gradient checks.
+// Reductions beyond the op table's cases (tests/ops/cases_reduce.cpp): values
+// of sum/mean/var over dims with keepdim, max/min/argmax with indices, NaN and
+// empty-dim behaviour, threads.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -13,7 +14,6 @@
 namespace tcv {
 namespace {
 
-using testing::check_gradients;
 using testing::expect_close;
 using testing::rand_f64;
 
@@ -187,37 +187,7 @@ TEST(MaxMin, EmptyDimIsAnError) {
   EXPECT_THROW(ops::max(zeros({2, 3}), 2), Error);
 }
 
-TEST(ReduceGrad, SumMeanVar) {
-  check_gradients("sum_dims",
-                  [](const std::vector<Tensor>& in) {
-                    return ops::sum(in[0], {0, 2});
-                  },
-                  {rand_f64({2, 3, 4}, 1)});
-  check_gradients("sum_all", [](const std::vector<Tensor>& in) { return ops::sum(in[0]); },
-                  {rand_f64({3, 4}, 2)});
-  check_gradients("mean_keepdim",
-                  [](const std::vector<Tensor>& in) { return ops::mean(in[0], {1}, true); },
-                  {rand_f64({2, 3, 4}, 3)});
-  check_gradients("var_dim", [](const std::vector<Tensor>& in) { return ops::var(in[0], {1}); },
-                  {rand_f64({3, 5}, 4)});
-  check_gradients("var_all_biased",
-                  [](const std::vector<Tensor>& in) { return ops::var(in[0], {}, 0); },
-                  {rand_f64({2, 3, 2}, 5)});
-}
-
-TEST(ReduceGrad, MaxMinOverDimAndAll) {
-  // Distinct random values: no ties, so the max is differentiable.
-  check_gradients("max_dim", [](const std::vector<Tensor>& in) { return ops::max(in[0], 1).first; },
-                  {rand_f64({3, 4, 2}, 6)});
-  check_gradients("max_dim_keepdim",
-                  [](const std::vector<Tensor>& in) { return ops::max(in[0], 0, true).first; },
-                  {rand_f64({3, 4}, 7)});
-  check_gradients("min_dim",
-                  [](const std::vector<Tensor>& in) { return ops::min(in[0], -1).first; },
-                  {rand_f64({3, 4}, 8)});
-  check_gradients("max_all", [](const std::vector<Tensor>& in) { return ops::max(in[0]); },
-                  {rand_f64({3, 4}, 9)});
-  // Gradient lands on the argmax only.
+TEST(ReduceGrad, MaxRoutesToTheArgmaxOnly) {
   Tensor x = from_vector<double>({0.1, 0.9, 0.3, 0.7}, {2, 2});
   x.set_requires_grad(true);
   ops::sum(ops::max(x, 1).first).backward();

@@ -21,16 +21,17 @@
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/temp_dir.h"
 
 namespace tcv {
 namespace {
 
 using tcv::testing::source_dir;
 
+/// This file's scratch directory, removed when the tests end.
 std::string tmp_dir() {
-  const std::string d = ::testing::TempDir() + "tcv_serialize_" + std::to_string(::getpid());
-  std::filesystem::create_directories(d);
-  return d;
+  static const testing::TempDir dir("serialize");
+  return dir.path();
 }
 
 std::string read_bytes(const std::string& path) {

@@ -1,4 +1,5 @@
-// softmax / log_softmax: PyTorch values, stability, every dim, gradients.
+// softmax / log_softmax beyond the op table's cases (tests/ops/cases_softmax.cpp):
+// PyTorch values, stability, every dim against the composite, errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +10,6 @@
 namespace tcv {
 namespace {
 
-using testing::check_gradients;
 using testing::expect_close;
 using testing::lit;
 using testing::rand_f64;
@@ -68,20 +68,6 @@ TEST(Softmax, EveryDimAgainstComposite) {
 TEST(Softmax, Errors) {
   EXPECT_THROW(ops::softmax(zeros({2, 3}), 2), Error);
   EXPECT_THROW(ops::softmax(zeros({2, 3}, {.dtype = DType::i64}), 1), Error);
-}
-
-TEST(Softmax, Gradients) {
-  for (int64_t d : {0, 1, 2, -1}) {
-    check_gradients("softmax dim " + std::to_string(d),
-                    [d](const std::vector<Tensor>& in) { return ops::softmax(in[0], d); },
-                    {rand_f64({3, 4, 5}, 10 + d, -2, 2)});
-    check_gradients("log_softmax dim " + std::to_string(d),
-                    [d](const std::vector<Tensor>& in) { return ops::log_softmax(in[0], d); },
-                    {rand_f64({3, 4, 5}, 20 + d, -2, 2)});
-  }
-  check_gradients("log_softmax transposed",
-                  [](const std::vector<Tensor>& in) { return ops::log_softmax(in[0].t(), 1); },
-                  {rand_f64({4, 3}, 30, -2, 2)});
 }
 
 }  // namespace

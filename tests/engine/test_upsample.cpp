@@ -1,5 +1,6 @@
-// upsample: PyTorch 1.13 values for nearest and bilinear (align_corners
-// true/false), down- and up-sampling gradients.
+// upsample beyond the op table's cases (tests/ops/cases_upsample.cpp): PyTorch
+// 1.13 values for nearest and bilinear (align_corners true/false), identity
+// and independence of channels, errors.
 #include <gtest/gtest.h>
 
 #include "support/gradcheck.h"
@@ -8,7 +9,6 @@ namespace tcv {
 namespace {
 
 using ops::InterpMode;
-using testing::check_gradients;
 using testing::expect_close;
 using testing::lit;
 using testing::rand_f64;
@@ -66,27 +66,6 @@ TEST(Upsample, Errors) {
   EXPECT_THROW(ops::upsample(zeros({3, 4, 5}), {2, 2}, InterpMode::nearest), Error);
   EXPECT_THROW(ops::upsample(zeros({1, 1, 2, 2}), {0, 2}, InterpMode::bilinear), Error);
   EXPECT_THROW(ops::upsample(zeros({1, 1, 2, 2}), {4, 4}, InterpMode::nearest, true), Error);
-}
-
-TEST(Upsample, Gradients) {
-  struct Case {
-    const char* name;
-    std::array<int64_t, 2> size;
-    InterpMode mode;
-    bool align;
-  };
-  for (const Case& c : {Case{"nearest up", {5, 7}, InterpMode::nearest, false},
-                        Case{"nearest 2x", {6, 8}, InterpMode::nearest, false},
-                        Case{"nearest down", {2, 3}, InterpMode::nearest, false},
-                        Case{"bilinear up", {5, 7}, InterpMode::bilinear, false},
-                        Case{"bilinear up aligned", {5, 7}, InterpMode::bilinear, true},
-                        Case{"bilinear down", {2, 3}, InterpMode::bilinear, false},
-                        Case{"bilinear down aligned", {2, 1}, InterpMode::bilinear, true}})
-    check_gradients(std::string("upsample ") + c.name,
-                    [c](const std::vector<Tensor>& in) {
-                      return ops::upsample(in[0], c.size, c.mode, c.align);
-                    },
-                    {rand_f64({2, 2, 3, 4}, 10)});
 }
 
 }  // namespace

@@ -265,8 +265,8 @@ TEST(SegModels, BadOptions) {
             }).find("output_stride must be 8 or 16, got 32"),
             std::string::npos);
   EXPECT_NE(testing::error_of([] {
-              models::seg::SegmentationModel(models::seg::SegHead::fcn, {.depth = 34});
-            }).find("depth must be 50 or 101, got 34"),
+              models::seg::SegmentationModel(models::seg::SegHead::fcn, {.depth = 152});
+            }).find("depth must be 18, 34, 50 or 101, got 152"),
             std::string::npos);
   EXPECT_NE(testing::error_of([] {
               models::seg::fcn_resnet50({.num_classes = 0});

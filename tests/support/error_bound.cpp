@@ -24,6 +24,19 @@ double unit_roundoff(DType dtype) {
   }
 }
 
+double underflow_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return std::ldexp(1.0, -25);
+    case DType::bf16:
+      return std::ldexp(1.0, -134);
+    case DType::f32:
+      return std::ldexp(1.0, -150);
+    default:
+      return std::ldexp(1.0, -1075);
+  }
+}
+
 double gamma_n(int64_t n, DType dtype) {
   const double nu = static_cast<double>(n) * unit_roundoff(dtype);
   EXPECT_LT(nu, 0.5) << "gamma_n: n = " << n << " is too large for " << dtype_name(dtype);
@@ -141,6 +154,65 @@ BatchNormBounds batch_norm_f32_bounds(const BatchNormRef& r) {
   out.dx = edx.reshape(r.x.shape());
   out.dweight = ops::mul(eb, static_cast<double>(m_terms)).reshape({c});
   out.dbias = ops::mul(ops::sum(abs_dy, {0, 2}), gamma_n(m_terms + 1, DType::f32));
+  return out;
+}
+
+SoftmaxBounds softmax_bounds(const Tensor& x_in, int64_t dim, bool log, const Tensor& dy_in,
+                             DType dt) {
+  NoGradGuard no_grad;
+  constexpr double k = 2.0;  // ulps of exp and log
+  const double u = unit_roundoff(dt);
+  const Tensor x = x_in.detach().to(DType::f64);
+  SoftmaxBounds out;
+  if (x.numel() == 0) {
+    out.y = zeros({}, {.dtype = DType::f64});
+    out.dx = out.y;
+    return out;
+  }
+  const int64_t d = x.wrap_dim(dim, "softmax_bounds");
+  const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+  const Tensor xd = x.dim() == 0 ? x.reshape({1}) : x;
+  const int64_t dd = x.dim() == 0 ? 0 : d;
+  const Tensor m = ops::max(xd, dd, true).first;
+  const Tensor xm = ops::abs(ops::sub(xd, m));  // |x − m|, inf where x is -inf
+  const Tensor r = ops::max(ops::where(ops::eq(xm, INFINITY), zeros_like(xm), xm), dd, true).first;
+  const Tensor lse = ops::add(m, ops::log(ops::sum(ops::exp(ops::sub(xd, m)), {dd}, true)));
+  const double g = gamma_n(n, dt), logn = std::log(static_cast<double>(n));
+  const Tensor base = ops::add(ops::add(r, ops::abs(m)), logn);
+  Tensor y, by;
+  if (log) {
+    y = ops::sub(xd, lse);
+    Tensor t = ops::add(ops::add(ops::add(xm, base), ops::abs(lse)), ops::abs(y));
+    by = ops::add(ops::mul(ops::add(t, k * (1 + logn) + 2 - logn), u), g);
+  } else {
+    y = ops::exp(ops::sub(xd, lse));
+    const Tensor t = ops::add(ops::add(xm, base), 2 * k + 4);
+    by = ops::mul(y, ops::add(ops::mul(t, u), g));
+    by = ops::where(ops::eq(y, 0.0), zeros_like(y), by);  // exact zeros from -inf
+    by = ops::add(by, 4 * underflow_roundoff(dt));        // results that underflow
+  }
+  out.y = by.reshape(x.shape());
+  if (!dy_in.defined()) return out;
+  const Tensor gdy = dy_in.detach().to(DType::f64).reshape(xd.shape());
+  Tensor bdx;
+  if (log) {
+    const Tensor p = ops::exp(y);
+    const Tensor sum_g = ops::sum(gdy, {dd}, true);
+    const Tensor abs_sum = ops::sum(ops::abs(gdy), {dd}, true);
+    const Tensor dx = ops::sub(gdy, ops::mul(p, sum_g));
+    Tensor inner = ops::mul(ops::add(ops::add(by, k * u), u), ops::abs(sum_g));
+    inner = ops::add(inner, ops::mul(abs_sum, g));
+    bdx = ops::add(ops::mul(p, inner), ops::mul(ops::abs(dx), u));
+  } else {
+    const Tensor s = ops::sum(ops::mul(y, gdy), {dd}, true);
+    const Tensor gs = ops::abs(ops::sub(gdy, s));
+    const Tensor ds = ops::add(ops::mul(ops::sum(ops::abs(ops::mul(y, gdy)), {dd}, true), g),
+                               ops::sum(ops::mul(by, ops::abs(gdy)), {dd}, true));
+    const Tensor dx = ops::mul(y, ops::sub(gdy, s));
+    bdx = ops::add(ops::add(ops::mul(by, gs), ops::mul(y, ops::add(ds, ops::mul(gs, u)))),
+                   ops::mul(ops::abs(dx), u));
+  }
+  out.dx = ops::add(bdx, 8 * underflow_roundoff(dt)).reshape(x.shape());
   return out;
 }
 

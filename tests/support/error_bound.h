@@ -23,6 +23,10 @@ namespace tcv::testing {
 /// Unit roundoff u: 2^-24 (f32), 2^-53 (f64), 2^-11 (f16), 2^-8 (bf16).
 double unit_roundoff(DType dtype);
 
+/// Half the smallest subnormal of the dtype: the absolute error of a rounding
+/// that underflows (fl(x) = x(1 + δ) + η, |η| ≤ this).
+double underflow_roundoff(DType dtype);
+
 /// γₙ = n·u / (1 − n·u) for the dtype (n·u must stay below 1/2).
 double gamma_n(int64_t n, DType dtype);
 
@@ -82,5 +86,22 @@ struct BatchNormBounds {
   Tensor y, dx, dweight, dbias;  ///< f64, shaped like what they bound
 };
 BatchNormBounds batch_norm_f32_bounds(const BatchNormRef& ref);
+
+/// First-order bounds of softmax or log-softmax along `dim`, computed in `dt`
+/// from the exact (f64) x and upstream gradient dy (undefined: no backward),
+/// in any summation order. Per line of n values with maximum m, lse = m + log s,
+/// s = Σ e^(x−m), and exp, log within k = 2 ulps (vmath.h, CUDA's expf/logf):
+///   e_i = e^(x_i − m) relative to exact within ε_i = u(|x_i − m| + k) (the
+///   subtraction's rounding moves the exponent), s within ρ = γₙ + max ε;
+///   softmax     y_i e_i/s:          y_i·(γₙ + u(|x_i − m| + R + |m| + log n + 2k + 4))
+///   log_softmax x_i − lse:          γₙ + u(|x_i − m| + R + |m| + |lse| + |y_i| + k(1 + log n) + 2)
+///   with R the line's largest |x − m| (the lse forms add |m| and |lse|);
+///   softmax dx = y(g − S), S = Σ y g:  |Δy||g − S| + y(ΔS + u|g − S|) + u|dx|,
+///     ΔS = γₙ Σ|y g| + Σ|Δy||g|;
+///   log_softmax dx = g − e^y G, G = Σ g:  e^y((|Δy| + ku)|G| + γₙ Σ|g| + u|G|) + u|dx|.
+struct SoftmaxBounds {
+  Tensor y, dx;
+};
+SoftmaxBounds softmax_bounds(const Tensor& x, int64_t dim, bool log, const Tensor& dy, DType dt);
 
 }  // namespace tcv::testing

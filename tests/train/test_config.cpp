@@ -6,6 +6,7 @@
 #include <map>
 
 #include "support/gradcheck.h"
+#include "support/temp_dir.h"
 #include "train/config.h"
 
 using tcv::train::Config;
@@ -152,10 +153,10 @@ TEST(Config, WritesResolvedTomlThatReadsBack) {
     EXPECT_EQ(back.get(spec.key), c.get(spec.key)) << spec.key;
   EXPECT_EQ(back.get_string("network.resume"), "a \"quoted\" path");
 
-  const auto p = std::filesystem::temp_directory_path() / "tcv_test_config.toml";
+  const tcv::testing::TempDir tmp("config");
+  const auto p = tmp.root() / "config.toml";
   std::ofstream(p) << text;
   EXPECT_EQ(Config::from_file(p.string()).get_double("solver.lr.base_lr"), 0.05);
-  std::filesystem::remove(p);
   EXPECT_TRUE(
       has(error_of([] { Config::from_file("/nonexistent/x.toml"); }), "/nonexistent/x.toml"));
 }

@@ -14,6 +14,7 @@
 #include "engine/ops.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/temp_dir.h"
 #include "train/optim.h"
 
 namespace tcv {
@@ -171,10 +172,10 @@ void check_round_trip(const MakeOpt& make, bool through_file) {
   nn::StateDict saved;
   for (auto& [k, t] : opt_a->state_dict()) saved.emplace_back(k, t.clone());
   if (through_file) {
-    const std::string path = ::testing::TempDir() + "/optim_state.safetensors";
+    const tcv::testing::TempDir tmp("optim");
+    const std::string path = tmp.path("optim_state.safetensors");
     save_safetensors(path, saved);
     saved = load_safetensors(path).tensors;
-    std::remove(path.c_str());
   }
   Tensor b = make_param();
   b.detach().copy_(a.detach());

@@ -7,6 +7,7 @@
 #include "engine/serialize.h"
 #include "models/registry.h"
 #include "support/gradcheck.h"
+#include "support/temp_dir.h"
 #include "train/checkpoint.h"
 
 namespace tcv::train {
@@ -17,13 +18,11 @@ namespace fs = std::filesystem;
 struct PretrainedTest : ::testing::Test {
   void SetUp() override {
     models::register_builtin_models();
-    dir = fs::temp_directory_path() / ("tcv_pretrained_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
     source = models::create_model("fmnist_cnn", {.num_classes = 10, .in_channels = 1});
     save_safetensors((dir / "weights.safetensors").string(), source->state_dict());
   }
-  void TearDown() override { fs::remove_all(dir); }
-  fs::path dir;
+  const tcv::testing::TempDir tmp{"pretrained"};
+  const fs::path dir = tmp.root();
   std::shared_ptr<nn::Module> source;
 };
 

@@ -25,6 +25,7 @@
 #include "train/eval/det_map.h"
 #include "train/metrics.h"
 #include "train/report.h"
+#include "train/tasks/common.h"
 #include "train/tasks/scenes.h"
 
 namespace tcv::train {
@@ -147,25 +148,6 @@ int64_t input_side(const Config& cfg) {
   return cfg.get_string("network.model_name") == "ssd512" ? 512 : 300;
 }
 
-data::Normalize normalize_of(const Config& cfg) {
-  return {cfg.get_double("data.normalize.div_value"), cfg.get_doubles("data.normalize.mean"),
-          cfg.get_doubles("data.normalize.std")};
-}
-
-double channel(const std::vector<double>& v, int64_t c) {
-  return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
-}
-
-// The mean colour in pixels (expand's canvas).
-std::array<uint8_t, 3> mean_color(const Config& cfg) {
-  const data::Normalize n = normalize_of(cfg);
-  std::array<uint8_t, 3> fill{};
-  for (int64_t c = 0; c < 3; ++c)
-    fill[c] =
-        static_cast<uint8_t>(std::clamp(std::lround(channel(n.mean, c) * n.div_value), 0L, 255L));
-  return fill;
-}
-
 mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
   mdet::SsdOptions o;
   o.num_classes = num_classes;
@@ -220,20 +202,6 @@ mdet::DetTarget target_in_pixels(const Tensor& boxes, const Tensor& labels, doub
   return {from_vector(kb, {m, 4}), from_vector(kl, {m})};
 }
 
-// A u8 (3, S, S) picture of row i of a normalised batch (B, 3, S, S).
-Tensor denormalize(const Tensor& images, int64_t i, const data::Normalize& n) {
-  const Tensor x = images.select(0, i).contiguous().to(kCPU);  // f32 (3, S, S)
-  const int64_t hw = x.size(1) * x.size(2);
-  const float* src = x.data<float>();
-  std::vector<uint8_t> px(static_cast<size_t>(3 * hw));
-  for (int64_t c = 0; c < 3; ++c)
-    for (int64_t k = 0; k < hw; ++k)
-      px[c * hw + k] = static_cast<uint8_t>(std::clamp(
-          std::lround((src[c * hw + k] * channel(n.std, c) + channel(n.mean, c)) * n.div_value), 0L,
-          255L));
-  return from_vector(px, {3, x.size(1), x.size(2)});
-}
-
 std::string class_name(const std::vector<std::string>& names, int64_t label) {
   return label >= 1 && label <= static_cast<int64_t>(names.size())
              ? names[static_cast<size_t>(label - 1)]
@@ -286,29 +254,8 @@ BoxList box_list(const mdet::Detections& d, double threshold, double sx, double 
 
 // ---- data --------------------------------------------------------------------------
 
-struct DetTaskBatch final : TaskBatch {
-  data::DetBatch b;
-  int64_t images() const override { return b.size(); }
-};
-
-class DetLoader final : public TaskLoader {
- public:
-  DetLoader(std::shared_ptr<const data::DetDataset> dataset, data::DetTransform transform,
-            const data::LoaderOptions& opts)
-      : dataset_(dataset), loader_(std::move(dataset), std::move(transform), opts) {}
-  int64_t num_batches() const override { return loader_.num_batches(); }
-  int64_t size() const override { return loader_.size(); }
-  int64_t skipped() const override { return loader_.skipped(); }
-  std::string first_skipped() const override { return dataset_->first_skipped(); }
-  void start_epoch(int64_t epoch, int64_t skip) override { loader_.start_epoch(epoch, skip); }
-  const TaskBatch* next() override { return loader_.next(batch_.b) ? &batch_ : nullptr; }
-  const data::DetDataset& dataset() const { return *dataset_; }
-
- private:
-  std::shared_ptr<const data::DetDataset> dataset_;
-  data::DetDataLoader loader_;
-  DetTaskBatch batch_;
-};
+using DetLoader =
+    TaskLoaderOf<data::DetDataset, data::DetDataLoader, data::DetBatch, data::DetTransform>;
 
 // ---- evaluation ----------------------------------------------------------------------
 
@@ -336,7 +283,7 @@ class DetEvaluator final : public TaskEvaluator {
         vis_(cfg.get_double("res.vis_conf_thre")) {}
 
   void add(nn::Module& model, const TaskBatch& batch, Device device) override {
-    const data::DetBatch& b = static_cast<const DetTaskBatch&>(batch).b;
+    const data::DetBatch& b = batch_of<data::DetBatch>(batch);
     mdet::SSD& net = ssd_of(model);
     const mdet::SsdOutput o = net.forward_heads(b.images.to(device));
     const Tensor anchors = net.default_boxes(side_, side_, device);
@@ -420,7 +367,8 @@ class DetEvaluator final : public TaskEvaluator {
 
  private:
   void add_figure(const data::DetBatch& b, int64_t i, const mdet::Detections& d) {
-    Tensor pred = denormalize(b.images, i, norm_), truth = pred.clone();
+    Tensor pred = denormalized_image(b.images, i, {b.images.size(2), b.images.size(3)}, norm_),
+           truth = pred.clone();
     const BoxList p = box_list(d, vis_, 1.0, 1.0);
     draw_detections(pred, p.boxes, p.labels, p.scores, names_);
     BoxList t;
@@ -433,11 +381,7 @@ class DetEvaluator final : public TaskEvaluator {
     }
     draw_detections(truth, t.boxes, t.labels, {}, names_);
     ReportFigure f;
-    for (const Tensor* img : {&pred, &truth}) {
-      const auto* px = static_cast<const uint8_t*>(img->data_ptr());
-      f.pictures.push_back(
-          {std::vector<uint8_t>(px, px + img->numel()), 3, img->size(1), img->size(2)});
-    }
+    f.pictures = {picture_of(pred), picture_of(truth)};
     f.labels = {"detections", "ground truth"};
     f.caption = val_.record(b.indices[i]).image_path + ": " + std::to_string(p.boxes.size()) +
                 " detections, " + std::to_string(t.boxes.size()) + " objects";
@@ -483,7 +427,7 @@ class DetPredictor final : public TaskPredictor {
     s.image = image;
     data::Rng rng(0, 0);  // evaluation preprocessing draws nothing
     data::det_eval_transform(side_)(s, rng);
-    const Tensor x = normalized(s.image);  // f32 (1, 3, S, S)
+    const Tensor x = normalized_image(s.image, norm_);  // f32 (1, 3, S, S)
     const mdet::SsdOutput o = model_->forward_heads(x);
     const Tensor anchors = model_->default_boxes(side_, side_, kCPU);
     const auto dets = mdet::postprocess_detections(o.loc, o.conf, anchors, {side_, side_}, post_);
@@ -531,18 +475,6 @@ class DetPredictor final : public TaskPredictor {
   }
 
  private:
-  Tensor normalized(const Tensor& u8) const {
-    const Tensor img = u8.contiguous();
-    const int64_t hw = img.size(1) * img.size(2);
-    const auto* src = static_cast<const uint8_t*>(img.data_ptr());
-    std::vector<float> x(static_cast<size_t>(3 * hw));
-    for (int64_t c = 0; c < 3; ++c)
-      for (int64_t k = 0; k < hw; ++k)
-        x[c * hw + k] = static_cast<float>(
-            (src[c * hw + k] / norm_.div_value - channel(norm_.mean, c)) / channel(norm_.std, c));
-    return from_vector(x, {1, 3, img.size(1), img.size(2)});
-  }
-
   std::shared_ptr<mdet::SSD> model_;
   std::string stem_;
   std::vector<std::string> names_;
@@ -590,7 +522,7 @@ class DetTask final : public Task {
     aug.flip.p = cfg_.get_double("train.aug_trans.random_hflip.ratio");
     aug.expand_opts.p = cfg_.get_double("train.aug_trans.random_pad.ratio");
     aug.expand_opts.max_scale = cfg_.get_doubles("train.aug_trans.random_pad.up_scale_range")[1];
-    aug.expand_opts.fill = mean_color(cfg_);
+    aug.expand_opts.fill = mean_color(normalize_of(cfg_));
     aug.expand = aug.expand_opts.p > 0;
     // TorchCV's order (data::ssd_train_transform), SSD's IoU crop with a probability.
     const double crop_p = cfg_.get_double("train.aug_trans.random_det_crop.ratio");
@@ -646,7 +578,7 @@ class DetTask final : public Task {
   }
 
   Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
-    const data::DetBatch& b = static_cast<const DetTaskBatch&>(batch).b;
+    const data::DetBatch& b = batch_of<data::DetBatch>(batch);
     const Tensor x = b.images.to(ctx.device);  // (B, 3, S, S)
     const std::vector<Tensor> out = model.forward_with([&](nn::Module& m) {
       const mdet::SsdOutput o = ssd_of(m).forward_heads(x);

@@ -25,6 +25,7 @@
 #include "train/metrics.h"
 #include "train/report.h"
 #include "train/seg_infer.h"
+#include "train/tasks/common.h"
 #include "train/tasks/scenes.h"
 
 namespace tcv::train {
@@ -142,15 +143,6 @@ mseg::SegmentationModel& seg_of(nn::Module& m) {
   return dynamic_cast<mseg::SegmentationModel&>(m);
 }
 
-data::Normalize normalize_of(const Config& cfg) {
-  return {cfg.get_double("data.normalize.div_value"), cfg.get_doubles("data.normalize.mean"),
-          cfg.get_doubles("data.normalize.std")};
-}
-
-double channel(const std::vector<double>& v, int64_t c) {
-  return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
-}
-
 std::array<int64_t, 2> pair_of(const Config& cfg, const std::string& key) {
   const auto v = cfg.get_ints(key);
   return {v[0], v[1]};
@@ -176,59 +168,14 @@ const data::Palette& palette_of(const Config& cfg) {
                                                         : data::voc_palette();
 }
 
-// A u8 (3, h, w) picture of row i of a normalised batch, its own part (h, w).
-Tensor denormalize(const Tensor& images, int64_t i, std::array<int64_t, 2> hw,
-                   const data::Normalize& n) {
-  const Tensor x = images.select(0, i).contiguous().to(kCPU);  // f32 (3, H, W)
-  const int64_t W = x.size(2), h = hw[0], w = hw[1];
-  const float* src = x.data<float>();
-  std::vector<uint8_t> px(static_cast<size_t>(3 * h * w));
-  for (int64_t c = 0; c < 3; ++c)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t xx = 0; xx < w; ++xx)
-        px[(c * h + y) * w + xx] = static_cast<uint8_t>(std::clamp(
-            std::lround(
-                (src[(c * x.size(1) + y) * W + xx] * channel(n.std, c) + channel(n.mean, c)) *
-                n.div_value),
-            0L, 255L));
-  return from_vector(px, {3, h, w});
-}
-
-ReportPicture picture_of(const Tensor& img) {
-  const Tensor c = img.contiguous();
-  const auto* px = static_cast<const uint8_t*>(c.data_ptr());
-  return {std::vector<uint8_t>(px, px + c.numel()), c.size(0), c.size(1), c.size(2)};
-}
-
 Json number_or_null(double v) {
   return std::isfinite(v) ? Json(v) : Json();
 }
 
 // ---- data --------------------------------------------------------------------------
 
-struct SegTaskBatch final : TaskBatch {
-  data::SegBatch b;
-  int64_t images() const override { return b.size(); }
-};
-
-class SegLoader final : public TaskLoader {
- public:
-  SegLoader(std::shared_ptr<const data::SegDataset> dataset, data::SegTransform transform,
-            const data::LoaderOptions& opts)
-      : dataset_(dataset), loader_(std::move(dataset), std::move(transform), opts) {}
-  int64_t num_batches() const override { return loader_.num_batches(); }
-  int64_t size() const override { return loader_.size(); }
-  int64_t skipped() const override { return loader_.skipped(); }
-  std::string first_skipped() const override { return dataset_->first_skipped(); }
-  void start_epoch(int64_t epoch, int64_t skip) override { loader_.start_epoch(epoch, skip); }
-  const TaskBatch* next() override { return loader_.next(batch_.b) ? &batch_ : nullptr; }
-  const data::SegDataset& dataset() const { return *dataset_; }
-
- private:
-  std::shared_ptr<const data::SegDataset> dataset_;
-  data::SegDataLoader loader_;
-  SegTaskBatch batch_;
-};
+using SegLoader =
+    TaskLoaderOf<data::SegDataset, data::SegDataLoader, data::SegBatch, data::SegTransform>;
 
 // ---- evaluation ----------------------------------------------------------------------
 
@@ -251,7 +198,7 @@ class SegEvaluator final : public TaskEvaluator {
         palette_(palette_of(cfg)) {}
 
   void add(nn::Module& model, const TaskBatch& batch, Device device) override {
-    const data::SegBatch& b = static_cast<const SegTaskBatch&>(batch).b;
+    const data::SegBatch& b = batch_of<data::SegBatch>(batch);
     mseg::SegmentationModel& net = seg_of(model);
     const SegForward forward = [&](const Tensor& x) { return net.forward(x); };
     const Tensor logits = seg_batch_logits(forward, b.images.to(device), b, infer_);
@@ -352,7 +299,7 @@ class SegEvaluator final : public TaskEvaluator {
  private:
   void add_figure(const data::SegBatch& b, int64_t i, const Tensor& pred) {
     const auto lhw = b.label_sizes[static_cast<size_t>(i)];
-    Tensor img = denormalize(b.images, i, b.sizes[static_cast<size_t>(i)], norm_);
+    Tensor img = denormalized_image(b.images, i, b.sizes[static_cast<size_t>(i)], norm_);
     if (img.size(1) != lhw[0] || img.size(2) != lhw[1])
       img = data::resize(img, lhw[0], lhw[1], data::Antialias::on);
     const Tensor p = pred.select(0, i).narrow(0, 0, lhw[0]).narrow(1, 0, lhw[1]).contiguous();
@@ -415,7 +362,7 @@ class SegPredictor final : public TaskPredictor {
     data::seg_eval_transform(
         {.fit = pair_of(cfg_, "test.base_size"), .labels = data::EvalLabels::keep})(s, rng);
     const SegForward forward = [&](const Tensor& x) { return model_->forward(x); };
-    const Tensor logits = seg_logits(forward, normalized(s.image), infer_, {h, w});
+    const Tensor logits = seg_logits(forward, normalized_image(s.image, norm_), infer_, {h, w});
     const Tensor labels = seg_predict(logits).select(0, 0).contiguous();  // i64 (H, W)
     const auto l = labels.to_vector<int64_t>();
     std::vector<int64_t> count(names_.size() + 1, 0);
@@ -465,18 +412,6 @@ class SegPredictor final : public TaskPredictor {
   }
 
  private:
-  Tensor normalized(const Tensor& u8) const {
-    const Tensor img = u8.contiguous();
-    const int64_t hw = img.size(1) * img.size(2);
-    const auto* src = static_cast<const uint8_t*>(img.data_ptr());
-    std::vector<float> x(static_cast<size_t>(3 * hw));
-    for (int64_t c = 0; c < 3; ++c)
-      for (int64_t k = 0; k < hw; ++k)
-        x[c * hw + k] = static_cast<float>(
-            (src[c * hw + k] / norm_.div_value - channel(norm_.mean, c)) / channel(norm_.std, c));
-    return from_vector(x, {1, 3, img.size(1), img.size(2)});
-  }
-
   Config cfg_;
   std::shared_ptr<mseg::SegmentationModel> model_;
   std::string stem_;
@@ -579,7 +514,7 @@ class SegTask final : public Task {
   }
 
   Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
-    const data::SegBatch& b = static_cast<const SegTaskBatch&>(batch).b;
+    const data::SegBatch& b = batch_of<data::SegBatch>(batch);
     const Tensor x = b.images.to(ctx.device), y = b.labels.to(ctx.device);  // (B,3,H,W), (B,H,W)
     const std::vector<Tensor> out = model.forward_with([&](nn::Module& m) {
       const mseg::SegOutput o = seg_of(m).forward_seg(x);

@@ -1,0 +1,326 @@
+#include "data/pose/coco.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <unordered_map>
+
+#include "data/idx.h"
+
+namespace tcv::data {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Messages: "<file>: <where> ...".
+struct Where {
+  const std::string& file;
+  std::string at;
+};
+
+const json& member(const json& obj, const char* key, const Where& w) {
+  const auto it = obj.find(key);
+  TCV_CHECK(it != obj.end(), w.file, ": ", w.at, " has no \"", key, "\"");
+  return *it;
+}
+
+int64_t int_value(const json& v, const char* key, const Where& w) {
+  TCV_CHECK(v.is_number_integer(), w.file, ": ", w.at, " \"", key, "\" must be an integer, got ",
+            v.dump());
+  return v.get<int64_t>();
+}
+
+double number_value(const json& v, const char* key, const Where& w) {
+  TCV_CHECK(v.is_number() && std::isfinite(v.get<double>()), w.file, ": ", w.at, " \"", key,
+            "\" must be a finite number, got ", v.dump());
+  return v.get<double>();
+}
+
+std::string string_value(const json& v, const char* key, const Where& w) {
+  TCV_CHECK(v.is_string(), w.file, ": ", w.at, " \"", key, "\" must be a string, got ", v.dump());
+  return v.get<std::string>();
+}
+
+const json& array_member(const json& doc, const char* key, const std::string& file) {
+  const json& v = member(doc, key, {file, "the file"});
+  TCV_CHECK(v.is_array(), file, ": \"", key, "\" must be an array");
+  return v;
+}
+
+Segmentation parse_segmentation(const json& j, int64_t img_h, int64_t img_w, const Where& w) {
+  Segmentation s;
+  if (j.is_array()) {
+    for (size_t p = 0; p < j.size(); ++p) {
+      const json& poly = j[p];
+      TCV_CHECK(poly.is_array() && poly.size() >= 6 && poly.size() % 2 == 0, w.file, ": ", w.at,
+                " \"segmentation\"[", p,
+                "] must be a polygon: an even number (at least 6) of coordinates, got ",
+                poly.dump().substr(0, 80));
+      std::vector<double> xy(poly.size());
+      for (size_t k = 0; k < poly.size(); ++k) xy[k] = number_value(poly[k], "segmentation", w);
+      s.polygons.push_back(std::move(xy));
+    }
+    return s;
+  }
+  TCV_CHECK(j.is_object(), w.file, ": ", w.at,
+            " \"segmentation\" must be a list of polygons or {\"counts\", \"size\"}, got ",
+            j.dump().substr(0, 80));
+  const json& size = member(j, "size", {w.file, w.at + " \"segmentation\""});
+  TCV_CHECK(size.is_array() && size.size() == 2 && size[0].is_number_integer() &&
+                size[1].is_number_integer(),
+            w.file, ": ", w.at, " \"segmentation\" \"size\" must be [height, width], got ",
+            size.dump());
+  s.rle_height = size[0].get<int64_t>();
+  s.rle_width = size[1].get<int64_t>();
+  TCV_CHECK(s.rle_height == img_h && s.rle_width == img_w, w.file, ": ", w.at,
+            " \"segmentation\" \"size\" ", size.dump(), " differs from its image's [", img_h, ", ",
+            img_w, "]");
+  const json& counts = member(j, "counts", {w.file, w.at + " \"segmentation\""});
+  if (counts.is_string()) {
+    s.rle = decode_coco_rle(counts.get<std::string>(), w.file + ": " + w.at + " \"segmentation\"");
+  } else {
+    TCV_CHECK(counts.is_array(), w.file, ": ", w.at,
+              " \"segmentation\" \"counts\" must be a list of run lengths or a string");
+    for (const json& c : counts) {
+      TCV_CHECK(c.is_number_integer() && c.get<int64_t>() >= 0, w.file, ": ", w.at,
+                " \"segmentation\" \"counts\" holds ", c.dump(), ", not a run length");
+      s.rle.push_back(c.get<int64_t>());
+    }
+  }
+  int64_t total = 0;
+  for (int64_t c : s.rle) total += c;
+  TCV_CHECK(total == s.rle_height * s.rle_width, w.file, ": ", w.at,
+            " \"segmentation\" runs cover ", total, " pixels, the mask has ",
+            s.rle_height * s.rle_width);
+  return s;
+}
+
+json segmentation_json(const Segmentation& s) {
+  if (!s.rle.empty()) return {{"counts", s.rle}, {"size", {s.rle_height, s.rle_width}}};
+  json polys = json::array();
+  for (const auto& p : s.polygons) polys.push_back(p);
+  return polys;
+}
+
+}  // namespace
+
+CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string& name) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", e.what());
+  }
+  TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
+  CocoKeypointFile f;
+  std::unordered_map<int64_t, size_t> image_at;
+  const json& images = array_member(doc, "images", name);
+  for (size_t k = 0; k < images.size(); ++k) {
+    const json& j = images[k];
+    const Where w{name, "images[" + std::to_string(k) + "]"};
+    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+    CocoImage im;
+    im.id = int_value(member(j, "id", w), "id", w);
+    im.file_name = string_value(member(j, "file_name", w), "file_name", w);
+    im.width = int_value(member(j, "width", w), "width", w);
+    im.height = int_value(member(j, "height", w), "height", w);
+    TCV_CHECK(im.width > 0 && im.height > 0, name, ": ", w.at, " (", im.file_name, ") size ",
+              im.width, "x", im.height, " is not positive");
+    TCV_CHECK(image_at.emplace(im.id, k).second, name, ": ", w.at, " repeats image id ", im.id);
+    f.images.push_back(std::move(im));
+  }
+  std::unordered_map<int64_t, size_t> category_at;
+  const json& cats = array_member(doc, "categories", name);
+  for (size_t k = 0; k < cats.size(); ++k) {
+    const json& j = cats[k];
+    const Where w{name, "categories[" + std::to_string(k) + "]"};
+    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+    CocoCategory c;
+    c.id = int_value(member(j, "id", w), "id", w);
+    c.name = string_value(member(j, "name", w), "name", w);
+    if (j.contains("supercategory") && j["supercategory"].is_string())
+      c.supercategory = j["supercategory"].get<std::string>();
+    TCV_CHECK(category_at.emplace(c.id, k).second, name, ": ", w.at, " repeats category id ", c.id);
+    f.categories.push_back(std::move(c));
+  }
+  if (!doc.contains("annotations")) return f;
+  const json& anns = array_member(doc, "annotations", name);
+  f.annotations.reserve(anns.size());
+  for (size_t k = 0; k < anns.size(); ++k) {
+    const json& j = anns[k];
+    Where w{name, "annotations[" + std::to_string(k) + "]"};
+    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+    CocoPersonAnnotation a;
+    a.id = int_value(member(j, "id", w), "id", w);
+    w.at += " (id " + std::to_string(a.id) + ")";
+    a.image_id = int_value(member(j, "image_id", w), "image_id", w);
+    a.category_id = int_value(member(j, "category_id", w), "category_id", w);
+    const auto img = image_at.find(a.image_id);
+    TCV_CHECK(img != image_at.end(), name, ": ", w.at, " refers to image id ", a.image_id,
+              ", which \"images\" does not list");
+    TCV_CHECK(category_at.count(a.category_id), name, ": ", w.at, " has category_id ",
+              a.category_id, ", which \"categories\" does not list");
+    const CocoImage& im = f.images[img->second];
+    if (j.contains("iscrowd")) {
+      const int64_t c = int_value(j["iscrowd"], "iscrowd", w);
+      TCV_CHECK(c == 0 || c == 1, name, ": ", w.at, " \"iscrowd\" is ", c, ", expected 0 or 1");
+      a.iscrowd = c == 1;
+    }
+    if (j.contains("keypoints") || !a.iscrowd) {
+      const json& kp = member(j, "keypoints", w);
+      TCV_CHECK(kp.is_array() && kp.size() == 3 * kCocoKeypoints, name, ": ", w.at,
+                " \"keypoints\" must be 17 (x, y, v) triples (51 numbers), got ",
+                kp.is_array() ? std::to_string(kp.size()) + " values" : kp.dump().substr(0, 80));
+      for (size_t p = 0; p < static_cast<size_t>(kCocoKeypoints); ++p) {
+        Keypoint& q = a.keypoints[p];
+        const double v = number_value(kp[3 * p + 2], "keypoints", w);
+        TCV_CHECK(v == 0 || v == 1 || v == 2, name, ": ", w.at, " \"keypoints\" visibility of ",
+                  coco_keypoint_names()[p], " is ", kp[3 * p + 2].dump(), ", expected 0, 1 or 2");
+        q.v = static_cast<int>(v);
+        q.x = number_value(kp[3 * p], "keypoints", w) + 0.5;
+        q.y = number_value(kp[3 * p + 1], "keypoints", w) + 0.5;
+        if (!q.labelled()) q.x = q.y = 0;
+        a.num_keypoints += q.labelled();
+      }
+    }
+    if (j.contains("num_keypoints")) {
+      const int64_t n = int_value(j["num_keypoints"], "num_keypoints", w);
+      TCV_CHECK(n == a.num_keypoints, name, ": ", w.at, " \"num_keypoints\" is ", n, " but ",
+                a.num_keypoints, " keypoints are labelled");
+    }
+    if (j.contains("bbox")) {
+      const json& bb = j["bbox"];
+      TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", w.at,
+                " \"bbox\" must be [x, y, w, h], got ", bb.dump());
+      for (size_t c = 0; c < 4; ++c) a.bbox[c] = number_value(bb[c], "bbox", w);
+      TCV_CHECK(a.bbox[2] >= 0 && a.bbox[3] >= 0, name, ": ", w.at, " \"bbox\" ", bb.dump(),
+                " has a negative width or height");
+    } else {
+      const Box b = keypoint_box(a.keypoints);
+      a.bbox = {b[0], b[1], b[2] - b[0], b[3] - b[1]};
+    }
+    a.area = j.contains("area") ? number_value(j["area"], "area", w) : a.bbox[2] * a.bbox[3];
+    if (j.contains("segmentation"))
+      a.segmentation = parse_segmentation(j["segmentation"], im.height, im.width, w);
+    f.annotations.push_back(std::move(a));
+  }
+  return f;
+}
+
+std::string format_coco_keypoints(const CocoKeypointFile& f) {
+  json images = json::array();
+  for (const CocoImage& im : f.images)
+    images.push_back(
+        {{"id", im.id}, {"file_name", im.file_name}, {"width", im.width}, {"height", im.height}});
+  json anns = json::array();
+  for (const CocoPersonAnnotation& a : f.annotations) {
+    json kp = json::array();
+    for (const Keypoint& q : a.keypoints) {
+      kp.push_back(q.labelled() ? q.x - 0.5 : 0.0);
+      kp.push_back(q.labelled() ? q.y - 0.5 : 0.0);
+      kp.push_back(q.v);
+    }
+    json e = {{"id", a.id},
+              {"image_id", a.image_id},
+              {"category_id", a.category_id},
+              {"bbox", {a.bbox[0], a.bbox[1], a.bbox[2], a.bbox[3]}},
+              {"area", a.area},
+              {"iscrowd", a.iscrowd ? 1 : 0},
+              {"num_keypoints", a.num_keypoints},
+              {"keypoints", std::move(kp)}};
+    if (!a.segmentation.empty()) e["segmentation"] = segmentation_json(a.segmentation);
+    anns.push_back(std::move(e));
+  }
+  json cats = json::array();
+  for (const CocoCategory& c : f.categories) {
+    json e = {{"id", c.id}, {"name", c.name}, {"supercategory", c.supercategory}};
+    if (c.name == "person") {
+      e["keypoints"] = coco_keypoint_names();
+      e["skeleton"] = coco_skeleton();
+    }
+    cats.push_back(std::move(e));
+  }
+  json doc = json::object();
+  doc["images"] = std::move(images);
+  doc["annotations"] = std::move(anns);
+  doc["categories"] = std::move(cats);
+  return doc.dump();
+}
+
+PoseRecord pose_record(const CocoImage& im, const std::vector<const CocoPersonAnnotation*>& anns,
+                       const PoseSelection& sel) {
+  PoseRecord r;
+  r.image_id = im.id;
+  r.height = im.height;
+  r.width = im.width;
+  // Centres and longer sides of the people trained on so far.
+  std::vector<std::array<double, 3>> centres;
+  for (const CocoPersonAnnotation* a : anns) {
+    if (a->iscrowd) {
+      r.crowds.push_back(a->segmentation);
+      continue;
+    }
+    const auto [x, y, w, h] = a->bbox;
+    const double cx = x + w / 2.0, cy = y + h / 2.0;
+    bool keep = a->num_keypoints >= sel.min_keypoints && a->area >= sel.min_area;
+    for (size_t k = 0; k < centres.size() && keep; ++k)
+      keep = std::hypot(cx - centres[k][0], cy - centres[k][1]) >=
+             centres[k][2] * sel.min_centre_distance;
+    if (!keep) {
+      Segmentation s = a->segmentation;
+      if (s.empty()) s.polygons.push_back({x, y, x + w, y, x + w, y + h, x, y + h});
+      r.ignored.push_back(std::move(s));
+      continue;
+    }
+    centres.push_back({cx, cy, std::max(w, h)});
+    PosePerson p;
+    p.keypoints = a->keypoints;
+    p.box = {x, y, x + w, y + h};
+    p.area = a->area;
+    p.segmentation = a->segmentation;
+    r.people.push_back(std::move(p));
+  }
+  return r;
+}
+
+PoseDataset read_coco_keypoints(const PoseCocoOptions& opts) {
+  const std::string& file = opts.annotation_file;
+  const CocoKeypointFile f = parse_coco_keypoints(read_maybe_gzip(file), file);
+  std::unordered_map<int64_t, std::vector<const CocoPersonAnnotation*>> anns_of;
+  for (const CocoPersonAnnotation& a : f.annotations) anns_of[a.image_id].push_back(&a);
+  static const std::vector<const CocoPersonAnnotation*> none;
+  std::vector<PoseRecord> records;
+  int64_t skipped = 0;
+  std::string first_skipped;
+  for (const CocoImage& im : f.images) {
+    const auto it = anns_of.find(im.id);
+    PoseRecord r = pose_record(im, it == anns_of.end() ? none : it->second, opts.selection);
+    r.image_path = (fs::path(opts.image_dir) / im.file_name).string();
+    r.source = file + " (image id " + std::to_string(im.id) + ", " + im.file_name + ")";
+    try {
+      TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+                r.source, ")");
+      const auto W = static_cast<double>(im.width), H = static_cast<double>(im.height);
+      for (const PosePerson& p : r.people)
+        for (size_t k = 0; k < p.keypoints.size(); ++k) {
+          const Keypoint& q = p.keypoints[k];
+          TCV_CHECK(!q.labelled() || (q.x >= -1 && q.y >= -1 && q.x <= W + 1 && q.y <= H + 1),
+                    r.source, ": keypoint ", coco_keypoint_names()[k], " at (", q.x - 0.5, ", ",
+                    q.y - 0.5, ") lies more than one pixel outside the ", im.width, "x", im.height,
+                    " image");
+        }
+    } catch (const Error& e) {
+      if (opts.on_corrupt == OnCorrupt::error) throw;
+      if (skipped++ == 0) first_skipped = e.what();
+      continue;
+    }
+    if (r.people.empty() && opts.empty_images == EmptyImages::skip) continue;
+    records.push_back(std::move(r));
+  }
+  return PoseDataset(std::move(records), opts.on_corrupt, file, skipped, first_skipped);
+}
+
+}  // namespace tcv::data

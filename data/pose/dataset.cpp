@@ -1,0 +1,168 @@
+#include "data/pose/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "data/image.h"
+
+namespace tcv::data {
+
+void paint_segmentation(const Segmentation& seg, uint8_t* image, int64_t H, int64_t W,
+                        uint8_t value, const std::string& what) {
+  if (!seg.rle.empty()) {
+    TCV_CHECK(seg.rle_height == H && seg.rle_width == W, what, ": its mask is ", seg.rle_width, "x",
+              seg.rle_height, " but the image is ", W, "x", H);
+    int64_t p = 0;
+    bool on = false;
+    for (const int64_t run : seg.rle) {
+      TCV_CHECK(run >= 0 && p + run <= H * W, what, ": its run lengths cover more than the ", W,
+                "x", H, " image");
+      if (on)
+        for (int64_t q = p; q < p + run; ++q) image[(q % H) * W + q / H] = value;
+      p += run;
+      on = !on;
+    }
+  }
+  std::vector<double> xs;
+  for (const std::vector<double>& poly : seg.polygons) {
+    TCV_CHECK(poly.size() % 2 == 0 && poly.size() >= 6, what,
+              ": a polygon needs an even number (at least 6) of coordinates, got ", poly.size());
+    const size_t n = poly.size() / 2;
+    double ymin = poly[1], ymax = poly[1];
+    for (size_t k = 0; k < n; ++k) {
+      ymin = std::min(ymin, poly[2 * k + 1]);
+      ymax = std::max(ymax, poly[2 * k + 1]);
+    }
+    const auto r0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(ymin - 0.5)));
+    const auto r1 = std::min<int64_t>(H - 1, static_cast<int64_t>(std::ceil(ymax - 0.5)));
+    for (int64_t r = r0; r <= r1; ++r) {
+      const double yc = static_cast<double>(r) + 0.5;
+      xs.clear();
+      for (size_t k = 0; k < n; ++k) {
+        const double x0 = poly[2 * k], y0 = poly[2 * k + 1];
+        const double x1 = poly[(2 * k + 2) % (2 * n)], y1 = poly[(2 * k + 3) % (2 * n)];
+        if ((y0 <= yc && yc < y1) || (y1 <= yc && yc < y0))
+          xs.push_back(x0 + (yc - y0) / (y1 - y0) * (x1 - x0));
+      }
+      std::sort(xs.begin(), xs.end());
+      for (size_t k = 0; k + 1 < xs.size(); k += 2) {
+        const auto c0 = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(xs[k] - 0.5)));
+        const auto c1 = std::min<int64_t>(W, static_cast<int64_t>(std::ceil(xs[k + 1] - 0.5)));
+        for (int64_t c = c0; c < c1; ++c) image[r * W + c] = value;
+      }
+    }
+  }
+}
+
+std::vector<int64_t> decode_coco_rle(const std::string& s, const std::string& what) {
+  std::vector<int64_t> counts;
+  size_t p = 0;
+  while (p < s.size()) {
+    int64_t x = 0;
+    int k = 0;
+    bool more = true;
+    while (more) {
+      TCV_CHECK(p < s.size(), what, ": compressed RLE ends inside a count (at character ", p, ")");
+      const int c = static_cast<unsigned char>(s[p]) - 48;
+      TCV_CHECK(c >= 0 && c < 64, what, ": compressed RLE has character '", s[p], "' at offset ", p,
+                ", outside '0'..'o'");
+      TCV_CHECK(k < 12, what, ": compressed RLE count too long at offset ", p);
+      x |= static_cast<int64_t>(c & 0x1f) << (5 * k);
+      more = (c & 0x20) != 0;
+      ++p;
+      ++k;
+      if (!more && (c & 0x10)) x |= -(int64_t{1} << (5 * k));
+    }
+    if (counts.size() > 2) x += counts[counts.size() - 2];
+    TCV_CHECK(x >= 0, what, ": compressed RLE decodes to a negative run length (count ",
+              counts.size(), ")");
+    counts.push_back(x);
+  }
+  return counts;
+}
+
+int64_t PosePerson::num_labelled() const {
+  int64_t n = 0;
+  for (const Keypoint& k : keypoints) n += k.labelled();
+  return n;
+}
+
+Box keypoint_box(const std::array<Keypoint, kCocoKeypoints>& kps) {
+  Box b{INFINITY, INFINITY, -INFINITY, -INFINITY};
+  bool any = false;
+  for (const Keypoint& k : kps) {
+    if (!k.labelled()) continue;
+    any = true;
+    b = {std::min(b[0], k.x), std::min(b[1], k.y), std::max(b[2], k.x), std::max(b[3], k.y)};
+  }
+  return any ? b : Box{0, 0, 0, 0};
+}
+
+Tensor pose_loss_mask(const PoseRecord& r) {
+  Tensor mask = empty({r.height, r.width}, {.dtype = DType::u8});
+  uint8_t* m = mask.data<uint8_t>();
+  std::fill_n(m, r.height * r.width, uint8_t{1});
+  if (r.ignored.empty() && r.crowds.empty()) return mask;
+  const int64_t H = r.height, W = r.width;
+  for (size_t k = 0; k < r.crowds.size(); ++k)
+    paint_segmentation(r.crowds[k], m, H, W, 0, r.source + " crowd region " + std::to_string(k));
+  if (!r.crowds.empty())  // trained people stay in the loss where a crowd covers them
+    for (size_t k = 0; k < r.people.size(); ++k)
+      paint_segmentation(r.people[k].segmentation, m, H, W, 1,
+                         r.source + " person " + std::to_string(k));
+  for (size_t k = 0; k < r.ignored.size(); ++k)
+    paint_segmentation(r.ignored[k], m, H, W, 0, r.source + " ignored person " + std::to_string(k));
+  return mask;
+}
+
+PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
+                         int64_t skipped_at_load, std::string first_skipped)
+    : records_(std::move(records)),
+      on_corrupt_(on_corrupt),
+      name_(std::move(name)),
+      skipped_(skipped_at_load),
+      first_skipped_(std::move(first_skipped)) {}
+
+PoseDataset::PoseDataset(PoseDataset&& o) noexcept
+    : records_(std::move(o.records_)),
+      on_corrupt_(o.on_corrupt_),
+      name_(std::move(o.name_)),
+      skipped_(o.skipped_.load()),
+      first_skipped_(o.first_skipped()) {}
+
+const PoseRecord& PoseDataset::record(int64_t i) const {
+  TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
+  return records_[static_cast<size_t>(i)];
+}
+
+PoseSample PoseDataset::load(int64_t i) const {
+  const PoseRecord& r = record(i);
+  PoseSample s;
+  s.index = i;
+  s.image_id = r.image_id;
+  s.people = r.people;
+  try {
+    s.image = read_image(r.image_path, ImageMode::rgb);
+    TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
+              ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
+              r.source, " says ", r.width, "x", r.height);
+    s.mask = pose_loss_mask(r);
+  } catch (const Error& e) {
+    if (on_corrupt_ == OnCorrupt::error) throw;
+    skipped_.fetch_add(1);
+    std::lock_guard<std::mutex> l(skip_mu_);
+    if (first_skipped_.empty()) first_skipped_ = e.what();
+    s.image = Tensor();
+    return s;
+  }
+  s.orig_height = r.height;
+  s.orig_width = r.width;
+  return s;
+}
+
+std::string PoseDataset::first_skipped() const {
+  std::lock_guard<std::mutex> l(skip_mu_);
+  return first_skipped_;
+}
+
+}  // namespace tcv::data

@@ -1,0 +1,67 @@
+#include "train/tasks/common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/ops.h"
+
+namespace tcv::train {
+
+namespace {
+
+double channel(const std::vector<double>& v, int64_t c) {
+  return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
+}
+
+uint8_t to_pixel(double v) {
+  return static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+}
+
+}  // namespace
+
+data::Normalize normalize_of(const Config& cfg) {
+  return {cfg.get_double("data.normalize.div_value"), cfg.get_doubles("data.normalize.mean"),
+          cfg.get_doubles("data.normalize.std")};
+}
+
+Tensor normalized_image(const Tensor& u8, const data::Normalize& n) {
+  const Tensor img = u8.contiguous();
+  const int64_t hw = img.size(1) * img.size(2);
+  const auto* src = static_cast<const uint8_t*>(img.data_ptr());
+  std::vector<float> x(static_cast<size_t>(3 * hw));
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t k = 0; k < hw; ++k)
+      x[c * hw + k] = static_cast<float>((src[c * hw + k] / n.div_value - channel(n.mean, c)) /
+                                         channel(n.std, c));
+  return from_vector(x, {1, 3, img.size(1), img.size(2)});
+}
+
+Tensor denormalized_image(const Tensor& images, int64_t i, std::array<int64_t, 2> hw,
+                          const data::Normalize& n) {
+  const Tensor x = images.select(0, i).contiguous().to(kCPU);  // f32 (3, H, W)
+  const int64_t H = x.size(1), W = x.size(2), h = hw[0], w = hw[1];
+  const float* src = x.data<float>();
+  std::vector<uint8_t> px(static_cast<size_t>(3 * h * w));
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t xx = 0; xx < w; ++xx)
+        px[(c * h + y) * w + xx] = to_pixel(
+            (src[(c * H + y) * W + xx] * channel(n.std, c) + channel(n.mean, c)) * n.div_value);
+  return from_vector(px, {3, h, w});
+}
+
+std::array<uint8_t, 3> mean_color(const data::Normalize& n) {
+  std::array<uint8_t, 3> fill{};
+  for (int64_t c = 0; c < 3; ++c) fill[c] = to_pixel(channel(n.mean, c) * n.div_value);
+  return fill;
+}
+
+ReportPicture picture_of(const Tensor& u8) {
+  const Tensor c = u8.contiguous();
+  const auto* px = static_cast<const uint8_t*>(c.data_ptr());
+  return {std::vector<uint8_t>(px, px + c.numel()), c.size(0), c.size(1), c.size(2)};
+}
+
+}  // namespace tcv::train

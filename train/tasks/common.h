@@ -1,0 +1,75 @@
+// What the detection and segmentation tasks (and any task that trains on
+// images with targets of its own) share: the adapter from a data/ loader to the
+// trainer's TaskLoader, and the image conversions between the u8 pictures of
+// the data sets and reports and the normalised f32 inputs of the models.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "data/dataset.h"
+#include "data/transforms.h"
+#include "engine/tensor.h"
+#include "train/config.h"
+#include "train/report.h"
+#include "train/task.h"
+
+namespace tcv::train {
+
+/// The trainer's batch around a loader's own batch type.
+template <class Batch>
+struct TaskBatchOf final : TaskBatch {
+  Batch b;
+  int64_t images() const override { return b.size(); }
+};
+
+/// The batch of `batch`, which a TaskLoaderOf<..., Batch> produced.
+template <class Batch>
+const Batch& batch_of(const TaskBatch& batch) {
+  return static_cast<const TaskBatchOf<Batch>&>(batch).b;
+}
+
+/// A TaskLoader over a data/ loader (DetDataLoader, SegDataLoader, ...) of a
+/// data set that can name the first sample it skipped.
+template <class Dataset, class Loader, class Batch, class Transform>
+class TaskLoaderOf final : public TaskLoader {
+ public:
+  TaskLoaderOf(std::shared_ptr<const Dataset> dataset, Transform transform,
+               const data::LoaderOptions& opts)
+      : dataset_(dataset), loader_(std::move(dataset), std::move(transform), opts) {}
+  int64_t num_batches() const override { return loader_.num_batches(); }
+  int64_t size() const override { return loader_.size(); }
+  int64_t skipped() const override { return loader_.skipped(); }
+  std::string first_skipped() const override { return dataset_->first_skipped(); }
+  void start_epoch(int64_t epoch, int64_t skip) override { loader_.start_epoch(epoch, skip); }
+  const TaskBatch* next() override { return loader_.next(batch_.b) ? &batch_ : nullptr; }
+  const Dataset& dataset() const { return *dataset_; }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  Loader loader_;
+  TaskBatchOf<Batch> batch_;
+};
+
+/// data.normalize.{div_value, mean, std} of the config.
+data::Normalize normalize_of(const Config& cfg);
+
+/// The model input for one u8 (3, H, W) image: f32 (1, 3, H, W) holding
+/// (pixel / div_value - mean[c]) / std[c].
+Tensor normalized_image(const Tensor& u8, const data::Normalize& n);
+
+/// The u8 (3, h, w) picture of the top-left (h, w) of row i of a normalised
+/// batch (B, 3, H, W) on any device, rounded and clamped to [0, 255].
+Tensor denormalized_image(const Tensor& images, int64_t i, std::array<int64_t, 2> hw,
+                          const data::Normalize& n);
+
+/// The mean colour in pixels (the fill of canvases that padding adds).
+std::array<uint8_t, 3> mean_color(const data::Normalize& n);
+
+/// A report picture of a u8 (C, H, W) image.
+ReportPicture picture_of(const Tensor& u8);
+
+}  // namespace tcv::train
