@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "data/pose/skeleton.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
 #include "models/pose/parse.h"
@@ -209,6 +210,19 @@ TEST(PoseParse, MultiScaleAveraging) {
   EXPECT_EQ(mixed.heatmaps.shape(), (Shape{19, 44, 60}));
   testing::expect_close(mixed.heatmaps, ops::mul(ops::add(half.heatmaps, one.heatmaps), 0.5), 1e-6,
                         1e-5);
+}
+
+// The parser reads the maps in the layout the data pipeline draws its targets in.
+TEST(PoseParse, LayoutIsTheTargets) {
+  ASSERT_EQ(openpose_limbs().size(), data::openpose_limbs().size());
+  for (size_t l = 0; l < openpose_limbs().size(); ++l) {
+    EXPECT_EQ(openpose_limbs()[l][0], data::openpose_limbs()[l][0]) << "limb " << l;
+    EXPECT_EQ(openpose_limbs()[l][1], data::openpose_limbs()[l][1]) << "limb " << l;
+  }
+  for (size_t c = 0; c < 17; ++c) EXPECT_EQ(coco_to_openpose()[c], data::coco_to_openpose()[c]);
+  EXPECT_EQ(kOpenPoseKeypoints, data::kOpenposeKeypoints);
+  EXPECT_EQ(OpenPoseOptions{}.paf_channels, data::kOpenposePafs);
+  EXPECT_EQ(OpenPoseOptions{}.heatmap_channels, data::kOpenposeHeatmaps);
 }
 
 // ---- golden comparison with TorchCV's parser ----------------------------------------------

@@ -18,6 +18,7 @@ const OpRegistry& op_registry() {
     register_sort_cases(r);
     register_upsample_cases(r);
     register_boxes_cases(r);
+    register_pose_cases(r);
 
     // Functions of tcv::ops that need no cases of their own. Only pure views
     // and helpers whose every part is checked elsewhere belong here.
@@ -38,6 +39,9 @@ const OpRegistry& op_registry() {
              "returns views (narrow) of its input: no kernel and no gradient of its own; narrow's "
              "gradient is checked in tests/engine/test_autograd.cpp");
     r.exempt("chunk", "split into equal pieces: views, as split");
+    r.exempt("gaussian_taps",
+             "computes the filter's weights on the host, no tensor (against scipy's formula: "
+             "tests/engine/test_pose_ops.cpp); gaussian_filter2d's cases use them");
     return r;
   }();
   return registry;

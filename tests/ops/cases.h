@@ -35,5 +35,6 @@ void register_index_cases(OpRegistry& r);
 void register_sort_cases(OpRegistry& r);
 void register_upsample_cases(OpRegistry& r);
 void register_boxes_cases(OpRegistry& r);
+void register_pose_cases(OpRegistry& r);
 
 }  // namespace tcv::testing
