@@ -7,5 +7,6 @@
 #include "engine/ops/loss.h"
 #include "engine/ops/nn.h"
 #include "engine/ops/optim.h"
+#include "engine/ops/pose.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"

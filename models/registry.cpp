@@ -11,6 +11,7 @@
 #include "models/cls/resnet.h"
 #include "models/cls/vgg.h"
 #include "models/det/ssd.h"
+#include "models/pose/openpose.h"
 #include "models/seg/segmentation.h"
 
 namespace tcv::models {
@@ -149,6 +150,21 @@ void register_zoo_models() {
       "SSD300 with a quarter of VGG-16's channels and BatchNorm (detection, 300x300 input, "
       "8,732 default boxes, about 1/16 of SSD300's FLOPs), for CPUs and small data sets",
       {.num_classes = 21, .in_channels = 3});
+
+  // Pose models have fixed outputs (38 PAF, 19 heatmap channels: TorchCV's COCO
+  // set-up); num_classes does not apply to them.
+  register_model(
+      "openpose",
+      [](const ModelOptions& o) { return pose::openpose_vgg19({.in_channels = o.in_channels}); },
+      "OpenPose on VGG-19 (pose, output stride 8, 6 stages of 38 PAF + 19 heatmap channels), "
+      "52,311,446 parameters; torchvision's VGG-19 names for the backbone, TorchCV's for the "
+      "stages");
+  register_model(
+      "openpose_lite",
+      [](const ModelOptions& o) { return pose::openpose_lite({.in_channels = o.in_channels}); },
+      "OpenPose with a quarter of the channels, BatchNorm in the backbone and 3 stages (pose, "
+      "output stride 8, 38 PAF + 19 heatmap channels), 1,901,179 parameters, for CPUs and "
+      "small data sets");
 
   using SegFn = std::shared_ptr<seg::SegmentationModel> (*)(seg::SegModelOptions);
   struct SegEntry {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes (once) a virtual environment on Debian's /usr/bin/python3 with pycocotools
 # from PyPI, for the scripts that compare tcv's COCO mAP with it
-# (scripts/make_golden_det_map.py, bench/compare/det_map.py). pycocotools is never
+# (scripts/make_golden_det_map.py, scripts/make_golden_keypoint_ap.py,
+# bench/compare/det_map.py). pycocotools is never
 # a dependency of tcv's build or tests. Prints the environment's python.
 #
 #   PY=$(bash scripts/pycocotools-venv.sh)   # venv in $TCV_PYCOCOTOOLS_VENV or ~/.cache/tcv/pycocotools

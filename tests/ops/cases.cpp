@@ -19,6 +19,7 @@ const OpRegistry& op_registry() {
     register_upsample_cases(r);
     register_boxes_cases(r);
     register_optim_cases(r);
+    register_pose_cases(r);
 
     // Functions of tcv::ops that need no cases of their own. Only pure views
     // and helpers whose every part is checked elsewhere belong here.
@@ -42,6 +43,9 @@ const OpRegistry& op_registry() {
     r.exempt("fused_step_supported",
              "a predicate on dtypes, devices and layouts, no tensor: the optimizers' fallback to "
              "tensor ops is checked against the fused loop in tests/train/test_optim.cpp");
+    r.exempt("gaussian_taps",
+             "computes the filter's weights on the host, no tensor (against scipy's formula: "
+             "tests/engine/test_pose_ops.cpp); gaussian_filter2d's cases use them");
     return r;
   }();
   return registry;

@@ -36,5 +36,6 @@ void register_sort_cases(OpRegistry& r);
 void register_upsample_cases(OpRegistry& r);
 void register_boxes_cases(OpRegistry& r);
 void register_optim_cases(OpRegistry& r);
+void register_pose_cases(OpRegistry& r);
 
 }  // namespace tcv::testing

@@ -1,0 +1,80 @@
+#include "kernels/cpu/pose.h"
+
+namespace tcv::kernels::cpu {
+
+namespace {
+
+// scipy's 'reflect' extension of an axis of length n (period 2n).
+inline int64_t reflect(int64_t i, int64_t n) {
+  const int64_t period = 2 * n;
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - 1 - i;
+}
+
+template <typename T>
+void filter_typed(T* out, const T* x, const T* wt, int64_t taps, int64_t outer, int64_t n,
+                  int64_t inner) {
+  const int64_t radius = taps / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < n; ++i) {
+      const T* src = x + o * n * inner;
+      T* dst = out + (o * n + i) * inner;
+      const bool interior = i - radius >= 0 && i + radius < n;
+      for (int64_t j = 0; j < inner; ++j) dst[j] = T(0);
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t r = interior ? i + t - radius : reflect(i + t - radius, n);
+        const T wv = wt[t];
+        const T* row = src + r * inner;
+        for (int64_t j = 0; j < inner; ++j) dst[j] += wv * row[j];
+      }
+    }
+}
+
+template <typename T>
+void peaks_typed(uint8_t* mask, const T* x, T thr, int64_t planes, int64_t h, int64_t w) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t i = 0; i < h; ++i) {
+      const T* plane = x + p * h * w;
+      for (int64_t j = 0; j < w; ++j) {
+        const T v = plane[i * w + j];
+        bool peak = v > thr;
+        for (int64_t di = -1; di <= 1 && peak; ++di)
+          for (int64_t dj = -1; dj <= 1 && peak; ++dj) {
+            const int64_t y = i + di, xx = j + dj;
+            if ((di == 0 && dj == 0) || y < 0 || y >= h || xx < 0 || xx >= w) continue;
+            peak = v >= plane[y * w + xx];
+          }
+        mask[(p * h + i) * w + j] = peak ? 1 : 0;
+      }
+    }
+}
+
+}  // namespace
+
+void gaussian_filter1d(const KTensor& out, const KTensor& x, const KTensor& weights, int64_t outer,
+                       int64_t n, int64_t inner) {
+  TCV_CHECK(out.is_contiguous() && x.is_contiguous() && weights.is_contiguous() &&
+                x.dtype == out.dtype && weights.dtype == x.dtype && weights.ndim == 1 &&
+                weights.sizes[0] % 2 == 1,
+            "[gaussian_filter1d] kernel needs contiguous operands of one dtype and odd taps");
+  if (outer * n * inner == 0) return;
+  TCV_DISPATCH_FLOAT(
+      x.dtype, "gaussian_filter1d",
+      filter_typed<scalar_t>(out.ptr<scalar_t>(), x.ptr<const scalar_t>(),
+                             weights.ptr<const scalar_t>(), weights.sizes[0], outer, n, inner));
+}
+
+void peak_mask(const KTensor& mask, const KTensor& x, double threshold, int64_t planes, int64_t h,
+               int64_t w) {
+  TCV_CHECK(mask.is_contiguous() && x.is_contiguous() && mask.dtype == DType::u8,
+            "[peak_mask] kernel needs a contiguous x and u8 mask");
+  if (planes * h * w == 0) return;
+  TCV_DISPATCH_FLOAT(x.dtype, "peak_mask",
+                     peaks_typed<scalar_t>(mask.ptr<uint8_t>(), x.ptr<const scalar_t>(),
+                                           static_cast<scalar_t>(threshold), planes, h, w));
+}
+
+}  // namespace tcv::kernels::cpu
