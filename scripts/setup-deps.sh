@@ -18,6 +18,7 @@ packages=(
   ocl-icd-opencl-dev
   libopenblas-dev      # GEMM
   libtomlplusplus-dev  # TOML configs
+  nlohmann-json3-dev   # JSON: safetensors headers, trainer state, metrics lines
   libstb-dev           # image decode/encode
   libgloo-dev          # CPU collectives
   zlib1g-dev           # gzip IDX files

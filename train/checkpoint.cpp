@@ -34,7 +34,7 @@ void save_checkpoint(const std::string& stem, const nn::Module& model, const Opt
   j["best_top1"] = s.best_top1;
   j["last_top1"] = s.last_top1;
   j["elapsed_s"] = s.elapsed_s;
-  write_file_atomic(stem + ".json", j.dump(2) + "\n");
+  write_file_atomic(stem + ".json", json_dump(j, 2) + "\n");
 }
 
 std::string resolve_checkpoint(const std::string& path) {
@@ -63,17 +63,17 @@ TrainerState load_trainer_state(const std::string& stem) {
   ss << f.rdbuf();
   TrainerState s;
   try {
-    const Json j = Json::parse(ss.str());
-    s.model_name = j.at("model_name").as_string();
-    s.epoch = j.at("epoch").as_int();
-    s.epoch_iter = j.at("epoch_iter").as_int();
-    s.iter = j.at("iter").as_int();
-    s.lr = j.at("lr").as_double();
-    s.rng_seed = std::stoull(j.at("rng_seed").as_string());
-    s.rng_offset = std::stoull(j.at("rng_offset").as_string());
-    s.best_top1 = j.at("best_top1").as_double();
-    s.last_top1 = j.at("last_top1").as_double();
-    s.elapsed_s = j.at("elapsed_s").as_double();
+    const Json j = json_parse(ss.str());
+    s.model_name = json_string(j, "model_name");
+    s.epoch = json_int(j, "epoch");
+    s.epoch_iter = json_int(j, "epoch_iter");
+    s.iter = json_int(j, "iter");
+    s.lr = json_double(j, "lr");
+    s.rng_seed = std::stoull(json_string(j, "rng_seed"));
+    s.rng_offset = std::stoull(json_string(j, "rng_offset"));
+    s.best_top1 = json_double(j, "best_top1");
+    s.last_top1 = json_double(j, "last_top1");
+    s.elapsed_s = json_double(j, "elapsed_s");
   } catch (const std::exception& e) {
     TCV_THROW(file, ": bad trainer state: ", e.what());
   }

@@ -120,13 +120,14 @@ Series series_of(const std::vector<Json>& metrics, const std::string& split, con
                  const std::string& name, const std::string& color) {
   Series s{name, color, {}, {}};
   for (const auto& j : metrics) {
-    const Json* sp = j.find("split");
-    const Json* v = j.find(key);
-    const Json* it = j.find("iter");
-    if (!sp || !v || !it || !sp->is_string() || sp->as_string() != split || !v->is_number())
+    const auto sp = j.find("split");
+    const auto v = j.find(key);
+    const auto it = j.find("iter");
+    if (sp == j.end() || v == j.end() || it == j.end() || *sp != split || !v->is_number() ||
+        !it->is_number())
       continue;
-    s.x.push_back(it->as_double());
-    s.y.push_back(v->as_double());
+    s.x.push_back(it->get<double>());
+    s.y.push_back(v->get<double>());
   }
   return s;
 }
@@ -216,7 +217,7 @@ std::vector<Json> read_jsonl(const std::string& path) {
     ++n;
     if (line.empty()) continue;
     try {
-      out.push_back(Json::parse(line));
+      out.push_back(json_parse(line));
     } catch (const std::exception& e) {
       TCV_THROW(path, ":", n, ": ", e.what());
     }
@@ -243,15 +244,15 @@ std::string render_report(const ReportInputs& in) {
   const Json* last_val = nullptr;
   const Json* last_train = nullptr;
   for (const auto& j : m) {
-    const Json* sp = j.find("split");
-    if (sp && sp->is_string()) (sp->as_string() == "val" ? last_val : last_train) = &j;
+    const auto sp = j.find("split");
+    if (sp != j.end() && sp->is_string()) (*sp == "val" ? last_val : last_train) = &j;
   }
   o << "<p>";
   if (last_train && last_train->contains("iter"))
-    o << "iteration " << last_train->at("iter").dump() << "; ";
+    o << "iteration " << json_dump(last_train->at("iter")) << "; ";
   if (last_val && last_val->contains("top1") && last_val->contains("top5"))
-    o << "validation top-1 " << num(last_val->at("top1").as_double(), 4) << "%, top-5 "
-      << num(last_val->at("top5").as_double(), 4) << "%";
+    o << "validation top-1 " << num(json_double(*last_val, "top1"), 4) << "%, top-5 "
+      << num(json_double(*last_val, "top5"), 4) << "%";
   o << "</p>\n<h2>Curves</h2>\n<div class=\"grid\">\n";
   o << svg_chart("loss",
                  {series_of(m, "train", "loss", "train", "#1f77b4"),

@@ -181,7 +181,7 @@ struct Trainer::Impl {
 
   void write_metrics(const Json& j) {
     if (!main_rank()) return;
-    metrics << j.dump() << "\n";
+    metrics << json_dump(j) << "\n";
     metrics.flush();
   }
 

@@ -163,7 +163,7 @@ int run(int argc, char** argv) {
   }
   if (json) {
     out["predictions"] = std::move(preds);
-    std::cout << out.dump(2) << "\n";
+    std::cout << tcv::json_dump(out, 2) << "\n";
   }
   return 0;
 }
