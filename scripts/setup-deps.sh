@@ -27,8 +27,23 @@ packages=(
   dataset-fashion-mnist  # real data for the default model and the tests
 )
 
-# --list: print the package names (scripts/check-deps.sh compares the build with them).
-if [ "${1:-}" = "--list" ]; then
+# Only for scripts/fuzz.sh (installed with --fuzz): libFuzzer comes with clang,
+# its runtime and the sanitizers' with libclang-rt, and the library's OpenMP
+# under clang is LLVM's libomp. scripts/sanitize.sh builds with gcc and needs
+# nothing more.
+fuzz_packages=(clang libclang-rt-14-dev libomp-14-dev)
+
+# --fuzz: also the fuzzing packages. --list: print the package names instead of
+# installing (scripts/check-deps.sh compares the build with them).
+list=0
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    --list) list=1 ;;
+    *) echo "usage: setup-deps.sh [--fuzz] [--list]" >&2; exit 2 ;;
+  esac
+done
+if [ $list -eq 1 ]; then
   printf '%s\n' "${packages[@]}"
   exit 0
 fi
