@@ -125,7 +125,10 @@ int64_t store_counter_add(const std::string& key, const Bytes* stored, int64_t d
     TCV_CHECK(ec == std::errc() && ptr == last && !stored->empty(), "[TcpStore] add('", key,
               "'): the key holds a value that is not a counter (", stored->size(), " bytes)");
   }
-  return v + delta;
+  int64_t sum = 0;
+  TCV_CHECK(!__builtin_add_overflow(v, delta, &sum), "[TcpStore] add('", key, "'): ", v, " + ",
+            delta, " overflows a 64-bit counter");
+  return sum;
 }
 
 }  // namespace tcv::dist
