@@ -256,16 +256,20 @@ SafetensorsFile load_safetensors(const std::string& path) {
               " (supported: F32, F64, F16, BF16, I32, I64, U8, BOOL)");
     TCV_CHECK(sh->is_array(), at, "\"shape\" must be an array of non-negative integers");
     Shape shape;
-    uint64_t numel = 1;
+    // The byte count and the strides (the product of the sizes, a zero one
+    // counting as 1) must fit in int64 whatever the data offsets say.
+    const uint64_t limit = (uint64_t{1} << 62) / dtype_size(dtype);
+    uint64_t numel = 1, span = 1;
     for (const Json& d : *sh) {
       // A non-negative integer in the file reads as an unsigned number.
       TCV_CHECK(d.is_number_unsigned(), at, "\"shape\" must hold non-negative integers, got ",
                 json_dump(*sh));
       const uint64_t n = d.get<uint64_t>();
-      TCV_CHECK(n == 0 || numel <= (uint64_t{1} << 62) / n, at, "shape ", json_dump(*sh),
-                " is too large");
+      TCV_CHECK(std::max<uint64_t>(n, 1) <= limit / span, at, "shape ", json_dump(*sh), " of ",
+                safetensors_dtype(dtype), " is too large");
       shape.push_back(static_cast<int64_t>(n));
       numel *= n;
+      span *= std::max<uint64_t>(n, 1);
     }
     TCV_CHECK(off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
                   (*off)[1].is_number_unsigned(),

@@ -186,6 +186,8 @@ TEST(Safetensors, RejectsCorruptFilesNamingTheFile) {
                     make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8),
                     "non-negative");
   expect_load_error("bad_metadata", make_file(R"({"__metadata__":{"k":1}})", ""), "__metadata__");
+  expect_load_error("dup_key", make_file("{" + ok_entry + "," + ok_entry + "}", data8),
+                    "duplicate key \"a\" at line 1, column 58");
   expect_load_error("missing", "", "truncated");
   try {
     load_safetensors(tmp_dir() + "/does_not_exist.safetensors");
@@ -235,6 +237,31 @@ TEST(WriteFileAtomic, ReplacesContentsAndLeavesNoTempFiles) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/no/such/dir/x.json"), std::string::npos) << e.what();
   }
+}
+
+TEST(Safetensors, RejectsShapesWhoseByteCountOverflows) {
+  // 2^61 F64 elements are 2^64 bytes, which wrapped to 0 and matched the empty
+  // data_offsets: the tensor came back with 2^61 elements and no memory behind
+  // them. A zero size beside huge ones overflowed the strides the same way.
+  expect_load_error(
+      "wrap64",
+      make_file(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", ""),
+      "tensor \"a\": shape [2305843009213693952] of F64 is too large");
+  expect_load_error(
+      "wrap32",
+      make_file(R"({"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})",
+                ""),
+      "shape [2147483648,2147483648] of F32 is too large");
+  expect_load_error(
+      "zero_and_huge",
+      make_file(R"({"a":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})",
+                ""),
+      "shape [0,4294967296,4294967296] of U8 is too large");
+  // Zero sizes beside ordinary ones load as empty tensors.
+  const std::string path = tmp_dir() + "/zero.safetensors";
+  write_bytes(
+      path, make_file(R"({"a":{"dtype":"BF16","shape":[0,1048576,8],"data_offsets":[0,0]}})", ""));
+  EXPECT_EQ(load_safetensors(path).tensors.at(0).second.shape(), (Shape{0, 1048576, 8}));
 }
 
 }  // namespace
