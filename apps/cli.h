@@ -60,14 +60,22 @@ class Args {
   std::string arg_;
 };
 
+/// The synopsis of a usage text: its lines up to the first blank one.
+inline std::string usage_synopsis(const std::string& usage) {
+  const auto blank = usage.find("\n\n");
+  return blank == std::string::npos ? usage : usage.substr(0, blank + 1);
+}
+
 /// Runs a tool's body: usage and config errors exit 2, anything else 1, each
-/// printed as "<tool>: error: <message>".
+/// printed as "<tool>: error: <message>". A usage error is followed by the
+/// synopsis and a pointer to --help, not the whole usage, so it stays in view.
 template <typename F>
 int run_tool(const char* tool, const char* usage, F&& body) {
   try {
     return body();
   } catch (const UsageError& e) {
-    std::cerr << tool << ": error: " << e.msg << "\n" << usage;
+    std::cerr << tool << ": error: " << e.msg << "\n"
+              << usage_synopsis(usage) << "Run '" << tool << " --help' for the options.\n";
     return 2;
   } catch (const train::ConfigError& e) {
     std::cerr << tool << ": error: " << e.what() << "\n";

@@ -19,14 +19,18 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
+#include "dist/fingerprint.h"
+#include "dist/log.h"
 #include "dist/process_group.h"
 #include "kernels/base.h"
 
@@ -47,7 +51,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
     store_.set(prefix_ + "/" + key, Bytes(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    const Bytes b = store_.get(prefix_ + "/" + key, timeout_);
+    const Bytes b = store_.get(prefix_ + "/" + key, timeout_, waiting_for({key}));
     return std::vector<char>(b.begin(), b.end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
@@ -55,7 +59,19 @@ class StoreAdapter : public gloo::rendezvous::Store {
     std::vector<std::string> prefixed;
     prefixed.reserve(keys.size());
     for (const auto& k : keys) prefixed.push_back(prefix_ + "/" + k);
-    store_.wait(prefixed, timeout);
+    store_.wait(prefixed, timeout, waiting_for(keys));
+  }
+
+ private:
+  // Gloo's full-mesh rendezvous keys are "rank_<r>" and "<r>": rank r joining.
+  std::string waiting_for(const std::vector<std::string>& keys) const {
+    std::string ranks;
+    for (std::string k : keys) {
+      if (k.rfind("rank_", 0) == 0) k = k.substr(5);
+      if (k.empty() || k.find_first_not_of("0123456789") != std::string::npos) return "";
+      ranks += (ranks.empty() ? "rank " : ", rank ") + k;
+    }
+    return ranks + " to join the gloo group '" + prefix_ + "'";
   }
 
  private:
@@ -271,6 +287,15 @@ class HdCache {
     std::unique_ptr<gloo::Algorithm> algo;
   };
   std::deque<Entry> entries_;
+
+ public:
+  // True when run() would reuse an instance (no new one is built).
+  bool has(size_t n, DType dtype, ReduceOp op) const {
+    const ReduceOp kind = op == ReduceOp::avg ? ReduceOp::sum : op;
+    for (const auto& e : entries_)
+      if (e.n == n && e.dtype == dtype && e.op == kind) return true;
+    return false;
+  }
 };
 
 bool is_loopback(const std::string& host) {
@@ -307,9 +332,12 @@ std::string unique_prefix(const std::string& prefix) {
 
 class GlooWork : public Work {
  public:
+  // The first call decides the outcome (an abandoned collective is finished
+  // twice: by abort(), then by the worker when Gloo returns).
   void finish(std::string error) {
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return;
       done_ = true;
       error_ = std::move(error);
     }
@@ -332,19 +360,79 @@ class GlooWork : public Work {
   std::string error_;
 };
 
-constexpr milliseconds kHeartbeatPeriod{200};
-
-class GlooGroup : public ProcessGroup {
+// Ranks whose collectives differ, found by comparing fingerprints.
+class Mismatch : public Error {
  public:
-  GlooGroup(std::shared_ptr<TcpStore> store, int rank, int size, ProcessGroupOptions options,
-            const std::string& prefix)
-      : ProcessGroup(rank, size),
+  using Error::Error;
+};
+
+constexpr milliseconds kHeartbeatPeriod{200};
+// A collective blocked this long makes the heartbeat thread look at the peers,
+// then once per kProbePeriod; a peer whose heartbeat did not change for
+// kSilent is reported as not answering.
+constexpr milliseconds kProbeAfter{500};
+constexpr milliseconds kProbePeriod{500};
+constexpr milliseconds kSilent{1000};
+
+std::string seconds_str(Clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+// What a rank's heartbeat key holds: "<beat> b <fingerprint words>" while it
+// is in a collective, "<beat> i <collectives finished>" otherwise.
+struct PeerState {
+  bool valid = false;
+  int64_t beat = 0;
+  bool busy = false;
+  detail::Fingerprint fp;  // busy: the collective; idle: fp.seq = collectives finished
+
+  static PeerState parse(const std::string& text) {
+    PeerState p;
+    std::istringstream is(text);
+    char state = 0;
+    if (!(is >> p.beat >> state)) return p;
+    if (state == 'b') {
+      int64_t w[4];
+      if (!(is >> w[0] >> w[1] >> w[2] >> w[3])) return p;
+      p.fp = detail::Fingerprint::unpack(w);
+      p.busy = true;
+    } else {
+      uint64_t done = 0;
+      if (!(is >> done)) return p;
+      p.fp.seq = done;
+    }
+    p.valid = true;
+    return p;
+  }
+  static std::string format(int64_t beat, bool busy, const detail::Fingerprint& fp, uint64_t done) {
+    std::ostringstream os;
+    os << beat << (busy ? " b" : " i");
+    if (!busy) os << " " << done;
+    if (busy)
+      for (int64_t w : fp.pack()) os << " " << w;
+    return os.str();
+  }
+};
+
+// Everything the collectives need, shared with the worker thread: a rank
+// whose collective was abandoned (see abort()) leaves its worker blocked in
+// Gloo until the timeout, and the group can be destroyed meanwhile.
+class GlooCore : public std::enable_shared_from_this<GlooCore> {
+ public:
+  GlooCore(std::shared_ptr<TcpStore> store, int rank, int size, ProcessGroupOptions options,
+           const std::string& prefix)
+      : rank_(rank),
+        size_(size),
         store_(std::move(store)),
         options_(std::move(options)),
-        prefix_(unique_prefix(prefix)) {
+        prefix_(unique_prefix(prefix)),
+        checks_(detail::checked_collectives(options_.check_collectives)) {
     TCV_CHECK(store_ != nullptr, "[gloo] make_gloo_group needs a store");
     TCV_CHECK(size >= 1 && rank >= 0 && rank < size, "[gloo] rank ", rank,
               " out of range for group size ", size);
+    TCV_CHECK(options_.timeout.count() > 0, "[gloo] the timeout must be positive");
     const std::string host = pick_hostname(options_, store_->host());
     try {
       gloo::transport::tcp::attr attr;
@@ -363,37 +451,56 @@ class GlooGroup : public ProcessGroup {
     if (size > 1) {
       TcpStoreOptions so;
       so.world_size = size;
+      so.rank = rank;
       so.timeout = std::min(options_.timeout, milliseconds(10000));
+      so.wait_log_interval = milliseconds(0);
       hb_store_ = std::make_unique<TcpStore>(store_->host(), store_->port(), so);
-      hb_thread_ = std::thread([this] { heartbeat(); });
+      tracks_.resize(static_cast<size_t>(size));
     }
-    worker_ = std::thread([this] { run(); });
   }
 
-  ~GlooGroup() override {
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Starts the worker (which keeps this core alive) and the heartbeat.
+  void start() {
+    if (hb_store_) hb_thread_ = std::thread([this] { heartbeat(); });
+    worker_ = std::thread([self = shared_from_this()] { self->run(); });
+  }
+
+  // Stops the threads. A worker blocked in an abandoned collective is left to
+  // time out on its own (it owns the core); any other is joined.
+  void shutdown() {
     std::deque<Task> dropped;
+    bool abandoned = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
       dropped.swap(queue_);
+      abandoned = busy_ && !abort_reason_.empty();
     }
     cv_.notify_all();
     cv_hb_.notify_all();
     for (auto& t : dropped)
       t.work->finish("[gloo] process group destroyed before the collective ran");
-    if (worker_.joinable()) worker_.join();
     if (hb_thread_.joinable()) hb_thread_.join();
+    if (worker_.joinable()) {
+      if (abandoned) {
+        worker_.detach();
+      } else {
+        worker_.join();
+      }
+    }
   }
 
-  std::string backend_name() const override { return "gloo"; }
-
-  WorkPtr all_reduce(const Tensor& t, ReduceOp op) override {
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op) {
     check_tensor(t, "all_reduce");
     reduce_fn(t.dtype(), op);  // throws for unsupported dtypes at the call site
-    const std::string what = describe("all_reduce", t, op);
-    return enqueue(what, [this, t, op](uint32_t tag) {
+    detail::Fingerprint fp = fingerprint(detail::CollectiveKind::all_reduce, t);
+    fp.op = op;
+    return enqueue(fp, [this, t, op](uint32_t tag) {
       const size_t n = static_cast<size_t>(t.numel());
-      if (size() > 1 && t.nbytes() >= kMinHdBytes && t.nbytes() <= small_allreduce_bytes()) {
+      if (uses_hd(t.nbytes())) {
         hd_cache_.run(ctx_, t.data_ptr(), n, t.dtype(), op);
         if (op == ReduceOp::avg) divide(t.data_ptr(), n, t.dtype(), size());
         return;
@@ -402,12 +509,13 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  WorkPtr broadcast(const Tensor& t, int root) override {
+  WorkPtr broadcast(const Tensor& t, int root) {
     check_tensor(t, "broadcast");
     TCV_CHECK(root >= 0 && root < size(), "[gloo] broadcast root ", root,
               " out of range for group size ", size());
-    const std::string what = describe("broadcast", t) + " from rank " + std::to_string(root);
-    return enqueue(what, [this, t, root](uint32_t tag) {
+    detail::Fingerprint fp = fingerprint(detail::CollectiveKind::broadcast, t);
+    fp.root = root;
+    return enqueue(fp, [this, t, root](uint32_t tag) {
       gloo::BroadcastOptions opts(ctx_);
       opts.setOutput<uint8_t>(static_cast<uint8_t*>(t.data_ptr()), t.nbytes());
       opts.setRoot(root);
@@ -417,25 +525,25 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  WorkPtr all_gather(const Tensor& out, const Tensor& in) override {
+  WorkPtr all_gather(const Tensor& out, const Tensor& in) {
     check_tensor(out, "all_gather");
     check_tensor(in, "all_gather");
     TCV_CHECK(out.dtype() == in.dtype(), "[gloo] all_gather: out is ", dtype_name(out.dtype()),
               ", in is ", dtype_name(in.dtype()));
     TCV_CHECK(out.numel() == in.numel() * size(), "[gloo] all_gather: out has ", out.numel(),
               " elements, expected size() * in.numel() = ", size(), " * ", in.numel());
-    const std::string what = describe("all_gather", in);
-    return enqueue(what, [this, out, in](uint32_t tag) {
-      gloo::AllgatherOptions opts(ctx_);
-      opts.setInput<uint8_t>(static_cast<uint8_t*>(in.data_ptr()), in.nbytes());
-      opts.setOutput<uint8_t>(static_cast<uint8_t*>(out.data_ptr()), out.nbytes());
-      opts.setTag(tag);
-      opts.setTimeout(options_.timeout);
-      gloo::allgather(opts);
-    });
+    return enqueue(fingerprint(detail::CollectiveKind::all_gather, in),
+                   [this, out, in](uint32_t tag) {
+                     gloo::AllgatherOptions opts(ctx_);
+                     opts.setInput<uint8_t>(static_cast<uint8_t*>(in.data_ptr()), in.nbytes());
+                     opts.setOutput<uint8_t>(static_cast<uint8_t*>(out.data_ptr()), out.nbytes());
+                     opts.setTag(tag);
+                     opts.setTimeout(options_.timeout);
+                     gloo::allgather(opts);
+                   });
   }
 
-  WorkPtr reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+  WorkPtr reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) {
     check_tensor(out, "reduce_scatter");
     check_tensor(in, "reduce_scatter");
     reduce_fn(in.dtype(), op);
@@ -443,8 +551,9 @@ class GlooGroup : public ProcessGroup {
               ", in is ", dtype_name(in.dtype()));
     TCV_CHECK(in.numel() == out.numel() * size(), "[gloo] reduce_scatter: in has ", in.numel(),
               " elements, expected size() * out.numel() = ", size(), " * ", out.numel());
-    const std::string what = describe("reduce_scatter", in, op);
-    return enqueue(what, [this, out, in, op](uint32_t tag) {
+    detail::Fingerprint fp = fingerprint(detail::CollectiveKind::reduce_scatter, in);
+    fp.op = op;
+    return enqueue(fp, [this, out, in, op](uint32_t tag) {
       // All-reduce a copy, keep this rank's slice: `in` stays untouched.
       std::vector<uint8_t> tmp(in.nbytes());
       if (!tmp.empty()) std::memcpy(tmp.data(), in.data_ptr(), tmp.size());
@@ -455,8 +564,8 @@ class GlooGroup : public ProcessGroup {
     });
   }
 
-  WorkPtr barrier() override {
-    return enqueue("barrier", [this](uint32_t tag) {
+  WorkPtr barrier() {
+    return enqueue(detail::Fingerprint{}, [this](uint32_t tag) {
       gloo::BarrierOptions opts(ctx_);
       opts.setTag(tag);
       opts.setTimeout(options_.timeout);
@@ -466,9 +575,21 @@ class GlooGroup : public ProcessGroup {
 
  private:
   struct Task {
-    std::string what;
+    detail::Fingerprint fp;
     std::function<void(uint32_t)> fn;
     std::shared_ptr<GlooWork> work;
+  };
+  // What the heartbeat thread knows of a peer.
+  struct Track {
+    std::string value;               // its heartbeat key, as last read
+    Clock::time_point first_seen{};  // first read
+    Clock::time_point changed{};     // when a read last saw it change ({}: not yet)
+    PeerState state;
+
+    // How long the peer has been silent, as far as this rank can tell.
+    Clock::duration silent(Clock::time_point now) const {
+      return now - (changed != Clock::time_point{} ? changed : first_seen);
+    }
   };
 
   void check_tensor(const Tensor& t, const char* op) const {
@@ -479,27 +600,65 @@ class GlooGroup : public ProcessGroup {
               " must be contiguous");
   }
 
-  std::string describe(const char* op, const Tensor& t) const {
-    return detail::str_cat(op, " (", dtype_name(t.dtype()), ", ", t.numel(), " elements)");
-  }
-  std::string describe(const char* op, const Tensor& t, ReduceOp rop) const {
-    return detail::str_cat(op, " ", reduce_op_name(rop), " (", dtype_name(t.dtype()), ", ",
-                           t.numel(), " elements)");
+  static detail::Fingerprint fingerprint(detail::CollectiveKind kind, const Tensor& t) {
+    detail::Fingerprint fp;
+    fp.kind = kind;
+    fp.dtype = t.dtype();
+    fp.count = t.numel();
+    return fp;
   }
 
-  WorkPtr enqueue(std::string what, std::function<void(uint32_t)> fn) {
+  // All-reduces of this many bytes take the cached halving-doubling path.
+  bool uses_hd(size_t nbytes) const {
+    return size() > 1 && nbytes >= kMinHdBytes && nbytes <= small_allreduce_bytes();
+  }
+
+  WorkPtr enqueue(const detail::Fingerprint& fp, std::function<void(uint32_t)> fn) {
     auto work = std::make_shared<GlooWork>();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      TCV_CHECK(!stop_, "[gloo] ", what, " issued on a process group being destroyed");
-      queue_.push_back(Task{std::move(what), std::move(fn), work});
+      TCV_CHECK(!stop_, "[gloo] ", fp.call_str(), " issued on a process group being destroyed");
+      if (!abort_reason_.empty()) {  // the worker may still be blocked in the abandoned one
+        work->finish("[gloo] " + fp.call_str() + " on rank " + std::to_string(rank()) +
+                     ": the process group failed earlier: " + abort_reason_);
+        return work;
+      }
+      queue_.push_back(Task{fp, std::move(fn), work});
     }
     cv_.notify_one();
     return work;
   }
 
+  // Fingerprints are compared before data moves in the first collectives, in
+  // every one under TCV_DISTRIBUTED_DEBUG=DETAIL, and before a new
+  // halving-doubling instance is built (ranks must build the same ones).
+  bool needs_check(const detail::Fingerprint& fp) const {
+    if (size() == 1) return false;
+    if (checks_ < 0 || fp.seq < static_cast<uint64_t>(checks_)) return true;
+    const size_t nbytes = static_cast<size_t>(fp.count) * dtype_size(fp.dtype);
+    return fp.kind == detail::CollectiveKind::all_reduce && uses_hd(nbytes) &&
+           !hd_cache_.has(static_cast<size_t>(fp.count), fp.dtype, fp.op);
+  }
+
+  // All-gathers every rank's fingerprint (on a tag no data collective uses)
+  // and throws Mismatch when they differ.
+  void check_fingerprint(const detail::Fingerprint& fp) {
+    const auto mine = fp.pack();
+    std::vector<int64_t> all(mine.size() * static_cast<size_t>(size()));
+    gloo::AllgatherOptions opts(ctx_);
+    opts.setInput<int64_t>(const_cast<int64_t*>(mine.data()), mine.size());
+    opts.setOutput<int64_t>(all.data(), all.size());
+    opts.setTag(detail::Fingerprint::check_tag(fp.seq));
+    opts.setTimeout(options_.timeout);
+    gloo::allgather(opts);
+    std::vector<detail::Fingerprint> fps;
+    for (int r = 0; r < size(); ++r) fps.push_back(detail::Fingerprint::unpack(&all[4 * r]));
+    const std::string msg = detail::compare_fingerprints(fps, "gloo");
+    if (!msg.empty()) throw Mismatch(msg);
+  }
+
   void run() {
-    uint32_t tag = 0;
+    uint64_t seq = 0;
     for (;;) {
       Task task;
       {
@@ -509,87 +668,289 @@ class GlooGroup : public ProcessGroup {
         task = std::move(queue_.front());
         queue_.pop_front();
       }
+      detail::Fingerprint fp = task.fp;
+      fp.seq = seq++;
       if (!broken_.empty()) {
-        task.work->finish("[gloo] " + task.what + " on rank " + std::to_string(rank()) +
+        task.work->finish("[gloo] " + fp.str() + " on rank " + std::to_string(rank()) +
                           ": the process group failed earlier: " + broken_);
         continue;
       }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = true;
+        current_ = fp;
+        current_work_ = task.work;
+        busy_since_ = Clock::now();
+      }
       std::string error;
+      bool mismatch = false;
       try {
-        task.fn(tag++);
+        if (needs_check(fp)) check_fingerprint(fp);
+        task.fn(fp.tag());
+      } catch (const Mismatch& e) {
+        error = e.what();
+        mismatch = true;
       } catch (const std::exception& e) {
         error = e.what();
       }
-      if (!error.empty()) {
-        broken_ = "[gloo] " + task.what + " failed on rank " + std::to_string(rank()) + " of " +
-                  std::to_string(size()) + lost_ranks() + ": " + error;
-        task.work->finish(broken_);
-      } else {
-        task.work->finish("");
+      std::string aborted;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = false;
+        done_ = fp.seq + 1;
+        current_work_.reset();
+        aborted = abort_reason_;
       }
+      if (error.empty()) {
+        task.work->finish("");
+        continue;
+      }
+      if (!aborted.empty() || mismatch) {
+        broken_ = aborted.empty() ? error : aborted;
+      } else {
+        std::string disagree;
+        const std::string why = diagnose(fp, disagree);
+        broken_ = !disagree.empty()
+                      ? disagree + " (then: " + error + ")"
+                      : "[gloo] " + fp.str() + " failed on rank " + std::to_string(rank()) +
+                            " of " + std::to_string(size()) + why + ": " + error;
+      }
+      task.work->finish(broken_);
     }
   }
 
+  // Fails the collective in flight with `reason` at once, and every later one.
+  // Closing this rank's connections fails the peers' collectives too. Gloo's
+  // blocking call on this rank cannot be interrupted (only a peer's close or
+  // the timeout ends it), so the worker is left to finish on its own.
+  void abort(const std::string& reason) {
+    std::shared_ptr<GlooWork> work;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!abort_reason_.empty()) return;
+      abort_reason_ = reason;
+      work = current_work_;
+    }
+    if (work) work->finish(reason);
+    ctx_->closeConnections();
+  }
+
+  std::string hb_key(int r) const { return prefix_ + "/hb/" + std::to_string(r); }
+
   void heartbeat() {
-    const std::string key = prefix_ + "/hb/" + std::to_string(rank());
+    const std::string key = hb_key(rank());
     int64_t beat = 0;
+    Clock::time_point next_probe{}, next_log{};
+    uint64_t watched_seq = UINT64_MAX;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
+      const bool busy = busy_;
+      const detail::Fingerprint fp = current_;
+      const auto since = busy_since_;
+      const uint64_t done = done_;
       lock.unlock();
       try {
-        hb_store_->set(key, std::to_string(++beat));
+        hb_store_->set(key, PeerState::format(++beat, busy, fp, done));
+        const auto now = Clock::now();
+        if (busy && fp.seq != watched_seq) {  // a new collective: start watching it afresh
+          watched_seq = fp.seq;
+          next_probe = since + kProbeAfter;
+          next_log = options_.wait_log_interval.count() > 0 ? since + options_.wait_log_interval
+                                                            : Clock::time_point::max();
+        }
+        if (busy && now >= next_probe) {
+          next_probe = now + kProbePeriod;
+          probe(fp);
+        }
+        if (busy && now >= next_log) {
+          next_log += options_.wait_log_interval;
+          log_line(wait_report(fp, now - since));
+        }
       } catch (const std::exception&) {
-        return;  // the store is gone; lost_ranks() reports it
+        return;  // the store is gone; diagnose() reports it
       }
       lock.lock();
       cv_hb_.wait_for(lock, kHeartbeatPeriod, [&] { return stop_; });
     }
   }
 
-  // Which peers stopped beating: read every heartbeat twice, a few periods apart.
-  std::string lost_ranks() {
+  // Reads every peer's heartbeat; stops this rank's collective when a peer
+  // is (or was, if it died there) blocked in a different one at the same
+  // position: each rank's n-th collective meets the others' n-th.
+  void probe(const detail::Fingerprint& fp) {
+    const auto now = Clock::now();
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      Track& t = tracks_[static_cast<size_t>(r)];
+      const std::string k = hb_key(r);
+      const std::string v = hb_store_->check({k}) ? hb_store_->get_string(k) : "";
+      if (t.first_seen == Clock::time_point{}) {
+        t.first_seen = now;
+      } else if (v != t.value) {
+        t.changed = now;
+      }
+      t.value = v;
+      t.state = PeerState::parse(v);
+    }
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      const Track& t = tracks_[static_cast<size_t>(r)];
+      if (t.state.valid && t.state.busy && t.state.fp.seq == fp.seq && !t.state.fp.same_call(fp)) {
+        std::vector<detail::Fingerprint> both(static_cast<size_t>(size()), fp);
+        both[static_cast<size_t>(r)] = t.state.fp;
+        abort(detail::compare_fingerprints(both, "gloo") + "; found while rank " +
+              std::to_string(rank()) + " waited " + seconds_str(now - busy_since()));
+        return;
+      }
+    }
+  }
+
+  Clock::time_point busy_since() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return busy_since_;
+  }
+
+  // One line on a collective this rank has been blocked in for `waited`.
+  std::string wait_report(const detail::Fingerprint& fp, Clock::duration waited) const {
+    const auto now = Clock::now();
+    std::string peers;
+    int same = 0;
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      const Track& t = tracks_[static_cast<size_t>(r)];
+      std::string what;
+      if (t.first_seen == Clock::time_point{} || !t.state.valid) {
+        what = "no heartbeat seen yet";
+      } else if (t.silent(now) >= kSilent) {
+        what = "no heartbeat for " + seconds_str(t.silent(now)) + " (stopped, hung or dead?)";
+      } else if (t.changed == Clock::time_point{}) {
+        what = "heartbeat not seen to change yet";
+      } else if (!t.state.busy) {
+        what = "alive, between collectives (its next is #" + std::to_string(t.state.fp.seq) +
+               "; busy elsewhere, or it issued fewer collectives?)";
+      } else if (t.state.fp.seq != fp.seq || !t.state.fp.same_call(fp)) {
+        what = "alive, in collective " + t.state.fp.str();
+      } else {
+        ++same;
+        continue;
+      }
+      peers += (peers.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + what;
+    }
+    if (peers.empty())
+      peers = "every other rank is in it too (a slow network?)";
+    else if (same > 0)
+      peers += "; " + std::to_string(same) + " other rank(s) are in it too";
+    return "[gloo] rank " + std::to_string(rank()) + " is still waiting in collective " + fp.str() +
+           " after " + seconds_str(waited) + " of " + seconds_str(options_.timeout) + ": " + peers;
+  }
+
+  // After a failure: which peers stopped beating, and where the others are.
+  // Reads every heartbeat twice, a few periods apart. A peer that was blocked
+  // in another collective at the same position sets `disagree` (the peer that
+  // noticed first closed its connections, which is how this one failed).
+  std::string diagnose(const detail::Fingerprint& fp, std::string& disagree) {
     if (!hb_store_) return "";
     auto read = [&](std::vector<std::string>& v) {
       for (int r = 0; r < size(); ++r) {
         if (r == rank()) continue;
-        const std::string k = prefix_ + "/hb/" + std::to_string(r);
+        const std::string k = hb_key(r);
         v[r] = hb_store_->check({k}) ? hb_store_->get_string(k) : "";
       }
     };
     std::vector<std::string> a(size()), b(size());
     try {
       read(a);
+      std::vector<detail::Fingerprint> fps(static_cast<size_t>(size()), fp);
+      bool differs = false;
+      for (int r = 0; r < size(); ++r) {
+        const PeerState p = PeerState::parse(a[r]);
+        if (r == rank() || !p.valid || !p.busy || p.fp.seq != fp.seq) continue;
+        fps[static_cast<size_t>(r)] = p.fp;
+        differs |= !p.fp.same_call(fp);
+      }
+      if (differs) {
+        disagree = detail::compare_fingerprints(fps, "gloo");
+        return "";
+      }
       std::this_thread::sleep_for(kHeartbeatPeriod * 4);
       read(b);
     } catch (const std::exception&) {
       return " (lost rank 0: its store at " + store_->host() + ":" +
              std::to_string(store_->port()) + " is unreachable)";
     }
-    std::string lost;
+    std::string lost, elsewhere;
     for (int r = 0; r < size(); ++r) {
-      if (r == rank() || a[r] != b[r]) continue;
-      lost += (lost.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r);
+      if (r == rank()) continue;
+      if (a[r] == b[r]) {
+        lost += (lost.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r);
+        continue;
+      }
+      const PeerState p = PeerState::parse(b[r]);
+      if (!p.valid || (p.busy && p.fp == fp)) continue;
+      elsewhere +=
+          "; rank " + std::to_string(r) +
+          (p.busy ? " is in collective " + p.fp.str()
+                  : " is between collectives (its next is #" + std::to_string(p.fp.seq) + ")");
     }
-    if (lost.empty()) return "";
-    return " (lost " + lost + ": no heartbeat for " +
-           std::to_string((kHeartbeatPeriod * 4).count()) + " ms)";
+    std::string out;
+    if (!lost.empty())
+      out = "lost " + lost + ": no heartbeat for " +
+            std::to_string((kHeartbeatPeriod * 4).count()) + " ms";
+    if (!elsewhere.empty()) out += out.empty() ? elsewhere.substr(2) : elsewhere;
+    return out.empty() ? "" : " (" + out + ")";
   }
 
+  int rank_;
+  int size_;
   std::shared_ptr<TcpStore> store_;
   ProcessGroupOptions options_;
   std::string prefix_;
+  int64_t checks_;
   std::shared_ptr<gloo::Context> ctx_;
   std::unique_ptr<TcpStore> hb_store_;
-  HdCache hd_cache_;  // worker thread only
+  HdCache hd_cache_;           // worker thread only
+  std::vector<Track> tracks_;  // heartbeat thread only
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::condition_variable cv_hb_;
   std::deque<Task> queue_;
   bool stop_ = false;
+  bool busy_ = false;            // in a collective ...
+  detail::Fingerprint current_;  // ... this one ...
+  std::shared_ptr<GlooWork> current_work_;
+  Clock::time_point busy_since_{};  // ... since then
+  uint64_t done_ = 0;               // collectives finished
+  std::string abort_reason_;
   std::string broken_;  // worker thread only
   std::thread worker_;
   std::thread hb_thread_;
+};
+
+class GlooGroup : public ProcessGroup {
+ public:
+  GlooGroup(std::shared_ptr<TcpStore> store, int rank, int size, ProcessGroupOptions options,
+            const std::string& prefix)
+      : ProcessGroup(rank, size),
+        core_(
+            std::make_shared<GlooCore>(std::move(store), rank, size, std::move(options), prefix)) {
+    core_->start();
+  }
+  ~GlooGroup() override { core_->shutdown(); }
+
+  std::string backend_name() const override { return "gloo"; }
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op) override { return core_->all_reduce(t, op); }
+  WorkPtr broadcast(const Tensor& t, int root) override { return core_->broadcast(t, root); }
+  WorkPtr all_gather(const Tensor& out, const Tensor& in) override {
+    return core_->all_gather(out, in);
+  }
+  WorkPtr reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
+    return core_->reduce_scatter(out, in, op);
+  }
+  WorkPtr barrier() override { return core_->barrier(); }
+
+ private:
+  std::shared_ptr<GlooCore> core_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -100,8 +101,9 @@ struct Rank {
 
 }  // namespace
 
-LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
+LaunchOptions parse_launch_args(const std::vector<std::string>& args, const EnvMap& env) {
   LaunchOptions o;
+  bool have_port = false;
   bool have_nproc = false;
   size_t i = 0;
   auto value = [&](const std::string& flag) -> std::string {
@@ -132,12 +134,15 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
       TCV_CHECK(!o.master_addr.empty(), "[tcv-run] --master-addr is empty");
     } else if (is("--master-port") || is("--master_port")) {
       o.master_port = parse_int("--master-port", value("--master-port"), 1, 65535);
+      have_port = true;
+    } else if (is("--max-restarts") || is("--max_restarts")) {
+      o.max_restarts = parse_int("--max-restarts", value("--max-restarts"), 0, 1 << 20);
     } else if (a == "--quiet-others") {
       o.quiet_others = true;
     } else if (a.rfind("-", 0) == 0) {
       TCV_THROW("[tcv-run] unknown flag '", a,
                 "' (known: --nproc-per-node, --nnodes, --node-rank, --master-addr, "
-                "--master-port, --quiet-others)");
+                "--master-port, --max-restarts, --quiet-others)");
     } else {
       break;  // the command starts here
     }
@@ -148,6 +153,15 @@ LaunchOptions parse_launch_args(const std::vector<std::string>& args) {
   TCV_CHECK(!o.command.empty(), "[tcv-run] no command given (tcv-run [options] -- CMD ARGS...)");
   TCV_CHECK(o.node_rank < o.nnodes, "[tcv-run] --node-rank ", o.node_rank,
             " must be below --nnodes ", o.nnodes);
+  if (auto it = env.find("MASTER_PORT"); !have_port && it != env.end()) {
+    int port = 0;
+    const std::string& v = it->second;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), port);
+    TCV_CHECK(ec == std::errc() && p == v.data() + v.size() && port >= 1 && port <= 65535,
+              "[tcv-run] MASTER_PORT='", v,
+              "' from the environment must be a port in [1, 65535] (or pass --master-port)");
+    o.master_port = port;
+  }
   return o;
 }
 
@@ -169,7 +183,8 @@ int pick_free_port() {
   return ntohs(addr.sin_port);
 }
 
-EnvMap rank_env(const LaunchOptions& o, int local_rank, const std::string& cuda_visible_devices) {
+EnvMap rank_env(const LaunchOptions& o, int local_rank, const std::string& cuda_visible_devices,
+                int restart_count) {
   EnvMap env;
   const int world = o.nnodes * o.nproc_per_node;
   env["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
@@ -178,6 +193,8 @@ EnvMap rank_env(const LaunchOptions& o, int local_rank, const std::string& cuda_
   env["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
   env["MASTER_ADDR"] = o.master_addr;
   env["MASTER_PORT"] = std::to_string(o.master_port);
+  env["TCV_RESTART_COUNT"] = std::to_string(restart_count);
+  env["TCV_MAX_RESTARTS"] = std::to_string(o.max_restarts);
   if (!cuda_visible_devices.empty()) {
     const auto devices = split(cuda_visible_devices, ',');
     TCV_CHECK(static_cast<int>(devices.size()) >= o.nproc_per_node,
@@ -188,15 +205,22 @@ EnvMap rank_env(const LaunchOptions& o, int local_rank, const std::string& cuda_
   return env;
 }
 
-int launch(LaunchOptions o) {
-  if (o.master_port == 0) o.master_port = o.nnodes == 1 ? pick_free_port() : 29500;
+namespace {
+
+struct GroupResult {
+  int exit_code = 0;         // of the first rank that failed; 0 when all succeeded
+  bool interrupted = false;  // SIGINT/SIGTERM reached the launcher
+};
+
+// One start of every local rank, until all have exited. `o.master_port` is resolved.
+GroupResult run_group(const LaunchOptions& o, int restart) {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string visible = cvd ? cvd : "";
 
   // Everything the children need, built before fork (only async-signal-safe calls after it).
   std::vector<std::vector<std::string>> envs(static_cast<size_t>(o.nproc_per_node));
   for (int l = 0; l < o.nproc_per_node; ++l) {
-    const EnvMap extra = rank_env(o, l, visible);
+    const EnvMap extra = rank_env(o, l, visible, restart);
     auto& e = envs[static_cast<size_t>(l)];
     for (char** p = environ; *p; ++p) {
       const std::string s = *p;
@@ -209,18 +233,11 @@ int launch(LaunchOptions o) {
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-
   std::mutex out_mu;
   std::vector<std::thread> pumps;
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
   const int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  const pid_t launcher = ::getpid();
   for (int l = 0; l < o.nproc_per_node; ++l) {
     Rank& r = ranks[static_cast<size_t>(l)];
     r.local = l;
@@ -239,9 +256,16 @@ int launch(LaunchOptions o) {
     const pid_t pid = ::fork();
     TCV_CHECK(pid >= 0, "[tcv-run] fork() failed: ", std::strerror(errno));
     if (pid == 0) {
+      // Die with the launcher (the thread that forked: this one, which waits
+      // for the ranks); if it is already gone, do not start at all.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) ::_exit(128 + SIGKILL);
       ::setpgid(0, 0);  // its own group: signals reach the rank's whole process tree
-      sigaction(SIGINT, &old_int, nullptr);
-      sigaction(SIGTERM, &old_term, nullptr);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigemptyset(&dfl.sa_mask);
+      sigaction(SIGINT, &dfl, nullptr);
+      sigaction(SIGTERM, &dfl, nullptr);
       if (pipe_it) {
         ::dup2(out_pipe[1], 1);
         ::dup2(err_pipe[1], 2);
@@ -269,13 +293,19 @@ int launch(LaunchOptions o) {
   }
   if (devnull >= 0) ::close(devnull);
 
-  int exit_code = 0;
+  GroupResult result;
   bool stopping = false;
   Clock::time_point kill_at{};
   bool killed = false;
   auto signal_all = [&](int sig) {
     for (const Rank& r : ranks)
       if (r.status == -1) ::kill(-r.pid, sig);
+  };
+  auto stop_all = [&](int sig) {
+    stopping = true;
+    signal_all(sig);
+    signal_all(SIGCONT);  // a stopped (SIGSTOP) rank acts on the signal only once continued
+    kill_at = Clock::now() + o.kill_grace;
   };
   for (;;) {
     bool running = false;
@@ -289,7 +319,7 @@ int launch(LaunchOptions o) {
       }
       r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
       if (r.status != 0 && !stopping) {
-        exit_code = r.status;
+        result.exit_code = r.status;
         std::lock_guard<std::mutex> lock(out_mu);
         if (WIFEXITED(st))
           std::fprintf(stderr,
@@ -301,9 +331,7 @@ int launch(LaunchOptions o) {
               "tcv-run: rank %d (pid %d) was killed by signal %d (%s); stopping the other ranks\n",
               r.global, static_cast<int>(r.pid), WTERMSIG(st), strsignal(WTERMSIG(st)));
         std::fflush(stderr);
-        stopping = true;
-        signal_all(SIGTERM);
-        kill_at = Clock::now() + o.kill_grace;
+        stop_all(SIGTERM);
       }
     }
     if (!running) break;
@@ -312,9 +340,9 @@ int launch(LaunchOptions o) {
       g_signal = 0;
       signal_all(sig);
       if (!stopping) {
-        stopping = true;
-        exit_code = 128 + sig;
-        kill_at = Clock::now() + o.kill_grace;
+        stop_all(sig);
+        result.exit_code = 128 + sig;
+        result.interrupted = true;
       }
     }
     if (stopping && !killed && Clock::now() > kill_at) {
@@ -324,9 +352,44 @@ int launch(LaunchOptions o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (auto& t : pumps) t.join();
+  return result;
+}
+
+}  // namespace
+
+int launch(LaunchOptions o) {
+  const bool fixed_port = o.master_port != 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  GroupResult g;
+  for (int restart = 0;; ++restart) {
+    if (!fixed_port) o.master_port = o.nnodes == 1 ? pick_free_port() : 29500;
+    if (restart > 0) {
+      std::fprintf(stderr,
+                   "tcv-run: restart %d of %d: starting all %d local rank(s) again "
+                   "(rendezvous on %s:%d)\n",
+                   restart, o.max_restarts, o.nproc_per_node, o.master_addr.c_str(), o.master_port);
+      std::fflush(stderr);
+    }
+    g = run_group(o, restart);
+    if (g.exit_code == 0 || g.interrupted || g_signal != 0) break;
+    if (restart >= o.max_restarts) {
+      if (o.max_restarts > 0) {
+        std::fprintf(stderr, "tcv-run: no restarts left (%d used); exiting with code %d\n",
+                     o.max_restarts, g.exit_code);
+        std::fflush(stderr);
+      }
+      break;
+    }
+  }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  return exit_code;
+  return g.exit_code;
 }
 
 }  // namespace tcv::dist

@@ -4,7 +4,9 @@
 #include "dist/process_group.h"
 
 #include <atomic>
+#include <sstream>
 
+#include "dist/fingerprint.h"
 #include "kernels/base.h"
 
 #ifdef TCV_WITH_CUDA
@@ -50,19 +52,23 @@ class NcclGroup : public ProcessGroup {
  public:
   NcclGroup(std::shared_ptr<TcpStore> store, int rank, int size, ProcessGroupOptions options,
             const std::string& prefix)
-      : ProcessGroup(rank, size), store_(std::move(store)) {
+      : ProcessGroup(rank, size),
+        store_(std::move(store)),
+        timeout_(options.timeout),
+        checks_(detail::checked_collectives(options.check_collectives)) {
     TCV_CHECK(store_ != nullptr, "[nccl] make_nccl_group needs a store");
     TCV_CHECK(kernels::cuda::device_count() > 0,
               "[nccl] make_nccl_group: no CUDA device is visible to rank ", rank);
     // Groups made with the same prefix get their own id (ranks make groups in the same order).
     static std::atomic<int> generation{0};
-    const std::string key = prefix + "/" + std::to_string(generation++) + "/unique_id";
+    key_base_ = prefix + "/" + std::to_string(generation++);
+    const std::string key = key_base_ + "/unique_id";
     std::vector<uint8_t> id;
     if (rank == 0) {
       id = detail::NcclComm::new_unique_id();
       store_->set(key, id);
     } else {
-      id = store_->get(key, options.timeout);
+      id = store_->get(key, options.timeout, "rank 0's ncclUniqueId");
     }
     comm_ = std::make_unique<detail::NcclComm>(id, rank, size, kernels::cuda::current_device(),
                                                options.timeout);
@@ -72,6 +78,7 @@ class NcclGroup : public ProcessGroup {
 
   WorkPtr all_reduce(const Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
+    compare(fingerprint(detail::CollectiveKind::all_reduce, t, op));
     return wrap(comm_->all_reduce(t.data_ptr(), static_cast<size_t>(t.numel()), t.dtype(),
                                   to_nccl(op), base(t), describe("all_reduce", t)));
   }
@@ -79,6 +86,9 @@ class NcclGroup : public ProcessGroup {
     check(t, "broadcast");
     TCV_CHECK(root >= 0 && root < size(), "[nccl] broadcast root ", root,
               " out of range for group size ", size());
+    detail::Fingerprint fp = fingerprint(detail::CollectiveKind::broadcast, t);
+    fp.root = root;
+    compare(fp);
     return wrap(
         comm_->broadcast(t.data_ptr(), t.nbytes(), root, base(t), describe("broadcast", t)));
   }
@@ -88,6 +98,7 @@ class NcclGroup : public ProcessGroup {
     TCV_CHECK(out.dtype() == in.dtype() && out.numel() == in.numel() * size(),
               "[nccl] all_gather: out ", dtype_name(out.dtype()), " ", out.shape_str(),
               " must hold size() x in ", dtype_name(in.dtype()), " ", in.shape_str());
+    compare(fingerprint(detail::CollectiveKind::all_gather, in));
     return wrap(comm_->all_gather(out.data_ptr(), in.data_ptr(), in.nbytes(), base(out), base(in),
                                   describe("all_gather", in)));
   }
@@ -97,11 +108,15 @@ class NcclGroup : public ProcessGroup {
     TCV_CHECK(out.dtype() == in.dtype() && in.numel() == out.numel() * size(),
               "[nccl] reduce_scatter: in ", dtype_name(in.dtype()), " ", in.shape_str(),
               " must hold size() x out ", dtype_name(out.dtype()), " ", out.shape_str());
+    compare(fingerprint(detail::CollectiveKind::reduce_scatter, in, op));
     return wrap(comm_->reduce_scatter(out.data_ptr(), in.data_ptr(),
                                       static_cast<size_t>(out.numel()), in.dtype(), to_nccl(op),
                                       base(out), base(in), describe("reduce_scatter", in)));
   }
-  WorkPtr barrier() override { return wrap(comm_->barrier()); }
+  WorkPtr barrier() override {
+    compare(detail::Fingerprint{});
+    return wrap(comm_->barrier());
+  }
 
  private:
   static WorkPtr wrap(std::shared_ptr<detail::NcclPending> p) {
@@ -121,7 +136,53 @@ class NcclGroup : public ProcessGroup {
               " must be contiguous");
   }
 
+  static detail::Fingerprint fingerprint(detail::CollectiveKind kind, const Tensor& t,
+                                         ReduceOp op = ReduceOp::sum) {
+    detail::Fingerprint fp;
+    fp.kind = kind;
+    fp.op = op;
+    fp.dtype = t.dtype();
+    fp.count = t.numel();
+    return fp;
+  }
+
+  // In the first checks_ collectives, every rank publishes its fingerprint in
+  // the store and reads everyone's before NCCL sees the call: ranks that issue
+  // different collectives fail here with a message, instead of in NCCL.
+  void compare(detail::Fingerprint fp) {
+    fp.seq = seq_++;
+    if (size() == 1 || !(checks_ < 0 || fp.seq < static_cast<uint64_t>(checks_))) return;
+    const std::string base = key_base_ + "/fp/" + std::to_string(fp.seq) + "/";
+    std::string mine;
+    for (int64_t w : fp.pack()) mine += std::to_string(w) + " ";
+    store_->set(base + std::to_string(rank()), mine);
+    std::vector<detail::Fingerprint> all(static_cast<size_t>(size()));
+    for (int r = 0; r < size(); ++r) {
+      std::string v = mine;
+      if (r != rank()) {
+        const Bytes got = store_->get(
+            base + std::to_string(r), timeout_,
+            "rank " + std::to_string(r) + " to issue collective #" + std::to_string(fp.seq));
+        v.assign(got.begin(), got.end());
+      }
+      std::istringstream is(v);
+      int64_t w[4] = {0, 0, 0, 0};
+      is >> w[0] >> w[1] >> w[2] >> w[3];
+      all[static_cast<size_t>(r)] = detail::Fingerprint::unpack(w);
+    }
+    // Every rank has published #seq, so all have read #seq-1: that key can go.
+    if (fp.seq > 0)
+      store_->delete_key(key_base_ + "/fp/" + std::to_string(fp.seq - 1) + "/" +
+                         std::to_string(rank()));
+    const std::string msg = detail::compare_fingerprints(all, "nccl");
+    TCV_CHECK(msg.empty(), msg);
+  }
+
   std::shared_ptr<TcpStore> store_;
+  std::chrono::milliseconds timeout_;
+  int64_t checks_;
+  std::string key_base_;
+  std::atomic<uint64_t> seq_{0};
   std::unique_ptr<detail::NcclComm> comm_;
 };
 

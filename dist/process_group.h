@@ -5,8 +5,13 @@
 // Every collective is asynchronous: it returns a Work handle at once and the
 // bytes move on the backend's thread (Gloo) or stream (NCCL). Collectives must
 // be issued in the same order on every rank. Each one carries the group's
-// timeout, so a dead peer turns into an error on every other rank (naming the
-// peer where the backend can tell), never a hang.
+// timeout, so a dead or stuck peer turns into an error on every other rank
+// (naming the peer where the backend can tell), never a silent hang: a rank
+// blocked in a collective says every wait_log_interval which collective it is
+// in and what its peers are doing. The first check_collectives collectives
+// compare a fingerprint (sequence number, op, dtype, element count, root)
+// across ranks before any data moves, and ranks that issued different
+// collectives fail with a message naming them and their calls.
 #pragma once
 
 #include <chrono>
@@ -40,6 +45,13 @@ using WorkPtr = std::shared_ptr<Work>;
 struct ProcessGroupOptions {
   /// Limit for every collective and for connecting to the peers.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  /// How often a rank blocked in a collective (or waiting for its peers to
+  /// join) logs what it waits for; 0 = never.
+  std::chrono::milliseconds wait_log_interval{std::chrono::seconds(30)};
+  /// How many of the first collectives compare fingerprints across ranks before
+  /// moving data; -1 = every one. TCV_DISTRIBUTED_DEBUG=DETAIL makes it -1,
+  /// TCV_DISTRIBUTED_DEBUG=OFF makes it 0.
+  int64_t check_collectives = 64;
   /// Gloo: network interface or host name to bind ("" = the host's name,
   /// falling back to 127.0.0.1).
   std::string gloo_hostname;
@@ -81,13 +93,16 @@ class ProcessGroup {
 /// order). CPU tensors of f32, f64, f16, bf16, i32, i64 (f16/bf16 are summed
 /// in float per step; avg of integers truncates). Collectives run in issue
 /// order on one worker thread per group. Each rank ticks a heartbeat key in the
-/// store, so a failed collective names the ranks that stopped ticking.
+/// store that also says which collective it is in, so a failed collective
+/// names the ranks that stopped ticking, and two ranks blocked in different
+/// collectives at the same position are stopped with an error at once.
 /// Environment: TCV_GLOO_HOSTNAME (address to bind, like gloo_hostname);
 /// for benchmarks TCV_GLOO_ALGO=ring|bcube and TCV_GLOO_SEGMENT=bytes.
 std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TcpStore> store, int rank, int size,
                                               ProcessGroupOptions options = {},
                                               const std::string& prefix = "gloo");
-/// NCCL on the current CUDA device; rank 0 publishes the ncclUniqueId in `store`.
+/// NCCL on the current CUDA device; rank 0 publishes the ncclUniqueId in `store`
+/// (the first check_collectives fingerprints are compared through the store too).
 /// Collectives run on the device's comm stream after the compute stream's
 /// queued work; Work::wait() orders the caller's compute stream after them
 /// (barrier: blocks the host). A watchdog aborts the communicator when one

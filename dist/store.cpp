@@ -16,6 +16,7 @@
 #include <map>
 #include <system_error>
 
+#include "dist/log.h"
 #include "kernels/base.h"
 
 namespace tcv::dist {
@@ -27,9 +28,6 @@ using std::chrono::milliseconds;
 
 using Op = StoreOp;
 using Status = StoreStatus;
-
-// Frames larger than this are a protocol error (the connection is dropped).
-constexpr uint32_t kMaxFrame = 1u << 30;
 
 // A blocking call that ran out of time (as opposed to a lost connection).
 class StoreTimeout : public Error {
@@ -60,6 +58,20 @@ void set_nodelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+// "host:port" of an accepted connection's peer.
+std::string peer_name(const sockaddr_storage& ss) {
+  char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+  getnameinfo(reinterpret_cast<const sockaddr*>(&ss), sizeof(ss), host, sizeof(host), port,
+              sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  return std::string(host) + ":" + port;
+}
+
+std::string seconds_str(milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
 }  // namespace
 
 // ---- server -------------------------------------------------------------------
@@ -68,7 +80,8 @@ void set_nodelay(int fd) {
 /// connection, so requests are applied one at a time without locks.
 class StoreServer {
  public:
-  StoreServer(const std::string& host, int port) {
+  StoreServer(const std::string& host, int port, uint32_t max_frame, milliseconds stalled_timeout)
+      : max_frame_(max_frame), stalled_timeout_(stalled_timeout) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -125,6 +138,8 @@ class StoreServer {
  private:
   struct Conn {
     int fd = -1;
+    std::string peer;           // host:port, for the log
+    Clock::time_point last_rx;  // when the last byte arrived
     Bytes in;
     Bytes out;
     size_t out_pos = 0;
@@ -151,11 +166,21 @@ class StoreServer {
       fds.clear();
       fds.push_back({wake_[0], POLLIN, 0});
       fds.push_back({listen_fd_, POLLIN, 0});
+      // Wake up in time to drop the first connection whose partial frame stalls.
+      int wait_ms = -1;
+      const auto now = Clock::now();
       for (const Conn& c : conns_) {
         const short ev = static_cast<short>(POLLIN | (c.out_pos < c.out.size() ? POLLOUT : 0));
         fds.push_back({c.fd, ev, 0});
+        if (!c.in.empty()) {
+          const int64_t left = std::max<int64_t>(
+              0,
+              std::chrono::duration_cast<milliseconds>(c.last_rx + stalled_timeout_ - now).count());
+          const int w = static_cast<int>(std::min<int64_t>(left + 1, 1 << 30));
+          wait_ms = wait_ms < 0 ? w : std::min(wait_ms, w);
+        }
       }
-      if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (poll(fds.data(), fds.size(), wait_ms) < 0) {
         if (errno == EINTR) continue;
         return;
       }
@@ -166,6 +191,16 @@ class StoreServer {
         const short re = fds[i++].revents;
         if (re & (POLLIN | POLLHUP | POLLERR)) changed |= on_readable(c);
         if (!c.dead && (re & POLLOUT)) flush(c);
+        if (!c.dead && !c.in.empty() && Clock::now() - c.last_rx >= stalled_timeout_) {
+          const std::string part =
+              c.in.size() < 4 ? detail::str_cat(c.in.size(), " of the 4 bytes of a frame's length")
+                              : detail::str_cat(c.in.size() - 4, " of the ", read_u32(c.in.data()),
+                                                " bytes of a frame");
+          log_line(detail::str_cat("[TcpStore] server: closing the connection from ", c.peer,
+                                   ": it sent ", part, ", then nothing for ",
+                                   seconds_str(stalled_timeout_)));
+          c.dead = true;
+        }
       }
       while (changed) changed = serve_waiters();
       conns_.remove_if([](const Conn& c) {
@@ -178,11 +213,44 @@ class StoreServer {
 
   void accept_all() {
     while (true) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      const int fd =
+          accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN, or a connection that went away before we took it
       set_nodelay(fd);
-      conns_.emplace_back().fd = fd;
+      Conn& c = conns_.emplace_back();
+      c.fd = fd;
+      c.peer = peer_name(ss);
+      c.last_rx = Clock::now();
     }
+  }
+
+  // Checks the length of every frame buffered on c (complete ones and the one
+  // being read) before more bytes are taken; false after closing c.
+  bool frames_ok(Conn& c) {
+    size_t pos = 0;
+    while (c.in.size() - pos >= 4) {
+      const uint32_t len = read_u32(c.in.data() + pos);
+      if (len == 0 || len > max_frame_) {
+        log_line(detail::str_cat("[TcpStore] server: closing the connection from ", c.peer,
+                                 ": it announced a frame of ", len, " bytes (limit ", max_frame_,
+                                 "); not a tcv store client, or a value too large for the store"));
+        c.dead = true;
+        return false;
+      }
+      if (c.in.size() - pos - 4 < len) break;
+      pos += 4 + len;
+    }
+    // Complete requests pile up only behind a waiting GET/WAIT, which a tcv
+    // client never does; a client that does so anyway may not hoard memory.
+    if (pos > 2 * static_cast<size_t>(max_frame_)) {
+      log_line(detail::str_cat("[TcpStore] server: closing the connection from ", c.peer,
+                               ": it queued ", pos, " bytes of requests behind a waiting one"));
+      c.dead = true;
+      return false;
+    }
+    return true;
   }
 
   // Reads what arrived and serves complete requests; true when the data changed.
@@ -192,6 +260,8 @@ class StoreServer {
       const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
       if (n > 0) {
         c.in.insert(c.in.end(), buf, buf + n);
+        c.last_rx = Clock::now();
+        if (!frames_ok(c)) return false;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -208,7 +278,7 @@ class StoreServer {
     size_t pos = 0;
     while (!c.waiting && !c.dead && c.in.size() - pos >= 4) {
       const uint32_t len = read_u32(c.in.data() + pos);
-      if (len > kMaxFrame || len == 0) {
+      if (len > max_frame_ || len == 0) {
         c.dead = true;
         break;
       }
@@ -312,6 +382,8 @@ class StoreServer {
     c.out_pos = 0;
   }
 
+  uint32_t max_frame_;
+  milliseconds stalled_timeout_;
   int listen_fd_ = -1;
   int port_ = 0;
   int wake_[2] = {-1, -1};
@@ -332,8 +404,15 @@ TcpStore::TcpStore(std::string host, int port, TcpStoreOptions options)
             options_.world_size);
   TCV_CHECK(options_.timeout.count() > 0, "[TcpStore] timeout must be positive, got ",
             options_.timeout.count(), " ms");
+  TCV_CHECK(options_.wait_log_interval.count() >= 0,
+            "[TcpStore] wait_log_interval must not be negative");
+  TCV_CHECK(options_.max_frame_bytes >= 64, "[TcpStore] max_frame_bytes must be at least 64, got ",
+            options_.max_frame_bytes);
+  TCV_CHECK(options_.stalled_frame_timeout.count() > 0,
+            "[TcpStore] stalled_frame_timeout must be positive");
   if (options_.is_server) {
-    server_ = std::make_unique<StoreServer>(host_, port_);
+    server_ = std::make_unique<StoreServer>(host_, port_, options_.max_frame_bytes,
+                                            options_.stalled_frame_timeout);
     port_ = server_->port();
   }
   std::lock_guard<std::mutex> l(mu_);
@@ -349,6 +428,10 @@ std::string TcpStore::where() const {
   return host_ + ":" + std::to_string(port_);
 }
 
+std::string TcpStore::who() const {
+  return options_.rank >= 0 ? "rank " + std::to_string(options_.rank) : "this process";
+}
+
 void TcpStore::disconnect() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
@@ -357,6 +440,9 @@ void TcpStore::disconnect() {
 void TcpStore::connect(Clock::time_point deadline) {
   std::string last_error = "no attempt";
   milliseconds backoff(10);
+  const auto t0 = Clock::now();
+  const milliseconds every = options_.wait_log_interval;
+  auto next_log = t0 + every;
   while (true) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -396,22 +482,38 @@ void TcpStore::connect(Clock::time_point deadline) {
     }
     if (res) freeaddrinfo(res);
     const int64_t left = ms_left(deadline);
-    TCV_CHECK(left > 0, "[TcpStore] could not connect to the store at ", where(), " within ",
-              options_.timeout.count(), " ms (last error: ", last_error, ")");
+    TCV_CHECK(left > 0, "[TcpStore] ", who(), " could not connect to the store at ", where(),
+              " within ", options_.timeout.count(), " ms (last error: ", last_error,
+              "); rank 0 hosts it: is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?");
+    if (every.count() > 0 && Clock::now() >= next_log) {
+      log_line(
+          detail::str_cat("[TcpStore] ", who(), " is still waiting for the store at ", where(),
+                          " (hosted by rank 0) after ",
+                          seconds_str(std::chrono::duration_cast<milliseconds>(Clock::now() - t0)),
+                          " of ", seconds_str(options_.timeout), ": ", last_error));
+      next_log += every;
+    }
     std::this_thread::sleep_for(std::min(backoff, milliseconds(left)));
     backoff = std::min(backoff * 2, milliseconds(500));
   }
 }
 
 Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, const std::string& what,
-                          milliseconds timeout) {
+                          milliseconds timeout, const std::string& waiting_for) {
   std::lock_guard<std::mutex> l(mu_);
   if (fd_ < 0) connect(Clock::now() + options_.timeout);
+  TCV_CHECK(request.size() <= options_.max_frame_bytes, "[TcpStore] ", what, ": the request is ",
+            request.size(), " bytes, over the store's frame limit of ", options_.max_frame_bytes,
+            " bytes (TcpStoreOptions::max_frame_bytes)");
+  const auto t0 = Clock::now();
+  const milliseconds every = options_.wait_log_interval;
+  auto next_log = every.count() > 0 ? t0 + every : Clock::time_point::max();
 
   auto timed_out = [&] {
     disconnect();  // the server drops the pending request with the connection
     throw StoreTimeout(detail::str_cat("[TcpStore] ", what, " timed out after ", timeout.count(),
-                                       " ms (store at ", where(), ")"));
+                                       " ms", waiting_for.empty() ? "" : " waiting for ",
+                                       waiting_for, " (store at ", where(), ")"));
   };
   auto lost = [&](const std::string& why) {
     disconnect();
@@ -419,13 +521,23 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
               why, " (has the server on rank 0 exited?)");
   };
   // Waits for `events` on the socket until the deadline; false on timeout.
+  // Says what it waits for every wait_log_interval.
   auto wait_for = [&](short events) {
     while (true) {
+      const auto wake = std::min(deadline, next_log);
       pollfd p{fd_, events, 0};
-      const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms_left(deadline), 1 << 30)));
+      const int rc = poll(&p, 1, static_cast<int>(std::min<int64_t>(ms_left(wake), 1 << 30)));
       if (rc > 0) return true;
-      if (rc == 0) return false;
-      if (errno != EINTR) lost(errno_str(errno));
+      if (rc < 0 && errno != EINTR) lost(errno_str(errno));
+      if (rc == 0 && Clock::now() >= deadline) return false;
+      if (Clock::now() >= next_log) {
+        log_line(detail::str_cat(
+            "[TcpStore] ", who(), " is still waiting for ",
+            waiting_for.empty() ? what : waiting_for + " (" + what + ")", " after ",
+            seconds_str(std::chrono::duration_cast<milliseconds>(Clock::now() - t0)), " of ",
+            seconds_str(timeout), " (store at ", where(), ")"));
+        next_log += every;
+      }
     }
   };
 
@@ -463,7 +575,8 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
   uint8_t head[4];
   recv_exact(head, 4);
   const uint32_t len = read_u32(head);
-  if (len == 0 || len > kMaxFrame) lost("malformed reply of " + std::to_string(len) + " bytes");
+  if (len == 0 || len > options_.max_frame_bytes)
+    lost("malformed reply of " + std::to_string(len) + " bytes");
   Bytes body(len);
   recv_exact(body.data(), len);
   if (static_cast<Status>(body[0]) != Status::ok)
@@ -487,10 +600,10 @@ Bytes TcpStore::get(const std::string& key) {
   return get(key, options_.timeout);
 }
 
-Bytes TcpStore::get(const std::string& key, milliseconds timeout) {
+Bytes TcpStore::get(const std::string& key, milliseconds timeout, const std::string& waiting_for) {
   Bytes req{static_cast<uint8_t>(Op::get)};
   put_str(req, key);
-  return roundtrip(req, Clock::now() + timeout, "get('" + key + "')", timeout);
+  return roundtrip(req, Clock::now() + timeout, "get('" + key + "')", timeout, waiting_for);
 }
 
 std::string TcpStore::get_string(const std::string& key) {
@@ -522,11 +635,12 @@ void TcpStore::wait(const std::vector<std::string>& keys) {
   wait(keys, options_.timeout);
 }
 
-void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout) {
+void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout,
+                    const std::string& waiting_for) {
   Bytes req{static_cast<uint8_t>(Op::wait)};
   put_u32(req, static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) put_str(req, k);
-  roundtrip(req, Clock::now() + timeout, "wait(" + keys_str(keys) + ")", timeout);
+  roundtrip(req, Clock::now() + timeout, "wait(" + keys_str(keys) + ")", timeout, waiting_for);
 }
 
 bool TcpStore::delete_key(const std::string& key) {
@@ -552,7 +666,9 @@ void TcpStore::barrier(milliseconds timeout) {
   const std::string done = key + "/done";
   if (add(key, 1) == options_.world_size) set(done, std::string_view("1"));
   try {
-    wait({done}, timeout);
+    wait({done}, timeout,
+         "the other ranks at store barrier #" + std::to_string(gen) + " (world size " +
+             std::to_string(options_.world_size) + ")");
   } catch (const StoreTimeout&) {
     // Only a timeout leaves a server to ask; a lost connection is reported as it is.
     int64_t arrived = -1;

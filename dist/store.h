@@ -20,6 +20,13 @@
 // connection (the server forgets the pending request) and reconnects on the
 // next call. A server that goes away closes the connection, so a client blocked
 // in get/wait fails with an error at once instead of waiting for its timeout.
+// While a call blocks, the client says what it waits for every
+// wait_log_interval (dist/log.h).
+//
+// The server protects itself from clients that are not tcv's: a frame that
+// announces more than max_frame_bytes closes its connection before anything is
+// buffered, and a connection that sends part of a frame and then nothing for
+// stalled_frame_timeout is closed; both are logged with the peer's address.
 #pragma once
 
 #include <atomic>
@@ -47,6 +54,16 @@ struct TcpStoreOptions {
   int world_size = 1;
   /// Limit for connecting (with retries) and the default limit of get/wait/barrier.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  /// How often a blocked call (connect, get, wait, barrier) logs what it waits
+  /// for; 0 = never.
+  std::chrono::milliseconds wait_log_interval{std::chrono::seconds(30)};
+  /// This process's rank, named in those lines (-1: not named).
+  int rank = -1;
+  /// Largest frame (request or reply, 4-byte length excluded) either side
+  /// accepts; a set() of a larger value fails on the client.
+  uint32_t max_frame_bytes = 64u << 20;
+  /// Server: a connection holding part of a frame with no byte for this long is closed.
+  std::chrono::milliseconds stalled_frame_timeout{std::chrono::seconds(30)};
 };
 
 /// A client of rank 0's key-value store, and on rank 0 the server too.
@@ -68,8 +85,11 @@ class TcpStore {
   void set(const std::string& key, const Bytes& value);
   void set(const std::string& key, std::string_view value);
   /// The value of key, waiting until it is set or the timeout passes.
+  /// `waiting_for` says in the periodic log lines what the key stands for
+  /// (e.g. "rank 1 to join the gloo group"); "" names the key alone.
   Bytes get(const std::string& key);
-  Bytes get(const std::string& key, std::chrono::milliseconds timeout);
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout,
+            const std::string& waiting_for = "");
   /// get() as a string.
   std::string get_string(const std::string& key);
   /// Adds delta to the counter under key (0 when absent; kept as decimal text,
@@ -77,9 +97,10 @@ class TcpStore {
   int64_t add(const std::string& key, int64_t delta);
   /// True when every key exists; never blocks on the keys.
   bool check(const std::vector<std::string>& keys);
-  /// Waits until every key exists or the timeout passes.
+  /// Waits until every key exists or the timeout passes (waiting_for: as in get()).
   void wait(const std::vector<std::string>& keys);
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+            const std::string& waiting_for = "");
   /// Removes key; true when it existed.
   bool delete_key(const std::string& key);
   /// Returns once world_size processes have called barrier() the same number of
@@ -91,18 +112,21 @@ class TcpStore {
   /// The server's port (the OS's choice when constructed with port 0).
   int port() const { return port_; }
   int world_size() const { return options_.world_size; }
+  const TcpStoreOptions& options() const { return options_; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
 
  private:
   using Clock = std::chrono::steady_clock;
   // Sends one request and reads its reply body (status byte stripped) before
-  // `deadline`; `what` describes the call in error messages.
+  // `deadline`; `what` describes the call in error messages, `waiting_for` in
+  // the periodic log lines.
   Bytes roundtrip(const Bytes& request, Clock::time_point deadline, const std::string& what,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, const std::string& waiting_for = "");
   void connect(Clock::time_point deadline);
   void disconnect();
   std::string where() const;
+  std::string who() const;
 
   std::string host_;
   int port_ = 0;

@@ -49,7 +49,7 @@ trap 'rm -f "$used"' EXIT
     while read -r bin; do
       if [ "$(head -c 4 "$bin" 2>/dev/null)" = $'\x7fELF' ]; then ldd "$bin" 2>/dev/null; fi
     done |
-    awk '$3 ~ /^\// {print $3}' | grep -v -E '^/usr/local/'
+    awk '$3 ~ /^\/(usr|lib)/ {print $3}' | grep -v -E '^/usr/local/'
   # Files CMake found (find_library, find_path's headers, find_program) and the
   # package configuration files it read, with what they pulled in.
   grep -E '^[A-Za-z0-9_]+:(FILEPATH|PATH)=/usr/' "$CACHE" | sed 's/^[^=]*=//' |
@@ -67,33 +67,36 @@ trap 'rm -f "$used"' EXIT
   ls /usr/share/datasets/fashion-mnist/*.gz 2>/dev/null
 } | sort -u > "$used"
 
-# ---- resolve each file to its package -------------------------------------------
+# ---- resolve each file to its package (one dpkg query for all) -------------------
+declare -A owner=()
+mapfile -t files < <(while read -r f; do
+  [ -e "$f" ] || continue
+  echo "$f"
+  realpath "$f"
+done < "$used" | sort -u)
+while IFS= read -r line; do
+  case "$line" in diversion*) continue ;; esac
+  owner[${line#*: }]=${line%%: *}
+done < <(dpkg -S "${files[@]}" 2>/dev/null)
+
 missing=0
 declare -A seen_pkg=()
 while read -r f; do
   [ -e "$f" ] || continue
   real=$(realpath "$f")
-  pkg=""
-  for cand in "$f" "$real"; do
-    out=$(dpkg -S "$cand" 2>/dev/null | grep -v '^diversion' | head -n1) || true
-    if [ -n "$out" ]; then
-      pkg=${out%%: *}
-      break
-    fi
-  done
   case "$real" in /usr/local/*) continue ;; esac
+  pkg=${owner[$f]:-${owner[$real]:-}}
   if [ -z "$pkg" ]; then
     echo "check-deps: $f belongs to no Debian package (installed by hand?)"
     missing=1
     continue
   fi
-  # A file shared by several packages ("a, b: /path") is fine if any is allowed.
+  # A file shared by several packages ("a, b") is fine if any of them is allowed.
   ok=0
   IFS=', ' read -r -a owners <<< "$pkg"
   for o in "${owners[@]}"; do
     o=${o%%:*}
-    [ -n "$o" ] || continue
-    if [ -n "${allowed[$o]:-}" ]; then ok=1; fi
+    if [ -n "$o" ] && [ -n "${allowed[$o]:-}" ]; then ok=1; fi
   done
   if [ $ok -eq 0 ]; then
     o=${owners[0]%%:*}

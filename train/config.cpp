@@ -39,7 +39,8 @@ std::vector<KeySpec> make_schema() {
       {"data.skip_corrupt", VT::boolean, false,
        "skip and count corrupt or missing images instead of stopping with an error"},
       {"data.num_classes", VT::integer, int64_t{10}, ""},
-      {"data.workers", VT::integer, int64_t{1}, "threads assembling batches ahead; 0 = inline"},
+      {"data.workers", VT::integer, int64_t{1},
+       "threads assembling batches ahead (at most 256); 0 = inline"},
       {"data.normalize.div_value", VT::floating, 255.0, "pixels are divided by this first"},
       {"data.normalize.mean", VT::float_array, Doubles{0.2860}, "one value or one per channel"},
       {"data.normalize.std", VT::float_array, Doubles{0.3530}, "one value or one per channel"},
@@ -72,7 +73,15 @@ std::vector<KeySpec> make_schema() {
       {"network.bucket_cap_mb", VT::floating, 25.0, "distributed: gradient bucket size (MiB)"},
       {"network.find_unused_parameters", VT::boolean, false,
        "distributed: allow parameters that get no gradient in a step"},
-      {"network.resume", VT::string, std::string(""), "checkpoint to continue from; \"\" = none"},
+      {"network.timeout", VT::floating, 300.0,
+       "distributed: seconds the rendezvous or one collective may wait for the other ranks "
+       "before the run stops with an error naming them"},
+      {"network.wait_log_interval", VT::floating, 30.0,
+       "distributed: seconds between the lines a waiting rank prints about what it waits for; "
+       "0 = never"},
+      {"network.resume", VT::string, std::string(""),
+       "checkpoint to continue from; \"auto\" = the newest complete one in the run directory "
+       "(none yet: start fresh); \"\" = none"},
       {"network.pretrained", VT::string, std::string(""),
        "weights to fine-tune from (safetensors, torchvision names); a head of another shape "
        "keeps its init"},
@@ -100,6 +109,9 @@ std::vector<KeySpec> make_schema() {
        "warm-up length in epochs (instead of warm_iters); 0 = use warm_iters"},
       {"solver.clip_grad_norm", VT::floating, 0.0,
        "clip gradients to this global L2 norm before each step; 0 = off"},
+      {"solver.nonfinite", VT::string, std::string("stop"),
+       "a loss or gradient with inf or NaN: stop (with the iteration and the parameter) | "
+       "skip (drop the step and count it); f16 loss scaling skips such gradients either way"},
       {"solver.optim.optim_method", VT::string, std::string("sgd"), "sgd | adam | adamw"},
       {"solver.optim.nodecay_bn_bias", VT::boolean, false,
        "no weight decay on parameters with dim <= 1 (BatchNorm weights, biases)"},
@@ -599,6 +611,10 @@ void Config::validate() const {
     fail("data.channels", "CIFAR has 3 channels, got 1");
   at_least("data.num_classes", 1);
   at_least("data.workers", 0);
+  if (get_int("data.workers") > kMaxWorkers)
+    fail("data.workers", "must be at most " + std::to_string(kMaxWorkers) + ", got " +
+                             std::to_string(get_int("data.workers")) +
+                             " (threads that assemble batches; about one per core is plenty)");
   positive("data.normalize.div_value");
   if (get_doubles("data.normalize.mean").empty()) fail("data.normalize.mean", "must not be empty");
   const auto stds = get_doubles("data.normalize.std");
@@ -634,8 +650,16 @@ void Config::validate() const {
   if (jitter[3] > 0.5) fail("train.aug.color_jitter", "hue must be in [0, 0.5]");
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
   if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
+  if (const double t = get_double("network.timeout"); !(t >= 0.001 && t < 1e9))
+    fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(t));
+  if (const double t = get_double("network.wait_log_interval"); !(t >= 0 && t < 1e9))
+    fail("network.wait_log_interval", "must be in [0, 1e9) seconds, got " + format_double(t));
   at_least("solver.max_epoch", 1);
   at_least("solver.max_iters", 0);
+  for (const char* key : {"solver.max_epoch", "solver.max_iters"})
+    if (get_int(key) > kMaxIterations)
+      fail(key, "must be at most " + std::to_string(kMaxIterations) + " (2^40), got " +
+                    std::to_string(get_int(key)));
   at_least("solver.display_iter", 1);
   at_least("solver.test_interval", 0);
   at_least("solver.save_epoch", 0);
@@ -660,6 +684,7 @@ void Config::validate() const {
     fail("solver.lr.warm.warm_iters",
          "must be positive when solver.lr.is_warm is true (or set solver.lr.warm.warm_epochs)");
   non_negative("solver.clip_grad_norm");
+  choice("solver.nonfinite", {"stop", "skip"});
   choice("solver.optim.optim_method", {"sgd", "adam", "adamw"});
   in_unit("solver.optim.sgd.momentum", get_double("solver.optim.sgd.momentum"));
   non_negative("solver.optim.sgd.weight_decay");

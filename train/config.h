@@ -17,6 +17,13 @@
 
 namespace tcv::train {
 
+/// The most iterations a run may count, 2^40 (about 1.1e12): solver.max_iters,
+/// solver.max_epoch times an epoch's iterations, and a checkpoint's iteration.
+inline constexpr int64_t kMaxIterations = int64_t{1} << 40;
+
+/// The most data loader threads (data.workers) a run may ask for.
+inline constexpr int64_t kMaxWorkers = 256;
+
 enum class ValueType : uint8_t { boolean, integer, floating, string, float_array, int_array };
 
 const char* value_type_name(ValueType t);

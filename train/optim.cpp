@@ -183,6 +183,63 @@ double clip_grad_norm(const nn::StateDict& params, double max_norm) {
   return norm;
 }
 
+bool all_finite(const std::vector<Tensor>& ts) {
+  NoGradGuard no_grad;
+  std::vector<std::pair<int, std::vector<kernels::KTensor>>> cuda;  // per device
+  std::vector<Tensor> keep;  // contiguous copies, alive until the launch
+  for (const Tensor& t : ts) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    if (t.device().is_cuda()) {
+      const Tensor c = t.is_contiguous() ? t : t.contiguous();
+      keep.push_back(c);
+      auto it = std::find_if(cuda.begin(), cuda.end(),
+                             [&](const auto& e) { return e.first == t.device().index; });
+      if (it == cuda.end()) {
+        cuda.push_back({t.device().index, {}});
+        it = cuda.end() - 1;
+      }
+      it->second.push_back(c.k());
+      continue;
+    }
+    // One pass: an inf or NaN makes the sum inf or NaN. Finite values may
+    // overflow it too; then 0·x, 0 for finite x and NaN otherwise, decides.
+    const Tensor x = t.dtype() == DType::f32 || t.dtype() == DType::f64 ? t : t.to(DType::f32);
+    if (std::isfinite(ops::sum(x).item())) continue;
+    if (!std::isfinite(ops::sum(ops::mul(x, 0.0)).item())) return false;
+  }
+  for (const auto& [device, ks] : cuda) {
+    kernels::cuda::DeviceGuard guard(device);
+    profiler::Scope prof("sum_squares_multi", Device(DeviceType::CUDA, device));
+    if (!std::isfinite(kernels::cuda::sum_squares_multi(ks))) return false;
+  }
+  return true;
+}
+
+std::string first_nonfinite(const nn::StateDict& named) {
+  for (const auto& [name, t] : named)
+    if (!all_finite({t})) return name;
+  return "";
+}
+
+Tensor nonfinite_seed(const Tensor& loss) {
+  NoGradGuard no_grad;
+  return ops::add(ops::mul(loss.detach(), 0.0), 1.0);
+}
+
+std::vector<Tensor> grads_of(const nn::StateDict& params) {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : params)
+    if (Tensor g = p.grad(); g.defined()) out.push_back(std::move(g));
+  return out;
+}
+
+nn::StateDict named_grads(const nn::StateDict& params) {
+  nn::StateDict out;
+  for (const auto& [name, p] : params)
+    if (Tensor g = p.grad(); g.defined()) out.emplace_back(name, std::move(g));
+  return out;
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& [name, p] : params_) {
     Tensor g = p.grad();

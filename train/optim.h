@@ -63,6 +63,30 @@ class Optimizer {
 /// the norm before clipping. max_norm <= 0 only measures.
 double clip_grad_norm(const nn::StateDict& params, double max_norm);
 
+/// Whether every element of every defined floating tensor in `ts` is finite.
+/// CUDA tensors: one fused f64 sum of squares per device and one host sync for
+/// the whole list (finite iff every element is: an f32, f16 or bf16 square
+/// cannot overflow f64); CPU tensors: one sum per tensor (and a sum of 0·x,
+/// 0 or NaN, where finite values overflow the first).
+bool all_finite(const std::vector<Tensor>& ts);
+
+/// The name of the first floating tensor of `named` holding inf or NaN, or ""
+/// when there is none. One check per tensor: for the error path, not each step.
+std::string first_nonfinite(const nn::StateDict& named);
+
+/// The gradient to seed backward from `loss` with: 1 + 0·loss, which is 1 for a
+/// finite loss (the gradients are those of a plain backward, to the bit) and
+/// NaN otherwise, so that a non-finite loss makes the gradients non-finite too.
+/// Data-parallel training seeds with it: one rank's non-finite loss then reaches
+/// every rank through the all-reduced gradients, and all ranks decide alike.
+Tensor nonfinite_seed(const Tensor& loss);
+
+/// The defined gradients of `params`, in order.
+std::vector<Tensor> grads_of(const nn::StateDict& params);
+
+/// (name, gradient) for the parameters of `params` that have one, in order.
+nn::StateDict named_grads(const nn::StateDict& params);
+
 struct SGDOptions {
   double lr = 0.01;
   double momentum = 0.0;

@@ -36,7 +36,7 @@ Predictor::Predictor(const Config& cfg, const std::string& checkpoint) {
   stem_ = resolve_checkpoint(checkpoint);
   const TrainerState s = load_trainer_state(stem_);
   if (s.model_name != name)
-    throw ConfigError(stem_ + ".json holds a \"" + s.model_name +
+    throw ConfigError(stem_ + ".safetensors holds a \"" + s.model_name +
                       "\", but the config's network.model_name is \"" + name + "\"");
   load_checkpoint(stem_, *model_, nullptr);
   model_->eval();

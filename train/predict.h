@@ -24,7 +24,7 @@ struct ClassScore {
 class Predictor {
  public:
   /// Builds network.model_name for data.num_classes and loads the model weights of
-  /// `checkpoint` (a .json/.safetensors file, a checkpoint stem or a run directory).
+  /// `checkpoint` (a .safetensors file, a checkpoint stem or a run directory).
   /// Runs on the CPU, in eval mode.
   Predictor(const Config& cfg, const std::string& checkpoint);
 

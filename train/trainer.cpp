@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <system_error>
 
 #include "data/dataset.h"
 #include "data/folder.h"
@@ -94,6 +97,41 @@ Device pick_device(const Config& cfg) {
   return cuda_ops_supported() && cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
 }
 
+// What to do with a step whose loss or gradients hold inf or NaN (solver.nonfinite).
+enum class NonFinite : uint8_t { stop, skip };
+
+// Keeps the lines of a run's metrics.jsonl up to iteration `iter`, where a
+// resumed run starts, and drops those after it and any line a kill cut short:
+// each iteration is then logged once. Returns whether a val line at `iter`
+// is among those kept.
+bool truncate_metrics(const fs::path& file, int64_t iter) {
+  std::ifstream f(file);
+  if (!f.good()) return false;
+  std::string line, kept;
+  bool changed = false, val_at_iter = false;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    bool keep = false;
+    try {
+      const Json j = json_parse(line);
+      const auto it = j.find("iter"), split = j.find("split");
+      const bool has_iter = it != j.end() && it->is_number_integer();
+      keep = j.is_object() && (!has_iter || it->get<int64_t>() <= iter);
+      if (keep && has_iter && it->get<int64_t>() == iter && split != j.end() && *split == "val")
+        val_at_iter = true;
+    } catch (const Error&) {
+      keep = false;  // a line cut short
+    }
+    if (keep)
+      kept += line + "\n";
+    else
+      changed = true;
+  }
+  f.close();
+  if (changed) write_file_atomic(file.string(), kept);
+  return val_at_iter;
+}
+
 }  // namespace
 
 Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target) {
@@ -146,6 +184,7 @@ struct Trainer::Impl {
   std::unique_ptr<LrPolicy> lr_policy;
   TrainerState state;
   int64_t iters_per_epoch = 0, max_iters = 0, max_epochs = 0;
+  int64_t evaluated_at = -1;  // the iteration of the latest evaluation (a resumed run: logged)
   double label_smoothing = 0;
   double mixup_alpha = 0;
   InputSpec input;
@@ -181,14 +220,30 @@ struct Trainer::Impl {
 
   void write_metrics(const Json& j) {
     if (!main_rank()) return;
+    errno = 0;
     metrics << json_dump(j) << "\n";
     metrics.flush();
+    if (!metrics.good())
+      TCV_THROW((fs::path(opts.out_dir) / "metrics.jsonl").string(),
+                ": cannot write: ", errno ? std::strerror(errno) : "stream error");
+  }
+
+  // Starts a loader's epoch, naming data.workers when its threads cannot start.
+  void start_loader(data::DataLoader& loader, int64_t epoch, int64_t skip) {
+    try {
+      loader.start_epoch(epoch, skip);
+    } catch (const std::system_error& e) {
+      throw ConfigError(
+          at_key(cfg, "data.workers") + " = " + std::to_string(cfg.get_int("data.workers")) +
+          ": cannot start the data loader's worker threads (" + e.what() + "); lower data.workers");
+    }
   }
 
   void setup() {
     cfg.validate();
     device = pick_device(cfg);
     dist = init_distributed(cfg, device);
+    if (dist) device = dist->device();  // cuda:LOCAL_RANK on a node with several GPUs
     if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(omp_get_num_procs());
     manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
     label_smoothing = cfg.get_double("loss.label_smoothing");
@@ -209,9 +264,17 @@ struct Trainer::Impl {
     if (iters_per_epoch == 0)
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
                         std::to_string(train_loader->size()) + " images) with train.drop_last");
-    max_iters = cfg.get_int("solver.max_iters") > 0
-                    ? cfg.get_int("solver.max_iters")
-                    : cfg.get_int("solver.max_epoch") * iters_per_epoch;
+    if (cfg.get_int("solver.max_iters") > 0) {
+      max_iters = cfg.get_int("solver.max_iters");
+    } else {
+      const int64_t epochs = cfg.get_int("solver.max_epoch");
+      if (epochs > kMaxIterations / iters_per_epoch)
+        throw ConfigError(at_key(cfg, "solver.max_epoch") + ": " + std::to_string(epochs) +
+                          " epochs of " + std::to_string(iters_per_epoch) +
+                          " iterations are more than the " + std::to_string(kMaxIterations) +
+                          " (2^40) iterations a run may count");
+      max_iters = epochs * iters_per_epoch;
+    }
 
     // Model and optimizer.
     models::register_builtin_models();
@@ -241,23 +304,46 @@ struct Trainer::Impl {
     // Output directory.
     ckpt_dir = fs::path(opts.out_dir) / "checkpoints";
     fs::create_directories(ckpt_dir);
-    if (main_rank())
+    int64_t stale = 0;  // temp files of a process killed while writing
+    if (main_rank()) {
+      stale = remove_stale_temp_files(opts.out_dir) + remove_stale_temp_files(ckpt_dir.string());
       write_file_atomic((fs::path(opts.out_dir) / "config.toml").string(), cfg.to_toml());
+    }
 
-    const std::string& resume = cfg.get_string("network.resume");
+    // "auto": the newest complete checkpoint of this run directory, if any
+    // (an elastic restart continues where the failed attempt last saved).
+    std::string resume = cfg.get_string("network.resume");
+    if (resume == "auto") resume = find_latest_checkpoint(ckpt_dir.string());
     if (!resume.empty()) {
-      const std::string stem = resolve_checkpoint(resume);
-      const TrainerState s = load_trainer_state(stem);
-      if (s.model_name != name)
-        throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem + " holds a \"" +
-                          s.model_name + "\", but network.model_name is \"" + name + "\"");
-      state = load_checkpoint(stem, *model, optim.get());
+      // Everything about the checkpoint is checked here, before any step.
+      try {
+        const std::string stem = resolve_checkpoint(resume);
+        const TrainerState s = load_trainer_state(stem);
+        if (s.model_name != name)
+          throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem +
+                            ".safetensors holds a \"" + s.model_name +
+                            "\", but network.model_name is \"" + name + "\"");
+        state = load_checkpoint(stem, *model, optim.get());
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const Error& e) {
+        throw ConfigError(at_key(cfg, "network.resume") + ": " + e.what());
+      }
       // The loader's epoch length may differ if batch_size changed; clamp to it.
       state.epoch_iter = std::min(state.epoch_iter, iters_per_epoch);
       elapsed_before = state.elapsed_s;
       default_generator().manual_seed(state.rng_seed);
       default_generator().set_offset(state.rng_offset);
+      if (main_rank() && truncate_metrics(fs::path(opts.out_dir) / "metrics.jsonl", state.iter))
+        evaluated_at = state.iter;
     }
+    if (dist)  // ranks that disagree here would issue different collectives
+      dist->check_same(
+          "training schedule",
+          {{"iterations per epoch (data set size / world / train.batch_size)",
+            std::to_string(iters_per_epoch)},
+           {"iterations in all (solver.max_iters or solver.max_epoch)", std::to_string(max_iters)},
+           {"iteration resumed from", std::to_string(state.iter)}});
     metrics.open(main_rank() ? fs::path(opts.out_dir) / "metrics.jsonl" : fs::path("/dev/null"),
                  resume.empty() ? std::ios::trunc : std::ios::app);
     if (!metrics.good()) TCV_THROW(opts.out_dir, "/metrics.jsonl: cannot open for writing");
@@ -276,6 +362,9 @@ struct Trainer::Impl {
             << cfg.get_int("train.batch_size") * world();
       if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
       *os << "\n";
+      if (stale > 0)
+        *os << "removed " << stale << " temp file" << (stale > 1 ? "s" : "")
+            << " left by a process killed while writing\n";
       if (!cfg.get_string("network.pretrained").empty()) {
         *os << "pretrained: " << pretrained_load.loaded << " tensors from "
             << cfg.get_string("network.pretrained");
@@ -297,7 +386,7 @@ struct Trainer::Impl {
     samples.clear();
     {
       NoGradGuard no_grad;
-      val_loader->start_epoch(0);
+      start_loader(*val_loader, 0, 0);
       data::Batch b;
       int64_t seen = 0;  // the val loader does not shuffle: row i is image seen + i
       while (val_loader->next(b)) {
@@ -410,13 +499,44 @@ struct Trainer::Impl {
     std::vector<std::string> stems;
     for (const auto& e : fs::directory_iterator(ckpt_dir)) {
       const std::string f = e.path().filename().string();
-      if (f.rfind("epoch_", 0) == 0 && e.path().extension() == ".json")
+      if (f.rfind("epoch_", 0) == 0 && e.path().extension() == ".safetensors")
         stems.push_back((ckpt_dir / e.path().stem()).string());
     }
     std::sort(stems.begin(), stems.end());
     for (size_t i = 0; i + keep < stems.size(); ++i) {
-      fs::remove(stems[i] + ".json");  // the marker first: weights alone are never taken as valid
       fs::remove(stems[i] + ".safetensors");
+      fs::remove(stems[i] + ".json");  // the trainer state of an earlier version's checkpoint
+    }
+  }
+
+  // A step (the iteration about to be state.iter + 1) whose loss or gradients
+  // hold inf or NaN: throws (NonFinite::stop), or drops the step, restoring the
+  // buffers its forward changed, and counts it (NonFinite::skip). Nothing has
+  // been saved since the step's forward.
+  void drop_nonfinite_step(NonFinite mode, double loss_v,
+                           std::vector<std::pair<Tensor, Tensor>>& buffers) {
+    const int64_t iter = state.iter + 1;
+    const std::string bad = first_nonfinite(named_grads(optim->params()));
+    std::string what = "loss " + fixed(loss_v, 4) + ", ";
+    what += bad.empty() ? "gradients finite" : "first parameter with a non-finite gradient: " + bad;
+    if (mode == NonFinite::stop)
+      TCV_THROW("non-finite training step at iteration ", iter, " (epoch ", state.epoch + 1,
+                ", lr ", state.lr, "): ", what,
+                ". Stopped before the update; no checkpoint was written from it. Lower "
+                "solver.lr.base_lr, look for inf or NaN in the data, or set solver.nonfinite = "
+                "\"skip\" to drop such steps");
+    {
+      NoGradGuard no_grad;
+      for (auto& [b, copy] : buffers) b.copy_(copy);
+    }
+    ++state.nonfinite_skipped;
+    const int64_t n = state.nonfinite_skipped;
+    if (auto* os = log(); os && (n <= 10 || n % 100 == 0)) {
+      if (bar) *os << "\r\033[K";
+      *os << "skipped iteration " << iter << " (epoch " << state.epoch + 1 << "): " << what << " ("
+          << n << " skipped so far" << (n == 10 ? "; from now on every 100th is shown" : "")
+          << ")\n"
+          << std::flush;
     }
   }
 
@@ -459,7 +579,13 @@ struct Trainer::Impl {
     // Where this run stops: the end, or an interruption asked for by the caller.
     const int64_t stop_at =
         opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
-    int64_t evaluated_at = -1;
+    const NonFinite nonfinite =
+        cfg.get_string("solver.nonfinite") == "skip" ? NonFinite::skip : NonFinite::stop;
+    // solver.nonfinite = "skip" drops a step whole: the BatchNorm statistics its
+    // forward updated go back to these copies.
+    std::vector<std::pair<Tensor, Tensor>> buffers;  // (buffer, copy before the step)
+    if (nonfinite == NonFinite::skip)
+      for (const auto& [name, b] : model->named_buffers()) buffers.emplace_back(b, b.clone());
 
     // Window since the last training line.
     AverageMeter win_loss;
@@ -471,7 +597,7 @@ struct Trainer::Impl {
 
     model->train();
     while (state.iter < stop_at) {
-      train_loader->start_epoch(state.epoch, state.epoch_iter);
+      start_loader(*train_loader, state.epoch, state.epoch_iter);
       data::Batch batch;
       while (state.iter < stop_at && train_loader->next(batch)) {
         const auto step_t0 = Clock::now();
@@ -481,6 +607,10 @@ struct Trainer::Impl {
           ++state.iter;
           ++state.epoch_iter;
           continue;
+        }
+        if (!buffers.empty()) {
+          NoGradGuard no_grad;
+          for (auto& [b, copy] : buffers) copy.copy_(b);
         }
         Tensor loss;
         autocast::Guard amp(amp_on, amp_dtype);
@@ -499,24 +629,40 @@ struct Trainer::Impl {
           loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
         }
         optim->zero_grad(/*set_to_none=*/!ddp);  // DDP: grads stay bucket views
+        // Data-parallel: a rank's non-finite loss makes every rank's all-reduced
+        // gradients non-finite, so that all ranks make the same decision below.
+        const Tensor seed = ddp ? nonfinite_seed(loss) : Tensor();
+        (scaler ? scaler->scale(loss) : loss).backward(seed);
+        double loss_v = 0;
+        bool stepped = false;
         if (scaler) {
-          scaler->scale(loss).backward();
+          // f16: gradients with inf or NaN are the loss scaler's to skip.
           scaler->unscale(optim->params());
-          if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
-          scaler->step(*optim);
+          loss_v = loss.item();
+          if (std::isfinite(loss_v)) {
+            if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
+            stepped = scaler->step(*optim);
+          } else {
+            drop_nonfinite_step(nonfinite, loss_v, buffers);
+          }
         } else {
-          loss.backward();
-          if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
-          optim->step();
+          // The loss and every gradient in one fused check (one host sync on a GPU).
+          std::vector<Tensor> check = grads_of(optim->params());
+          check.push_back(loss.detach());
+          if (all_finite(check)) {
+            if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
+            optim->step();
+            stepped = true;
+            loss_v = loss.item();
+          } else {
+            loss_v = loss.item();
+            drop_nonfinite_step(nonfinite, loss_v, buffers);
+          }
         }
-        const double loss_v = loss.item();
-        TCV_CHECK(std::isfinite(loss_v), "training diverged: loss is ", loss_v, " at epoch ",
-                  state.epoch, " iter ", state.iter + 1, " (lr ", state.lr,
-                  "); lower solver.lr.base_lr");
         ++state.iter;
         ++state.epoch_iter;
         const int64_t bs = batch.y.size(0) * world();  // global images
-        win_loss.update(loss_v, bs);
+        if (stepped || (scaler && std::isfinite(loss_v))) win_loss.update(loss_v, bs);
         win_images += bs;
         run_images += bs;
         run_compute_s += seconds_since(step_t0);
@@ -527,16 +673,18 @@ struct Trainer::Impl {
           j["split"] = "train";
           j["epoch"] = state.epoch + 1;  // 1-based, as people count
           j["iter"] = state.iter;
-          j["loss"] = win_loss.mean();
+          // null when every step of the window was dropped for inf or NaN
+          j["loss"] = win_loss.count() ? Json(win_loss.mean()) : Json();
           j["lr"] = state.lr;
           j["images_per_sec"] = ips;
           j["time"] = elapsed();
+          if (nonfinite == NonFinite::skip) j["nonfinite_skipped"] = state.nonfinite_skipped;
           write_metrics(j);
           if (!bar)
             if (auto* os = log())
               *os << "train epoch " << state.epoch + 1 << " iter " << state.iter << "/" << max_iters
-                  << ": loss " << fixed(win_loss.mean(), 4) << " lr " << state.lr << " "
-                  << fixed(ips, 1) << " img/s (" << hms(elapsed()) << ")\n"
+                  << ": loss " << (win_loss.count() ? fixed(win_loss.mean(), 4) : "--") << " lr "
+                  << state.lr << " " << fixed(ips, 1) << " img/s (" << hms(elapsed()) << ")\n"
                   << std::flush;
           win_loss.reset();
           win_images = 0;
@@ -580,6 +728,7 @@ struct Trainer::Impl {
     summary.train_images_per_sec =
         run_compute_s > 0 ? static_cast<double>(run_images) / run_compute_s : 0.0;
     summary.skipped = skipped();
+    summary.nonfinite_skipped = state.nonfinite_skipped;
     if (auto* os = log(); os && summary.skipped > 0)
       *os << "skipped " << summary.skipped
           << " corrupt images (data.skip_corrupt); the first: " << first_skipped() << "\n";

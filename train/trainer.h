@@ -40,6 +40,9 @@ struct TrainSummary {
   double wall_s = 0;  ///< this run's wall time
   double train_images_per_sec = 0;
   int64_t skipped = 0;  ///< corrupt images skipped (data.skip_corrupt), train and val
+  /// Steps dropped for a loss or gradient with inf or NaN (solver.nonfinite =
+  /// "skip"), over all runs of a resumed training.
+  int64_t nonfinite_skipped = 0;
 };
 
 /// Trains an image classifier as `cfg` says (cfg is validated first).
@@ -52,7 +55,18 @@ struct TrainSummary {
 /// top-1, `epoch_NNNN` every `solver.save_epoch` epochs (the last
 /// `checkpoints.keep_last` kept). `network.resume` continues a run exactly
 /// where its checkpoint stands (same batches, LR and random stream): on the CPU,
-/// to the bit. report.html is rewritten after each evaluation.
+/// to the bit; it refuses, before any step, a checkpoint that does not load
+/// (truncated, another model, other shapes, a bad trainer state), and drops the
+/// lines of metrics.jsonl after the checkpoint's iteration, so each iteration
+/// is logged once. report.html is rewritten after each evaluation.
+///
+/// A loss or gradient holding inf or NaN (f32, bf16) stops the run with an
+/// error naming the iteration and the first parameter whose gradient is not
+/// finite, before the update and before any save (solver.nonfinite = "stop"),
+/// or drops that step, BatchNorm statistics included, and counts it
+/// (solver.nonfinite = "skip"). Under f16 the loss scaler skips steps with
+/// inf/NaN gradients as before. A checkpoint is never written from weights
+/// that hold inf or NaN.
 class Trainer {
  public:
   Trainer(Config cfg, TrainOptions opts);

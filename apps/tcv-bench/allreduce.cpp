@@ -27,7 +27,10 @@ const char* const kAllreduceUsage =
     "  -d, --datatype T       float, half, bfloat16 or double (float)\n"
     "  --op sum|avg           reduction (sum)\n"
     "  --json                 one JSON object per row instead of the table\n"
-    "busbw = algbw * 2(n-1)/n, as nccl-tests reports it.\n";
+    "busbw = algbw * 2(n-1)/n, as nccl-tests reports it. Every rank must be given the same\n"
+    "arguments (they are compared at start-up). TCV_DIST_TIMEOUT (seconds, 300) limits each\n"
+    "collective; TCV_DIST_WAIT_LOG_INTERVAL (seconds, 30) is how often a waiting rank says\n"
+    "what it waits for.\n";
 
 namespace {
 
@@ -201,20 +204,68 @@ AllreduceOptions parse_allreduce_args(const std::vector<std::string>& args) {
     }
   }
   if (o.max_bytes < o.min_bytes) throw UsageError{"-e/--maxbytes must be at least -b/--minbytes"};
+  const auto esize = static_cast<int64_t>(dtype_size(o.dtype));
+  if (o.min_bytes < esize)
+    throw UsageError{"-b/--minbytes " + std::to_string(o.min_bytes) +
+                     " is smaller than one element of " + type_name(o.dtype) + " (" +
+                     std::to_string(esize) +
+                     " bytes): sizes are in bytes, and that row would "
+                     "all-reduce nothing; use -b " +
+                     std::to_string(esize) + " or more"};
   return o;
 }
+
+namespace {
+
+// The arguments that decide which collectives a rank issues, written back as flags.
+std::string canonical_args(const AllreduceOptions& o) {
+  return detail::str_cat("--backend ", o.backend, " -b ", o.min_bytes, " -e ", o.max_bytes, " -f ",
+                         o.step_factor, " -n ", o.iters, " -w ", o.warmup, " -c ", o.check ? 1 : 0,
+                         " -d ", type_name(o.dtype), " --op ", o.op);
+}
+
+// Every rank publishes its arguments in the store and compares them with the
+// others', so ranks given different sizes fail at once with a message instead
+// of mismatched collectives.
+void check_same_args(dist::TcpStore& store, int rank, int world, const AllreduceOptions& o,
+                     std::chrono::milliseconds timeout) {
+  if (world == 1) return;
+  const std::string mine = canonical_args(o);
+  store.set("tcv-bench/allreduce/args/" + std::to_string(rank), mine);
+  std::string differ;
+  for (int r = 0; r < world; ++r) {
+    if (r == rank) continue;
+    const dist::Bytes b = store.get("tcv-bench/allreduce/args/" + std::to_string(r), timeout,
+                                    "rank " + std::to_string(r) + "'s arguments");
+    const std::string theirs(b.begin(), b.end());
+    if (theirs != mine) differ += detail::str_cat("; rank ", r, ": ", theirs);
+  }
+  TCV_CHECK(differ.empty(),
+            "[tcv-bench allreduce] ranks were given different arguments (every "
+            "rank must run the same sizes): rank ",
+            rank, ": ", mine, differ);
+}
+
+}  // namespace
 
 int run_allreduce_bench(const AllreduceOptions& opts) {
   namespace cu = kernels::cuda;
   dist::DistEnv env;
   const bool launched = dist::has_dist_env(dist::process_dist_env());
   if (launched) env = dist::read_dist_env();
+  const dist::DistTimeouts timeouts = dist::timeouts_from_env(dist::process_dist_env());
   dist::TcpStoreOptions so;
   so.is_server = env.rank == 0;
   so.world_size = env.world_size;
-  so.timeout = std::chrono::seconds(300);
+  so.rank = env.rank;
+  so.timeout = timeouts.timeout;
+  so.wait_log_interval = timeouts.wait_log_interval;
   auto store =
       std::make_shared<dist::TcpStore>(env.master_addr, launched ? env.master_port : 0, so);
+  check_same_args(*store, env.rank, env.world_size, opts, timeouts.timeout);
+  dist::ProcessGroupOptions po;
+  po.timeout = timeouts.timeout;
+  po.wait_log_interval = timeouts.wait_log_interval;
 
   const bool nccl = opts.backend == "nccl";
   Device device = kCPU;
@@ -225,9 +276,9 @@ int run_allreduce_bench(const AllreduceOptions& opts) {
               " sees none");
     device = Device(DeviceType::CUDA, env.local_rank % n);
     cu::set_device(device.index);
-    pg = dist::make_nccl_group(store, env.rank, env.world_size);
+    pg = dist::make_nccl_group(store, env.rank, env.world_size, po);
   } else {
-    pg = dist::make_gloo_group(store, env.rank, env.world_size);
+    pg = dist::make_gloo_group(store, env.rank, env.world_size, po);
   }
   const int world = pg->size();
   const bool avg = opts.op == "avg";

@@ -3,7 +3,11 @@
 //   tcv-predict --checkpoint CKPT --config CFG [--set key=value]... [--json] [--top K]
 //               [--idx-index N]... IMAGE_OR_DIR...
 //
-// Exit status: 0 on success, 2 for a bad command line or config, 1 otherwise.
+// An image that cannot be read (corrupt, missing) is reported and the others are
+// predicted. Exit status: 0 when every image was predicted, or the unreadable
+// ones skipped under data.skip_corrupt = true; 1 when an image could not be read
+// otherwise (or none could), or on another error; 2 for a bad command line or
+// config.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -30,7 +34,7 @@ constexpr const char* kUsage =
     "\n"
     "Prints the top classes of each image under a model trained by tcv-train.\n"
     "\n"
-    "  --checkpoint CKPT  a checkpoint (.json or .safetensors, e.g. RUN/checkpoints/best.json)\n"
+    "  --checkpoint CKPT  a checkpoint (e.g. RUN/checkpoints/best.safetensors)\n"
     "                     or a run directory (its latest checkpoint)\n"
     "  --config CFG       the training config (RUN/config.toml is the resolved one)\n"
     "  --set key=value    overrides one config key (repeatable)\n"
@@ -39,7 +43,12 @@ constexpr const char* kUsage =
     "  --idx-index N      also classifies test image N of the config's IDX dataset\n"
     "                     (repeatable); its true label is printed too\n"
     "  IMAGE_OR_DIR       image files (PNG, JPEG, BMP, ...) or directories of them\n"
-    "  --help             prints this and exits\n";
+    "  --help             prints this and exits\n"
+    "\n"
+    "An image that cannot be read is reported on stderr (and under \"unreadable\" with\n"
+    "--json) and the others are predicted. Exit status: 0 when every image was\n"
+    "predicted, or the unreadable ones skipped with --set data.skip_corrupt=true; 1 when\n"
+    "an image could not be read otherwise, or none could; 2 for a bad command line.\n";
 
 bool is_image_file(const fs::path& p) {
   std::string ext = p.extension().string();
@@ -49,6 +58,10 @@ bool is_image_file(const fs::path& p) {
     if (ext == e) return true;
   return false;
 }
+
+struct Unreadable {
+  std::string name, error;
+};
 
 struct Input {
   std::string name;
@@ -111,7 +124,18 @@ int run(int argc, char** argv) {
   const auto mode =
       predictor.in_channels() == 1 ? tcv::data::ImageMode::gray : tcv::data::ImageMode::rgb;
 
+  const bool skip_corrupt = cfg.get_bool("data.skip_corrupt");
   std::vector<Input> inputs;
+  std::vector<Unreadable> unreadable;
+  auto read = [&](const std::string& file) {
+    try {
+      inputs.push_back({file, tcv::data::read_image(file, mode)});
+    } catch (const tcv::Error& e) {
+      unreadable.push_back({file, e.what()});
+      std::cerr << "tcv-predict: " << (skip_corrupt ? "skipped (data.skip_corrupt): " : "error: ")
+                << e.what() << "\n";
+    }
+  };
   for (const auto& p : paths) {
     if (fs::is_directory(p)) {
       std::vector<fs::path> files;
@@ -119,9 +143,9 @@ int run(int argc, char** argv) {
         if (e.is_regular_file() && is_image_file(e.path())) files.push_back(e.path());
       std::sort(files.begin(), files.end());
       if (files.empty()) throw tcv::Error(p + ": directory holds no image files");
-      for (const auto& f : files) inputs.push_back({f.string(), tcv::data::read_image(f, mode)});
+      for (const auto& f : files) read(f.string());
     } else {
-      inputs.push_back({p, tcv::data::read_image(p, mode)});
+      read(p);
     }
   }
   if (!idx_indices.empty()) {
@@ -163,9 +187,19 @@ int run(int argc, char** argv) {
   }
   if (json) {
     out["predictions"] = std::move(preds);
+    tcv::Json bad = tcv::Json::array();
+    for (const auto& u : unreadable)
+      bad.push_back(tcv::Json::object({{"input", u.name}, {"error", u.error}}));
+    out["unreadable"] = std::move(bad);
     std::cout << tcv::json_dump(out, 2) << "\n";
   }
-  return 0;
+  if (unreadable.empty()) return 0;
+  std::cerr << "tcv-predict: " << unreadable.size() << " of " << unreadable.size() + inputs.size()
+            << " images could not be read"
+            << (skip_corrupt ? " and were skipped (data.skip_corrupt = true)"
+                             : " (--set data.skip_corrupt=true skips them)")
+            << "\n";
+  return skip_corrupt && !inputs.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // tcv-run: starts the ranks of a data-parallel job on this node, as torchrun does.
 //
 //   tcv-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
-//           [--quiet-others] -- CMD ARGS...
+//           [--max-restarts K] [--quiet-others] -- CMD ARGS...
 //
-// Exit status: that of the first rank that failed (all others are stopped), 0
-// when every rank succeeded, 2 for a bad command line.
+// Exit status: that of the first rank that failed (all others are stopped) once
+// no restart is left, 0 when every rank succeeded, 2 for a bad command line.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,13 +19,18 @@ constexpr const char* kUsage =
     "\n"
     "Starts N copies of CMD with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR\n"
     "and MASTER_PORT set (env://). When one rank exits non-zero the others are stopped\n"
-    "(SIGTERM, then SIGKILL after 5 s) and tcv-run exits with that rank's code.\n"
+    "(SIGTERM, then SIGKILL after 5 s); with --max-restarts K all ranks are started again,\n"
+    "up to K times, else tcv-run exits with that rank's code. The ranks die with tcv-run.\n"
     "\n"
     "  --nproc-per-node N   ranks on this node (one per GPU)\n"
     "  --nnodes M           nodes in the job (1)\n"
     "  --node-rank R        this node's index (0)\n"
     "  --master-addr A      host of rank 0 (127.0.0.1)\n"
-    "  --master-port P      port of rank 0's store (a free port on one node, else 29500)\n"
+    "  --master-port P      port of rank 0's store (default: MASTER_PORT from the\n"
+    "                       environment, else a free port on one node, else 29500)\n"
+    "  --max-restarts K     restart every rank after a failure, up to K times (0); the\n"
+    "                       ranks see TCV_RESTART_COUNT; with network.resume = \"auto\"\n"
+    "                       tcv-train continues from the newest checkpoint in --out\n"
     "  --quiet-others       drop the output of ranks other than 0 (default: prefix\n"
     "                       their lines with \"[rank N] \")\n"
     "\n"
@@ -47,7 +52,7 @@ int main(int argc, char** argv) {
     }
     tcv::dist::LaunchOptions opts;
     try {
-      opts = tcv::dist::parse_launch_args(args);
+      opts = tcv::dist::parse_launch_args(args, tcv::dist::process_dist_env());
     } catch (const tcv::Error& e) {
       throw tcv::apps::UsageError{e.what()};
     }

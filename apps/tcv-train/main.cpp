@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "  --list-models      prints the registered models and exits\n"
     "  --help             prints this and exits\n"
     "\n"
-    "Resume a run with --set network.resume=DIR/checkpoints/latest.json.\n";
+    "Resume a run with --set network.resume=DIR (its checkpoints/latest.safetensors).\n";
 
 int run(int argc, char** argv) {
   std::string config_path, out_dir;

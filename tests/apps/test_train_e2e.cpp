@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "apps/small_data.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/image.h"
@@ -26,6 +27,7 @@ using namespace tcv::train;
 namespace {
 
 using tcv::testing::source_dir;
+using tcv::testing::write_small_fmnist;
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p);
@@ -57,19 +59,6 @@ Config short_run(int64_t max_iters) {
   return c;
 }
 
-// Writes the first n samples of an IDX tensor (u8) as a raw IDX file.
-void write_idx_head(const Tensor& t, int64_t n, const fs::path& p) {
-  std::string out("\0\0\x08", 3);
-  out += static_cast<char>(t.dim());
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const auto v = static_cast<uint32_t>(d == 0 ? n : t.size(d));
-    for (int s = 24; s >= 0; s -= 8) out += static_cast<char>((v >> s) & 0xff);
-  }
-  const int64_t per = t.numel() / t.size(0);
-  out.append(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(n * per));
-  std::ofstream(p, std::ios::binary) << out;
-}
-
 // Every tensor of two checkpoints (model and optimizer state) holds the same bytes.
 void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
   const auto wa = load_safetensors(a.string()).tensors;
@@ -87,20 +76,6 @@ void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
     optim += wa[i].first.rfind("optim.", 0) == 0;
   }
   EXPECT_GT(optim, 0);
-}
-
-// The first n images of each Fashion-MNIST split, as IDX files in `dir`.
-void write_small_fmnist(const fs::path& dir, int64_t n_train, int64_t n_test) {
-  fs::create_directories(dir);
-  const std::string src = "/usr/share/datasets/fashion-mnist/";
-  write_idx_head(data::read_idx(src + "train-images-idx3-ubyte.gz"), n_train,
-                 dir / "train-images-idx3-ubyte");
-  write_idx_head(data::read_idx(src + "train-labels-idx1-ubyte.gz"), n_train,
-                 dir / "train-labels-idx1-ubyte");
-  write_idx_head(data::read_idx(src + "t10k-images-idx3-ubyte.gz"), n_test,
-                 dir / "t10k-images-idx3-ubyte");
-  write_idx_head(data::read_idx(src + "t10k-labels-idx1-ubyte.gz"), n_test,
-                 dir / "t10k-labels-idx1-ubyte");
 }
 
 }  // namespace
@@ -155,16 +130,18 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
   EXPECT_EQ(resolved.get_int("solver.max_iters"), 30);
   EXPECT_EQ(resolved.get_string("network.model_name"), "fmnist_cnn");
 
-  // Checkpoints: latest and best, weights and optimizer state in one file.
+  // Checkpoints: latest and best, weights, optimizer and trainer state in one file.
   const fs::path ck = a / "checkpoints";
-  for (const char* f : {"latest.json", "latest.safetensors", "best.json", "best.safetensors"})
-    EXPECT_TRUE(fs::exists(ck / f)) << f;
-  const Json st = json_parse(slurp(ck / "latest.json"));
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(ck)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"best.safetensors", "latest.safetensors"}));
+  const SafetensorsFile w = load_safetensors((ck / "latest.safetensors").string());
+  const Json st = json_parse(w.metadata.at("trainer_state"));
   EXPECT_EQ(json_int(st, "iter"), 30);
   EXPECT_EQ(json_int(st, "epoch"), 0);
   EXPECT_EQ(json_int(st, "epoch_iter"), 30);
   EXPECT_NEAR(json_double(st, "best_top1"), s1.top1, 1e-9);
-  const SafetensorsFile w = load_safetensors((ck / "latest.safetensors").string());
   int model_keys = 0, optim_keys = 0;
   for (const auto& [name, t] : w.tensors) {
     model_keys += name.rfind("model.", 0) == 0;
@@ -176,7 +153,7 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
 
   // ---- resume to 40 ----
   Config resume = short_run(40);
-  resume.set_override("network.resume=\"" + (ck / "latest.json").string() + "\"");
+  resume.set_override("network.resume=\"" + (ck / "latest.safetensors").string() + "\"");
   TrainSummary s2;
   {
     Trainer t(resume, {.out_dir = a.string(), .progress = ProgressMode::quiet, .log = nullptr});
@@ -216,7 +193,7 @@ TEST(TrainE2E, ConfigErrorsStopBeforeTraining) {
     EXPECT_NE(std::string(e.what()).find("fmnist_cnn"), std::string::npos) << e.what();
   }
   Config r = short_run(5);
-  r.set_override("network.resume=/nonexistent/latest.json");
+  r.set_override("network.resume=/nonexistent/latest.safetensors");
   EXPECT_THROW(
       Trainer(r, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr}),
       Error);
@@ -271,14 +248,11 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   EXPECT_NEAR(s.best_top1, best, 1e-9);
 
   const fs::path ck = out / "checkpoints";
-  for (const char* gone : {"epoch_0001", "epoch_0002", "epoch_0003"}) {
-    EXPECT_FALSE(fs::exists(ck / (std::string(gone) + ".json"))) << gone;
-    EXPECT_FALSE(fs::exists(ck / (std::string(gone) + ".safetensors"))) << gone;
-  }
-  for (const char* kept : {"epoch_0004", "epoch_0005", "latest", "best"}) {
-    EXPECT_TRUE(fs::exists(ck / (std::string(kept) + ".json"))) << kept;
-    EXPECT_TRUE(fs::exists(ck / (std::string(kept) + ".safetensors"))) << kept;
-  }
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(ck)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"best.safetensors", "epoch_0004.safetensors",
+                                             "epoch_0005.safetensors", "latest.safetensors"}));
   const TrainerState latest = load_trainer_state((ck / "latest").string());
   EXPECT_EQ(latest.epoch, 5);
   EXPECT_EQ(latest.epoch_iter, 0);
@@ -307,7 +281,7 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   // tcv-predict's Predictor, from `best` and the run's resolved config, gets the
   // best top-1 again on the 200 test images, one image at a time.
   const Config resolved = Config::from_file((out / "config.toml").string());
-  const Predictor pred(resolved, (ck / "best.json").string());
+  const Predictor pred(resolved, (ck / "best.safetensors").string());
   EXPECT_EQ(pred.in_channels(), 1);
   const auto test = data::ImageClassificationDataset::from_idx(
       (data / "t10k-images-idx3-ubyte").string(), (data / "t10k-labels-idx1-ubyte").string(), 10);

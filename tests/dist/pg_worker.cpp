@@ -6,6 +6,17 @@
 //   pg_worker async              two all_reduces in flight, then wait both
 //   pg_worker kill VICTIM [N]    VICTIM dies (SIGKILL) mid-collective (all_reduces
 //                                of N floats); the others print the error and exit 3
+//   pg_worker loop               all_reduces until one fails (the test stops a rank
+//                                with SIGSTOP); prints the error and exits 3
+//   pg_worker mismatch AT N M    AT matching all_reduces of N floats, then rank 1
+//                                all_reduces M floats where the others take N;
+//                                prints the error and exits 3
+//   pg_worker join               makes a group and prints "JOINED" (the test starts
+//                                fewer ranks than WORLD_SIZE)
+//
+// The rendezvous is read as tcv-train reads it (RANK/WORLD_SIZE or Slurm's
+// variables); TCV_DIST_TIMEOUT and TCV_DIST_WAIT_LOG_INTERVAL override the
+// time limits.
 //
 // Prints "FAIL ..." lines for wrong results and exits 1; exit 0 when all passed.
 #include <signal.h>
@@ -215,6 +226,46 @@ void run_async(ProcessGroup& pg) {
   }
 }
 
+// Prints the error of a failed collective with the seconds since t0; exit code 3.
+int report_error(const Error& e, Clock::time_point t0) {
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("ERROR after %.2f s: %s\n", s, e.what());
+  std::fflush(stdout);
+  return 3;
+}
+
+int run_loop(ProcessGroup& pg) {
+  Tensor t = zeros({1000}, {.dtype = DType::f32});
+  auto t0 = Clock::now();
+  try {
+    for (int i = 0;; ++i) {
+      t0 = Clock::now();
+      pg.all_reduce(t)->wait();
+      if (i == 20) {
+        std::printf("LOOPING\n");
+        std::fflush(stdout);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } catch (const Error& e) {
+    return report_error(e, t0);
+  }
+}
+
+int run_mismatch(ProcessGroup& pg, int at, int64_t n, int64_t m) {
+  Tensor same = zeros({n}, {.dtype = DType::f32});
+  Tensor other = zeros({pg.rank() == 1 ? m : n}, {.dtype = DType::f32});
+  const auto t0 = Clock::now();
+  try {
+    for (int i = 0; i < at; ++i) pg.all_reduce(same)->wait();
+    pg.all_reduce(other)->wait();
+    std::printf("NO ERROR\n");
+    return 1;
+  } catch (const Error& e) {
+    return report_error(e, t0);
+  }
+}
+
 int run_kill(ProcessGroup& pg, int victim, int64_t count) {
   pg.barrier()->wait();
   if (pg.rank() == victim) {
@@ -251,20 +302,39 @@ int run_kill(ProcessGroup& pg, int victim, int64_t count) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pg_worker collectives|async|kill VICTIM\n");
+    std::fprintf(stderr, "usage: pg_worker collectives|async|kill|loop|mismatch|join ...\n");
     return 2;
   }
   const std::string mode = argv[1];
   try {
     const DistEnv env = read_dist_env();
+    DistTimeouts limits;
+    limits.timeout = mode == "kill" ? std::chrono::milliseconds(3000) : std::chrono::seconds(20);
+    limits = timeouts_from_env(process_dist_env(), limits);
     TcpStoreOptions so;
     so.world_size = env.world_size;
-    so.timeout = std::chrono::seconds(20);
+    so.rank = env.rank;
+    so.timeout = limits.timeout;
+    so.wait_log_interval = limits.wait_log_interval;
     auto store = std::make_shared<TcpStore>(env.master_addr, env.master_port, so);
     ProcessGroupOptions po;
-    po.timeout = mode == "kill" ? std::chrono::milliseconds(3000) : std::chrono::seconds(20);
-    auto pg = make_gloo_group(store, env.rank, env.world_size, po);
-    if (mode == "collectives") {
+    po.timeout = limits.timeout;
+    po.wait_log_interval = limits.wait_log_interval;
+    const auto t0 = Clock::now();
+    std::shared_ptr<ProcessGroup> pg;
+    try {
+      pg = make_gloo_group(store, env.rank, env.world_size, po);
+    } catch (const Error& e) {
+      return report_error(e, t0);
+    }
+    if (mode == "join") {
+      std::printf("JOINED\n");
+    } else if (mode == "loop") {
+      return run_loop(*pg);
+    } else if (mode == "mismatch") {
+      if (argc < 5) return 2;
+      return run_mismatch(*pg, std::atoi(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
+    } else if (mode == "collectives") {
       run_collectives(*pg);
     } else if (mode == "async") {
       run_async(*pg);

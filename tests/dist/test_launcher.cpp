@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -63,6 +65,29 @@ TEST(Launcher, ParsesArguments) {
   EXPECT_THROW(
       parse_launch_args({"--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2", "--", "p"}),
       Error);
+  EXPECT_EQ(parse_launch_args({"--nproc-per-node", "2", "--", "p"}).max_restarts, 0);
+  EXPECT_EQ(
+      parse_launch_args({"--nproc-per-node", "2", "--max-restarts=3", "--", "p"}).max_restarts, 3);
+  EXPECT_THROW(parse_launch_args({"--nproc-per-node", "2", "--max-restarts", "-1", "--", "p"}),
+               Error);
+}
+
+TEST(Launcher, MasterPortFromTheEnvironment) {
+  // Used when no flag is given; the flag wins; a bad value names the variable.
+  EXPECT_EQ(parse_launch_args({"--nproc-per-node", "2", "--", "p"}, {{"MASTER_PORT", "29600"}})
+                .master_port,
+            29600);
+  EXPECT_EQ(parse_launch_args({"--nproc-per-node", "2", "--master-port", "29700", "--", "p"},
+                              {{"MASTER_PORT", "29600"}})
+                .master_port,
+            29700);
+  EXPECT_EQ(parse_launch_args({"--nproc-per-node", "2", "--", "p"}).master_port, 0);
+  try {
+    parse_launch_args({"--nproc-per-node", "2", "--", "p"}, {{"MASTER_PORT", "port"}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_PORT='port'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Launcher, RankEnvironment) {
@@ -79,7 +104,9 @@ TEST(Launcher, RankEnvironment) {
   EXPECT_EQ(e.at("LOCAL_WORLD_SIZE"), "2");
   EXPECT_EQ(e.at("MASTER_ADDR"), "host0");
   EXPECT_EQ(e.at("MASTER_PORT"), "4321");
+  EXPECT_EQ(e.at("TCV_RESTART_COUNT"), "0");
   EXPECT_EQ(e.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(rank_env(o, 1, "", 2).at("TCV_RESTART_COUNT"), "2");
   EXPECT_EQ(rank_env(o, 1, "5,7").at("CUDA_VISIBLE_DEVICES"), "7");
   EXPECT_THROW(rank_env(o, 1, "5"), Error);  // fewer devices than ranks
   // what the ranks read back
@@ -185,6 +212,147 @@ TEST(Launcher, BenchAllreduceTwoGlooRanksHasNoWrongElements) {
   ASSERT_EQ(j.status, 0) << j.out;
   EXPECT_NE(j.out.find("\"wrong\":0"), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("\"type\":\"bfloat16\""), std::string::npos) << j.out;
+}
+
+// Whether process `pid` is gone (or a zombie nobody has reaped yet).
+bool is_dead(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return true;
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || stat.substr(close + 2, 1) == "Z";
+}
+
+TEST(Launcher, UsageErrorIsShortAndStaysInView) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "2", "--bogus", "--", "true"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  int lines = 0;
+  for (char c : r.out) lines += c == '\n';
+  EXPECT_LE(lines, 4) << r.out;
+  EXPECT_EQ(r.out.rfind("tcv-run: error: [tcv-run] unknown flag '--bogus'", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("Run 'tcv-run --help'"), std::string::npos) << r.out;
+}
+
+TEST(Launcher, UsesMasterPortFromTheEnvironment) {
+  const std::string port = std::to_string(pick_free_port());
+  const auto r = run(
+      {TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c", "echo \"port $RANK $MASTER_PORT\""},
+      {{"MASTER_PORT", port}});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("port 0 " + port + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] port 1 " + port + "\n"), std::string::npos) << r.out;
+}
+
+// kill -9 of the launcher takes its ranks down (PR_SET_PDEATHSIG); before,
+// they kept running as orphans.
+TEST(Launcher, RanksDieWithTheLauncher) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tcv_orphans_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<test::Child> kids = {
+      test::spawn({TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+                   "echo $$ > " + dir.string() + "/pid.$RANK.tmp && mv " + dir.string() +
+                       "/pid.$RANK.tmp " + dir.string() + "/pid.$RANK && exec sleep 60"},
+                  {})};
+  std::vector<pid_t> ranks;
+  const auto deadline = Clock::now() + 20s;
+  while (ranks.size() < 2 && Clock::now() < deadline) {
+    ranks.clear();
+    for (int r = 0; r < 2; ++r) {
+      std::ifstream f(dir / ("pid." + std::to_string(r)));
+      pid_t pid = 0;
+      if (f >> pid) ranks.push_back(pid);
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_EQ(kill(kids[0].pid, SIGKILL), 0);
+  const auto t0 = Clock::now();
+  test::wait_all(kids, 5s);
+  bool all_dead = false;
+  while (!all_dead && Clock::now() - t0 < 5s) {
+    all_dead = is_dead(ranks[0]) && is_dead(ranks[1]);
+    std::this_thread::sleep_for(10ms);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("ranks gone %.3f s after kill -9 of tcv-run\n", s);
+  for (pid_t p : ranks) kill(p, SIGKILL);  // cleanup when the test fails
+  std::remove(kids[0].out_path.c_str());
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(all_dead) << "the ranks outlived tcv-run";
+  EXPECT_LT(s, 2.0);
+}
+
+// A rank that is stopped (SIGSTOP) when another fails gets SIGTERM and
+// SIGCONT, so it ends at once instead of at the SIGKILL 5 s later.
+TEST(Launcher, StoppedRankIsTerminatedWithoutTheGracePeriod) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+                      "if [ \"$RANK\" = 0 ]; then sleep 0.3; exit 3; fi; kill -STOP $$; sleep 30"});
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_LT(r.seconds, 3.0) << r.out;
+}
+
+TEST(Launcher, RestartsEveryRankAfterAFailure) {
+  // Rank 1 fails in the first start only; every start prints its restart count and port.
+  const auto r =
+      run({TCV_RUN, "--nproc-per-node", "2", "--max-restarts", "2", "--", "/bin/sh", "-c",
+           "echo \"start $RANK $TCV_RESTART_COUNT $TCV_MAX_RESTARTS $MASTER_PORT\"; "
+           "if [ \"$RANK\" = 1 ] && [ \"$TCV_RESTART_COUNT\" = 0 ]; then exit 5; fi; "
+           "sleep 0.2"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("tcv-run: rank 1 (pid "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(") exited with code 5; stopping the other ranks"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tcv-run: restart 1 of 2: starting all 2 local rank(s) again"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("restart 2 of 2"), std::string::npos) << r.out;
+  // A new rendezvous: another port the second time.
+  const std::regex start_re(R"(start 0 (\d) 2 (\d+)\n)");
+  std::vector<std::string> ports;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), start_re);
+       it != std::sregex_iterator(); ++it)
+    ports.push_back((*it)[2]);
+  ASSERT_EQ(ports.size(), 2u) << r.out;
+  EXPECT_NE(ports[0], ports[1]) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] start 1 1 2 " + ports[1]), std::string::npos) << r.out;
+}
+
+TEST(Launcher, GivesUpWhenNoRestartIsLeft) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "2", "--max-restarts", "1", "--", "/bin/sh",
+                      "-c", "if [ \"$RANK\" = 1 ]; then exit 5; fi; sleep 30"});
+  EXPECT_EQ(r.status, 5) << r.out;
+  EXPECT_NE(r.out.find("restart 1 of 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tcv-run: no restarts left (1 used); exiting with code 5"),
+            std::string::npos)
+      << r.out;
+  EXPECT_LT(r.seconds, 15.0) << r.out;
+}
+
+TEST(Launcher, BenchAllreduceRejectsSizesBelowOneElement) {
+  const auto r = run({TCV_BENCH, "allreduce", "--backend", "gloo", "-b", "3", "-e", "3"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("-b/--minbytes 3 is smaller than one element of float (4 bytes)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Avg bus bandwidth"), std::string::npos) << r.out;
+  const auto half = run({TCV_BENCH, "allreduce", "--backend", "gloo", "-b", "3", "-e", "3", "-d",
+                         "half", "-n", "1", "-w", "0"});
+  EXPECT_EQ(half.status, 0) << half.out;  // 3 bytes hold one half
+}
+
+// Ranks given different sizes stop with a message naming both, not an abort
+// (an uncaught gloo::EnforceNotMet on rank 0) or a hang.
+TEST(Launcher, BenchAllreduceRanksWithDifferentSizesFailWithAMessage) {
+  const auto r = run({TCV_RUN, "--nproc-per-node", "2", "--", "/bin/sh", "-c",
+                      std::string("exec ") + TCV_BENCH +
+                          " allreduce --backend gloo -b $((4 << RANK)) -e 64 -n 1 -w 0"});
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_LT(r.seconds, 15.0) << r.out;
+  EXPECT_NE(r.out.find("ranks were given different arguments"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 0: --backend gloo -b 4 -e 64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1: --backend gloo -b 8 -e 64"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("EnforceNotMet"), std::string::npos) << r.out;
 }
 
 #endif

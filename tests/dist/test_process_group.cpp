@@ -1,6 +1,7 @@
 // ProcessGroup over Gloo with several processes on 127.0.0.1: each rank is a
 // fork+exec of tcv_pg_worker; this process hosts the store on a free port.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
@@ -27,20 +28,32 @@ struct RunResult {
   double seconds = 0;
 };
 
+using Env = std::map<std::string, std::string>;
+
+// Rank r's variables, as tcv-run sets them.
+Env torchrun_env(int r, int world, int port) {
+  return {{"RANK", std::to_string(r)},
+          {"LOCAL_RANK", std::to_string(r)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}};
+}
+
+// Starts `started` of `world` ranks (0 .. started-1) with env_for(rank, port)
+// plus `extra`; `on_start` runs once they are all spawned (e.g. to stop one).
 RunResult run_workers(int world, const std::vector<std::string>& args,
-                      std::chrono::milliseconds timeout = 45s) {
+                      std::chrono::milliseconds timeout = 45s, const Env& extra = {},
+                      int started = -1, Env (*env_for)(int, int, int) = torchrun_env) {
   TcpStore server("127.0.0.1", 0, {.is_server = true, .world_size = world, .timeout = 30s});
   RunResult run;
   const auto t0 = Clock::now();
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < (started < 0 ? world : started); ++r) {
     std::vector<std::string> argv = {TCV_PG_WORKER};
     argv.insert(argv.end(), args.begin(), args.end());
-    run.kids.push_back(test::spawn(argv, {{"RANK", std::to_string(r)},
-                                          {"LOCAL_RANK", std::to_string(r)},
-                                          {"WORLD_SIZE", std::to_string(world)},
-                                          {"MASTER_ADDR", "127.0.0.1"},
-                                          {"MASTER_PORT", std::to_string(server.port())},
-                                          {"OMP_NUM_THREADS", "1"}}));
+    Env env = env_for(r, world, server.port());
+    env["OMP_NUM_THREADS"] = "1";
+    for (const auto& [k, v] : extra) env[k] = v;
+    run.kids.push_back(test::spawn(argv, env));
   }
   run.in_time = test::wait_all(run.kids, timeout);
   run.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -49,6 +62,16 @@ RunResult run_workers(int world, const std::vector<std::string>& args,
     std::remove(k.out_path.c_str());
   }
   return run;
+}
+
+// Seconds from "ERROR after S s" in a worker's output (-1 when absent).
+double error_after(const std::string& out) {
+  const auto at = out.find("ERROR after ");
+  return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 12));
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
 }
 
 void expect_all_passed(const RunResult& run) {
@@ -134,4 +157,114 @@ TEST(ProcessGroupNccl, ClearErrorWithoutCudaDevice) {
     EXPECT_NE(std::string(e.what()).find("TCV_WITH_CUDA"), std::string::npos) << e.what();
   }
 #endif
+}
+
+// A rank that is stopped (SIGSTOP), not dead: the other one's collective times
+// out after TCV_DIST_TIMEOUT and names it; meanwhile it says every
+// TCV_DIST_WAIT_LOG_INTERVAL which collective it waits in and that rank 1's
+// heartbeat stopped.
+TEST(ProcessGroupGloo, StoppedRankIsNamedWithinTheTimeout) {
+  TcpStore server("127.0.0.1", 0, {.is_server = true, .world_size = 2, .timeout = 30s});
+  std::vector<test::Child> kids;
+  for (int r = 0; r < 2; ++r) {
+    Env env = torchrun_env(r, 2, server.port());
+    env["OMP_NUM_THREADS"] = "1";
+    env["TCV_DIST_TIMEOUT"] = "3";
+    env["TCV_DIST_WAIT_LOG_INTERVAL"] = "1";
+    kids.push_back(test::spawn({TCV_PG_WORKER, "loop"}, env));
+  }
+  // Let them loop, then stop rank 1.
+  const auto deadline = Clock::now() + 20s;
+  while (Clock::now() < deadline && !contains(test::read_file(kids[0].out_path), "LOOPING"))
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(contains(test::read_file(kids[0].out_path), "LOOPING"))
+      << test::read_file(kids[0].out_path);
+  ASSERT_EQ(kill(kids[1].pid, SIGSTOP), 0);
+  const auto stopped = Clock::now();
+  std::vector<test::Child> rank0 = {kids[0]};
+  const bool in_time = test::wait_all(rank0, 15s);
+  const double detect_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+  kill(kids[1].pid, SIGKILL);
+  std::vector<test::Child> rank1 = {kids[1]};
+  test::wait_all(rank1, 5s);
+  const std::string out = test::read_file(kids[0].out_path);
+  std::printf("rank 0 stopped %.2f s after rank 1 was; it said:\n%s", detect_s, out.c_str());
+  for (auto& k : kids) std::remove(k.out_path.c_str());
+  EXPECT_TRUE(in_time) << "rank 0 hung";
+  EXPECT_EQ(rank0[0].status, 3) << out;
+  EXPECT_TRUE(contains(out, "lost rank 1: no heartbeat")) << out;
+  // Within the 3 s timeout plus the diagnosis (0.8 s) and slack.
+  EXPECT_GE(detect_s, 2.5) << out;
+  EXPECT_LT(detect_s, 7.0) << out;
+  // While waiting it said what it waits for, and who is silent.
+  EXPECT_TRUE(contains(out, "rank 0 is still waiting in collective #")) << out;
+  EXPECT_TRUE(contains(out, "all_reduce sum (f32, 1000 elements)")) << out;
+  EXPECT_TRUE(contains(out, "rank 1: no heartbeat for")) << out;
+}
+
+// WORLD_SIZE=2 with only rank 0 started: it says it waits for rank 1 to join,
+// and gives up after the timeout naming rank 1.
+TEST(ProcessGroupGloo, MissingRankIsNamedWhileWaitingAndInTheError) {
+  RunResult run = run_workers(2, {"join"}, 20s,
+                              {{"TCV_DIST_TIMEOUT", "2"}, {"TCV_DIST_WAIT_LOG_INTERVAL", "0.5"}},
+                              /*started=*/1);
+  const std::string& out = run.out[0];
+  std::printf("rank 0 said:\n%s", out.c_str());
+  EXPECT_TRUE(run.in_time);
+  EXPECT_EQ(run.kids[0].status, 3) << out;
+  EXPECT_TRUE(contains(out, "rank 0 is still waiting for rank 1 to join the gloo group")) << out;
+  EXPECT_TRUE(contains(out, "timed out after 2000 ms waiting for rank 1 to join")) << out;
+  const double s = error_after(out);
+  EXPECT_GE(s, 1.9) << out;
+  EXPECT_LT(s, 5.0) << out;
+}
+
+// Ranks that issue different collectives fail with a message naming both
+// calls, on every rank, instead of Gloo aborting the process (an uncaught
+// gloo::EnforceNotMet) or a hang. Checked before data moves in the first
+// collectives; later, each rank sees the other blocked in another collective.
+void expect_mismatch_named(const std::vector<std::string>& args, const std::string& rank0_call,
+                           const std::string& rank1_call, const std::string& at) {
+  RunResult run = run_workers(2, args, 30s, {{"TCV_DIST_TIMEOUT", "20"}});
+  EXPECT_TRUE(run.in_time) << "a rank hung";
+  for (int r = 0; r < 2; ++r) {
+    const std::string& out = run.out[r];
+    std::printf("rank %d said: %s", r, out.c_str());
+    EXPECT_EQ(run.kids[r].status, 3) << "rank " << r << ":\n" << out;
+    EXPECT_TRUE(contains(out, "ranks disagree on collective #" + at)) << out;
+    EXPECT_TRUE(contains(out, "rank 0 issued #" + at + " " + rank0_call)) << out;
+    EXPECT_TRUE(contains(out, "rank 1 issued #" + at + " " + rank1_call)) << out;
+    const double s = error_after(out);
+    EXPECT_GE(s, 0.0) << out;
+    EXPECT_LT(s, 6.0) << "far below the 20 s timeout:\n" << out;
+  }
+}
+
+TEST(ProcessGroupGloo, DifferentSizesAtTheFirstCollectiveAreNamed) {
+  expect_mismatch_named({"mismatch", "0", "1000", "3000"}, "all_reduce sum (f32, 1000 elements)",
+                        "all_reduce sum (f32, 3000 elements)", "0");
+}
+
+// Past the first 64 checked collectives: the ring path (tags differ, so no
+// data crosses) and the cached halving-doubling path.
+TEST(ProcessGroupGloo, DifferentSizesLaterAreNamedWithoutTheTimeout) {
+  expect_mismatch_named({"mismatch", "80", "1000", "2000"}, "all_reduce sum (f32, 1000 elements)",
+                        "all_reduce sum (f32, 2000 elements)", "80");
+  expect_mismatch_named({"mismatch", "80", "100000", "200000"},
+                        "all_reduce sum (f32, 100000 elements)",
+                        "all_reduce sum (f32, 200000 elements)", "80");
+}
+
+// srun's variables alone describe the job: the first host of the node list
+// hosts the store.
+Env slurm_env(int r, int world, int port) {
+  return {{"SLURM_PROCID", std::to_string(r)},
+          {"SLURM_NTASKS", std::to_string(world)},
+          {"SLURM_LOCALID", std::to_string(r)},
+          {"SLURM_JOB_NODELIST", "localhost,node[02-03]"},
+          {"MASTER_PORT", std::to_string(port)}};
+}
+
+TEST(ProcessGroupGloo, RanksFromSlurmVariables) {
+  expect_all_passed(run_workers(2, {"async"}, 45s, {}, -1, slurm_env));
 }

@@ -5,13 +5,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dist/log.h"
 #include "dist/store.h"
 #include "kernels/base.h"
 
@@ -40,6 +45,62 @@ double ms_since(Clock::time_point t0) {
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
+}
+
+// Collects dist::log_line() output while alive.
+class LogCapture {
+ public:
+  LogCapture() {
+    set_log_sink([this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.push_back(line);
+    });
+  }
+  ~LogCapture() { set_log_sink({}); }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+  std::string all() {
+    std::string s;
+    for (const auto& l : lines()) s += l + "\n";
+    return s;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// A plain TCP connection to 127.0.0.1:port (not a store client).
+int raw_connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Resident memory of this process, in MiB.
+double rss_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return -1;
+}
+
+// True when the server closed fd within `within` (EOF or reset on read).
+bool closed_by_server(int fd, std::chrono::milliseconds within) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(within.count())) != 1) return false;
+  char c;
+  return recv(fd, &c, 1, 0) <= 0;
 }
 
 }  // namespace
@@ -323,4 +384,117 @@ TEST(TcpStore, RejectsBadArguments) {
   EXPECT_THROW(TcpStore(kHost, 0, {.is_server = false}), Error);
   EXPECT_THROW(TcpStore(kHost, 70000, {.is_server = true}), Error);
   EXPECT_THROW(TcpStore(kHost, 0, {.is_server = true, .world_size = 0}), Error);
+}
+
+// A client that announces a 1 GiB frame and keeps sending is cut off after the
+// 4-byte header: nothing of it is buffered, and the store keeps serving.
+TEST(TcpStore, OversizedFrameClosesTheConnectionBeforeBuffering) {
+  LogCapture log;
+  auto server = make_server(1);
+  const double rss0 = rss_mib();
+  const int fd = raw_connect(server->port());
+  ASSERT_GE(fd, 0);
+  const uint8_t head[4] = {0, 0, 0, 0x40};  // 1 GiB, little-endian
+  ASSERT_EQ(send(fd, head, 4, MSG_NOSIGNAL), 4);
+  std::vector<uint8_t> chunk(1 << 20, 0x5a);
+  size_t sent = 0;
+  const auto t0 = Clock::now();
+  while (sent < (size_t{200} << 20) && ms_since(t0) < 10000) {
+    const ssize_t n = send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;  // reset by the server
+    sent += static_cast<size_t>(n);
+  }
+  const double grown = rss_mib() - rss0;
+  close(fd);
+  std::printf("sent %.1f MiB before the server cut the connection; RSS grew %.1f MiB\n",
+              static_cast<double>(sent) / (1 << 20), grown);
+  EXPECT_LT(sent, size_t{64} << 20) << "the server kept reading an oversized frame";
+  EXPECT_LT(grown, 32.0) << "the server buffered the oversized frame";
+  EXPECT_TRUE(contains(log.all(), "announced a frame of 1073741824 bytes (limit 67108864)"))
+      << log.all();
+  EXPECT_TRUE(contains(log.all(), "connection from 127.0.0.1:")) << log.all();
+  TcpStore client = make_client(server->port(), 1);
+  client.set("k", std::string_view("v"));
+  EXPECT_EQ(client.get_string("k"), "v");
+}
+
+// A value over the frame limit fails on the client, naming the limit.
+TEST(TcpStore, ValueOverTheFrameLimitFailsOnTheClient) {
+  TcpStore server(kHost, 0, {.is_server = true, .world_size = 1, .max_frame_bytes = 1 << 20});
+  try {
+    server.set("big", Bytes(2 << 20));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "over the store's frame limit of 1048576 bytes")) << e.what();
+  }
+  server.set("small", Bytes(1000));  // the connection is still good
+  EXPECT_EQ(server.get("small").size(), 1000u);
+}
+
+// A client that sends part of a frame and stalls is dropped after
+// stalled_frame_timeout; other clients are served meanwhile.
+TEST(TcpStore, StalledPartialFrameIsDropped) {
+  LogCapture log;
+  TcpStore server(kHost, 0, {.is_server = true, .world_size = 1, .stalled_frame_timeout = 300ms});
+  const int fd = raw_connect(server.port());
+  ASSERT_GE(fd, 0);
+  const uint8_t part[14] = {100, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // 10 of 100 bytes
+  ASSERT_EQ(send(fd, part, sizeof(part), MSG_NOSIGNAL), 14);
+  const auto t0 = Clock::now();
+  TcpStore client = make_client(server.port(), 1);
+  client.set("k", std::string_view("v"));  // not blocked by the stalled one
+  EXPECT_EQ(client.get_string("k"), "v");
+  const bool dropped = closed_by_server(fd, 3000ms);
+  const double waited = ms_since(t0);
+  close(fd);
+  std::printf("the stalled connection was dropped after %.0f ms\n", waited);
+  EXPECT_TRUE(dropped) << "a half-open connection stays open forever";
+  EXPECT_GE(waited, 250.0);
+  EXPECT_LT(waited, 2000.0);
+  EXPECT_TRUE(contains(log.all(), "it sent 10 of the 100 bytes of a frame, then nothing for 0.3 s"))
+      << log.all();
+  // An idle connection between requests is not a stalled frame.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(client.get_string("k"), "v");
+}
+
+// A blocked get says what it waits for at every wait_log_interval, and the
+// timeout error says it too.
+TEST(TcpStore, BlockedGetSaysWhatItWaitsFor) {
+  LogCapture log;
+  auto server = make_server(2);
+  TcpStore client(kHost, server->port(),
+                  {.world_size = 2, .timeout = 5s, .wait_log_interval = 100ms, .rank = 1});
+  try {
+    client.get("addr/0", 450ms, "rank 0 to publish its address");
+    FAIL() << "expected a timeout";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(),
+                         "timed out after 450 ms waiting for rank 0 to publish its "
+                         "address"))
+        << e.what();
+  }
+  const auto lines = log.lines();
+  EXPECT_GE(lines.size(), 3u) << log.all();
+  EXPECT_LE(lines.size(), 5u) << log.all();
+  EXPECT_TRUE(contains(log.all(),
+                       "[TcpStore] rank 1 is still waiting for rank 0 to publish its "
+                       "address (get('addr/0')) after "))
+      << log.all();
+}
+
+// Connecting to a store that is not there yet says so at intervals.
+TEST(TcpStore, ConnectingSaysWhatItWaitsFor) {
+  LogCapture log;
+  const int port = [] {
+    TcpStore probe(kHost, 0, {.is_server = true});
+    return probe.port();
+  }();
+  EXPECT_THROW(TcpStore(kHost, port,
+                        {.world_size = 2, .timeout = 400ms, .wait_log_interval = 100ms, .rank = 1}),
+               Error);
+  EXPECT_GE(log.lines().size(), 2u) << log.all();
+  EXPECT_TRUE(contains(log.all(), "rank 1 is still waiting for the store at 127.0.0.1:" +
+                                      std::to_string(port) + " (hosted by rank 0)"))
+      << log.all();
 }

@@ -11,6 +11,7 @@
 #include "engine/ops.h"
 #include "engine/profiler.h"
 #include "kernels/cpu/batch_norm.h"
+#include "support/error_bound.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
@@ -128,11 +129,21 @@ TEST(BatchNorm, F32MatchesReference) {
     y64.backward(dy);
     Tensor y32 = run_bn(c, in32);
     y32.backward(dy.to(DType::f32));
-    expect_close(y32, y64, 1e-4, 1e-4, std::string(c.name) + " y");
-    expect_close(in32[0].grad(), in64[0].grad(), 1e-4, 1e-3, std::string(c.name) + " dx");
+    const int64_t ch = c.x[1];
+    const testing::BatchNormBounds bound =
+        testing::batch_norm_f32_bounds({.x = in64[0],
+                                        .weight = c.affine ? in64[1] : Tensor(),
+                                        .bias = c.affine ? in64[2] : Tensor(),
+                                        .dy = dy,
+                                        .training = c.training,
+                                        .running_mean = full({ch}, 0.1, {.dtype = DType::f64}),
+                                        .running_var = full({ch}, 0.7, {.dtype = DType::f64})});
+    const std::string name = c.name;
+    testing::expect_within(y32, y64, bound.y, name + " y");
+    testing::expect_within(in32[0].grad(), in64[0].grad(), bound.dx, name + " dx");
     if (c.affine) {
-      expect_close(in32[1].grad(), in64[1].grad(), 1e-3, 1e-4, std::string(c.name) + " dweight");
-      expect_close(in32[2].grad(), in64[2].grad(), 1e-3, 1e-4, std::string(c.name) + " dbias");
+      testing::expect_within(in32[1].grad(), in64[1].grad(), bound.dweight, name + " dweight");
+      testing::expect_within(in32[2].grad(), in64[2].grad(), bound.dbias, name + " dbias");
     }
   }
 }
@@ -219,12 +230,28 @@ TEST(BatchNorm, LoopsMatchOneDnn) {
                                                  &dwk, &dbk);
       }
     }
-    expect_close(stats[0][0], stats[1][0], 1e-5, 1e-5, "mean");
-    expect_close(stats[0][1], stats[1][1], 1e-5, 1e-5, "var");
-    expect_close(y[0], y[1], 1e-5, 1e-5, "y");
-    expect_close(dx[0], dx[1], 1e-5, 1e-4, "dx");
-    expect_close(dw[0], dw[1], 1e-4, 1e-5, "dweight");
-    expect_close(db[0], db[1], 1e-4, 1e-5, "dbias");
+    // Each implementation is within the f32 bound of the exact result, so
+    // they are within twice the bound of each other.
+    const testing::BatchNormBounds bound = testing::batch_norm_f32_bounds(
+        {.x = x.to(DType::f64),
+         .weight = w.to(DType::f64),
+         .bias = b.to(DType::f64),
+         .dy = dy.to(DType::f64),
+         .training = training,
+         .running_mean = training ? Tensor() : stats[0][0].to(DType::f64),
+         .running_var = training ? Tensor() : stats[0][1].to(DType::f64)});
+    auto twice = [](const Tensor& t) { return ops::mul(t, 2.0); };
+    if (training) {
+      testing::expect_within(stats[0][0], stats[1][0], twice(bound.mean), "mean");
+      testing::expect_within(stats[0][1], stats[1][1], twice(bound.var), "var");
+    } else {
+      EXPECT_EQ(stats[0][0].to_vector<float>(), stats[1][0].to_vector<float>());
+      EXPECT_EQ(stats[0][1].to_vector<float>(), stats[1][1].to_vector<float>());
+    }
+    testing::expect_within(y[0], y[1], twice(bound.y), "y");
+    testing::expect_within(dx[0], dx[1], twice(bound.dx), "dx");
+    testing::expect_within(dw[0], dw[1], twice(bound.dweight), "dweight");
+    testing::expect_within(db[0], db[1], twice(bound.dbias), "dbias");
   }
 }
 

@@ -5,12 +5,15 @@
 // in f64, where nothing is ever blocked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "kernels/cpu/conv.h"
+#include "support/error_bound.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
@@ -26,19 +29,41 @@ Tensor f32_leaf(const Tensor& t) {
   return f;
 }
 
+// oneDNN asks for nChw16c where its AVX-512 kernels run. On a CPU without
+// AVX-512 (or under ONEDNN_MAX_CPU_ISA=AVX2) it wants nChw8c, which tcv does not
+// keep, and every tensor stays row-major: the layout checks below expect that.
+bool blocks_here() {
+  kernels::Conv2dGeom g;
+  g.n = 2, g.c = 16, g.h = 6, g.w = 5, g.k = 32, g.r = 3, g.s = 3, g.oh = 6, g.ow = 5;
+  g.pad[0] = g.pad[1] = 1;
+  return kernels::cpu::conv2d_blocked_layouts(g).dst;
+}
+
+// The rounding-error bound of an f32 convolution without bias against f64
+// (support/error_bound.h): C·R·S products per output, the f32 copies of x and
+// w add 2u relative per product, Winograd's growth allowed where it may run.
+Tensor conv_bound(const Tensor& x, const Tensor& w, const ops::Conv2dParams& p) {
+  const Tensor sums =
+      ops::conv2d(ops::abs(x.to(DType::f64)), ops::abs(w.to(DType::f64)), Tensor(), p);
+  return ops::mul(sums, testing::kWinograd4x3Growth *
+                            testing::gamma_n(w.size(1) * w.size(2) * w.size(3) + 2, DType::f32));
+}
+
 TEST(Blocked, ConvolutionWritesTheBlockedLayoutAndReadsBackRowMajor) {
   Tensor x = rand_f64({2, 16, 6, 5}, 1, -1, 1, false).to(DType::f32);
   Tensor w = rand_f64({32, 16, 3, 3}, 2, -1, 1, false).to(DType::f32);
   Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
-  ASSERT_TRUE(y.is_blocked());
-  EXPECT_TRUE(y.k_any().blocked);
+  ASSERT_EQ(y.is_blocked(), blocks_here());
+  EXPECT_EQ(y.k_any().blocked, blocks_here());
   const Tensor y64 = ops::conv2d(x.to(DType::f64), w.to(DType::f64), Tensor(), {.padding = {1, 1}});
   // A view reads row-major values, converting the storage on the way.
   Tensor corner = y.narrow(1, 17, 2).narrow(2, 4, 2);
-  expect_close(corner, y64.narrow(1, 17, 2).narrow(2, 4, 2), 1e-5, 1e-5, "view");
+  const Tensor bound = conv_bound(x, w, {.padding = {1, 1}});
+  testing::expect_within(corner, y64.narrow(1, 17, 2).narrow(2, 4, 2),
+                         bound.narrow(1, 17, 2).narrow(2, 4, 2), "view");
   EXPECT_FALSE(y.is_blocked());
   EXPECT_FALSE(y.k().blocked);
-  expect_close(y, y64, 1e-5, 1e-5, "whole");
+  testing::expect_within(y, y64, bound, "whole");
 }
 
 TEST(Blocked, ThreeChannelInputGivesBlockedOutputOnly) {
@@ -46,10 +71,11 @@ TEST(Blocked, ThreeChannelInputGivesBlockedOutputOnly) {
   Tensor w = rand_f64({16, 3, 3, 3}, 4, -1, 1, false).to(DType::f32);
   EXPECT_FALSE(blockable(x.shape(), x.dtype(), x.device()));
   Tensor y = ops::conv2d(x, w, Tensor(), {.padding = {1, 1}});
-  EXPECT_TRUE(y.is_blocked());
+  EXPECT_EQ(y.is_blocked(), blocks_here());
   EXPECT_FALSE(x.is_blocked());
-  expect_close(y, ops::conv2d(x.to(DType::f64), w.to(DType::f64), Tensor(), {.padding = {1, 1}}),
-               1e-5, 1e-5, "y");
+  testing::expect_within(
+      y, ops::conv2d(x.to(DType::f64), w.to(DType::f64), Tensor(), {.padding = {1, 1}}),
+      conv_bound(x, w, {.padding = {1, 1}}), "y");
   // f64 and CUDA-less paths never block.
   EXPECT_FALSE(ops::conv2d(x.to(DType::f64), w.to(DType::f64)).is_blocked());
 }
@@ -57,44 +83,103 @@ TEST(Blocked, ThreeChannelInputGivesBlockedOutputOnly) {
 // conv -> batch norm -> relu -> (+ skip) -> conv, or with batch_norm_relu and
 // add_relu fused, forward and every gradient, in f32 (blocked from the first
 // convolution on) against f64.
+//
+// The tolerance is the first-order rounding-error bound of the whole chain:
+// each value the f32 run computes passes through at most D roundings, each of
+// relative size ≤ u, applied to sums whose terms are bounded by the same chain
+// run on magnitudes (|x|, |w|, the absolute value of batch norm's Jacobian,
+// relu passing everything), so its error is ≤ γ(D) times that magnitude chain
+// (Higham, §3.5, for products of matrices). D counts the terms of each sum on
+// the way: forward and, for gradients, forward plus the mirrored backward.
 TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
+  const Shape xs{4, 16, 7, 6};
+  const ops::Conv2dParams p1{.padding = {1, 1}}, p2{.stride = {2, 2}, .padding = {1, 1}};
   for (const auto& [training, fused] : {std::pair{true, false}, std::pair{false, false},
                                         std::pair{true, true}, std::pair{false, true}}) {
     SCOPED_TRACE(std::string(training ? "training" : "eval") + (fused ? ", fused relu" : ""));
-    const std::vector<Tensor> in64{rand_f64({4, 16, 7, 6}, 10), rand_f64({16, 16, 3, 3}, 11),
+    const std::vector<Tensor> in64{rand_f64(xs, 10), rand_f64({16, 16, 3, 3}, 11),
                                    rand_f64({16}, 12, 0.5, 1.5), rand_f64({16}, 13),
                                    rand_f64({32, 16, 3, 3}, 14)};
     std::vector<Tensor> in32;
     for (const Tensor& t : in64) in32.push_back(f32_leaf(t));
+    Tensor loss_weights;  // (N, 32, 4, 3)
     auto run = [&](const std::vector<Tensor>& v, bool check_layout) {
-      Tensor h = ops::conv2d(v[0], v[1], Tensor(), {.padding = {1, 1}});
+      Tensor h = ops::conv2d(v[0], v[1], Tensor(), p1);
       Tensor rm = zeros({16}, {.dtype = v[0].dtype()}), rv = ones({16}, {.dtype = v[0].dtype()});
       Tensor b = fused ? Tensor() : ops::batch_norm(h, v[2], v[3], rm, rv, training, 0.1, 1e-5);
       Tensor r =
           fused ? ops::batch_norm_relu(h, v[2], v[3], rm, rv, training, 0.1, 1e-5) : ops::relu(b);
       Tensor s = fused ? ops::add_relu(r, h) : ops::add(r, h);  // both blocked
-      Tensor out = ops::conv2d(s, v[4], Tensor(), {.stride = {2, 2}, .padding = {1, 1}});
-      if (check_layout) {
+      Tensor out = ops::conv2d(s, v[4], Tensor(), p2);
+      if (check_layout && blocks_here()) {
         EXPECT_TRUE(h.is_blocked());
         EXPECT_TRUE(fused || b.is_blocked());
         EXPECT_TRUE(r.is_blocked());
         EXPECT_TRUE(s.is_blocked());
       }
       // A loss that weighs every output element differently.
-      const Tensor wts = rand_f64(out.shape(), 15, -1, 1, false).to(out.dtype());
-      ops::sum(ops::mul(ops::mul(out, out), wts)).backward();
+      loss_weights = rand_f64(out.shape(), 15, -1, 1, false);
+      ops::sum(ops::mul(ops::mul(out, out), loss_weights.to(out.dtype()))).backward();
       return std::vector<Tensor>{out, rm, rv};
     };
     const auto o64 = run(in64, false);
     const auto o32 = run(in32, true);
-    expect_close(o32[0], o64[0], 1e-4, 1e-4, "out");
-    expect_close(o32[1], o64[1], 1e-5, 1e-5, "running_mean");
-    expect_close(o32[2], o64[2], 1e-5, 1e-5, "running_var");
+
+    // The chain on magnitudes, in f64, with batch norm's statistics taken
+    // from the reference run.
+    std::vector<Tensor> a;
+    for (const Tensor& t : in64) {
+      Tensor m = ops::abs(t.detach());
+      m.set_requires_grad(true);
+      a.push_back(m);
+    }
+    const Tensor h64 = ops::conv2d(in64[0].detach(), in64[1].detach(), Tensor(), p1);
+    const Shape ch{1, 16, 1, 1};
+    const Tensor mean =
+        training ? ops::mean(h64, {0, 2, 3}, true) : zeros(ch, {.dtype = DType::f64});
+    const Tensor var =
+        training ? ops::var(h64, {0, 2, 3}, 0, true) : ones(ch, {.dtype = DType::f64});
+    const Tensor invstd = ops::rsqrt(ops::add(var, 1e-5));
+    const Tensor abs_xhat = ops::abs(ops::mul(ops::sub(h64, mean), invstd));
+    const Tensor ha = ops::conv2d(a[0], a[1], Tensor(), p1);
+    auto mean_c = [](const Tensor& t) { return ops::mean(t, {0, 2, 3}, true); };
+    Tensor spread = ops::add(ha, ops::abs(mean));
+    if (training)
+      spread = ops::add(ops::add(spread, mean_c(ha)),
+                        ops::mul(abs_xhat, mean_c(ops::mul(abs_xhat, ha))));
+    const Tensor ba =
+        ops::add(ops::mul(ops::mul(a[2].reshape(ch), invstd), spread), a[3].reshape(ch));
+    const Tensor out_a = ops::conv2d(ops::add(ba, ha), a[4], Tensor(), p2);
+    ops::sum(ops::mul(ops::mul(out_a, out_a), ops::abs(loss_weights))).backward();
+
+    kernels::Conv2dGeom g1;
+    g1.n = 4, g1.c = 16, g1.h = 7, g1.w = 6, g1.k = 16, g1.r = 3, g1.s = 3, g1.oh = 7, g1.ow = 6;
+    g1.pad[0] = g1.pad[1] = 1;
+    const double growth = kernels::cpu::conv2d_impl_names(g1).find("wino") != std::string::npos
+                              ? testing::kWinograd4x3Growth
+                              : 1.0;
+    const int64_t per_channel = 4 * 7 * 6, conv_terms = 16 * 9 + 2;
+    const int64_t depth = conv_terms + (per_channel + 8) + 2 + conv_terms;
+    const double fwd = growth * testing::gamma_n(depth, DType::f32);
+    const double bwd = growth * testing::gamma_n(2 * depth + 4, DType::f32);
+    double worst = testing::expect_within(o32[0], o64[0], ops::mul(out_a.detach(), fwd), "out");
+    // Running statistics: 0.1 of the batch mean and of the unbiased variance.
+    const double stat = testing::gamma_n(conv_terms + per_channel + 8, DType::f32);
+    const double unbias = static_cast<double>(per_channel) / (per_channel - 1);
+    const Tensor hb = ops::mean(ha.detach(), {0, 2, 3});
+    testing::expect_within(o32[1], o64[1], training ? ops::mul(hb, 0.1 * stat) : zeros({16}),
+                           "running_mean");
+    const Tensor h2 = ops::mean(ops::mul(ha.detach(), ha.detach()), {0, 2, 3});
+    testing::expect_within(o32[2], o64[2],
+                           training ? ops::mul(h2, 0.1 * unbias * 4 * stat) : zeros({16}),
+                           "running_var");
     const char* names[] = {"dx", "dconv1", "dgamma", "dbeta", "dconv2"};
     for (size_t i = 0; i < in64.size(); ++i) {
       ASSERT_TRUE(in32[i].grad().defined()) << names[i];
-      expect_close(in32[i].grad(), in64[i].grad(), 1e-3, 2e-4, names[i]);
+      worst = std::max(worst, testing::expect_within(in32[i].grad(), in64[i].grad(),
+                                                     ops::mul(a[i].grad(), bwd), names[i]));
     }
+    std::cout << "largest |error| / bound: " << worst << "\n";
   }
 }
 
@@ -114,9 +199,14 @@ TEST(Blocked, BatchNormBlockedEqualsRowMajor) {
     dx.push_back(xi.grad());
     dg.push_back(gamma.grad());
   }
-  expect_close(y[1], y[0], 1e-6, 1e-5, "y");
-  expect_close(dx[1], dx[0], 1e-6, 1e-5, "dx");
-  expect_close(dg[1], dg[0], 1e-5, 1e-5, "dgamma");
+  // Both are within the f32 bound of the exact result, so within twice it of each other.
+  const testing::BatchNormBounds bound =
+      testing::batch_norm_f32_bounds({.x = x.to(DType::f64),
+                                      .weight = rand_f64({32}, 22, 0.5, 1.5, false),
+                                      .dy = dy.to(DType::f64)});
+  testing::expect_within(y[1], y[0], ops::mul(bound.y, 2.0), "y");
+  testing::expect_within(dx[1], dx[0], ops::mul(bound.dx, 2.0), "dx");
+  testing::expect_within(dg[1], dg[0], ops::mul(bound.dweight, 2.0), "dgamma");
 }
 
 TEST(Blocked, PoolingReadsAndWritesTheBlockedLayout) {

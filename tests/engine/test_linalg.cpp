@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "kernels/cpu/gemm.h"
+#include "support/error_bound.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
@@ -12,6 +13,12 @@ using testing::check_gradients;
 using testing::expect_close;
 using testing::lit;
 using testing::rand_f64;
+
+// The rounding-error bound of an f32 product of k-term sums against f64
+// (support/error_bound.h): γ(k + 2)·(|a|·|b|), the 2 for the f32 copies.
+Tensor f32_product_bound(const Tensor& abs_product, int64_t k) {
+  return ops::mul(abs_product, testing::gamma_n(k + 2, DType::f32));
+}
 
 // Reference product of contiguous (B, m, k) and (B, k, n) tensors by plain loops.
 Tensor naive_bmm(const Tensor& a, const Tensor& b) {
@@ -89,7 +96,8 @@ TEST(Matmul, TransposedAndStridedViews) {
 
 TEST(Matmul, F32AgreesWithF64) {
   Tensor a = rand_f64({7, 33}, 8, -1, 1, false), b = rand_f64({33, 9}, 9, -1, 1, false);
-  expect_close(ops::matmul(a.to(DType::f32), b.to(DType::f32)), ops::matmul(a, b), 1e-5, 1e-5);
+  testing::expect_within(ops::matmul(a.to(DType::f32), b.to(DType::f32)), ops::matmul(a, b),
+                         f32_product_bound(ops::matmul(ops::abs(a), ops::abs(b)), 33), "f32");
 }
 
 TEST(Matmul, ErrorsNameShapes) {
@@ -177,8 +185,9 @@ TEST(Linear, Gradients) {
 TEST(Linear, F32ClassifierHeadAgreesWithF64) {
   Tensor x = rand_f64({16, 300}, 60, -1, 1, false), w = rand_f64({10, 300}, 61, -1, 1, false);
   Tensor b = rand_f64({10}, 62, -1, 1, false);
-  expect_close(ops::linear(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32)),
-               ops::linear(x, w, b), 1e-4, 1e-4);
+  testing::expect_within(
+      ops::linear(x.to(DType::f32), w.to(DType::f32), b.to(DType::f32)), ops::linear(x, w, b),
+      f32_product_bound(ops::linear(ops::abs(x), ops::abs(w), ops::abs(b)), 301), "f32");
 }
 
 // Batches of small f32 GEMMs are spread over OpenMP threads. They once shared
@@ -188,11 +197,12 @@ TEST(Linalg, BatchedF32MatmulIsRightOnManyThreads) {
   Tensor a = testing::rand_f64({4, 37, 53}, 1, -2.0, 2.0, false);
   Tensor b = testing::rand_f64({4, 53, 19}, 2, -2.0, 2.0, false);
   const Tensor ref = ops::matmul(a, b);
+  const Tensor bound = f32_product_bound(ops::matmul(ops::abs(a), ops::abs(b)), 53);
   const int before = omp_get_max_threads();
   for (int threads : {1, 4, 8, 16}) {
     omp_set_num_threads(threads);
-    testing::expect_close(ops::matmul(a.to(DType::f32), b.to(DType::f32)).to(DType::f64), ref, 1e-4,
-                          1e-5, std::to_string(threads) + " threads");
+    testing::expect_within(ops::matmul(a.to(DType::f32), b.to(DType::f32)), ref, bound,
+                           std::to_string(threads) + " threads");
   }
   omp_set_num_threads(before);
 }

@@ -1,6 +1,8 @@
 // load_safetensors on any file, then what tcv does with a loaded file: weights
-// into a model (network.pretrained) and optimizer state into SGD and Adam (a
-// checkpoint's "optim.*" tensors). Every rejection is a tcv::Error.
+// into a model (network.pretrained), optimizer state into SGD and Adam (a
+// checkpoint's "optim.*" tensors), and the file as a checkpoint to resume from
+// (its header's trainer state, then model and optimizer). Every rejection is a
+// tcv::Error.
 #include <cstdint>
 #include <string>
 
@@ -42,6 +44,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     tcv::train::Adam adam(model->named_parameters(), {});
     adam.load_state_dict(optim_state);
+  } catch (const tcv::Error&) {
+  }
+  // As network.resume reads it: the trainer state from the header, then all of it.
+  const std::string stem = path.substr(0, path.size() - std::string(".safetensors").size());
+  try {
+    tcv::train::load_trainer_state(stem);
+  } catch (const tcv::Error&) {
+  }
+  try {
+    auto fresh = tcv::fuzz::tiny_model();
+    tcv::train::SGD sgd(fresh->named_parameters(), {.lr = 0.1, .momentum = 0.9});
+    tcv::train::load_checkpoint(stem, *fresh, &sgd);
   } catch (const tcv::Error&) {
   }
   return 0;

@@ -1,4 +1,5 @@
-// The trainer state beside a checkpoint (<stem>.json), read on resume.
+// The trainer state a checkpoint holds (JSON text in its safetensors
+// metadata, or <stem>.json from earlier versions), read on resume.
 #include <cstdint>
 #include <string>
 
@@ -6,15 +7,14 @@
 #include "train/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path =
-      tcv::fuzz::write_input({reinterpret_cast<const char*>(data), size}, "-state.json");
-  const std::string stem = path.substr(0, path.size() - 5);
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
   tcv::train::TrainerState s;
   try {
-    s = tcv::train::load_trainer_state(stem);
+    s = tcv::train::parse_trainer_state(text, "fuzz-state");
   } catch (const tcv::Error&) {
     return 0;
   }
-  TCV_FUZZ_EXPECT(s.epoch >= 0 && s.epoch_iter >= 0 && s.iter >= 0);
+  TCV_FUZZ_EXPECT(s.iter >= 0 && s.epoch >= 0 && s.epoch <= s.iter && s.epoch_iter >= 0 &&
+                  s.epoch_iter <= s.iter && !s.model_name.empty());
   return 0;
 }

@@ -104,7 +104,8 @@ void checkpoints() {
     const fs::path stem = out_root / (std::string("tmp-") + kind);
     train::save_checkpoint(stem.string(), *model, opt.get(), st);
     const std::string weights = slurp(stem.string() + ".safetensors");
-    const std::string state = slurp(stem.string() + ".json");
+    const std::string state =
+        load_safetensors(stem.string() + ".safetensors").metadata.at("trainer_state");
     put("safetensors", std::string(kind) + "_checkpoint.safetensors", weights);
     put("trainer_state", std::string(kind) + ".json", state);
     put("json", std::string(kind) + "_trainer_state.json", state);
@@ -113,7 +114,6 @@ void checkpoints() {
       n |= static_cast<uint64_t>(static_cast<uint8_t>(weights[i])) << (8 * i);
     put("json", std::string(kind) + "_safetensors_header.json", weights.substr(8, n));
     fs::remove(stem.string() + ".safetensors");
-    fs::remove(stem.string() + ".json");
     // Only the model's weights, as torchvision conversions hold them.
     NamedTensors plain;
     for (auto& [name, t] : model->state_dict()) plain.emplace_back(name, t);

@@ -1,14 +1,17 @@
 // SGD and AdamW against torch.optim (PyTorch 1.13, f32) over three steps of
-// fixed gradients, plus state_dict round trips.
+// fixed gradients, plus state_dict round trips; the finiteness checks of the
+// training loop.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/ops.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
 #include "train/optim.h"
@@ -382,6 +385,66 @@ TEST(Optimizer, ClipGradNormScalesAllGradientsTogether) {
   EXPECT_NEAR(b.grad().to_vector<float>()[1], 0.8f, 1e-6);
   EXPECT_NEAR(train::clip_grad_norm(ps, 0.0), 1.0, 1e-5);  // 0: measures only
   EXPECT_NEAR(b.grad().to_vector<float>()[1], 0.8f, 1e-6);
+}
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(Finite, OneCheckOverManyTensorsWithoutFalseAlarms) {
+  const Tensor big = from_vector<float>({3.0e38f, 3.0e38f, 1.0f});  // sums and squares overflow
+  const Tensor ok = from_vector<float>({0.0f, -0.0f, 1e-45f});
+  EXPECT_TRUE(train::all_finite({big, ok, Tensor()}));
+  EXPECT_TRUE(train::all_finite({}));
+  for (float bad : {kNaN, kInf, -kInf}) {
+    const Tensor t = from_vector<float>({1.0f, bad, 2.0f});
+    EXPECT_FALSE(train::all_finite({ok, t})) << bad;
+    EXPECT_FALSE(train::all_finite({t.to(DType::f64)})) << bad;
+    EXPECT_FALSE(train::all_finite({t.to(DType::bf16)})) << bad;
+    EXPECT_FALSE(train::all_finite({t.to(DType::f16)})) << bad;
+    EXPECT_FALSE(train::all_finite({t.narrow(0, 1, 1)})) << bad;  // a view
+    EXPECT_TRUE(train::all_finite({t.narrow(0, 0, 1), t.narrow(0, 2, 1)})) << bad;
+  }
+  EXPECT_TRUE(train::all_finite({from_vector<int64_t>({1, 2})}));  // integers always are
+  const nn::StateDict named = {{"a", ok}, {"b", from_vector<float>({kNaN})}, {"c", big}};
+  EXPECT_EQ(train::first_nonfinite(named), "b");
+  EXPECT_EQ(train::first_nonfinite({{"a", ok}}), "");
+}
+
+// On the GPU: one fused pass over tensors of every floating dtype.
+TEST(Finite, CudaTensorsInOneFusedCheck) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu(DeviceType::CUDA, 0);
+  const Tensor big = from_vector<float>({3.0e38f, -3.0e38f}).to(gpu);  // f32 squares overflow
+  std::vector<Tensor> clean = {big, big.to(DType::f64), ones({70000}).to(gpu),  // > one chunk
+                               ones({3}).to(DType::bf16).to(gpu), ones({3}).to(DType::f16).to(gpu)};
+  EXPECT_TRUE(train::all_finite(clean));
+  for (float bad : {kNaN, kInf, -kInf})
+    for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+      std::vector<float> v(70001, 1.0f);
+      v[69999] = bad;  // in the second chunk
+      std::vector<Tensor> ts = clean;
+      ts.push_back(from_vector<float>(v).to(dt).to(gpu));
+      EXPECT_FALSE(train::all_finite(ts)) << bad << " " << dtype_name(dt);
+      EXPECT_FALSE(train::all_finite({ts.back().narrow(0, 69990, 11)})) << "a view";
+      EXPECT_EQ(train::first_nonfinite({{"a", clean[0]}, {"b", ts.back()}}), "b");
+    }
+}
+
+// A loss that is not finite while its gradients are (here inf + w·x): seeded
+// with train::nonfinite_seed(), backward makes them NaN; a finite loss keeps its
+// gradients to the bit.
+TEST(Finite, NonFiniteSeedCarriesTheLossIntoTheGradients) {
+  const Tensor x = from_vector<float>({0.5f, -2.0f, 3.0f});
+  for (const bool finite : {true, false}) {
+    Tensor w = from_vector<float>({1.0f, 2.0f, 3.0f}).detach();
+    w.set_requires_grad(true);
+    const Tensor loss = ops::add(ops::sum(ops::mul(w, x)), finite ? 1.0 : kInf);
+    loss.backward(train::nonfinite_seed(loss));
+    EXPECT_EQ(train::all_finite({w.grad()}), finite);
+    if (finite) {
+      EXPECT_EQ(w.grad().to_vector<float>(), x.to_vector<float>());
+    }
+  }
 }
 
 }  // namespace

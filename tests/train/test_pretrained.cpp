@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "engine/serialize.h"
 #include "models/registry.h"
@@ -63,6 +64,29 @@ TEST_F(PretrainedTest, BackboneMismatchIsAnErrorNamingTheKey) {
       testing::error_of([&] { load_pretrained((dir / "weights.safetensors").string(), *other); });
   EXPECT_NE(msg2.find("missing"), std::string::npos) << msg2;
   EXPECT_NE(msg2.find("unexpected"), std::string::npos) << msg2;
+}
+
+// Weights with inf or NaN would train and predict without a word: refused,
+// naming the tensor, in both layouts.
+TEST_F(PretrainedTest, InfOrNaNIsRefusedNamingTheTensor) {
+  nn::StateDict bad, prefixed;
+  for (const auto& [k, v] : source->state_dict()) {
+    Tensor t = v.clone();
+    if (k == "3.weight") t.data<float>()[42] = std::numeric_limits<float>::infinity();
+    if (k == "7.bias") t.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    bad.emplace_back(k, t);
+    prefixed.emplace_back("model." + k, t);
+  }
+  save_safetensors((dir / "bad.safetensors").string(), bad);
+  save_safetensors((dir / "bad_ckpt.safetensors").string(), prefixed);
+  auto target = models::create_model("fmnist_cnn", {.num_classes = 10, .in_channels = 1});
+  const std::string msg =
+      testing::error_of([&] { load_pretrained((dir / "bad.safetensors").string(), *target); });
+  EXPECT_NE(msg.find("bad.safetensors: tensor \"3.weight\" holds inf or NaN"), std::string::npos)
+      << msg;
+  const std::string msg2 =
+      testing::error_of([&] { load_pretrained((dir / "bad_ckpt.safetensors").string(), *target); });
+  EXPECT_NE(msg2.find("tensor \"model.3.weight\" holds inf or NaN"), std::string::npos) << msg2;
 }
 
 }  // namespace

@@ -1,0 +1,392 @@
+// Data-parallel tcv-train runs that lose a process, through the real binaries:
+// tcv-run with two Gloo ranks of the Fashion-MNIST CNN on a small subset.
+//
+//   Elastic: SIGKILL of rank 1 mid-epoch under --max-restarts; the run
+//            restarts, resumes from the newest checkpoint (network.resume =
+//            "auto") and ends with weights bit-identical to an uninterrupted run.
+//   TrainFaults: a stopped (SIGSTOP) rank, ranks with different configs or
+//            data, WORLD_SIZE without network.distributed, a missing rank.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/idx.h"
+#include "dist/launcher.h"
+#include "dist/spawn.h"
+#include "engine/json.h"
+#include "engine/serialize.h"
+#include "support/gradcheck.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint.h"
+
+namespace fs = std::filesystem;
+using namespace tcv;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+#if defined(TCV_RUN) && defined(TCV_TRAIN)
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Writes the first n samples of an IDX tensor (u8) as a raw IDX file.
+void write_idx_head(const Tensor& t, int64_t n, const fs::path& p) {
+  std::string out("\0\0\x08", 3);
+  out += static_cast<char>(t.dim());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const auto v = static_cast<uint32_t>(d == 0 ? n : t.size(d));
+    for (int s = 24; s >= 0; s -= 8) out += static_cast<char>((v >> s) & 0xff);
+  }
+  const int64_t per = t.numel() / t.size(0);
+  out.append(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(n * per));
+  std::ofstream(p, std::ios::binary) << out;
+}
+
+// The first images of each Fashion-MNIST split, as IDX files in `dir`.
+void write_small_fmnist(const fs::path& dir, int64_t n_train, int64_t n_test) {
+  fs::create_directories(dir);
+  const std::string src = "/usr/share/datasets/fashion-mnist/";
+  write_idx_head(data::read_idx(src + "train-images-idx3-ubyte.gz"), n_train,
+                 dir / "train-images-idx3-ubyte");
+  write_idx_head(data::read_idx(src + "train-labels-idx1-ubyte.gz"), n_train,
+                 dir / "train-labels-idx1-ubyte");
+  write_idx_head(data::read_idx(src + "t10k-images-idx3-ubyte.gz"), n_test,
+                 dir / "t10k-images-idx3-ubyte");
+  write_idx_head(data::read_idx(src + "t10k-labels-idx1-ubyte.gz"), n_test,
+                 dir / "t10k-labels-idx1-ubyte");
+}
+
+// tcv-train on the fmnist CNN config with `sets` on top of the common ones.
+std::vector<std::string> train_cmd(const std::string& data_dir, const std::string& out,
+                                   const std::vector<std::string>& sets) {
+  std::vector<std::string> cmd = {TCV_TRAIN, "--config",
+                                  tcv::testing::source_dir() + "/configs/cls/fmnist_cnn.toml",
+                                  "--out", out};
+  const std::vector<std::string> common = {
+      "data.data_dir=\"" + data_dir + "\"",
+      "device=\"cpu\"",
+      "data.workers=1",
+      "val.max_images=256",
+      "val.batch_size=256",
+      "solver.display_iter=1",
+      "solver.lr.is_warm=false",
+      "solver.lr.lr_policy=\"step\"",
+      "solver.lr.metric=\"iters\"",
+      "solver.lr.step.step_size=20",
+      "network.distributed=true",
+      "network.timeout=30",
+  };
+  for (const auto& s : common) cmd.insert(cmd.end(), {"--set", s});
+  for (const auto& s : sets) cmd.insert(cmd.end(), {"--set", s});
+  return cmd;
+}
+
+// tcv-run --nproc-per-node 2 [launcher flags] -- cmd.
+std::vector<std::string> under_tcv_run(const std::vector<std::string>& flags,
+                                       const std::vector<std::string>& cmd) {
+  std::vector<std::string> argv = {TCV_RUN, "--nproc-per-node", "2"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), cmd.begin(), cmd.end());
+  return argv;
+}
+
+struct RunResult {
+  int status = -1;
+  std::string out;
+  double seconds = 0;
+};
+
+RunResult run_to_end(const std::vector<std::string>& argv, const Env& env,
+                     std::chrono::milliseconds limit) {
+  Env e = env;
+  e.emplace("OMP_NUM_THREADS", "1");
+  const auto t0 = Clock::now();
+  std::vector<test::Child> kids = {test::spawn(argv, e)};
+  test::wait_all(kids, limit);
+  RunResult r{kids[0].status, test::read_file(kids[0].out_path), seconds_since(t0)};
+  std::remove(kids[0].out_path.c_str());
+  return r;
+}
+
+// The pid of the child of `parent` whose environment has RANK=rank (-1: none).
+pid_t find_rank(pid_t parent, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream env_file(e.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(env_file)), std::istreambuf_iterator<char>());
+    if (env.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos)
+      return std::stoi(name);
+  }
+  return -1;
+}
+
+// The last training iteration in a metrics.jsonl (0: none yet).
+int64_t last_train_iter(const fs::path& metrics) {
+  std::ifstream f(metrics);
+  std::string line;
+  int64_t iter = 0;
+  while (std::getline(f, line)) {
+    if (line.empty() || line.back() != '}') continue;  // a line being written
+    try {
+      const Json j = json_parse(line);
+      if (json_string(j, "split") == "train") iter = json_int(j, "iter");
+    } catch (const std::exception&) {
+    }
+  }
+  return iter;
+}
+
+// The iteration of checkpoint `stem` (-1: none that reads).
+int64_t checkpoint_iter(const fs::path& stem) {
+  try {
+    return train::load_trainer_state(stem.string()).iter;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// Starts `argv`, waits until rank 0 has logged training iteration `at_iter`,
+// then sends `sig` to rank `victim`. Returns the child (still running) or
+// fails the test.
+struct Started {
+  test::Child launcher;
+  pid_t victim = -1;
+  double signalled_at = 0;  // seconds after the start
+  int64_t iter_at_signal = 0;
+};
+
+Started start_and_signal(const std::vector<std::string>& argv, const fs::path& metrics,
+                         int64_t at_iter, int victim, int sig) {
+  Started s;
+  const auto t0 = Clock::now();
+  s.launcher = test::spawn(argv, {{"OMP_NUM_THREADS", "1"}});
+  while (seconds_since(t0) < 60) {
+    s.iter_at_signal = last_train_iter(metrics);
+    if (s.iter_at_signal >= at_iter) break;
+    int st = 0;
+    if (waitpid(s.launcher.pid, &st, WNOHANG) == s.launcher.pid) {
+      ADD_FAILURE() << "the run ended before iteration " << at_iter << ":\n"
+                    << test::read_file(s.launcher.out_path);
+      std::remove(s.launcher.out_path.c_str());
+      return s;
+    }
+    std::this_thread::sleep_for(2ms);
+  }
+  s.victim = find_rank(s.launcher.pid, victim);
+  EXPECT_GT(s.victim, 0) << "rank " << victim << " not found";
+  if (s.victim > 0) kill(s.victim, sig);
+  s.signalled_at = seconds_since(t0);
+  return s;
+}
+
+// Every tensor of two checkpoints (model and optimizer state) holds the same bytes.
+void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
+  const auto wa = load_safetensors(a.string()).tensors;
+  const auto wb = load_safetensors(b.string()).tensors;
+  ASSERT_EQ(wa.size(), wb.size());
+  int optim = 0, differ = 0;
+  for (size_t i = 0; i < wa.size(); ++i) {
+    ASSERT_EQ(wa[i].first, wb[i].first);
+    const Tensor& x = wa[i].second;
+    const Tensor& y = wb[i].second;
+    ASSERT_EQ(x.shape(), y.shape()) << wa[i].first;
+    ASSERT_EQ(x.dtype(), y.dtype()) << wa[i].first;
+    const bool same = std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+    EXPECT_TRUE(same) << wa[i].first;
+    differ += !same;
+    optim += wa[i].first.rfind("optim.", 0) == 0;
+  }
+  EXPECT_GT(optim, 0);
+  std::printf("compared %zu tensors (%d optimizer): %d differ\n", wa.size(), optim, differ);
+}
+
+}  // namespace
+
+// 2048 training images, batch 64 per rank: 16 iterations per epoch, 64 in all.
+// Rank 1 is killed once rank 0 has logged iteration 21 (mid-epoch 2, just
+// after the save at 20, so rank 0 is not writing one when it is stopped);
+// `latest` is saved every 5 iterations, so at most 5 are done again.
+TEST(Elastic, KilledRankRestartsAndEndsBitIdenticalToAnUninterruptedRun) {
+  tcv::testing::TempDir tmp("elastic");
+  write_small_fmnist(tmp.root() / "data", 2048, 256);
+  const std::vector<std::string> sets = {"solver.max_iters=64", "solver.save_iters=5",
+                                         "network.resume=\"auto\""};
+  const fs::path a = tmp.root() / "a", b = tmp.root() / "b";
+
+  const RunResult plain =
+      run_to_end(under_tcv_run({}, train_cmd(tmp.path("data"), a.string(), sets)), {}, 120s);
+  ASSERT_EQ(plain.status, 0) << plain.out;
+
+  Started s = start_and_signal(
+      under_tcv_run({"--max-restarts", "2"}, train_cmd(tmp.path("data"), b.string(), sets)),
+      b / "metrics.jsonl", 21, /*victim=*/1, SIGKILL);
+  ASSERT_GT(s.victim, 0);
+  const int64_t saved_at_kill = checkpoint_iter(b / "checkpoints" / "latest");
+  std::vector<test::Child> kids = {s.launcher};
+  const auto t0 = Clock::now();
+  const bool in_time = test::wait_all(kids, 120s);
+  const std::string out = test::read_file(s.launcher.out_path);
+  std::remove(s.launcher.out_path.c_str());
+  ASSERT_TRUE(in_time) << "the restarted run did not finish:\n" << out;
+  ASSERT_EQ(kids[0].status, 0) << out;
+
+  const std::regex resumed_re(R"(resumed at epoch (\d+) iter (\d+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, resumed_re)) << out;
+  const int64_t resumed = std::stoll(m[2]);
+  int restarts = 0;
+  for (size_t p = 0; (p = out.find("tcv-run: restart ", p)) != std::string::npos; ++p) ++restarts;
+  std::printf(
+      "uninterrupted run: %.1f s; interrupted run: rank 1 (pid %d) SIGKILLed %.2f s after the "
+      "start, after iteration %lld (latest checkpoint then: iter %lld); %d restart(s); resumed "
+      "from iteration %lld (%lld iterations done again); finished %.1f s after the kill\n",
+      plain.seconds, static_cast<int>(s.victim), s.signalled_at,
+      static_cast<long long>(s.iter_at_signal), static_cast<long long>(saved_at_kill), restarts,
+      static_cast<long long>(resumed), static_cast<long long>(s.iter_at_signal - resumed),
+      seconds_since(t0));
+  EXPECT_TRUE(contains(
+      out, "tcv-run: rank 1 (pid " + std::to_string(s.victim) + ") was killed by signal 9"))
+      << out;
+  EXPECT_EQ(restarts, 1) << out;
+  EXPECT_TRUE(contains(out, "tcv-run: restart 1 of 2")) << out;
+  EXPECT_GE(resumed, 5) << "nothing was saved before the kill?\n" << out;
+  EXPECT_LE(s.iter_at_signal - resumed, 5) << "more work lost than solver.save_iters";
+  // Killed mid-epoch (epochs end at iterations 16, 32, 48, 64).
+  EXPECT_GT(s.iter_at_signal, 16);
+  EXPECT_LT(s.iter_at_signal, 32);
+  EXPECT_EQ(checkpoint_iter(a / "checkpoints" / "latest"), 64);
+  EXPECT_EQ(checkpoint_iter(b / "checkpoints" / "latest"), 64);
+  expect_bitwise_equal(a / "checkpoints" / "latest.safetensors",
+                       b / "checkpoints" / "latest.safetensors");
+}
+
+// A rank that hangs (SIGSTOP) stops the whole run within network.timeout,
+// the error naming it; meanwhile rank 0 says what it waits for.
+TEST(TrainFaults, StoppedRankStopsTheRunNamingIt) {
+  tcv::testing::TempDir tmp("stopped");
+  write_small_fmnist(tmp.root() / "data", 2048, 256);
+  const fs::path out_dir = tmp.root() / "out";
+  Started s =
+      start_and_signal(under_tcv_run({}, train_cmd(tmp.path("data"), out_dir.string(),
+                                                   {"solver.max_iters=100000", "network.timeout=3",
+                                                    "network.wait_log_interval=1"})),
+                       out_dir / "metrics.jsonl", 3, /*victim=*/1, SIGSTOP);
+  ASSERT_GT(s.victim, 0);
+  const auto t0 = Clock::now();
+  std::vector<test::Child> kids = {s.launcher};
+  const bool in_time = test::wait_all(kids, 30s);
+  const double stop_s = seconds_since(t0);
+  kill(s.victim, SIGKILL);  // when tcv-run did not
+  const std::string out = test::read_file(s.launcher.out_path);
+  std::remove(s.launcher.out_path.c_str());
+  std::printf("rank 1 stopped after iteration %lld; the run ended %.2f s later:\n%s",
+              static_cast<long long>(s.iter_at_signal), stop_s, out.c_str());
+  ASSERT_TRUE(in_time) << out;
+  EXPECT_EQ(kids[0].status, 1) << out;
+  EXPECT_TRUE(contains(out, "lost rank 1: no heartbeat")) << out;
+  EXPECT_TRUE(contains(out, "rank 0 is still waiting in collective #")) << out;
+  EXPECT_TRUE(contains(out, "tcv-run: rank 0 (pid ")) << out;
+  EXPECT_LT(stop_s, 3.0 + 4.0) << out;
+}
+
+// Ranks given different configs (solver.max_iters) stop at start-up naming
+// the key; ranks with the same config but different data stop naming the
+// schedule. Before, they hung for the timeout and ended in "Connection closed".
+TEST(TrainFaults, RanksThatDisagreeStopAtStartUp) {
+  tcv::testing::TempDir tmp("disagree");
+  write_small_fmnist(tmp.root() / "d0" / "data", 2048, 256);
+  write_small_fmnist(tmp.root() / "d1" / "data", 1024, 256);
+  std::vector<std::string> cmd =
+      train_cmd(tmp.path("d0/data"), tmp.path("out"), {"network.timeout=60"});
+  std::string line = "exec";
+  for (const auto& a : cmd) line += " '" + a + "'";
+  const RunResult r = run_to_end(
+      under_tcv_run({}, {"/bin/sh", "-c", line + " --set solver.max_iters=$((10 + RANK))"}), {},
+      60s);
+  std::printf("different max_iters: exit %d after %.2f s\n", r.status, r.seconds);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_LT(r.seconds, 20.0) << r.out;
+  EXPECT_TRUE(contains(r.out, "ranks disagree on the config")) << r.out;
+  EXPECT_TRUE(contains(r.out, "solver.max_iters: 10 on rank 0; 11 on rank 1")) << r.out;
+
+  // The same config, run from two directories: data.data_dir = "data" is
+  // another data set on each rank.
+  cmd = train_cmd("data", tmp.path("out2"), {"network.timeout=60"});
+  line = "cd '" + tmp.path() + "/d'$RANK && exec";
+  for (const auto& a : cmd) line += " '" + a + "'";
+  const RunResult d = run_to_end(under_tcv_run({}, {"/bin/sh", "-c", line}), {}, 60s);
+  std::printf("different data: exit %d after %.2f s\n", d.status, d.seconds);
+  EXPECT_EQ(d.status, 2) << d.out;
+  EXPECT_LT(d.seconds, 20.0) << d.out;
+  EXPECT_TRUE(contains(d.out, "ranks disagree on the training schedule")) << d.out;
+  EXPECT_TRUE(contains(d.out, "16 on rank 0; 8 on rank 1")) << d.out;
+}
+
+// WORLD_SIZE > 1 (or a Slurm task other than the first) without
+// network.distributed is refused; before, every rank trained alone into the
+// same run directory.
+TEST(TrainFaults, SeveralProcessesWithoutDistributedAreRefused) {
+  tcv::testing::TempDir tmp("nodist");
+  std::vector<std::string> cmd = train_cmd("/nonexistent", tmp.path("out"), {});
+  cmd.insert(cmd.end(), {"--set", "network.distributed=false"});
+  const RunResult r = run_to_end(
+      cmd, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}},
+      30s);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "network.distributed is false, but WORLD_SIZE=2")) << r.out;
+  EXPECT_FALSE(fs::exists(tmp.root() / "out" / "metrics.jsonl"));
+  const RunResult s = run_to_end(
+      cmd, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n[1-2]"}}, 30s);
+  EXPECT_EQ(s.status, 2) << s.out;
+  EXPECT_TRUE(contains(s.out, "Slurm task SLURM_PROCID=1 of SLURM_NTASKS=2")) << s.out;
+}
+
+// WORLD_SIZE=2 with only rank 0 started: it says it waits for rank 1 and
+// stops after network.timeout.
+TEST(TrainFaults, MissingRankStopsAfterTheTimeoutNamingIt) {
+  tcv::testing::TempDir tmp("missing");
+  const std::string port = std::to_string(dist::pick_free_port());
+  const RunResult r = run_to_end(
+      train_cmd("/nonexistent", tmp.path("out"),
+                {"network.timeout=2", "network.wait_log_interval=0.5"}),
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+      30s);
+  std::printf("rank 0 alone: exit %d after %.2f s:\n%s", r.status, r.seconds, r.out.c_str());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "rank 0 is still waiting for rank 1 to join the gloo group"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "timed out after 2000 ms waiting for rank 1 to join")) << r.out;
+  EXPECT_LT(r.seconds, 10.0) << r.out;
+}
+
+#endif
