@@ -141,7 +141,7 @@ Tensor parse_idx(const std::string& bytes, const std::string& name) {
   const int64_t n = static_cast<int64_t>(count);
   switch (code) {
     case 0x08:
-      std::memcpy(t.data_ptr(), src, n);
+      if (n > 0) std::memcpy(t.data_ptr(), src, n);  // an empty tensor has no memory
       break;
     case 0x09: {
       auto* d = t.data<int32_t>();

@@ -163,3 +163,13 @@ TEST(Idx, ZeroDimBesideHugeDimsIsAnError) {
   const std::string empty("\0\0\x08\x03\0\0\0\0\0\0\0\x1c\0\0\0\x1c", 16);
   EXPECT_EQ(tcv::data::parse_idx(empty, "empty").shape(), (tcv::Shape{0, 28, 28}));
 }
+
+TEST(Idx, EmptyU8FileParsesWithoutCopyingFromNowhere) {
+  // Found by fuzz_idx (UBSan: null pointer passed to memcpy): u8 dims
+  // (458752, 7168, 0) hold no element; the copy into the tensor, which has no
+  // memory, was made anyway.
+  const std::string bytes("\x00\x00\x08\x03\x00\x07\x00\x00\x00\x00\x1c\x00\x00\x00\x00\x00", 16);
+  const tcv::Tensor t = tcv::data::parse_idx(bytes, "fuzz-idx");
+  EXPECT_EQ(t.shape(), (tcv::Shape{458752, 7168, 0}));
+  EXPECT_EQ(t.numel(), 0);
+}
