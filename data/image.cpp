@@ -109,12 +109,14 @@ std::string jpeg_huffman_error(const std::string& b) {
     const size_t len = (static_cast<size_t>(at(pos + 2)) << 8) | at(pos + 3);
     if (m == 0xC4) {
       // Tables one after the other until the segment's length is used up,
-      // read the way stb reads them (even past the segment's end).
+      // read the way stb reads them: past the segment's end, and past the
+      // file's end as zeros.
+      const auto at_or_0 = [&](size_t i) { return i < n ? at(i) : 0; };
       int64_t left = static_cast<int64_t>(len) - 2;
       size_t t = pos + 4;
-      while (left > 0 && t + 17 <= n) {
+      while (left > 0 && t < n) {
         size_t codes = 0;
-        for (size_t i = 1; i <= 16; ++i) codes += at(t + i);
+        for (size_t i = 1; i <= 16; ++i) codes += at_or_0(t + i);
         if (codes > 256)
           return "JPEG Huffman table at byte " + std::to_string(t) + " defines " +
                  std::to_string(codes) + " codes (at most 256)";

@@ -185,3 +185,16 @@ TEST(Image, DecodesOnlyTheFormatsImageFolderAccepts) {
   const std::string msg = error_of([&] { decode_image(gif, "a.png"); });
   EXPECT_NE(msg.find("a.png: cannot decode image"), std::string::npos) << msg;
 }
+
+TEST(Image, JpegHuffmanTableCutByTheEndOfTheFileIsAnError) {
+  // Found by fuzz_image after the check above: a DHT segment after the second
+  // scan whose table is cut by the end of the file; stb reads the missing count
+  // bytes as zeros and the ones there (3, 255, 217) already make 475 codes.
+  const std::string path =
+      tcv::testing::source_dir() + "/tests/data/fuzz/jpeg_huffman_overflow_at_eof.jpg";
+  const std::string msg = error_of([&] { read_image(path); });
+  EXPECT_NE(msg.find(path + ": cannot decode image: corrupt JPEG: JPEG Huffman table at byte 1064 "
+                            "defines 475 codes (at most 256)"),
+            std::string::npos)
+      << msg;
+}
