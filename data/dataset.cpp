@@ -263,9 +263,7 @@ Batch DataLoader::collate(const int64_t* indices, int64_t n) const {
   return b;
 }
 
-DataLoader::~DataLoader() {
-  stop_workers();
-}
+DataLoader::~DataLoader() = default;
 
 int64_t DataLoader::num_batches() const {
   const int64_t w = std::max<int64_t>(opts_.world_size, 1);
@@ -286,21 +284,8 @@ Batch DataLoader::make_batch(int64_t b) const {
   return batch;
 }
 
-void DataLoader::stop_workers() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
-  threads_.clear();
-  ready_.clear();
-  stop_ = false;
-  error_.clear();
-}
-
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
-  stop_workers();
+  batches_.stop();
   epoch_ = epoch;
   if (opts_.world_size > 1) {
     DistributedSampler ds({size(), opts_.world_size, opts_.rank, opts_.seed, opts_.shuffle});
@@ -309,50 +294,14 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
   } else {
     order_ = sampler_.indices(epoch);
   }
-  end_ = num_batches();
-  next_ = std::clamp<int64_t>(skip, 0, end_);
-  claim_ = next_;
-  for (int i = 0; i < opts_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
-}
-
-void DataLoader::worker_loop() {
-  const int64_t depth = static_cast<int64_t>(opts_.prefetch) * opts_.workers;
-  std::unique_lock<std::mutex> l(mu_);
-  while (true) {
-    cv_.wait(l, [&] { return stop_ || claim_ >= end_ || claim_ < next_ + depth; });
-    if (stop_ || claim_ >= end_) return;
-    const int64_t b = claim_++;
-    l.unlock();
-    Batch batch;
-    std::string err;
-    try {
-      batch = make_batch(b);
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
-    l.lock();
-    if (!err.empty() && error_.empty()) error_ = err;
-    ready_.emplace(b, std::move(batch));
-    cv_.notify_all();
-  }
+  const int64_t end = num_batches();
+  batches_.start(std::clamp<int64_t>(skip, 0, end), end, opts_.workers,
+                 static_cast<int64_t>(opts_.prefetch) * opts_.workers,
+                 [this](int64_t b) { return make_batch(b); });
 }
 
 bool DataLoader::next(Batch& out) {
-  if (next_ >= end_) return false;
-  if (threads_.empty()) {
-    out = make_batch(next_++);
-    return true;
-  }
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait(l, [&] { return ready_.count(next_) > 0 || !error_.empty(); });
-  TCV_CHECK(error_.empty(), error_);
-  auto it = ready_.find(next_);
-  out = std::move(it->second);
-  ready_.erase(it);
-  ++next_;
-  l.unlock();
-  cv_.notify_all();
-  return true;
+  return batches_.next(out);
 }
 
 }  // namespace tcv::data

@@ -3,15 +3,12 @@
 // normalised f32 batches, ahead of time on worker threads when asked.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "data/prefetch.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 
@@ -143,7 +140,7 @@ struct LoaderOptions {
   uint64_t seed = 0;
   /// In-memory datasets, and u8 samples of a Dataset: how pixels become f32.
   /// f32 samples (already normalised by their transform) are copied as they are.
-  Normalize normalize;
+  Normalize normalize{};
   /// Batches each worker may assemble ahead of the consumer (queue bound = workers x this).
   int prefetch = 2;
   /// Data-parallel: with world_size > 1 each epoch iterates this rank's share of
@@ -186,26 +183,14 @@ class DataLoader {
  private:
   Batch make_batch(int64_t b) const;
   Batch collate(const int64_t* indices, int64_t n) const;
-  void stop_workers();
-  void worker_loop();
 
   std::shared_ptr<const ImageClassificationDataset> dataset_;  // in-memory, or null
   std::shared_ptr<const Dataset> source_;                      // generic, or null
   LoaderOptions opts_;
   EpochSampler sampler_;
   std::vector<int64_t> order_;
-  int64_t next_ = 0;  // next batch index the consumer takes
-  int64_t end_ = 0;   // batches in this epoch
   int64_t epoch_ = 0;
-
-  // Worker state, guarded by mu_.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::thread> threads_;
-  std::map<int64_t, Batch> ready_;
-  int64_t claim_ = 0;  // next batch index a worker takes
-  bool stop_ = false;
-  std::string error_;  // first worker error, rethrown on the consumer thread
+  OrderedPrefetcher<Batch> batches_;  // declared last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <memory>
 
+#include <zlib.h>
+
 // stb is compiled into this one file, with internal linkage so it cannot clash
 // with another copy elsewhere in a program, and without our warning flags.
 #pragma GCC diagnostic push
@@ -247,13 +249,95 @@ std::string encode_image(const Tensor& image, ImageFormat format, int jpeg_quali
   return out;
 }
 
-void write_image(const std::string& path, const Tensor& image, int jpeg_quality) {
-  const std::string bytes = encode_image(image, format_from_extension(path), jpeg_quality);
+namespace {
+
+void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   TCV_CHECK(f.good(), path, ": cannot open for writing");
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   f.close();
   TCV_CHECK(f.good(), path, ": write failed");
+}
+
+void put_be32(std::string& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xFF));
+}
+
+// One PNG chunk: length, type, data, CRC-32 of type and data.
+void put_chunk(std::string& out, const char (&type)[5], const std::string& data) {
+  put_be32(out, static_cast<uint32_t>(data.size()));
+  const size_t at = out.size();
+  out.append(type, 4);
+  out.append(data);
+  const auto* p = reinterpret_cast<const Bytef*>(out.data() + at);
+  put_be32(out, static_cast<uint32_t>(crc32(0L, p, static_cast<uInt>(4 + data.size()))));
+}
+
+}  // namespace
+
+void write_image(const std::string& path, const Tensor& image, int jpeg_quality) {
+  write_bytes(path, encode_image(image, format_from_extension(path), jpeg_quality));
+}
+
+const Palette& voc_palette() {
+  static const Palette p = [] {
+    Palette q{};
+    for (int i = 0; i < 256; ++i) {
+      int r = 0, g = 0, b = 0, c = i;
+      for (int j = 0; j < 8; ++j, c >>= 3) {
+        r |= ((c >> 0) & 1) << (7 - j);
+        g |= ((c >> 1) & 1) << (7 - j);
+        b |= ((c >> 2) & 1) << (7 - j);
+      }
+      q[3 * i] = static_cast<uint8_t>(r);
+      q[3 * i + 1] = static_cast<uint8_t>(g);
+      q[3 * i + 2] = static_cast<uint8_t>(b);
+    }
+    return q;
+  }();
+  return p;
+}
+
+std::string encode_png_indexed(const Tensor& labels, const Palette& palette, int level) {
+  TCV_CHECK(labels.defined() && labels.dtype() == DType::u8 && labels.dim() == 2,
+            "[encode_png_indexed] expects a u8 (H, W) label map, got ",
+            labels.defined() ? dtype_name(labels.dtype()) : "undefined", " ",
+            labels.defined() ? labels.shape_str() : "");
+  const int64_t H = labels.size(0), W = labels.size(1);
+  TCV_CHECK(H > 0 && W > 0 && H < (1 << 24) && W < (1 << 24),
+            "[encode_png_indexed] bad label map size ", labels.shape_str());
+  TCV_CHECK(level >= 0 && level <= 9, "[encode_png_indexed] zlib level must be in [0, 9], got ",
+            level);
+  const Tensor l = labels.contiguous();
+  // Rows, each after its filter-type byte (0: none; label maps deflate well as they are).
+  std::string raw(static_cast<size_t>(H * (W + 1)), '\0');
+  const uint8_t* src = l.data<uint8_t>();
+  for (int64_t y = 0; y < H; ++y)
+    std::memcpy(raw.data() + y * (W + 1) + 1, src + y * W, static_cast<size_t>(W));
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::string z(zlen, '\0');
+  const int rc =
+      compress2(reinterpret_cast<Bytef*>(z.data()), &zlen,
+                reinterpret_cast<const Bytef*>(raw.data()), static_cast<uLong>(raw.size()), level);
+  TCV_CHECK(rc == Z_OK, "[encode_png_indexed] zlib compress2 failed (", rc, ")");
+  z.resize(zlen);
+  std::string ihdr;
+  put_be32(ihdr, static_cast<uint32_t>(W));
+  put_be32(ihdr, static_cast<uint32_t>(H));
+  ihdr +=
+      std::string("\x08\x03\x00\x00\x00", 5);  // 8 bits, palette, deflate, filter 0, no interlace
+  std::string out("\x89PNG\r\n\x1a\n", 8);
+  put_chunk(out, "IHDR", ihdr);
+  put_chunk(out, "PLTE",
+            std::string(reinterpret_cast<const char*>(palette.data()), palette.size()));
+  put_chunk(out, "IDAT", z);
+  put_chunk(out, "IEND", "");
+  return out;
+}
+
+void write_png_indexed(const std::string& path, const Tensor& labels, const Palette& palette,
+                       int level) {
+  write_bytes(path, encode_png_indexed(labels, palette, level));
 }
 
 }  // namespace tcv::data

@@ -2,6 +2,8 @@
 // to u8 (C, H, W) tensors, and encode PNG, JPEG and BMP with stb_image_write.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "engine/tensor.h"
@@ -35,5 +37,22 @@ void write_image(const std::string& path, const Tensor& image, int jpeg_quality 
 
 /// The format implied by a file name's extension (case-insensitive); error otherwise.
 ImageFormat format_from_extension(const std::string& path);
+
+/// 256 RGB colours, entry i at [3i, 3i + 3).
+using Palette = std::array<uint8_t, 768>;
+
+/// Pascal VOC's colour map (the devkit's labelcolormap: the bits of the index
+/// spread over the three channels, most significant first): 0 black, 1
+/// (128, 0, 0), ..., 255 (224, 224, 192). Distinct for every index.
+const Palette& voc_palette();
+
+/// Encodes a u8 (H, W) label map as an 8-bit palette PNG (colour type 3), the
+/// way Pascal VOC stores SegmentationClass/SegmentationObject: each pixel is
+/// its index, shown in `palette`'s colour. zlib `level` in [0, 9].
+std::string encode_png_indexed(const Tensor& labels, const Palette& palette, int level = 6);
+
+/// encode_png_indexed, written to `path`.
+void write_png_indexed(const std::string& path, const Tensor& labels, const Palette& palette,
+                       int level = 6);
 
 }  // namespace tcv::data

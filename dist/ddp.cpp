@@ -155,6 +155,11 @@ void DistributedDataParallel::train(bool on) {
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
+  return forward_with([&](nn::Module& m) { return std::vector<Tensor>{m.forward(x)}; }).front();
+}
+
+std::vector<Tensor> DistributedDataParallel::forward_with(
+    const std::function<std::vector<Tensor>(nn::Module&)>& fn) {
   const bool grad = autograd::grad_enabled();
   if (grad) {
     if (!timeline_written_ && !opts_.timeline_path.empty() && group_->rank() == 0 &&
@@ -166,13 +171,16 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     if (opts_.broadcast_buffers && group_->size() > 1) broadcast_state(/*params=*/false);
   }
   const double t0 = reducer_->now_us();
-  Tensor y = module_->forward(x);
+  std::vector<Tensor> ys = fn(*module_);
   ++forwards_;
-  if (grad && y.requires_grad()) {
+  std::vector<Tensor> with_grad;
+  for (const Tensor& y : ys)
+    if (y.defined() && y.requires_grad()) with_grad.push_back(y);
+  if (grad && !with_grad.empty()) {
     reducer_->add_event({"forward", t0, reducer_->now_us(), -1, 0});
-    reducer_->prepare_for_backward({y});
+    reducer_->prepare_for_backward(with_grad);
   }
-  return y;
+  return ys;
 }
 
 void DistributedDataParallel::write_timeline(const std::string& path) const {

@@ -4,8 +4,10 @@
 // parameters and buffers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/reducer.h"
 #include "layers/module.h"
@@ -22,7 +24,7 @@ struct DDPOptions {
   CommHook comm_hook = CommHook::none;
   /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
   /// environment variable, unset = none).
-  std::string timeline_path;
+  std::string timeline_path{};
   /// Which synchronised step (1-based) the timeline records (TCV_TIMELINE_STEP, default 3).
   int64_t timeline_step = 0;
 };
@@ -37,6 +39,10 @@ class DistributedDataParallel : public nn::Module {
 
   /// Runs the module; with grad enabled, the next backward all-reduces.
   Tensor forward(const Tensor& x) override;
+  /// Runs fn(module()) as one forward with several outputs (a detector's box
+  /// and class scores, a segmentation model's main and auxiliary logits), as
+  /// forward() runs the module: the backward of those outputs all-reduces.
+  std::vector<Tensor> forward_with(const std::function<std::vector<Tensor>(nn::Module&)>& fn);
   std::string type_name() const override { return "DistributedDataParallel"; }
   void train(bool on = true) override;
 

@@ -25,7 +25,7 @@ struct LaunchOptions {
   int max_restarts = 0;
   /// Between SIGTERM and SIGKILL when the ranks are being stopped.
   std::chrono::milliseconds kill_grace{std::chrono::seconds(5)};
-  std::vector<std::string> command;  ///< the program and its arguments
+  std::vector<std::string> command{};  ///< the program and its arguments
 };
 
 /// Parses `--nproc-per-node N [--nnodes M --node-rank R --master-addr A

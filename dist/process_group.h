@@ -54,7 +54,7 @@ struct ProcessGroupOptions {
   int64_t check_collectives = 64;
   /// Gloo: network interface or host name to bind ("" = the host's name,
   /// falling back to 127.0.0.1).
-  std::string gloo_hostname;
+  std::string gloo_hostname{};
 };
 
 /// A group of `size()` processes; this one is `rank()`.

@@ -1,6 +1,7 @@
 // The functional op API, tcv::ops: every op, differentiable where it makes sense.
 #pragma once
 
+#include "engine/ops/boxes.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linalg.h"
 #include "engine/ops/loss.h"

@@ -6,6 +6,7 @@
 #include "layers/conv.h"
 #include "layers/dropout.h"
 #include "layers/init.h"
+#include "layers/l2norm.h"
 #include "layers/linear.h"
 #include "layers/module.h"
 #include "layers/pooling.h"

@@ -7,6 +7,8 @@
 #include "models/cls/mobilenet_v2.h"
 #include "models/cls/resnet.h"
 #include "models/cls/vgg.h"
+#include "models/det/ssd.h"
+#include "models/seg/segmentation.h"
 
 namespace tcv::models {
 
@@ -109,6 +111,65 @@ void register_zoo_models() {
       },
       "MobileNetV2 (width 1.0, ReLU6, dropout 0.2), 3,504,872 parameters at 1000 classes; "
       "torchvision's architecture and names");
+
+  register_model(
+      "ssd300",
+      [](const ModelOptions& o) {
+        return det::ssd300_vgg16({.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "SSD300 on VGG-16 (detection, 300x300 input, 8,732 default boxes), 26,285,486 parameters "
+      "at 21 classes (background included); torchvision's ssd300_vgg16 architecture and names");
+  register_model(
+      "ssd512",
+      [](const ModelOptions& o) {
+        return det::ssd512_vgg16({.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "SSD512 on VGG-16 (detection, 512x512 input, 24,564 default boxes on 7 maps), "
+      "26,795,460 parameters at 21 classes; the SSD paper's extra blocks as TorchCV, "
+      "torchvision's names");
+  register_model(
+      "ssd300_lite",
+      [](const ModelOptions& o) {
+        return det::ssd300_lite({.num_classes = o.num_classes, .in_channels = o.in_channels});
+      },
+      "SSD300 with a quarter of VGG-16's channels and BatchNorm (detection, 300x300 input, "
+      "8,732 default boxes, about 1/16 of SSD300's FLOPs), for CPUs and small data sets");
+
+  using SegFn = std::shared_ptr<seg::SegmentationModel> (*)(seg::SegModelOptions);
+  struct SegEntry {
+    const char* name;
+    SegFn fn;
+    const char* description;
+  };
+  const SegEntry segs[] = {
+      {"deeplabv3_resnet50", seg::deeplabv3_resnet50,
+       "DeepLabV3 (ASPP rates 12/24/36 + image pooling) on a dilated ResNet-50, 42,004,074 "
+       "parameters"},
+      {"deeplabv3_resnet101", seg::deeplabv3_resnet101,
+       "DeepLabV3 (ASPP rates 12/24/36 + image pooling) on a dilated ResNet-101, 60,996,202 "
+       "parameters"},
+      {"fcn_resnet50", seg::fcn_resnet50, "FCN on a dilated ResNet-50, 35,322,218 parameters"},
+      {"fcn_resnet101", seg::fcn_resnet101, "FCN on a dilated ResNet-101, 54,314,346 parameters"},
+      {"pspnet_resnet50", seg::pspnet_resnet50,
+       "PSPNet (pyramid pooling, bins 1/2/3/6) on a dilated ResNet-50, 48,957,802 parameters"},
+      {"pspnet_resnet101", seg::pspnet_resnet101,
+       "PSPNet (pyramid pooling, bins 1/2/3/6) on a dilated ResNet-101, 67,949,930 parameters"},
+      {"pspnet_resnet18", seg::pspnet_resnet18,
+       "PSPNet (bins 1/2/3/6, 128-channel head) on a dilated ResNet-18, a small model"},
+      {"deeplabv3_resnet18", seg::deeplabv3_resnet18,
+       "DeepLabV3 (128-channel ASPP) on a dilated ResNet-18, a small model"},
+  };
+  for (const auto& m : segs) {
+    const SegFn fn = m.fn;
+    register_model(
+        m.name,
+        [fn](const ModelOptions& o) {
+          return fn({.num_classes = o.num_classes, .in_channels = o.in_channels});
+        },
+        std::string(m.description) +
+            " at 21 classes with the auxiliary FCN head on layer3 (segmentation, output stride "
+            "8, outputs at the input size); torchvision's segmentation names");
+  }
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 
 Needs PyTorch on the machine that converts (tcv itself never does). tcv's
 models use torchvision's parameter names, so the result loads directly with
-Module::load_state_dict or a config's pretrained-weights key. The safetensors
+Module::load_state_dict or a config's pretrained-weights key; that includes
+detection checkpoints such as ssd300_vgg16_coco-b556d3b4.pth (tcv's "ssd300"
+with 91 classes: backbone.*, head.classification_head.*, head.regression_head.*). The safetensors
 format is written here by hand (8-byte header length, JSON header, raw
 little-endian data), so the `safetensors` package is not needed.
 """

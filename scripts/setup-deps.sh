@@ -18,8 +18,13 @@ packages=(
   ocl-icd-opencl-dev
   libopenblas-dev      # GEMM
   libtomlplusplus-dev  # TOML configs
-  nlohmann-json3-dev   # JSON: safetensors headers, trainer state, metrics lines
+  # JSON: safetensors headers, trainer state, metrics lines, COCO instances_*.json
+  nlohmann-json3-dev
+  libpugixml-dev       # XML: Pascal VOC annotations read and written by data/det
   libstb-dev           # image decode/encode
+  # Label maps are PNGs whose pixels are class indices (palette or grayscale);
+  # stb_image expands palette PNGs to colours, libspng gives the indices.
+  libspng-dev
   libgloo-dev          # CPU collectives
   zlib1g-dev           # gzip IDX files
   libgtest-dev libgmock-dev

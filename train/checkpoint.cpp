@@ -116,8 +116,10 @@ Json trainer_state_json(const TrainerState& s) {
   // u64 as strings: JSON integers are i64 here, and offsets may not fit.
   j["rng_seed"] = std::to_string(s.rng_seed);
   j["rng_offset"] = std::to_string(s.rng_offset);
-  j["best_top1"] = s.best_top1;
-  j["last_top1"] = s.last_top1;
+  j["task"] = s.task;
+  j["best_metric"] = s.best_metric;
+  j["best_" + s.best_metric] = s.best_score;
+  j["last_" + s.best_metric] = s.last_score;
   j["elapsed_s"] = s.elapsed_s;
   j["nonfinite_skipped"] = s.nonfinite_skipped;
   return j;
@@ -168,12 +170,23 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& where
       bad(key, "a number in [" + json_dump(Json(lo)) + ", " + json_dump(Json(hi)) + "]", v);
     return v.get<double>();
   };
-  auto top1 = [&](const char* key) {
-    const Json& v = field(key);
+  // Metrics are percentages (top-1) or fractions (mAP, mIoU).
+  auto score = [&](const std::string& key) {
+    const Json& v = field(key.c_str());
     if (!v.is_number() ||
         !(v.get<double>() == -1.0 || (v.get<double>() >= 0.0 && v.get<double>() <= 100.0)))
-      bad(key, "a percentage in [0, 100] or -1 (none yet)", v);
+      bad(key.c_str(), "a percentage in [0, 100] or -1 (none yet)", v);
     return v.get<double>();
+  };
+  auto name_of = [&](const char* key, const std::string& absent) {
+    const auto it = j.find(key);
+    if (it == j.end()) return absent;  // earlier versions: classification
+    const Json& v = *it;
+    if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+        v.get_ref<const std::string&>().find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      bad(key, "a name (lower-case letters, digits, _)", v);
+    return v.get<std::string>();
   };
   auto u64 = [&](const char* key) {
     const Json& v = field(key);
@@ -198,8 +211,14 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& where
   s.lr = number("lr", 0.0, 1e300);
   s.rng_seed = u64("rng_seed");
   s.rng_offset = u64("rng_offset");
-  s.best_top1 = top1("best_top1");
-  s.last_top1 = top1("last_top1");
+  s.task = name_of("task", "cls");
+  s.best_metric = name_of("best_metric", "top1");
+  s.best_score = score("best_" + s.best_metric);
+  s.last_score = score("last_" + s.best_metric);
+  if (s.best_metric == "top1") {
+    s.best_top1 = s.best_score;
+    s.last_top1 = s.last_score;
+  }
   s.elapsed_s = number("elapsed_s", 0.0, 1e300);
   // Absent from checkpoints of earlier versions.
   s.nonfinite_skipped = j.contains("nonfinite_skipped") ? integer("nonfinite_skipped", s.iter) : 0;

@@ -28,11 +28,21 @@ struct TrainerState {
   double lr = 0.0;                ///< learning rate of the last iteration
   uint64_t rng_seed = 0;          ///< default generator's seed ...
   uint64_t rng_offset = 0;        ///< ... and position
-  double best_top1 = -1.0;        ///< best validation top-1 so far (-1: none yet)
-  double last_top1 = -1.0;        ///< top-1 of the latest evaluation (-1: none yet)
   double elapsed_s = 0.0;         ///< training wall time so far, over all runs
   int64_t nonfinite_skipped = 0;  ///< steps dropped for inf/NaN (solver.nonfinite = "skip")
   std::string model_name;
+  std::string task = "cls";  ///< the task trained (config key `task`)
+  /// The validation metric that picks `best` (the task's: top1, map, miou), its
+  /// best value so far and its value at the latest evaluation (-1: none yet).
+  /// The JSON names them "best_<metric>" and "last_<metric>".
+  std::string best_metric = "top1";
+  double best_score = -1.0;
+  double last_score = -1.0;
+  /// A classification run's best_score and last_score under the names of its
+  /// metric (top-1, in percent), as read back by parse_trainer_state; -1 for
+  /// the other tasks. save_checkpoint writes best_score and last_score.
+  double best_top1 = -1.0;
+  double last_top1 = -1.0;
 };
 
 /// Writes `<stem>.safetensors` (model, optimizer state and trainer state)
@@ -57,7 +67,8 @@ TrainerState load_trainer_state(const std::string& stem);
 
 /// Parses the trainer state's JSON text; `where` names its origin in errors,
 /// which also name the key at fault. Values are range-checked (iterations at
-/// most kMaxIterations, top-1 in [0, 100] or -1, ...).
+/// most kMaxIterations, scores in [0, 100] or -1, ...). States without "task"
+/// and "best_metric" (earlier versions) are classification's, by top-1.
 TrainerState parse_trainer_state(std::string_view json, const std::string& where);
 
 /// Loads checkpoint `stem` into `model` (strict) and `optim` (when not null) and

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "train/task.h"
+
 namespace tcv::train {
 
 namespace {
@@ -19,23 +21,19 @@ using VT = ValueType;
 using Doubles = std::vector<double>;
 using Ints = std::vector<int64_t>;
 
-std::vector<KeySpec> make_schema() {
+// The keys every task reads; each task adds its own (register_task).
+std::vector<KeySpec> common_keys() {
   return {
+      {"task", VT::string, std::string("cls"),
+       "cls (classification) | det (detection) | seg (semantic segmentation)"},
       {"seed", VT::integer, int64_t{0}, "seeds parameter init, shuffling and dropout"},
       {"device", VT::string, std::string("auto"), "cpu | cuda | auto"},
       {"data.dataset", VT::string, std::string("fashion_mnist"),
-       "fashion_mnist | mnist | cifar10 | cifar100 | image_folder | list"},
+       "cls: fashion_mnist | mnist | cifar10 | cifar100 | image_folder | list; det: voc | coco | "
+       "scenes; seg: cityscapes | voc | ade20k | scenes"},
       {"data.data_dir", VT::string, std::string(""),
-       "IDX or CIFAR binary files; \"\" = /usr/share/datasets/<dataset> (IDX only)"},
-      {"data.train_dir", VT::string, std::string(""), "image_folder: root/<class>/<image>"},
-      {"data.val_dir", VT::string, std::string(""), "image_folder: root/<class>/<image>"},
-      {"data.train_list", VT::string, std::string(""), "list: \"relative/path label\" per line"},
-      {"data.val_list", VT::string, std::string(""), "list: \"relative/path label\" per line"},
-      {"data.image_root", VT::string, std::string(""),
-       "list: paths are relative to this; \"\" = the list file's directory"},
-      {"data.input_size", VT::int_array, Ints{},
-       "[h, w] the model sees; [] = the dataset's own (28 x 28 IDX, 32 x 32 CIFAR)"},
-      {"data.channels", VT::integer, int64_t{0}, "1 | 3; 0 = the dataset's own (1 IDX, 3 else)"},
+       "the data set's root (cls: IDX or CIFAR binary files; \"\" = "
+       "/usr/share/datasets/<dataset> for IDX)"},
       {"data.skip_corrupt", VT::boolean, false,
        "skip and count corrupt or missing images instead of stopping with an error"},
       {"data.num_classes", VT::integer, int64_t{10}, ""},
@@ -48,23 +46,8 @@ std::vector<KeySpec> make_schema() {
       {"train.amp", VT::string, std::string("off"),
        "mixed precision on CUDA: off | bf16 | f16 (f16 with dynamic loss scaling)"},
       {"train.drop_last", VT::boolean, true, ""},
-      {"train.mixup_alpha", VT::floating, 0.0, "mixup with lambda ~ Beta(a, a); 0 = off"},
-      {"train.aug.resize_shorter", VT::integer, int64_t{0},
-       "resize the shorter side to N first; 0 = off"},
-      {"train.aug.random_resized_crop.enable", VT::boolean, false,
-       "RandomResizedCrop to data.input_size"},
-      {"train.aug.random_resized_crop.scale", VT::float_array, Doubles{0.08, 1.0}, ""},
-      {"train.aug.random_resized_crop.ratio", VT::float_array, Doubles{3.0 / 4.0, 4.0 / 3.0}, ""},
-      {"train.aug.random_crop.enable", VT::boolean, false, "RandomCrop to data.input_size"},
-      {"train.aug.random_crop.padding", VT::integer, int64_t{0}, "zeros on every side first"},
-      {"train.aug.hflip", VT::floating, 0.0, "horizontal flip probability; 0 = off"},
-      {"train.aug.color_jitter", VT::float_array, Doubles{0.0, 0.0, 0.0, 0.0},
-       "[brightness, contrast, saturation, hue]; zeros = off"},
       {"val.batch_size", VT::integer, int64_t{500}, ""},
       {"val.max_images", VT::integer, int64_t{0}, "evaluate on the first N test images; 0 = all"},
-      {"val.aug.resize_shorter", VT::integer, int64_t{0},
-       "resize the shorter side to N first; 0 = off"},
-      {"val.aug.center_crop", VT::boolean, false, "central crop of data.input_size"},
       {"network.model_name", VT::string, std::string("fmnist_cnn"), "see tcv-train --list-models"},
       {"network.distributed", VT::boolean, false,
        "data-parallel training over the processes tcv-run starts (RANK, WORLD_SIZE, ...)"},
@@ -124,15 +107,26 @@ std::vector<KeySpec> make_schema() {
       {"solver.optim.adamw.betas", VT::float_array, Doubles{0.9, 0.999}, ""},
       {"solver.optim.adamw.eps", VT::floating, 1e-8, ""},
       {"solver.optim.adamw.weight_decay", VT::floating, 0.01, "decoupled"},
-      {"loss.label_smoothing", VT::floating, 0.0, "in [0, 1)"},
       {"checkpoints.keep_last", VT::integer, int64_t{3}, "epoch checkpoints kept; 0 = all"},
   };
+}
+
+std::vector<KeySpec>& schema_storage() {
+  static std::vector<KeySpec> schema = common_keys();
+  return schema;
 }
 
 const KeySpec* find_spec(const std::string& key) {
   for (const auto& s : config_schema())
     if (s.key == key) return &s;
   return nullptr;
+}
+
+std::string tasks_text(const std::vector<std::string>& tasks) {
+  std::string o;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    o += (i == 0 ? "" : i + 1 == tasks.size() ? " and " : ", ") + tasks[i];
+  return o;
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -206,6 +200,10 @@ const char* expected_name(ValueType t) {
       return "an array of numbers";
     case VT::int_array:
       return "an array of integers";
+    case VT::string_array:
+      return "an array of strings";
+    case VT::float_lists:
+      return "an array of arrays of numbers";
   }
   return "?";
 }
@@ -251,9 +249,42 @@ std::string convert(const toml::node& n, ValueType t, ConfigValue& out) {
         out = d;
       return "";
     }
+    case VT::string_array: {
+      if (!n.is_array()) return got;
+      std::vector<std::string> v;
+      for (const auto& e : *n.as_array()) {
+        if (!e.is_string())
+          return std::string("expected ") + expected_name(t) + ", got an array holding a " +
+                 node_type_name(e);
+        v.push_back(*e.value<std::string>());
+      }
+      out = std::move(v);
+      return "";
+    }
+    case VT::float_lists: {
+      if (!n.is_array()) return got;
+      std::vector<Doubles> v;
+      for (const auto& row : *n.as_array()) {
+        if (!row.is_array())
+          return std::string("expected ") + expected_name(t) + ", got an array holding a " +
+                 node_type_name(row);
+        Doubles d;
+        for (const auto& e : *row.as_array()) {
+          if (!e.is_number())
+            return std::string("expected ") + expected_name(t) + ", got an inner array holding a " +
+                   node_type_name(e);
+          d.push_back(*e.value<double>());
+        }
+        v.push_back(std::move(d));
+      }
+      out = std::move(v);
+      return "";
+    }
   }
   return got;
 }
+
+}  // namespace
 
 std::string format_double(double v) {
   if (std::isnan(v)) return "nan";
@@ -264,6 +295,8 @@ std::string format_double(double v) {
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
+
+namespace {
 
 std::string quote(const std::string& s) {
   std::string o = "\"";
@@ -326,6 +359,8 @@ std::string text_problem(std::string_view s) {
   return "";
 }
 
+}  // namespace
+
 std::string format_value(const ConfigValue& v) {
   struct V {
     std::string operator()(bool b) const { return b ? "true" : "false"; }
@@ -342,9 +377,21 @@ std::string format_value(const ConfigValue& v) {
       for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + std::to_string(a[i]);
       return o + "]";
     }
+    std::string operator()(const std::vector<std::string>& a) const {
+      std::string o = "[";
+      for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + quote(a[i]);
+      return o + "]";
+    }
+    std::string operator()(const std::vector<Doubles>& a) const {
+      std::string o = "[";
+      for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + (*this)(a[i]);
+      return o + "]";
+    }
   };
   return std::visit(V{}, v);
 }
+
+namespace {
 
 bool type_matches(const ConfigValue& v, ValueType t) {
   switch (t) {
@@ -360,17 +407,21 @@ bool type_matches(const ConfigValue& v, ValueType t) {
       return std::holds_alternative<Doubles>(v);
     case VT::int_array:
       return std::holds_alternative<Ints>(v);
+    case VT::string_array:
+      return std::holds_alternative<std::vector<std::string>>(v);
+    case VT::float_lists:
+      return std::holds_alternative<std::vector<Doubles>>(v);
   }
   return false;
 }
+
+}  // namespace
 
 std::string join(const std::vector<std::string>& v) {
   std::string o;
   for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + v[i];
   return o;
 }
-
-}  // namespace
 
 const char* value_type_name(ValueType t) {
   switch (t) {
@@ -386,13 +437,41 @@ const char* value_type_name(ValueType t) {
       return "float array";
     case VT::int_array:
       return "integer array";
+    case VT::string_array:
+      return "string array";
+    case VT::float_lists:
+      return "array of number arrays";
   }
   return "?";
 }
 
 const std::vector<KeySpec>& config_schema() {
-  static const std::vector<KeySpec> schema = make_schema();
-  return schema;
+  register_builtin_tasks();  // their keys join the schema
+  return schema_storage();
+}
+
+const KeySpec* find_key_spec(const std::string& key) {
+  return find_spec(key);
+}
+
+void add_task_keys(const std::string& task, const std::vector<KeySpec>& keys) {
+  std::vector<KeySpec>& schema = schema_storage();
+  for (const KeySpec& k : keys) {
+    auto it = std::find_if(schema.begin(), schema.end(),
+                           [&](const KeySpec& s) { return s.key == k.key; });
+    if (it == schema.end()) {
+      schema.push_back(k);
+      schema.back().tasks = {task};
+      continue;
+    }
+    TCV_CHECK(!it->tasks.empty(), "[config] task ", task, " declares key ", k.key,
+              ", which every task reads");
+    TCV_CHECK(it->type == k.type && it->default_value == k.default_value, "[config] task ", task,
+              " declares key ", k.key, " with another type or default than task ",
+              it->tasks.front(), " does");
+    if (std::find(it->tasks.begin(), it->tasks.end(), task) == it->tasks.end())
+      it->tasks.push_back(task);
+  }
 }
 
 std::string closest_key(const std::string& key) {
@@ -553,160 +632,155 @@ std::vector<double> Config::get_doubles(const std::string& key) const {
 std::vector<int64_t> Config::get_ints(const std::string& key) const {
   return get_as<Ints>(*this, key);
 }
+std::vector<std::string> Config::get_strings(const std::string& key) const {
+  return get_as<std::vector<std::string>>(*this, key);
+}
+std::vector<std::vector<double>> Config::get_float_lists(const std::string& key) const {
+  return get_as<std::vector<Doubles>>(*this, key);
+}
+
+void ConfigChecks::choice(const std::string& key, const std::vector<std::string>& valid) const {
+  const std::string& v = cfg_.get_string(key);
+  if (std::find(valid.begin(), valid.end(), v) == valid.end())
+    fail(key, "unknown value '" + v + "' (valid: " + join(valid) + ")");
+}
+
+void ConfigChecks::at_least(const std::string& key, int64_t lo) const {
+  if (cfg_.get_int(key) < lo)
+    fail(key, "must be " +
+                  std::string(lo == 0   ? ">= 0"
+                              : lo == 1 ? "positive"
+                                        : ">= " + std::to_string(lo)) +
+                  ", got " + std::to_string(cfg_.get_int(key)));
+}
+
+void ConfigChecks::positive(const std::string& key) const {
+  const double v = cfg_.get_double(key);
+  if (!(v > 0) || !std::isfinite(v)) fail(key, "must be positive, got " + format_double(v));
+}
+
+void ConfigChecks::non_negative(const std::string& key) const {
+  const double v = cfg_.get_double(key);
+  if (!(v >= 0) || !std::isfinite(v)) fail(key, "must be >= 0, got " + format_double(v));
+}
+
+void ConfigChecks::in_unit(const std::string& key) const {
+  const double v = cfg_.get_double(key);
+  if (!(v >= 0 && v < 1)) fail(key, "must be in [0, 1), got " + format_double(v));
+}
+
+void ConfigChecks::probability(const std::string& key) const {
+  const double v = cfg_.get_double(key);
+  if (!(v >= 0 && v <= 1)) fail(key, "must be a probability in [0, 1], got " + format_double(v));
+}
+
+void ConfigChecks::required(const std::string& key, const std::string& why) const {
+  if (cfg_.get_string(key).empty()) fail(key, "must be set " + why);
+}
+
+void ConfigChecks::range_pair(const std::string& key, double lo, double hi) const {
+  const auto v = cfg_.get_doubles(key);
+  if (v.size() != 2 || !(v[0] >= lo) || !(v[0] <= v[1]) || !(v[1] <= hi))
+    fail(key, "expected [low, high] with " + format_double(lo) +
+                  " <= low <= high <= " + format_double(hi) + ", got " + format_value(v));
+}
 
 void Config::validate() const {
-  auto choice = [&](const std::string& key, const std::vector<std::string>& valid) {
-    const std::string& v = get_string(key);
-    if (std::find(valid.begin(), valid.end(), v) == valid.end())
-      fail(key, "unknown value '" + v + "' (valid: " + join(valid) + ")");
-  };
-  auto at_least = [&](const std::string& key, int64_t lo) {
-    if (get_int(key) < lo)
-      fail(key, "must be " +
-                    std::string(lo == 0   ? ">= 0"
-                                : lo == 1 ? "positive"
-                                          : ">= " + std::to_string(lo)) +
-                    ", got " + std::to_string(get_int(key)));
-  };
-  auto positive = [&](const std::string& key) {
-    const double v = get_double(key);
-    if (!(v > 0) || !std::isfinite(v)) fail(key, "must be positive, got " + format_double(v));
-  };
-  auto in_unit = [&](const std::string& key, double v) {
-    if (!(v >= 0 && v < 1)) fail(key, "must be in [0, 1), got " + format_double(v));
-  };
-  auto non_negative = [&](const std::string& key) {
-    const double v = get_double(key);
-    if (!(v >= 0) || !std::isfinite(v)) fail(key, "must be >= 0, got " + format_double(v));
-  };
-
-  at_least("seed", 0);
-  choice("device", {"cpu", "cuda", "auto"});
-  choice("train.amp", {"off", "bf16", "f16"});
-  choice("data.dataset", {"fashion_mnist", "mnist", "cifar10", "cifar100", "image_folder", "list"});
-  const std::string& dataset = get_string("data.dataset");
-  auto required = [&](const std::string& key) {
-    if (get_string(key).empty()) fail(key, "must be set with data.dataset \"" + dataset + "\"");
-  };
-  if (dataset == "image_folder") {
-    required("data.train_dir");
-    required("data.val_dir");
-  } else if (dataset == "list") {
-    required("data.train_list");
-    required("data.val_list");
-  } else if (dataset == "cifar10" || dataset == "cifar100") {
-    required("data.data_dir");
+  const ConfigChecks check(*this);
+  // The task first: every other key is read as the task reads it.
+  const std::vector<std::string> tasks = task_names();
+  check.choice("task", tasks);
+  const std::string& task = get_string("task");
+  for (const auto& spec : config_schema()) {
+    if (spec.tasks.empty() || !is_set(spec.key) ||
+        std::find(spec.tasks.begin(), spec.tasks.end(), task) != spec.tasks.end())
+      continue;
+    fail(spec.key, "the key belongs to task" + std::string(spec.tasks.size() > 1 ? "s " : " ") +
+                       tasks_text(spec.tasks) + "; this config has task = \"" + task + "\"");
   }
-  const auto size = get_ints("data.input_size");
-  if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0))
-    fail("data.input_size", "expected [h, w] with positive values, got " + format_value(size));
-  if (size.empty() && (dataset == "image_folder" || dataset == "list"))
-    fail("data.input_size", "must be set ([h, w]) with data.dataset \"" + dataset + "\"");
-  const int64_t channels = get_int("data.channels");
-  if (channels != 0 && channels != 1 && channels != 3)
-    fail("data.channels", "must be 0 (the dataset's own), 1 or 3, got " + std::to_string(channels));
-  const bool idx = dataset == "fashion_mnist" || dataset == "mnist";
-  if (idx && channels == 3) fail("data.channels", "IDX datasets have 1 channel, got 3");
-  if ((dataset == "cifar10" || dataset == "cifar100") && channels == 1)
-    fail("data.channels", "CIFAR has 3 channels, got 1");
-  at_least("data.num_classes", 1);
-  at_least("data.workers", 0);
+
+  check.at_least("seed", 0);
+  check.choice("device", {"cpu", "cuda", "auto"});
+  check.choice("train.amp", {"off", "bf16", "f16"});
+  check.at_least("data.num_classes", 1);
+  check.at_least("data.workers", 0);
   if (get_int("data.workers") > kMaxWorkers)
     fail("data.workers", "must be at most " + std::to_string(kMaxWorkers) + ", got " +
                              std::to_string(get_int("data.workers")) +
                              " (threads that assemble batches; about one per core is plenty)");
-  positive("data.normalize.div_value");
+  check.positive("data.normalize.div_value");
   if (get_doubles("data.normalize.mean").empty()) fail("data.normalize.mean", "must not be empty");
   const auto stds = get_doubles("data.normalize.std");
   if (stds.empty()) fail("data.normalize.std", "must not be empty");
   for (double s : stds)
     if (!(s > 0)) fail("data.normalize.std", "values must be positive, got " + format_double(s));
-  at_least("train.batch_size", 1);
-  at_least("val.batch_size", 1);
-  at_least("val.max_images", 0);
-  non_negative("train.mixup_alpha");
-  at_least("train.aug.resize_shorter", 0);
-  at_least("val.aug.resize_shorter", 0);
-  for (const std::string k : {"scale", "ratio"}) {
-    const std::string key = "train.aug.random_resized_crop." + k;
-    const auto v = get_doubles(key);
-    if (v.size() != 2 || !(v[0] > 0) || !(v[0] <= v[1]) || (k == "scale" && v[1] > 1))
-      fail(key, "expected [low, high] with 0 < low <= high" +
-                    std::string(k == "scale" ? " <= 1" : "") + ", got " + format_value(v));
-  }
-  if (get_bool("train.aug.random_resized_crop.enable") && get_bool("train.aug.random_crop.enable"))
-    fail("train.aug.random_crop.enable",
-         "set only one of train.aug.random_crop and train.aug.random_resized_crop");
-  at_least("train.aug.random_crop.padding", 0);
-  if (const double p = get_double("train.aug.hflip"); !(p >= 0 && p <= 1))
-    fail("train.aug.hflip", "must be a probability in [0, 1], got " + format_double(p));
-  const auto jitter = get_doubles("train.aug.color_jitter");
-  if (jitter.size() != 4)
-    fail("train.aug.color_jitter",
-         "expected [brightness, contrast, saturation, hue], got " + format_value(jitter));
-  for (double v : jitter)
-    if (!(v >= 0))
-      fail("train.aug.color_jitter", "values must be >= 0, got " + format_value(jitter));
-  if (jitter[3] > 0.5) fail("train.aug.color_jitter", "hue must be in [0, 0.5]");
+  check.at_least("train.batch_size", 1);
+  check.at_least("val.batch_size", 1);
+  check.at_least("val.max_images", 0);
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
   if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
   if (const double t = get_double("network.timeout"); !(t >= 0.001 && t < 1e9))
     fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(t));
   if (const double t = get_double("network.wait_log_interval"); !(t >= 0 && t < 1e9))
     fail("network.wait_log_interval", "must be in [0, 1e9) seconds, got " + format_double(t));
-  at_least("solver.max_epoch", 1);
-  at_least("solver.max_iters", 0);
+  check.at_least("solver.max_epoch", 1);
+  check.at_least("solver.max_iters", 0);
   for (const char* key : {"solver.max_epoch", "solver.max_iters"})
     if (get_int(key) > kMaxIterations)
       fail(key, "must be at most " + std::to_string(kMaxIterations) + " (2^40), got " +
                     std::to_string(get_int(key)));
-  at_least("solver.display_iter", 1);
-  at_least("solver.test_interval", 0);
-  at_least("solver.save_epoch", 0);
-  at_least("solver.save_iters", 0);
-  positive("solver.lr.base_lr");
-  choice("solver.lr.lr_policy", {"fixed", "step", "multistep", "cosine", "lambda_poly", "poly"});
-  choice("solver.lr.metric", {"epoch", "iters"});
-  positive("solver.lr.step.gamma");
-  at_least("solver.lr.step.step_size", 1);
-  positive("solver.lr.multistep.gamma");
+  check.at_least("solver.display_iter", 1);
+  check.at_least("solver.test_interval", 0);
+  check.at_least("solver.save_epoch", 0);
+  check.at_least("solver.save_iters", 0);
+  check.positive("solver.lr.base_lr");
+  check.choice("solver.lr.lr_policy",
+               {"fixed", "step", "multistep", "cosine", "lambda_poly", "poly"});
+  check.choice("solver.lr.metric", {"epoch", "iters"});
+  check.positive("solver.lr.step.gamma");
+  check.at_least("solver.lr.step.step_size", 1);
+  check.positive("solver.lr.multistep.gamma");
   const auto steps = get_ints("solver.lr.multistep.stepvalue");
   for (size_t i = 0; i < steps.size(); ++i)
     if (steps[i] <= 0 || (i > 0 && steps[i] <= steps[i - 1]))
       fail("solver.lr.multistep.stepvalue", "must be positive and increasing");
   if (get_string("solver.lr.lr_policy") == "multistep" && steps.empty())
     fail("solver.lr.multistep.stepvalue", "must not be empty with lr_policy \"multistep\"");
-  non_negative("solver.lr.lambda_poly.power");
-  at_least("solver.lr.warm.warm_iters", 0);
-  at_least("solver.lr.warm.warm_epochs", 0);
+  check.non_negative("solver.lr.lambda_poly.power");
+  check.at_least("solver.lr.warm.warm_iters", 0);
+  check.at_least("solver.lr.warm.warm_epochs", 0);
   if (get_bool("solver.lr.is_warm") && get_int("solver.lr.warm.warm_iters") == 0 &&
       get_int("solver.lr.warm.warm_epochs") == 0)
     fail("solver.lr.warm.warm_iters",
          "must be positive when solver.lr.is_warm is true (or set solver.lr.warm.warm_epochs)");
-  non_negative("solver.clip_grad_norm");
-  choice("solver.nonfinite", {"stop", "skip"});
-  choice("solver.optim.optim_method", {"sgd", "adam", "adamw"});
-  in_unit("solver.optim.sgd.momentum", get_double("solver.optim.sgd.momentum"));
-  non_negative("solver.optim.sgd.weight_decay");
+  check.non_negative("solver.clip_grad_norm");
+  check.choice("solver.nonfinite", {"stop", "skip"});
+  check.choice("solver.optim.optim_method", {"sgd", "adam", "adamw"});
+  check.in_unit("solver.optim.sgd.momentum");
+  check.non_negative("solver.optim.sgd.weight_decay");
   if (get_bool("solver.optim.sgd.nesterov") && !(get_double("solver.optim.sgd.momentum") > 0))
     fail("solver.optim.sgd.nesterov", "needs solver.optim.sgd.momentum > 0");
   for (const std::string opt : {"adam", "adamw"}) {
     const std::string key = "solver.optim." + opt + ".betas";
     const auto betas = get_doubles(key);
     if (betas.size() != 2) fail(key, "expected 2 values, got " + std::to_string(betas.size()));
-    for (double b : betas) in_unit(key, b);
-    positive("solver.optim." + opt + ".eps");
-    non_negative("solver.optim." + opt + ".weight_decay");
+    for (double b : betas)
+      if (!(b >= 0 && b < 1)) fail(key, "must be in [0, 1), got " + format_double(b));
+    check.positive("solver.optim." + opt + ".eps");
+    check.non_negative("solver.optim." + opt + ".weight_decay");
   }
-  in_unit("loss.label_smoothing", get_double("loss.label_smoothing"));
-  at_least("checkpoints.keep_last", 0);
+  check.at_least("checkpoints.keep_last", 0);
+  task_info(task).validate(*this);
 }
 
 std::string Config::to_toml() const {
   // Group keys by their table, tables in the order they first appear in the schema.
   std::vector<std::string> tables;
   std::map<std::string, std::vector<const KeySpec*>> by_table;
+  const std::string& task = get_string("task");
   for (const auto& s : config_schema()) {
+    if (!s.tasks.empty() && std::find(s.tasks.begin(), s.tasks.end(), task) == s.tasks.end())
+      continue;
     const auto p = s.key.rfind('.');
     const std::string t = p == std::string::npos ? "" : s.key.substr(0, p);
     if (!by_table.count(t)) tables.push_back(t);

@@ -24,13 +24,23 @@ inline constexpr int64_t kMaxIterations = int64_t{1} << 40;
 /// The most data loader threads (data.workers) a run may ask for.
 inline constexpr int64_t kMaxWorkers = 256;
 
-enum class ValueType : uint8_t { boolean, integer, floating, string, float_array, int_array };
+enum class ValueType : uint8_t {
+  boolean,
+  integer,
+  floating,
+  string,
+  float_array,
+  int_array,
+  string_array,
+  float_lists,  ///< an array of arrays of numbers, e.g. anchor.aspect_ratio_list
+};
 
 const char* value_type_name(ValueType t);
 
 /// A config value of one of the schema's types.
 using ConfigValue =
-    std::variant<bool, int64_t, double, std::string, std::vector<double>, std::vector<int64_t>>;
+    std::variant<bool, int64_t, double, std::string, std::vector<double>, std::vector<int64_t>,
+                 std::vector<std::string>, std::vector<std::vector<double>>>;
 
 /// One known key of the schema.
 struct KeySpec {
@@ -38,10 +48,22 @@ struct KeySpec {
   ValueType type;
   ConfigValue default_value;
   std::string help;
+  /// The tasks that read the key (train/task.h); empty: every task.
+  std::vector<std::string> tasks{};
 };
 
-/// Every key tcv-train knows, in the order the resolved config is written.
+/// Every key tcv-train knows, in the order the resolved config is written: the
+/// keys every task reads, then each registered task's own (train/task.h
+/// registers them; register_builtin_tasks() runs first).
 const std::vector<KeySpec>& config_schema();
+
+/// The spec of `key`, or null when no task knows it.
+const KeySpec* find_key_spec(const std::string& key);
+
+/// Adds a task's keys to the schema: a key already there (declared by another
+/// task) must have the same type and default and becomes that task's too.
+/// Called by register_task(); Configs made earlier do not hold the new keys.
+void add_task_keys(const std::string& task, const std::vector<KeySpec>& keys);
 
 /// Thrown for a bad config file, key or value (tcv-train exits with status 2).
 class ConfigError : public Error {
@@ -64,7 +86,9 @@ class Config {
   /// word is taken as a string for string keys.
   void set_override(const std::string& assignment);
 
-  /// Checks the values (ranges, choices, combinations); errors name key and line.
+  /// Checks the values (ranges, choices, combinations, and the task's own checks);
+  /// errors name key and line. A key set in the file or by --set that belongs to
+  /// another task than `task` is an error saying whose it is.
   /// from_file/from_string/set_override do not; call this once all overrides are in.
   void validate() const;
 
@@ -74,21 +98,28 @@ class Config {
   const std::string& get_string(const std::string& key) const;
   std::vector<double> get_doubles(const std::string& key) const;
   std::vector<int64_t> get_ints(const std::string& key) const;
+  std::vector<std::string> get_strings(const std::string& key) const;
+  std::vector<std::vector<double>> get_float_lists(const std::string& key) const;
   const ConfigValue& get(const std::string& key) const;
   /// Where the value came from: "file.toml:12", "--set", or "default".
   std::string source(const std::string& key) const;
+  /// Whether the value was set (in the file, by --set or in code), not a default.
+  bool is_set(const std::string& key) const { return source(key) != "default"; }
 
   /// Sets a value in code (type-checked against the schema).
   void set(const std::string& key, ConfigValue value, const std::string& source = "code");
 
-  /// The resolved config as TOML, every key, grouped by table in schema order.
+  /// The resolved config as TOML: every key of its task (and those every task
+  /// reads), grouped by table in schema order.
   std::string to_toml() const;
   /// The file this config was read from ("" when none).
   const std::string& path() const { return path_; }
 
+  /// Throws ConfigError "<where it was set>: key: msg".
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
+
  private:
   void load_table(const void* table, const std::string& prefix, const std::string& file);
-  [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
 
   std::map<std::string, ConfigValue> values_;
   std::map<std::string, std::string> sources_;
@@ -97,5 +128,38 @@ class Config {
 
 /// The known key closest to `key` (edit distance over dotted names), or "".
 std::string closest_key(const std::string& key);
+
+/// The checks Config::validate and the tasks' validators make of single keys;
+/// each failure is a ConfigError naming the key and where it was set.
+class ConfigChecks {
+ public:
+  explicit ConfigChecks(const Config& cfg) : cfg_(cfg) {}
+  /// A string key holds one of `valid`.
+  void choice(const std::string& key, const std::vector<std::string>& valid) const;
+  /// An integer key is >= lo.
+  void at_least(const std::string& key, int64_t lo) const;
+  /// A number is finite and > 0, >= 0, in [0, 1) or in [0, 1].
+  void positive(const std::string& key) const;
+  void non_negative(const std::string& key) const;
+  void in_unit(const std::string& key) const;
+  void probability(const std::string& key) const;
+  /// A string key is not empty; `why` ends the message ("with data.dataset \"voc\"").
+  void required(const std::string& key, const std::string& why) const;
+  /// A number array holds `n` values (n < 0: any number) with low <= high when n is 2.
+  void range_pair(const std::string& key, double lo, double hi) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& msg) const {
+    cfg_.fail(key, msg);
+  }
+
+ private:
+  const Config& cfg_;
+};
+
+/// A value as TOML text ("0.1", "[1, 2]", "\"voc\"").
+std::string format_value(const ConfigValue& v);
+/// A double as TOML writes it ("0.1", "2.0", "inf").
+std::string format_double(double v);
+/// "a, b, c".
+std::string join(const std::vector<std::string>& v);
 
 }  // namespace tcv::train

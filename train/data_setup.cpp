@@ -8,6 +8,7 @@
 #include "data/cifar.h"
 #include "data/folder.h"
 #include "train/report.h"
+#include "train/task.h"
 #include "train/trainer.h"
 
 namespace tcv::train {
@@ -15,12 +16,6 @@ namespace tcv::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-// "file:line: key" (or just "key" for a default), to start an error about that key.
-std::string at_key(const Config& cfg, const std::string& key) {
-  const std::string src = cfg.source(key);
-  return (src == "default" ? "" : src + ": ") + key;
-}
 
 bool is_idx(const std::string& dataset) {
   return dataset == "fashion_mnist" || dataset == "mnist";
@@ -40,18 +35,6 @@ bool has_train_aug(const Config& cfg) {
 
 bool has_eval_aug(const Config& cfg) {
   return cfg.get_int("val.aug.resize_shorter") > 0 || cfg.get_bool("val.aug.center_crop");
-}
-
-// Runs fn, turning a tcv::Error into a ConfigError that names `key` and its line.
-template <typename F>
-auto for_key(const Config& cfg, const std::string& key, F fn) {
-  try {
-    return fn();
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const Error& e) {
-    throw ConfigError(at_key(cfg, key) + ": " + e.what());
-  }
 }
 
 }  // namespace

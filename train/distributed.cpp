@@ -32,6 +32,16 @@ std::string value_text(const ConfigValue& v) {
       for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + std::to_string(a[i]);
       return o + "]";
     }
+    std::string operator()(const std::vector<std::string>& a) const {
+      std::string o = "[";
+      for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + (*this)(a[i]);
+      return o + "]";
+    }
+    std::string operator()(const std::vector<std::vector<double>>& a) const {
+      std::string o = "[";
+      for (size_t i = 0; i < a.size(); ++i) o += (i ? ", " : "") + (*this)(a[i]);
+      return o + "]";
+    }
   };
   return std::visit(V{}, v);
 }
@@ -181,19 +191,6 @@ void DistContext::all_reduce_sum(std::vector<double>& values) {
   if (!device_.is_cpu()) t = t.to(DType::f32).to(device_);
   group_->all_reduce(t, dist::ReduceOp::sum)->wait();
   values = t.to(kCPU).to(DType::f64).to_vector<double>();
-}
-
-void DistContext::reduce_eval(AccuracyMeter& acc, AverageMeter& loss) {
-  std::vector<double> v = {static_cast<double>(acc.correct1()), static_cast<double>(acc.correct5()),
-                           static_cast<double>(acc.count()),
-                           loss.mean() * static_cast<double>(loss.count()),
-                           static_cast<double>(loss.count())};
-  all_reduce_sum(v);
-  acc.reset();
-  acc.add_counts(std::llround(v[0]), std::llround(v[1]), std::llround(v[2]));
-  loss.reset();
-  const int64_t n = std::llround(v[4]);
-  if (n > 0) loss.update(v[3] / v[4], n);
 }
 
 void DistContext::barrier() {

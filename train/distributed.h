@@ -15,7 +15,6 @@
 #include "dist/store.h"
 #include "engine/device.h"
 #include "train/config.h"
-#include "train/metrics.h"
 
 namespace tcv::train {
 
@@ -57,9 +56,6 @@ class DistContext {
   /// Sums `values` over the ranks, in place (f64 on the CPU).
   void all_reduce_sum(std::vector<double>& values);
   void barrier();
-  /// Sums the ranks' evaluation counts (correct top-1/top-5, images, loss) into
-  /// every rank's meters.
-  void reduce_eval(AccuracyMeter& acc, AverageMeter& loss);
 
  private:
   dist::DistEnv env_;

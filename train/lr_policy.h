@@ -30,7 +30,7 @@ struct LrPolicyOptions {
   double step_gamma = 0.1;
   int64_t step_size = 30;
   double multistep_gamma = 0.1;
-  std::vector<int64_t> stepvalue;
+  std::vector<int64_t> stepvalue{};
   double poly_power = 0.9;
   /// Linear warm-up over the first warm_iters iterations (0 = none).
   int64_t warm_iters = 0;

@@ -45,6 +45,13 @@ class AverageMeter {
   }
   double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
   int64_t count() const { return count_; }
+  /// The weighted sum (mean() · count()).
+  double sum() const { return sum_; }
+  /// Adds a sum and count made elsewhere (another rank's share of an evaluation).
+  void add(double sum, int64_t count) {
+    sum_ += sum;
+    count_ += count;
+  }
   void reset() { sum_ = 0, count_ = 0; }
 
  private:

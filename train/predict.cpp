@@ -5,10 +5,9 @@
 #include "data/transforms.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
-#include "models/registry.h"
-#include "train/checkpoint.h"
 #include "train/data_setup.h"
 #include "train/report.h"
+#include "train/task.h"
 
 namespace tcv::train {
 
@@ -30,16 +29,8 @@ Predictor::Predictor(const Config& cfg, const std::string& checkpoint) {
               " channels");
     v->resize(static_cast<size_t>(channels_), v->front());
   }
-  models::register_builtin_models();
-  const std::string& name = cfg.get_string("network.model_name");
-  model_ = models::create_model(name, {num_classes, channels_});
-  stem_ = resolve_checkpoint(checkpoint);
-  const TrainerState s = load_trainer_state(stem_);
-  if (s.model_name != name)
-    throw ConfigError(stem_ + ".safetensors holds a \"" + s.model_name +
-                      "\", but the config's network.model_name is \"" + name + "\"");
-  load_checkpoint(stem_, *model_, nullptr);
-  model_->eval();
+  model_ = create_config_model(cfg, num_classes, channels_);
+  stem_ = load_model_for_prediction(cfg, checkpoint, *model_);
 }
 
 std::vector<std::vector<ClassScore>> Predictor::predict_batch(const Tensor& images,

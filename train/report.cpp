@@ -237,6 +237,10 @@ std::string render_report(const ReportInputs& in) {
     << "figure{margin:4px;text-align:center;font-size:11px;width:104px}"
     << "figure img{width:96px;height:96px;image-rendering:pixelated}"
     << ".ok{color:#1a7f37}.bad{color:#c0392b}"
+    << "div.fig{margin:6px;border:1px solid #ddd;padding:4px;font-size:11px}"
+    << "div.pics{display:flex}figure.pic{width:auto;margin:2px}"
+    << "figure.pic img{width:auto;height:auto;max-width:320px;image-rendering:auto}"
+    << "div.fig p{margin:2px;max-width:644px}"
     << "pre{background:#f6f6f6;padding:8px;font-size:12px}"
     << "</style></head><body>\n<h1>" << html_escape(in.title) << "</h1>\n";
 
@@ -250,10 +254,15 @@ std::string render_report(const ReportInputs& in) {
   o << "<p>";
   if (last_train && last_train->contains("iter"))
     o << "iteration " << json_dump(last_train->at("iter")) << "; ";
-  if (last_val && last_val->contains("top1") && last_val->contains("top5"))
-    o << "validation top-1 " << num(json_double(*last_val, "top1"), 4) << "%, top-5 "
-      << num(json_double(*last_val, "top5"), 4) << "%";
-  o << "</p>\n<h2>Curves</h2>\n<div class=\"grid\">\n";
+  std::string lead;
+  for (const auto& h : in.headline) {
+    if (!last_val) break;
+    const auto v = last_val->find(h.key);
+    if (v == last_val->end() || !v->is_number()) continue;
+    lead += (lead.empty() ? "validation " : ", ") + html_escape(h.label) + " " +
+            num(v->get<double>(), 4) + html_escape(h.unit);
+  }
+  o << lead << "</p>\n<h2>Curves</h2>\n<div class=\"grid\">\n";
   o << svg_chart("loss",
                  {series_of(m, "train", "loss", "train", "#1f77b4"),
                   series_of(m, "val", "loss", "val", "#d62728")},
@@ -264,13 +273,35 @@ std::string render_report(const ReportInputs& in) {
   o << svg_chart("training images/s",
                  {series_of(m, "train", "images_per_sec", "images/s", "#9467bd")}, "iteration")
     << "\n";
-  o << svg_chart("validation accuracy (%)",
-                 {series_of(m, "val", "top1", "top-1", "#d62728"),
-                  series_of(m, "val", "top5", "top-5", "#ff7f0e")},
-                 "iteration")
-    << "\n</div>\n";
+  static const char* kColors[] = {"#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#9467bd"};
+  for (const auto& chart : in.val_charts) {
+    std::vector<Series> series;
+    for (size_t i = 0; i < chart.series.size(); ++i)
+      series.push_back(series_of(m, "val", chart.series[i].first, chart.series[i].second,
+                                 kColors[i % std::size(kColors)]));
+    o << svg_chart(chart.title, series, "iteration") << "\n";
+  }
+  o << "</div>\n";
 
-  o << "<h2>Validation samples</h2>\n<div class=\"grid\">\n";
+  if (!in.figures.empty()) {
+    o << "<h2>" << html_escape(in.figures_title) << "</h2>\n<div class=\"grid\">\n";
+    for (const auto& f : in.figures) {
+      o << "<div class=\"fig\"><div class=\"pics\">";
+      for (size_t i = 0; i < f.pictures.size(); ++i) {
+        const ReportPicture& p = f.pictures[i];
+        const std::string png = encode_png(p.pixels.data(), p.channels, p.height, p.width);
+        o << "<figure class=\"pic\"><img alt=\"sample\" src=\"data:image/png;base64,"
+          << base64_encode(png) << "\">";
+        if (i < f.labels.size()) o << "<figcaption>" << html_escape(f.labels[i]) << "</figcaption>";
+        o << "</figure>";
+      }
+      o << "</div><p>" << html_escape(f.caption) << "</p></div>\n";
+    }
+    o << "</div>\n";
+  }
+
+  if (!in.samples.empty() || in.figures.empty())
+    o << "<h2>Validation samples</h2>\n<div class=\"grid\">\n";
   for (const auto& s : in.samples) {
     const std::string png = encode_png(s.pixels.data(), s.channels, s.height, s.width);
     const bool ok = s.pred == s.label;
@@ -280,8 +311,8 @@ std::string render_report(const ReportInputs& in) {
       << "<br>true: " << html_escape(label_of(in.class_names, s.label))
       << "</figcaption></figure>\n";
   }
-  o << "</div>\n<h2>Config</h2>\n<pre>" << html_escape(in.config_toml)
-    << "</pre>\n</body></html>\n";
+  if (!in.samples.empty() || in.figures.empty()) o << "</div>\n";
+  o << "<h2>Config</h2>\n<pre>" << html_escape(in.config_toml) << "</pre>\n</body></html>\n";
   return o.str();
 }
 

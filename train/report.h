@@ -1,7 +1,9 @@
 // DIR/report.html: one self-contained page per run (inline SVG charts and PNG
 // data URIs, no network, no scripts) with the training curves read from
-// metrics.jsonl, the resolved config, and sample validation images with their
-// predicted and true labels. The trainer rewrites it at each evaluation.
+// metrics.jsonl, the task's validation metrics, the resolved config, and
+// sample validation pictures (classification: images with their predicted and
+// true labels; detection and segmentation: predictions beside the ground
+// truth). The trainer rewrites it at each evaluation.
 #pragma once
 
 #include <cstdint>
@@ -20,12 +22,46 @@ struct ReportSample {
   int64_t pred = 0;   ///< the predicted class
 };
 
+/// A picture: u8 pixels in (C, H, W) layout, C = 1 or 3.
+struct ReportPicture {
+  std::vector<uint8_t> pixels;
+  int64_t channels = 3, height = 0, width = 0;
+};
+
+/// One validation sample of detection or segmentation: pictures side by side,
+/// each with its label ("prediction", "ground truth"), and a caption.
+struct ReportFigure {
+  std::vector<ReportPicture> pictures;
+  std::vector<std::string> labels;
+  std::string caption;
+};
+
+/// A number the page leads with: `key` of the latest val row, e.g. {"top1", "top-1", "%"}.
+struct ReportHeadline {
+  std::string key, label, unit;
+};
+
+/// A chart of val-row metrics: (key, legend) per series.
+struct ReportChart {
+  std::string title;
+  std::vector<std::pair<std::string, std::string>> series;
+};
+
+/// What the page shows. The task's parts (headline, val charts, samples) default
+/// to classification's.
 struct ReportInputs {
   std::string title;
   std::string config_toml;    ///< the resolved config
   std::vector<Json> metrics;  ///< metrics.jsonl lines ("split": "train" | "val")
+  std::vector<ReportHeadline> headline = {{"top1", "top-1", "%"}, {"top5", "top-5", "%"}};
+  std::vector<ReportChart> val_charts = {
+      {"validation accuracy (%)", {{"top1", "top-1"}, {"top5", "top-5"}}}};
+  /// Classification samples (an image, its predicted and true class).
   std::vector<ReportSample> samples;
   std::vector<std::string> class_names;  ///< may be empty (classes shown by index)
+  /// Other tasks' samples, under this heading.
+  std::vector<ReportFigure> figures;
+  std::string figures_title = "Validation samples";
 };
 
 /// The page as a string.

@@ -17,21 +17,18 @@
 #include <ostream>
 #include <system_error>
 
-#include "data/dataset.h"
-#include "data/folder.h"
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
 #include "engine/serialize.h"
-#include "models/registry.h"
 #include "train/checkpoint.h"
-#include "train/data_setup.h"
 #include "train/distributed.h"
 #include "train/lr_policy.h"
 #include "train/metrics.h"
 #include "train/optim.h"
 #include "train/report.h"
+#include "train/task.h"
 
 namespace tcv::train {
 
@@ -73,10 +70,11 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-// "file:line: key" (or just "key" for a default), to start an error about that key.
-std::string at_key(const Config& cfg, const std::string& key) {
-  const std::string src = cfg.source(key);
-  return (src == "default" ? "" : src + ": ") + key;
+// A metric's value in the log: top-1 in percent, mAP or mIoU as a fraction.
+std::string score_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
 }
 
 Device pick_device(const Config& cfg) {
@@ -173,36 +171,19 @@ struct Trainer::Impl {
   Config cfg;
   TrainOptions opts;
   Device device;
+  std::unique_ptr<Task> task;
+  TaskData data;
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<DistContext> dist;                   // network.distributed, else null
   std::shared_ptr<dist::DistributedDataParallel> ddp;  // wraps model when distributed
-  nn::Module& net() { return ddp ? static_cast<nn::Module&>(*ddp) : *model; }
   bool main_rank() const { return !dist || dist->is_main(); }
   int64_t world() const { return dist ? dist->world_size() : 1; }
   std::unique_ptr<Optimizer> optim;
-  std::unique_ptr<data::DataLoader> train_loader, val_loader;
   std::unique_ptr<LrPolicy> lr_policy;
   TrainerState state;
   int64_t iters_per_epoch = 0, max_iters = 0, max_epochs = 0;
   int64_t evaluated_at = -1;  // the iteration of the latest evaluation (a resumed run: logged)
-  double label_smoothing = 0;
-  double mixup_alpha = 0;
-  InputSpec input;
-  std::shared_ptr<const data::Dataset> train_files, val_files;  // image files, or null
-  bool val_in_memory = false;
   bool skip_corrupt = false;
-  std::vector<std::string> class_names;
-
-  // Corrupt images skipped so far (data.skip_corrupt), train and val.
-  int64_t skipped() const { return train_loader->skipped() + val_loader->skipped(); }
-
-  // The first skipped file and why ("" when none).
-  std::string first_skipped() const {
-    for (const auto& f : {train_files, val_files})
-      if (const auto* d = dynamic_cast<const data::ImageFileDataset*>(f.get()))
-        if (!d->first_skipped().empty()) return d->first_skipped();
-    return "";
-  }
   std::ofstream metrics;
   fs::path ckpt_dir;
   bool bar = false;
@@ -210,7 +191,39 @@ struct Trainer::Impl {
   double elapsed_before = 0;  // from earlier runs (resume)
   PretrainedLoad pretrained_load;
   TrainSummary summary;
-  std::vector<ReportSample> samples;  // of the latest evaluation, for report.html
+  std::unique_ptr<TaskEvaluator> last_eval;  // the latest evaluation, for report.html
+
+  // How each step runs (set at the start of run()).
+  struct StepSettings {
+    int64_t display = 1, test_interval = 0, save_iters = 0, save_epoch = 0;
+    int64_t stop_at = 0;  // the end, or an interruption asked for by the caller
+    double clip_norm = 0;
+    bool amp = false;  // mixed precision (CUDA): autocast for forward; f16 also scales the loss
+    DType amp_dtype = DType::bf16;
+    std::unique_ptr<GradScaler> scaler;
+    NonFinite nonfinite = NonFinite::stop;
+    // solver.nonfinite = "skip" drops a step whole: the BatchNorm statistics its
+    // forward updated go back to these copies.
+    std::vector<std::pair<Tensor, Tensor>> buffers;  // (buffer, copy before the step)
+  } step_cfg;
+
+  // The training lines' window (since the last one) and this run's totals.
+  AverageMeter win_loss;
+  int64_t win_images = 0;
+  Clock::time_point win_t0, last_draw;
+  int64_t run_images = 0;
+  double run_compute_s = 0;
+  double last_loss = 0;  // of the latest step
+
+  // Corrupt images skipped so far (data.skip_corrupt), train and val.
+  int64_t skipped() const { return data.train->skipped() + data.val->skipped(); }
+
+  // The first skipped file and why ("" when none).
+  std::string first_skipped() const {
+    for (const TaskLoader* l : {data.train.get(), data.val.get()})
+      if (const std::string f = l->first_skipped(); !f.empty()) return f;
+    return "";
+  }
 
   std::ostream* log() const {
     return opts.progress == ProgressMode::quiet || !main_rank() ? nullptr : opts.log;
@@ -229,7 +242,7 @@ struct Trainer::Impl {
   }
 
   // Starts a loader's epoch, naming data.workers when its threads cannot start.
-  void start_loader(data::DataLoader& loader, int64_t epoch, int64_t skip) {
+  void start_loader(TaskLoader& loader, int64_t epoch, int64_t skip) {
     try {
       loader.start_epoch(epoch, skip);
     } catch (const std::system_error& e) {
@@ -246,24 +259,15 @@ struct Trainer::Impl {
     if (dist) device = dist->device();  // cuda:LOCAL_RANK on a node with several GPUs
     if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(omp_get_num_procs());
     manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
-    label_smoothing = cfg.get_double("loss.label_smoothing");
+    task = make_task(cfg);
 
     // Data.
-    const int64_t num_classes = cfg.get_int("data.num_classes");
-    DataSources src = dist ? make_data(cfg, dist->rank(), dist->world_size()) : make_data(cfg);
-    train_loader = std::move(src.train);
-    val_loader = std::move(src.val);
-    input = src.input;
-    train_files = src.train_files;
-    val_files = src.val_files;
-    mixup_alpha = cfg.get_double("train.mixup_alpha");
-    val_in_memory = src.val_in_memory;
+    data = dist ? task->make_data(dist->rank(), dist->world_size()) : task->make_data(0, 1);
     skip_corrupt = cfg.get_bool("data.skip_corrupt");
-    class_names = config_class_names(cfg);
-    iters_per_epoch = train_loader->num_batches();
+    iters_per_epoch = data.train->num_batches();
     if (iters_per_epoch == 0)
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
-                        std::to_string(train_loader->size()) + " images) with train.drop_last");
+                        std::to_string(data.train->size()) + " images) with train.drop_last");
     if (cfg.get_int("solver.max_iters") > 0) {
       max_iters = cfg.get_int("solver.max_iters");
     } else {
@@ -277,15 +281,8 @@ struct Trainer::Impl {
     }
 
     // Model and optimizer.
-    models::register_builtin_models();
     const std::string& name = cfg.get_string("network.model_name");
-    try {
-      model = models::create_model(name, {num_classes, input.channels});
-    } catch (const ConfigError&) {
-      throw;
-    } catch (const Error& e) {
-      throw ConfigError(at_key(cfg, "network.model_name") + ": " + e.what());
-    }
+    model = task->make_model();
     const std::string& pretrained = cfg.get_string("network.pretrained");
     if (!pretrained.empty()) {
       try {
@@ -300,6 +297,8 @@ struct Trainer::Impl {
     max_epochs = (max_iters + iters_per_epoch - 1) / iters_per_epoch;
     lr_policy = std::make_unique<LrPolicy>(LrPolicy::from_config(cfg, iters_per_epoch, max_iters));
     state.model_name = name;
+    state.task = cfg.get_string("task");
+    state.best_metric = task->best_metric();
 
     // Output directory.
     ckpt_dir = fs::path(opts.out_dir) / "checkpoints";
@@ -323,6 +322,11 @@ struct Trainer::Impl {
           throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem +
                             ".safetensors holds a \"" + s.model_name +
                             "\", but network.model_name is \"" + name + "\"");
+        if (s.task != state.task || s.best_metric != state.best_metric)
+          throw ConfigError(at_key(cfg, "network.resume") + ": checkpoint " + stem +
+                            ".safetensors is of task \"" + s.task + "\" (best by " + s.best_metric +
+                            "), but this config has task = \"" + state.task + "\" (best by " +
+                            state.best_metric + ")");
         state = load_checkpoint(stem, *model, optim.get());
       } catch (const ConfigError&) {
         throw;
@@ -352,9 +356,7 @@ struct Trainer::Impl {
           (opts.progress == ProgressMode::automatic && opts.log && isatty(STDOUT_FILENO));
     if (auto* os = log()) {
       *os << "tcv-train: " << name << " (" << model->num_parameters() << " parameters) on "
-          << device.str() << ", " << omp_get_max_threads() << " threads; " << src.train_size
-          << " train / " << src.val_size << " val images (" << cfg.get_string("data.dataset")
-          << ", " << input.channels << "x" << input.height << "x" << input.width << "), "
+          << device.str() << ", " << omp_get_max_threads() << " threads; " << data.summary << ", "
           << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
       if (dist)
         *os << "; data-parallel over " << world() << " processes (" << dist->group()->backend_name()
@@ -378,95 +380,243 @@ struct Trainer::Impl {
     }
   }
 
-  // Evaluates on the whole val split; logs a "val" line and saves `best`.
-  void evaluate() {
-    model->eval();
-    AccuracyMeter acc;
-    AverageMeter loss_meter;
-    samples.clear();
-    {
+  // ---- the loop ---------------------------------------------------------------------
+
+  TrainSummary run() {
+    begin_run();
+    model->train();
+    while (state.iter < step_cfg.stop_at) {
+      start_loader(*data.train, state.epoch, state.epoch_iter);
+      while (state.iter < step_cfg.stop_at) {
+        const TaskBatch* batch = data.train->next();
+        if (!batch) break;
+        step(*batch);
+        log_step();
+        if (every(step_cfg.test_interval)) evaluate();
+        if (every(step_cfg.save_iters)) save("latest");
+      }
+      if (state.epoch_iter < iters_per_epoch) break;  // stopped mid-epoch
+      end_epoch();
+    }
+    return end_run();
+  }
+
+  // Whether the iteration just done is a multiple of n (n = 0: never).
+  bool every(int64_t n) const { return n > 0 && state.iter % n == 0; }
+
+  void begin_run() {
+    t0 = Clock::now();
+    summary.start_iter = state.iter;
+    StepSettings& s = step_cfg;
+    s.display = cfg.get_int("solver.display_iter");
+    s.test_interval = cfg.get_int("solver.test_interval");
+    s.save_iters = cfg.get_int("solver.save_iters");
+    s.save_epoch = cfg.get_int("solver.save_epoch");
+    s.clip_norm = cfg.get_double("solver.clip_grad_norm");
+    s.amp = autocast::parse_mode(cfg.get_string("train.amp"), s.amp_dtype);
+    if (s.amp && !device.is_cuda())
+      throw ConfigError(at_key(cfg, "train.amp") +
+                        ": mixed precision runs on CUDA only (device is " + device.str() +
+                        "); use \"off\"");
+    if (s.amp && s.amp_dtype == DType::f16) s.scaler = std::make_unique<GradScaler>();
+    s.stop_at = opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
+    s.nonfinite = cfg.get_string("solver.nonfinite") == "skip" ? NonFinite::skip : NonFinite::stop;
+    if (s.nonfinite == NonFinite::skip)
+      for (const auto& [name, b] : model->named_buffers()) s.buffers.emplace_back(b, b.clone());
+    win_t0 = Clock::now();
+    last_draw = Clock::now() - std::chrono::seconds(1);
+  }
+
+  // One iteration: the learning rate, the task's loss, backward (all-reduced when
+  // data-parallel), the non-finite check and the update.
+  void step(const TaskBatch& batch) {
+    const auto step_t0 = Clock::now();
+    StepSettings& s = step_cfg;
+    state.lr = lr_policy->lr_at(state.iter);
+    optim->set_lr(state.lr);
+    if (batch.images() == 0) {  // every image of the batch was skipped as corrupt
+      ++state.iter;
+      ++state.epoch_iter;
+      return;
+    }
+    if (!s.buffers.empty()) {
       NoGradGuard no_grad;
-      start_loader(*val_loader, 0, 0);
-      data::Batch b;
-      int64_t seen = 0;  // the val loader does not shuffle: row i is image seen + i
-      while (val_loader->next(b)) {
-        if (b.y.size(0) == 0) continue;  // every image of the batch was skipped as corrupt
-        const Tensor x = b.x.to(device), y = b.y.to(device);
-        const Tensor logits = model->forward(x);
-        if (!dist && static_cast<int64_t>(samples.size()) < kReportSamples)  // rows: unsharded
-          add_samples(seen, ops::argmax(logits, 1).to(kCPU), b);
-        seen += b.y.size(0);
-        const Tensor loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, 0.0);
-        loss_meter.update(loss.item(), y.size(0));
-        acc.update(logits, y);
+      for (auto& [b, copy] : s.buffers) copy.copy_(b);
+    }
+    autocast::Guard amp(s.amp, s.amp_dtype);
+    StepModel step_model(*model, ddp.get());
+    StepContext ctx{.device = device,
+                    .iter = state.iter,
+                    .seed = static_cast<uint64_t>(cfg.get_int("seed")),
+                    .world = world()};
+    if (dist)
+      ctx.sum_over_ranks = [this](double v) {
+        std::vector<double> x{v};
+        dist->all_reduce_sum(x);
+        return x[0];
+      };
+    const Tensor loss = task->loss(step_model, batch, ctx);
+    optim->zero_grad(/*set_to_none=*/!ddp);  // DDP: grads stay bucket views
+    // Data-parallel: a rank's non-finite loss makes every rank's all-reduced
+    // gradients non-finite, so that all ranks make the same decision below.
+    const Tensor seed = ddp ? nonfinite_seed(loss) : Tensor();
+    (s.scaler ? s.scaler->scale(loss) : loss).backward(seed);
+    double loss_v = 0;
+    bool stepped = false;
+    if (s.scaler) {
+      // f16: gradients with inf or NaN are the loss scaler's to skip.
+      s.scaler->unscale(optim->params());
+      loss_v = loss.item();
+      if (std::isfinite(loss_v)) {
+        if (s.clip_norm > 0) clip_grad_norm(optim->params(), s.clip_norm);
+        stepped = s.scaler->step(*optim);
+      } else {
+        drop_nonfinite_step(loss_v);
+      }
+    } else {
+      // The loss and every gradient in one fused check (one host sync on a GPU).
+      std::vector<Tensor> check = grads_of(optim->params());
+      check.push_back(loss.detach());
+      const bool finite = all_finite(check);
+      loss_v = loss.item();
+      if (finite) {
+        if (s.clip_norm > 0) clip_grad_norm(optim->params(), s.clip_norm);
+        optim->step();
+        stepped = true;
+      } else {
+        drop_nonfinite_step(loss_v);
       }
     }
-    if (dist) dist->reduce_eval(acc, loss_meter);  // each rank evaluated its share
+    ++state.iter;
+    ++state.epoch_iter;
+    const int64_t images = batch.images() * world();  // global images
+    if (stepped || (s.scaler && std::isfinite(loss_v))) win_loss.update(loss_v, images);
+    last_loss = loss_v;
+    win_images += images;
+    run_images += images;
+    run_compute_s += seconds_since(step_t0);
+  }
+
+  // A training line every solver.display_iter iterations; the progress bar.
+  void log_step() {
+    if (every(step_cfg.display)) {
+      const double ips = static_cast<double>(win_images) / seconds_since(win_t0);
+      Json j = Json::object();
+      j["split"] = "train";
+      j["epoch"] = state.epoch + 1;  // 1-based, as people count
+      j["iter"] = state.iter;
+      // null when every step of the window was dropped for inf or NaN
+      j["loss"] = win_loss.count() ? Json(win_loss.mean()) : Json();
+      j["lr"] = state.lr;
+      j["images_per_sec"] = ips;
+      j["time"] = elapsed();
+      if (step_cfg.nonfinite == NonFinite::skip) j["nonfinite_skipped"] = state.nonfinite_skipped;
+      write_metrics(j);
+      if (!bar)
+        if (auto* os = log())
+          *os << "train epoch " << state.epoch + 1 << " iter " << state.iter << "/" << max_iters
+              << ": loss " << (win_loss.count() ? fixed(win_loss.mean(), 4) : "--") << " lr "
+              << state.lr << " " << fixed(ips, 1) << " img/s (" << hms(elapsed()) << ")\n"
+              << std::flush;
+      win_loss.reset();
+      win_images = 0;
+      win_t0 = Clock::now();
+    }
+    if (bar && seconds_since(last_draw) > 0.1) {
+      last_draw = Clock::now();
+      draw_bar(win_loss.count() ? win_loss.mean() : last_loss,
+               static_cast<double>(run_images) / std::max(run_compute_s, 1e-9), seconds_since(t0),
+               state.iter - summary.start_iter);
+    }
+  }
+
+  // After a complete epoch: its evaluation (solver.test_interval = 0), `latest`
+  // and every solver.save_epoch epochs an epoch checkpoint.
+  void end_epoch() {
+    if (step_cfg.test_interval == 0 && evaluated_at != state.iter) evaluate();
+    ++state.epoch;
+    state.epoch_iter = 0;
+    save("latest");
+    if (step_cfg.save_epoch > 0 && state.epoch % step_cfg.save_epoch == 0)
+      save_epoch_checkpoint(state.epoch);
+  }
+
+  TrainSummary end_run() {
+    // An interruption leaves the state as a kill after the last save would, without
+    // the final evaluation.
+    if (state.iter == max_iters && evaluated_at != state.iter) evaluate();
+    save("latest");
+    if (bar)
+      if (auto* os = log()) *os << "\n" << std::flush;
+
+    summary.epochs = state.epoch;
+    summary.iters = state.iter;
+    summary.best_metric = state.best_metric;
+    summary.best_score = state.best_score;
+    summary.best_top1 = state.best_metric == "top1" ? state.best_score : -1;
+    summary.wall_s = seconds_since(t0);
+    summary.train_images_per_sec =
+        run_compute_s > 0 ? static_cast<double>(run_images) / run_compute_s : 0.0;
+    summary.skipped = skipped();
+    summary.nonfinite_skipped = state.nonfinite_skipped;
+    if (auto* os = log(); os && summary.skipped > 0)
+      *os << "skipped " << summary.skipped
+          << " corrupt images (data.skip_corrupt); the first: " << first_skipped() << "\n";
+    if (auto* os = log())
+      *os << "done: " << state.epoch << " epochs, " << state.iter << " iters, " << state.best_metric
+          << " " << score_text(summary.score) << " (best " << score_text(state.best_score) << "), "
+          << fixed(summary.wall_s, 1) << " s, " << fixed(summary.train_images_per_sec, 0)
+          << " train img/s\n"
+          << std::flush;
+    if (auto* os = log(); os && ddp) *os << ddp_summary(*ddp) << "\n" << std::flush;
+    if (dist) dist->barrier();  // rank 0 hosts the store: leave together
+    return summary;
+  }
+
+  // ---- evaluation, report, checkpoints ------------------------------------------------
+
+  // Evaluates on the whole val split (each rank its share, then combined); logs a
+  // "val" line, rewrites report.html and saves `best`.
+  void evaluate() {
+    model->eval();
+    std::unique_ptr<TaskEvaluator> ev = task->make_evaluator();
+    {
+      NoGradGuard no_grad;
+      start_loader(*data.val, 0, 0);
+      while (const TaskBatch* b = data.val->next())
+        if (b->images() > 0) ev->add(*model, *b, device);  // 0: all skipped as corrupt
+    }
+    if (dist) combine(*ev, *dist->group());
     model->train();
-    summary.top1 = acc.top1();
-    summary.top5 = acc.top5();
-    summary.val_loss = loss_meter.mean();
-    state.last_top1 = acc.top1();
+    const Json row = ev->row();
+    const double score = row.at(state.best_metric).get<double>();
+    state.last_score = score;
+    summary.val = row;
+    summary.score = score;
+    for (auto [key, field] : {std::pair{"top1", &summary.top1}, std::pair{"top5", &summary.top5},
+                              std::pair{"loss", &summary.val_loss}})
+      *field = row.contains(key) ? row.at(key).get<double>() : -1;
     Json j = Json::object();
     j["split"] = "val";
     j["epoch"] = state.epoch + 1;  // 1-based, as people count
     j["iter"] = state.iter;
-    j["top1"] = acc.top1();
-    j["top5"] = acc.top5();
-    j["loss"] = loss_meter.mean();
-    j["images"] = acc.count();
+    for (const auto& [k, v] : row.items()) j[k] = v;
     j["time"] = elapsed();
     if (skip_corrupt) j["skipped"] = skipped();
     write_metrics(j);
+    last_eval = std::move(ev);
     write_report_html();
     if (auto* os = log()) {
       if (bar) *os << "\r\033[K";
-      *os << "val   epoch " << state.epoch + 1 << " iter " << state.iter << ": top1 "
-          << fixed(acc.top1(), 2) << "% top5 " << fixed(acc.top5(), 2) << "% loss "
-          << fixed(loss_meter.mean(), 4);
+      *os << "val   epoch " << state.epoch + 1 << " iter " << state.iter << ": "
+          << last_eval->describe(row);
       if (skip_corrupt) *os << ", " << skipped() << " corrupt images skipped so far";
       *os << " (" << hms(elapsed()) << ")\n" << std::flush;
     }
-    if (acc.top1() > state.best_top1) {
-      state.best_top1 = acc.top1();
+    evaluated_at = state.iter;
+    if (score > state.best_score) {
+      state.best_score = score;
       save("best");
-    }
-  }
-
-  static constexpr int64_t kReportSamples = 24;
-  static constexpr uint64_t kMixupKey = 0x6d69787570ULL;  // "mixup"
-
-  // Keeps the first images of a val batch (rows from `first` on) with their labels:
-  // the stored u8 images of an in-memory dataset, or the batch itself de-normalised.
-  void add_samples(int64_t first, const Tensor& pred, const data::Batch& b) {
-    const auto p = pred.to_vector<int64_t>(), l = b.y.to_vector<int64_t>();
-    if (val_in_memory) {
-      const Tensor& images = val_loader->dataset().images();  // u8 (N, C, H, W)
-      const int64_t c = images.size(1), h = images.size(2), w = images.size(3);
-      for (size_t i = 0; i < p.size() && static_cast<int64_t>(samples.size()) < kReportSamples;
-           ++i) {
-        const Tensor img = images.select(0, first + static_cast<int64_t>(i)).contiguous();
-        const auto* px = static_cast<const uint8_t*>(img.data_ptr());
-        samples.push_back({std::vector<uint8_t>(px, px + c * h * w), c, h, w, l[i], p[i]});
-      }
-      return;
-    }
-    const Tensor x = b.x.contiguous();  // f32 (B, C, H, W), normalised
-    const int64_t c = x.size(1), h = x.size(2), w = x.size(3), hw = h * w;
-    const data::Normalize& n = val_loader->options().normalize;
-    const float* src = x.data<float>();
-    for (size_t i = 0; i < p.size() && static_cast<int64_t>(samples.size()) < kReportSamples; ++i) {
-      std::vector<uint8_t> px(static_cast<size_t>(c * hw));
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const double m = n.mean.size() == 1 ? n.mean[0] : n.mean[ch];
-        const double sd = n.std.size() == 1 ? n.std[0] : n.std[ch];
-        for (int64_t k = 0; k < hw; ++k) {
-          const double v =
-              (src[(static_cast<int64_t>(i) * c + ch) * hw + k] * sd + m) * n.div_value;
-          px[ch * hw + k] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
-        }
-      }
-      samples.push_back({std::move(px), c, h, w, l[i], p[i]});
     }
   }
 
@@ -477,8 +627,7 @@ struct Trainer::Impl {
     in.title = "tcv-train: " + cfg.get_string("network.model_name") + " (" + dir.string() + ")";
     in.config_toml = cfg.to_toml();
     in.metrics = read_jsonl((dir / "metrics.jsonl").string());
-    in.samples = samples;
-    in.class_names = class_names;
+    if (last_eval) last_eval->fill_report(in);
     write_report((dir / "report.html").string(), in);
   }
 
@@ -513,13 +662,12 @@ struct Trainer::Impl {
   // hold inf or NaN: throws (NonFinite::stop), or drops the step, restoring the
   // buffers its forward changed, and counts it (NonFinite::skip). Nothing has
   // been saved since the step's forward.
-  void drop_nonfinite_step(NonFinite mode, double loss_v,
-                           std::vector<std::pair<Tensor, Tensor>>& buffers) {
+  void drop_nonfinite_step(double loss_v) {
     const int64_t iter = state.iter + 1;
     const std::string bad = first_nonfinite(named_grads(optim->params()));
     std::string what = "loss " + fixed(loss_v, 4) + ", ";
     what += bad.empty() ? "gradients finite" : "first parameter with a non-finite gradient: " + bad;
-    if (mode == NonFinite::stop)
+    if (step_cfg.nonfinite == NonFinite::stop)
       TCV_THROW("non-finite training step at iteration ", iter, " (epoch ", state.epoch + 1,
                 ", lr ", state.lr, "): ", what,
                 ". Stopped before the update; no checkpoint was written from it. Lower "
@@ -527,7 +675,7 @@ struct Trainer::Impl {
                 "\"skip\" to drop such steps");
     {
       NoGradGuard no_grad;
-      for (auto& [b, copy] : buffers) b.copy_(copy);
+      for (auto& [b, copy] : step_cfg.buffers) b.copy_(copy);
     }
     ++state.nonfinite_skipped;
     const int64_t n = state.nonfinite_skipped;
@@ -556,191 +704,6 @@ struct Trainer::Impl {
     *os << "\repoch " << state.epoch + 1 << "/" << max_epochs << " [" << b << "] "
         << state.epoch_iter << "/" << iters_per_epoch << " loss " << fixed(loss, 4) << " "
         << fixed(ips, 0) << " img/s ETA " << hms(eta) << "\033[K" << std::flush;
-  }
-
-  TrainSummary run() {
-    t0 = Clock::now();
-    summary.start_iter = state.iter;
-    const int64_t display = cfg.get_int("solver.display_iter");
-    const int64_t test_interval = cfg.get_int("solver.test_interval");
-    const int64_t save_iters = cfg.get_int("solver.save_iters");
-    const int64_t save_epoch = cfg.get_int("solver.save_epoch");
-    const double clip_norm = cfg.get_double("solver.clip_grad_norm");
-    // Mixed precision (CUDA): autocast for forward; f16 also scales the loss.
-    DType amp_dtype = DType::bf16;
-    const bool amp_on = autocast::parse_mode(cfg.get_string("train.amp"), amp_dtype);
-    if (amp_on && !device.is_cuda())
-      throw ConfigError(at_key(cfg, "train.amp") +
-                        ": mixed precision runs on CUDA only (device is " + device.str() +
-                        "); use \"off\"");
-    std::unique_ptr<GradScaler> scaler;
-    if (amp_on && amp_dtype == DType::f16) scaler = std::make_unique<GradScaler>();
-    const int64_t num_classes = cfg.get_int("data.num_classes");
-    // Where this run stops: the end, or an interruption asked for by the caller.
-    const int64_t stop_at =
-        opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
-    const NonFinite nonfinite =
-        cfg.get_string("solver.nonfinite") == "skip" ? NonFinite::skip : NonFinite::stop;
-    // solver.nonfinite = "skip" drops a step whole: the BatchNorm statistics its
-    // forward updated go back to these copies.
-    std::vector<std::pair<Tensor, Tensor>> buffers;  // (buffer, copy before the step)
-    if (nonfinite == NonFinite::skip)
-      for (const auto& [name, b] : model->named_buffers()) buffers.emplace_back(b, b.clone());
-
-    // Window since the last training line.
-    AverageMeter win_loss;
-    int64_t win_images = 0;
-    auto win_t0 = Clock::now();
-    auto last_draw = Clock::now() - std::chrono::seconds(1);
-    int64_t run_images = 0;
-    double run_compute_s = 0;
-
-    model->train();
-    while (state.iter < stop_at) {
-      start_loader(*train_loader, state.epoch, state.epoch_iter);
-      data::Batch batch;
-      while (state.iter < stop_at && train_loader->next(batch)) {
-        const auto step_t0 = Clock::now();
-        state.lr = lr_policy->lr_at(state.iter);
-        optim->set_lr(state.lr);
-        if (batch.y.size(0) == 0) {  // every image of the batch was skipped as corrupt
-          ++state.iter;
-          ++state.epoch_iter;
-          continue;
-        }
-        if (!buffers.empty()) {
-          NoGradGuard no_grad;
-          for (auto& [b, copy] : buffers) copy.copy_(b);
-        }
-        Tensor loss;
-        autocast::Guard amp(amp_on, amp_dtype);
-        if (mixup_alpha > 0) {
-          // Soft targets (label smoothing inside), mixed with a stream that depends
-          // only on (seed, iter), so a resumed run mixes the same way.
-          Tensor mx = batch.x, my = batch.y;
-          data::Rng rng(static_cast<uint64_t>(cfg.get_int("seed")) ^ kMixupKey,
-                        static_cast<uint64_t>(state.iter));
-          data::mixup(mx, my, num_classes, mixup_alpha, rng, label_smoothing);
-          loss = soft_target_cross_entropy(autocast::to_f32(net().forward(mx.to(device))),
-                                           my.to(device));
-        } else {
-          const Tensor x = batch.x.to(device), y = batch.y.to(device);  // (B, C, H, W), (B)
-          Tensor logits = autocast::to_f32(net().forward(x));
-          loss = ops::cross_entropy(logits, y, ops::Reduction::mean, -100, label_smoothing);
-        }
-        optim->zero_grad(/*set_to_none=*/!ddp);  // DDP: grads stay bucket views
-        // Data-parallel: a rank's non-finite loss makes every rank's all-reduced
-        // gradients non-finite, so that all ranks make the same decision below.
-        const Tensor seed = ddp ? nonfinite_seed(loss) : Tensor();
-        (scaler ? scaler->scale(loss) : loss).backward(seed);
-        double loss_v = 0;
-        bool stepped = false;
-        if (scaler) {
-          // f16: gradients with inf or NaN are the loss scaler's to skip.
-          scaler->unscale(optim->params());
-          loss_v = loss.item();
-          if (std::isfinite(loss_v)) {
-            if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
-            stepped = scaler->step(*optim);
-          } else {
-            drop_nonfinite_step(nonfinite, loss_v, buffers);
-          }
-        } else {
-          // The loss and every gradient in one fused check (one host sync on a GPU).
-          std::vector<Tensor> check = grads_of(optim->params());
-          check.push_back(loss.detach());
-          if (all_finite(check)) {
-            if (clip_norm > 0) clip_grad_norm(optim->params(), clip_norm);
-            optim->step();
-            stepped = true;
-            loss_v = loss.item();
-          } else {
-            loss_v = loss.item();
-            drop_nonfinite_step(nonfinite, loss_v, buffers);
-          }
-        }
-        ++state.iter;
-        ++state.epoch_iter;
-        const int64_t bs = batch.y.size(0) * world();  // global images
-        if (stepped || (scaler && std::isfinite(loss_v))) win_loss.update(loss_v, bs);
-        win_images += bs;
-        run_images += bs;
-        run_compute_s += seconds_since(step_t0);
-
-        if (state.iter % display == 0) {
-          const double ips = static_cast<double>(win_images) / seconds_since(win_t0);
-          Json j = Json::object();
-          j["split"] = "train";
-          j["epoch"] = state.epoch + 1;  // 1-based, as people count
-          j["iter"] = state.iter;
-          // null when every step of the window was dropped for inf or NaN
-          j["loss"] = win_loss.count() ? Json(win_loss.mean()) : Json();
-          j["lr"] = state.lr;
-          j["images_per_sec"] = ips;
-          j["time"] = elapsed();
-          if (nonfinite == NonFinite::skip) j["nonfinite_skipped"] = state.nonfinite_skipped;
-          write_metrics(j);
-          if (!bar)
-            if (auto* os = log())
-              *os << "train epoch " << state.epoch + 1 << " iter " << state.iter << "/" << max_iters
-                  << ": loss " << (win_loss.count() ? fixed(win_loss.mean(), 4) : "--") << " lr "
-                  << state.lr << " " << fixed(ips, 1) << " img/s (" << hms(elapsed()) << ")\n"
-                  << std::flush;
-          win_loss.reset();
-          win_images = 0;
-          win_t0 = Clock::now();
-        }
-        if (bar && seconds_since(last_draw) > 0.1) {
-          last_draw = Clock::now();
-          const double run_s = seconds_since(t0);
-          draw_bar(win_loss.count() ? win_loss.mean() : loss_v,
-                   static_cast<double>(run_images) / std::max(run_compute_s, 1e-9), run_s,
-                   state.iter - summary.start_iter);
-        }
-        if (test_interval > 0 && state.iter % test_interval == 0) {
-          evaluate();
-          evaluated_at = state.iter;
-        }
-        if (save_iters > 0 && state.iter % save_iters == 0) save("latest");
-      }
-      if (state.epoch_iter < iters_per_epoch) break;  // stopped mid-epoch
-      // The epoch is complete.
-      if (test_interval == 0 && evaluated_at != state.iter) {
-        evaluate();
-        evaluated_at = state.iter;
-      }
-      ++state.epoch;
-      state.epoch_iter = 0;
-      save("latest");
-      if (save_epoch > 0 && state.epoch % save_epoch == 0) save_epoch_checkpoint(state.epoch);
-    }
-    // An interruption leaves the state as a kill after the last save would, without
-    // the final evaluation.
-    if (state.iter == max_iters && evaluated_at != state.iter) evaluate();
-    save("latest");
-    if (bar)
-      if (auto* os = log()) *os << "\n" << std::flush;
-
-    summary.epochs = state.epoch;
-    summary.iters = state.iter;
-    summary.best_top1 = state.best_top1;
-    summary.wall_s = seconds_since(t0);
-    summary.train_images_per_sec =
-        run_compute_s > 0 ? static_cast<double>(run_images) / run_compute_s : 0.0;
-    summary.skipped = skipped();
-    summary.nonfinite_skipped = state.nonfinite_skipped;
-    if (auto* os = log(); os && summary.skipped > 0)
-      *os << "skipped " << summary.skipped
-          << " corrupt images (data.skip_corrupt); the first: " << first_skipped() << "\n";
-    if (auto* os = log())
-      *os << "done: " << state.epoch << " epochs, " << state.iter << " iters, top1 "
-          << fixed(summary.top1, 2) << "% (best " << fixed(state.best_top1, 2) << "%), "
-          << fixed(summary.wall_s, 1) << " s, " << fixed(summary.train_images_per_sec, 0)
-          << " train img/s\n"
-          << std::flush;
-    if (auto* os = log(); os && ddp) *os << ddp_summary(*ddp) << "\n" << std::flush;
-    if (dist) dist->barrier();  // rank 0 hosts the store: leave together
-    return summary;
   }
 };
 

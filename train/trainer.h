@@ -1,5 +1,7 @@
-// The classification training loop behind tcv-train: data, model, optimizer,
-// LR policy, evaluation, logging (metrics.jsonl + progress) and checkpoints.
+// The training loop behind tcv-train: one loop for every task (train/task.h:
+// classification, detection, segmentation) with the optimizer, LR policy,
+// mixed precision, data parallelism, evaluation, logging (metrics.jsonl +
+// progress + report.html) and checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/json.h"
 #include "layers/module.h"
 #include "train/config.h"
 
@@ -32,10 +35,15 @@ struct TrainOptions {
 
 /// What a run did.
 struct TrainSummary {
-  int64_t epochs = 0;                          ///< epochs completed in all
-  int64_t iters = 0;                           ///< iterations completed in all
-  int64_t start_iter = 0;                      ///< where this run began (> 0 when resumed)
-  double top1 = -1, top5 = -1, val_loss = -1;  ///< last evaluation
+  int64_t epochs = 0;                  ///< epochs completed in all
+  int64_t iters = 0;                   ///< iterations completed in all
+  int64_t start_iter = 0;              ///< where this run began (> 0 when resumed)
+  Json val;                            ///< the last evaluation's metrics (its val row)
+  std::string best_metric;             ///< the task's metric that picks `best`
+  double score = -1, best_score = -1;  ///< its last and best values
+  /// Classification's metrics of the last evaluation and the best top-1 (-1
+  /// when the task has none; val_loss: the val row's "loss" when it has one).
+  double top1 = -1, top5 = -1, val_loss = -1;
   double best_top1 = -1;
   double wall_s = 0;  ///< this run's wall time
   double train_images_per_sec = 0;
@@ -45,14 +53,14 @@ struct TrainSummary {
   int64_t nonfinite_skipped = 0;
 };
 
-/// Trains an image classifier as `cfg` says (cfg is validated first).
+/// Trains a model of the config's task as `cfg` says (cfg is validated first).
 ///
 /// Iterations count from 1, and so do epochs in metrics.jsonl and the log
 /// ("epoch": 1 is the first epoch); `solver.display_iter` logs a training line every N
 /// iterations, `solver.test_interval` evaluates on the whole test split every N
 /// iterations (0: after each epoch, and always at the end). Checkpoints in
-/// out_dir/checkpoints: `latest` after each epoch and at the end, `best` by val
-/// top-1, `epoch_NNNN` every `solver.save_epoch` epochs (the last
+/// out_dir/checkpoints: `latest` after each epoch and at the end, `best` by the
+/// task's metric (top-1, mAP, mIoU), `epoch_NNNN` every `solver.save_epoch` epochs (the last
 /// `checkpoints.keep_last` kept). `network.resume` continues a run exactly
 /// where its checkpoint stands (same batches, LR and random stream): on the CPU,
 /// to the bit; it refuses, before any step, a checkpoint that does not load

@@ -30,6 +30,8 @@
 #include "engine/rng.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cuda/runtime.h"
+#include "models/det/multibox_loss.h"
+#include "models/det/ssd.h"
 #include "models/registry.h"
 #include "train/grad_scaler.h"
 #include "train/optim.h"
@@ -171,8 +173,27 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
   return o;
 }
 
-/// Times whole SGD steps (forward, cross-entropy, backward, SGD momentum 0.9) on
-/// one synthetic batch, after `warmup` untimed steps.
+/// Synthetic detection targets: image b of the batch holds 1 + b % 4 boxes of
+/// 10% to 50% of the image side, labels 1 .. classes − 1, in pixels (seeded).
+inline std::vector<models::det::DetTarget> synthetic_boxes(int64_t batch, int64_t size,
+                                                           int64_t classes, Device device) {
+  Generator g(7);
+  std::vector<models::det::DetTarget> t;
+  const double s = static_cast<double>(size);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = 1 + b % 4;
+    const Tensor wh = uniform({n, 2}, 0.1 * s, 0.5 * s, {}, &g);
+    const Tensor xy = ops::mul(rand({n, 2}, {}, &g), ops::sub(full({1, 2}, s), wh));
+    t.push_back(
+        {ops::cat({xy, ops::add(xy, wh)}, 1).to(device),
+         randint(1, std::max<int64_t>(classes, 2), {n}, {.dtype = DType::i64}, &g).to(device)});
+  }
+  return t;
+}
+
+/// Times whole SGD steps (forward, loss, backward, SGD momentum 0.9) on one
+/// synthetic batch, after `warmup` untimed steps. The loss is cross-entropy
+/// for classifiers and the MultiBox loss against synthetic boxes for SSD.
 inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
   const Device device = Device::parse(o.device);
@@ -190,6 +211,13 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   // (B, C, S, S) and (B), made on the CPU (same numbers on every device) and moved.
   Tensor x = randn({o.batch, o.channels, o.image_size, o.image_size}).to(device);
   Tensor y = randint(0, o.classes, {o.batch}).to(device);
+  auto* ssd = dynamic_cast<models::det::SSD*>(model.get());
+  std::vector<models::det::DetTarget> boxes;
+  Tensor anchors;
+  if (ssd) {
+    boxes = synthetic_boxes(o.batch, o.image_size, o.classes, device);
+    anchors = ssd->default_boxes(o.image_size, o.image_size, device);
+  }
   DType amp_dtype = DType::bf16;
   const bool amp = autocast::parse_mode(o.dtype == "f32" ? "off" : o.dtype, amp_dtype);
   std::unique_ptr<train::GradScaler> scaler;
@@ -199,7 +227,14 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     Tensor loss;
     {
       autocast::Guard guard(amp, amp_dtype);
-      loss = ops::cross_entropy(autocast::to_f32((*model)(x)), y);
+      if (ssd) {
+        const models::det::SsdOutput out = ssd->forward_heads(x);
+        loss = models::det::multibox_loss(autocast::to_f32(out.loc), autocast::to_f32(out.conf),
+                                          anchors, boxes)
+                   .total();
+      } else {
+        loss = ops::cross_entropy(autocast::to_f32((*model)(x)), y);
+      }
     }
     if (scaler) {
       scaler->scale(loss).backward();
@@ -250,6 +285,7 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
   j["bench"] = "train";
   j["impl"] = "tcv";
   j["model"] = o.model;
+  j["loss"] = o.model.rfind("ssd", 0) == 0 ? "multibox" : "cross_entropy";
   j["device"] = o.device;
   j["dtype"] = o.dtype;
   j["conv_algo"] =

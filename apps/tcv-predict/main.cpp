@@ -1,7 +1,10 @@
-// tcv-predict: the top-5 classes of images under a trained model.
+// tcv-predict: a trained model of any task applied to images: the top classes
+// (classification), boxes with labels and scores (detection), class maps
+// (segmentation).
 //
 //   tcv-predict --checkpoint CKPT --config CFG [--set key=value]... [--json] [--top K]
-//               [--idx-index N]... IMAGE_OR_DIR...
+//               [--out DIR] [--score-threshold T] [--label-ids] [--idx-index N]...
+//               IMAGE_OR_DIR...
 //
 // An image that cannot be read (corrupt, missing) is reported and the others are
 // predicted. Exit status: 0 when every image was predicted, or the unreadable
@@ -10,9 +13,10 @@
 // config.
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,7 +25,7 @@
 #include "data/image.h"
 #include "engine/json.h"
 #include "train/config.h"
-#include "train/predict.h"
+#include "train/task.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -30,16 +34,27 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tcv-predict --checkpoint CKPT --config CFG [--set key=value]... [--json]\n"
-    "                   [--top K] [--idx-index N]... IMAGE_OR_DIR...\n"
+    "                   [--top K] [--out DIR] [--score-threshold T] [--label-ids]\n"
+    "                   [--idx-index N]... IMAGE_OR_DIR...\n"
     "\n"
-    "Prints the top classes of each image under a model trained by tcv-train.\n"
+    "Applies a model trained by tcv-train to images, as the config's task does:\n"
+    "classification prints the top classes of each image; detection prints the boxes\n"
+    "(original image pixels) with labels and scores and draws them; segmentation\n"
+    "writes each image's class map as a colour overlay and as a label PNG.\n"
     "\n"
     "  --checkpoint CKPT  a checkpoint (e.g. RUN/checkpoints/best.safetensors)\n"
     "                     or a run directory (its latest checkpoint)\n"
     "  --config CFG       the training config (RUN/config.toml is the resolved one)\n"
     "  --set key=value    overrides one config key (repeatable)\n"
     "  --json             one JSON document instead of text\n"
-    "  --top K            classes per image (default 5)\n"
+    "  --top K            classification: classes per image (default 5)\n"
+    "  --out DIR          detection and segmentation: where pictures go (created;\n"
+    "                     default: none): <stem>_det.png (boxes drawn), or\n"
+    "                     <stem>_overlay.png and <stem>_label.png\n"
+    "  --score-threshold T  detection: boxes from this score on (default:\n"
+    "                     res.vis_conf_thre)\n"
+    "  --label-ids        segmentation: label PNGs hold Cityscapes label ids (for\n"
+    "                     the benchmark's submissions) instead of train ids\n"
     "  --idx-index N      also classifies test image N of the config's IDX dataset\n"
     "                     (repeatable); its true label is printed too\n"
     "  IMAGE_OR_DIR       image files (PNG, JPEG, BMP, ...) or directories of them\n"
@@ -74,7 +89,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> sets, paths;
   std::vector<int64_t> idx_indices;
   bool json = false;
-  int64_t top = 5;
+  tcv::train::PredictOptions popts;
   tcv::apps::Args args(argc, argv);
   while (args.next()) {
     const std::string& a = args.arg();
@@ -102,7 +117,17 @@ int run(int argc, char** argv) {
     } else if (is("--set")) {
       sets.push_back(value("--set"));
     } else if (is("--top")) {
-      top = integer("--top");
+      popts.top = integer("--top");
+    } else if (is("--out")) {
+      popts.out_dir = value("--out");
+    } else if (is("--score-threshold")) {
+      const std::string v = value("--score-threshold");
+      char* end = nullptr;
+      popts.score_threshold = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size() || !(popts.score_threshold >= 0))
+        throw tcv::apps::UsageError{"--score-threshold: expected a number >= 0, got '" + v + "'"};
+    } else if (a == "--label-ids") {
+      popts.label_ids = tcv::train::PredictOptions::LabelIds::cityscapes;
     } else if (is("--idx-index")) {
       idx_indices.push_back(integer("--idx-index"));
     } else if (a.rfind("--", 0) == 0) {
@@ -115,14 +140,14 @@ int run(int argc, char** argv) {
   if (config_path.empty()) throw tcv::apps::UsageError{"--config CFG is required"};
   if (paths.empty() && idx_indices.empty())
     throw tcv::apps::UsageError{"give at least one IMAGE_OR_DIR (or --idx-index N)"};
-  if (top < 1) throw tcv::apps::UsageError{"--top must be at least 1"};
+  if (popts.top < 1) throw tcv::apps::UsageError{"--top must be at least 1"};
 
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
   for (const auto& s : sets) cfg.set_override(s);
   cfg.validate();
-  const tcv::train::Predictor predictor(cfg, ckpt);
-  const auto mode =
-      predictor.in_channels() == 1 ? tcv::data::ImageMode::gray : tcv::data::ImageMode::rgb;
+  const std::unique_ptr<tcv::train::Task> task = tcv::train::make_task(cfg);
+  const std::unique_ptr<tcv::train::TaskPredictor> predictor = task->make_predictor(ckpt, popts);
+  const auto mode = predictor->image_mode();
 
   const bool skip_corrupt = cfg.get_bool("data.skip_corrupt");
   std::vector<Input> inputs;
@@ -162,28 +187,19 @@ int run(int argc, char** argv) {
   }
 
   tcv::Json out = tcv::Json::object();
-  out["checkpoint"] = predictor.checkpoint();
+  out["checkpoint"] = predictor->checkpoint();
   out["model"] = cfg.get_string("network.model_name");
   tcv::Json preds = tcv::Json::array();
   for (const auto& in : inputs) {
-    const auto scores = predictor.predict(in.image, top);
-    if (json) {
-      tcv::Json j = tcv::Json::object();
-      j["input"] = in.name;
-      if (in.label >= 0) j["label"] = in.label;
-      tcv::Json t = tcv::Json::array();
-      for (const auto& s : scores)
-        t.push_back(tcv::Json::object({{"class", s.index}, {"name", s.name}, {"prob", s.prob}}));
-      j["top"] = std::move(t);
-      preds.push_back(std::move(j));
+    const tcv::Json entry = predictor->predict(in.image, in.name, in.label);
+    if (!json) {
+      predictor->print(std::cout, in.name, entry);
       continue;
     }
-    std::cout << in.name;
-    if (in.label >= 0) std::cout << " (true: " << predictor.class_names().at(in.label) << ")";
-    std::cout << "\n";
-    for (size_t r = 0; r < scores.size(); ++r)
-      std::cout << "  " << r + 1 << ". " << std::fixed << std::setprecision(4) << scores[r].prob
-                << "  " << scores[r].index << " " << scores[r].name << "\n";
+    tcv::Json j = tcv::Json::object();
+    j["input"] = in.name;
+    for (const auto& [k, v] : entry.items()) j[k] = v;
+    preds.push_back(std::move(j));
   }
   if (json) {
     out["predictions"] = std::move(preds);

@@ -73,12 +73,43 @@ kernels::cpu::ConvBlockedLayouts blocked_layouts(const kernels::Conv2dGeom& g, c
   return bl;
 }
 
+// How many kernel rows (or columns) to cut from each end because they read
+// only the zero padding, for every output position: tap i reads input rows
+// oy·stride − pad + i·dilation, oy in [0, out). The cut is symmetric (the
+// same count off both ends), so padding stays symmetric and the output size
+// is unchanged; at least one tap is kept.
+int64_t dead_taps(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  auto dead = [&](int64_t i) {
+    const int64_t lo = i * dil - pad, hi = (out - 1) * stride + i * dil - pad;
+    return hi < 0 || lo >= in;
+  };
+  int64_t t = 0;
+  while (k - 2 * (t + 1) >= 1 && dead(t) && dead(k - 1 - t)) ++t;
+  return t;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p) {
   if (autocast::needs_low({&x, &weight, &bias}))  // mixed precision: conv in bf16/f16
     return conv2d(autocast::to_low(x), autocast::to_low(weight), autocast::to_low(bias), p);
   const kernels::Conv2dGeom g = conv_geom(x, weight, bias, p);
+  // Kernel taps that only ever multiply padding add nothing: a 3x3 ASPP branch
+  // of dilation 36 on a 32x32 map is a 1x1 convolution. They are cut off (a
+  // view of the weight, so their gradient is zero), which also keeps oneDNN on
+  // its direct kernels (its jit kernels refuse padding wider than their
+  // register block and fall back to im2col + GEMM).
+  if (g.oh > 0 && g.ow > 0) {
+    const int64_t tr = dead_taps(g.h, g.oh, g.r, g.stride[0], g.pad[0], g.dilation[0]);
+    const int64_t ts = dead_taps(g.w, g.ow, g.s, g.stride[1], g.pad[1], g.dilation[1]);
+    if (tr > 0 || ts > 0) {
+      Conv2dParams q = p;
+      q.padding = {p.padding[0] - tr * p.dilation[0], p.padding[1] - ts * p.dilation[1]};
+      if (g.r - 2 * tr == 1) q.dilation[0] = 1;
+      if (g.s - 2 * ts == 1) q.dilation[1] = 1;
+      return conv2d(x, weight.narrow(2, tr, g.r - 2 * tr).narrow(3, ts, g.s - 2 * ts), bias, q);
+    }
+  }
   backend::require_device("conv2d", x.device(), {&weight, &bias});
   Tensor xc = x.detach().contiguous();
   Tensor wc = weight.detach().contiguous();

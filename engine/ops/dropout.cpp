@@ -72,4 +72,30 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   return out;
 }
 
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* gen) {
+  TCV_CHECK(p >= 0.0 && p <= 1.0, "[dropout2d] probability must be in [0, 1], got ", p);
+  TCV_CHECK(is_floating(x.dtype()), "[dropout2d] needs a floating tensor, got ",
+            dtype_name(x.dtype()), " ", x.shape_str());
+  TCV_CHECK(x.dim() >= 3, "[dropout2d] expects (N, C, d1, ...), got ", x.shape_str());
+  if (!training || p == 0.0) return x;
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  // One scale per channel, broadcast over the spatial dims: the forward is one
+  // multiply, and the backward (mul's) multiplies by the same (N, C, 1, ...) scale.
+  Shape mask_shape(static_cast<size_t>(x.dim()), 1);
+  mask_shape[0] = x.size(0);
+  mask_shape[1] = x.size(1);
+  Tensor mask;  // (N, C, 1, ...): 0 where dropped, 1/(1-p) where kept
+  {
+    NoGradGuard ng;
+    if (p == 1.0) {
+      mask = zeros(mask_shape, opts);
+    } else {
+      Tensor u = rand({x.size(0), x.size(1)}, {.dtype = DType::f64, .device = x.device()}, gen);
+      mask = where(lt(u, 1.0 - p), full({}, 1.0 / (1.0 - p), opts), zeros({}, opts))
+                 .reshape(mask_shape);
+    }
+  }
+  return mul(x, mask);
+}
+
 }  // namespace tcv::ops

@@ -2,6 +2,10 @@
 // and class weights as in PyTorch 1.13), NLL over log-probabilities, and the
 // pointwise losses, each with its backward beside it.
 #include "kernels/cpu/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
 #include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
@@ -186,6 +190,50 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reducti
                        return std::vector<Tensor>{dx.view(x_shape)};
                      });
   return out;
+}
+
+Tensor ohem_cross_entropy(const Tensor& logits, const Tensor& target, const OhemOptions& o) {
+  TCV_CHECK(o.min_kept >= 0, "[ohem_cross_entropy] min_kept must be >= 0, got ", o.min_kept);
+  TCV_CHECK(o.reduction != Reduction::none,
+            "[ohem_cross_entropy] reduction must be mean or sum (the kept pixels vary)");
+  // Per pixel −log p of the target class (0 where ignored); the backward runs
+  // through cross_entropy's. Targets are validated there.
+  const Tensor nll = cross_entropy(logits, target, Reduction::none, o.ignore_index);  // (N, ...)
+  Tensor keep, scale;  // (N, ...) f32/f64 0 or w[t]; the normaliser, a 0-d tensor
+  {
+    NoGradGuard ng;
+    const TensorOptions fo{.dtype = nll.dtype(), .device = nll.device()};
+    const Tensor valid = ne(target, full({}, static_cast<double>(o.ignore_index),
+                                         {.dtype = DType::i64, .device = target.device()}));
+    // p at valid pixels, +inf elsewhere, so an ignored pixel is never below a threshold.
+    const Tensor prob = where(valid, exp(neg(nll.detach())), full({}, INFINITY, fo));
+    const Tensor counts =
+        stack({sum(cast(valid, DType::i64)), sum(cast(lt(prob, o.thresh), DType::i64))})
+            .to(kCPU);  // (2): valid pixels, pixels below thresh
+    const int64_t n_valid = counts.data<int64_t>()[0], n_below = counts.data<int64_t>()[1];
+    const int64_t k = std::min(o.min_kept, n_valid - 1);
+    Tensor kept;  // bool (N, ...)
+    if (n_valid == 0 || n_below > k) {
+      // p₍k₎ < thresh (or nothing to select): the threshold is thresh.
+      kept = lt(prob, o.thresh);
+    } else {
+      // p₍k₎ >= thresh: keep what lies strictly below the k-th smallest p.
+      const Tensor smallest = topk(prob.detach().flatten(), k + 1, 0, /*largest=*/false).first;
+      kept = lt(prob, smallest.narrow(0, k, 1).reshape({}));
+    }
+    keep = cast(kept, nll.dtype());
+    if (o.weight.defined()) {
+      TCV_CHECK(o.weight.dim() == 1 && o.weight.size(0) == logits.size(1), "[ohem_cross_entropy] ",
+                "weight must be (", logits.size(1), "), got ", o.weight.shape_str());
+      const Tensor safe_t =
+          where(valid, target, zeros({}, {.dtype = DType::i64, .device = target.device()}));
+      keep = mul(keep, index_select(o.weight.detach().to(nll.dtype()), 0, safe_t.flatten())
+                           .reshape(keep.shape()));
+    }
+    scale = o.reduction == Reduction::sum ? ones({}, fo)
+                                          : maximum(sum(cast(kept, nll.dtype())), ones({}, fo));
+  }
+  return div(sum(mul(nll, keep)), scale);
 }
 
 namespace {

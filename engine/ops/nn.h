@@ -52,6 +52,11 @@ Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 /// Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+/// Channel dropout, as torch.nn.functional.dropout2d: in training, zeroes each
+/// whole channel x[n, c] of x (N, C, d1, ...) with probability p and scales the
+/// others by 1/(1-p). The N·C keep draws come from the generator as rand((N, C))
+/// would, on x's device, so CPU and CUDA drop the same channels.
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* gen = nullptr);
 
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -71,7 +71,9 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
     ws = empty({static_cast<int64_t>(ws_bytes)}, {.dtype = DType::u8, .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-    TCV_KERNEL(x.device(), pool2d_forward, g, xc.k_any(), y.k_any(), ws.defined() ? &wk : nullptr);
+    // k() converts a blocked input the kernel was not told about (not blockable).
+    TCV_KERNEL(x.device(), pool2d_forward, g, g.blocked ? xc.k_any() : xc.k(), y.k_any(),
+               ws.defined() ? &wk : nullptr);
   }
   if (grad)
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
@@ -81,7 +83,9 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
                             : empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
       const kernels::KTensor wk = ws.defined() ? ws.k() : kernels::KTensor{};
-      TCV_KERNEL(dy.device(), pool2d_backward, g, dy.k_any(), dx.k_any(),
+      // The gradient can arrive blocked (from a convolution's backward) even when
+      // the input was not: k() converts it for a row-major pass.
+      TCV_KERNEL(dy.device(), pool2d_backward, g, g.blocked ? dy.k_any() : dy.k(), dx.k_any(),
                  ws.defined() ? &wk : nullptr);
       return std::vector<Tensor>{dx};
     });

@@ -1,8 +1,9 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
 // f32 runs through oneDNN (blocked layouts inside; activations may also come
-// and go in nChw16c, see conv2d_blocked_layouts); f64 runs through direct
-// reference loops that serve the gradient checks.
+// and go in nChw16c, see conv2d_blocked_layouts); f64 through im2col and
+// OpenBLAS's dgemm (gradient checks, f64 runs of whole networks); the direct
+// reference loops are the test oracle.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +42,7 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
                      const KTensor& dy, const KTensor* dx, const KTensor* dweight,
                      const KTensor* dbias);
 
-/// Direct-loop reference (f32 or f64), used for f64 and as the test oracle.
+/// Direct-loop reference (f32 or f64), the test oracle.
 void conv2d_forward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
                         const KTensor* bias, const KTensor& y);
 void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,

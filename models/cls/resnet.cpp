@@ -26,9 +26,11 @@ ResNet::ResNet(BlockKind block_, std::array<int64_t, 4> layers, ResNetOptions op
   layer2 = register_module("layer2", make_resnet_layer(block, s, 128, layers[1], 2, dil[0]));
   layer3 = register_module("layer3", make_resnet_layer(block, s, 256, layers[2], 2, dil[1]));
   layer4 = register_module("layer4", make_resnet_layer(block, s, 512, layers[3], 2, dil[2]));
-  avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
-  fc = register_module(
-      "fc", std::make_shared<nn::Linear>(512 * block_expansion(block), opts.num_classes));
+  if (opts.top == ResNetTop::classifier) {
+    avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
+    fc = register_module(
+        "fc", std::make_shared<nn::Linear>(512 * block_expansion(block), opts.num_classes));
+  }
   init_resnet_weights(*this, opts.zero_init_residual);
 }
 
@@ -46,6 +48,7 @@ ResNetFeatures ResNet::forward_features(const Tensor& x) {
 
 Tensor ResNet::forward(const Tensor& x) {
   const Tensor h = forward_features(x).layer4;  // (N, 512·expansion, h, w)
+  if (!fc) return h;
   return fc->forward(avgpool->forward(h).flatten(1));
 }
 

@@ -19,6 +19,16 @@ enum class ResNetStem : uint8_t {
   cifar,
 };
 
+/// What follows layer4.
+enum class ResNetTop : uint8_t {
+  /// torchvision's classifier: adaptive average pool to 1x1, then fc.
+  classifier,
+  /// Nothing: the network ends at layer4 and forward() returns its feature map.
+  /// A backbone for dense prediction, as torchvision's segmentation models cut
+  /// ResNet with IntermediateLayerGetter: no avgpool, no fc.* in the state_dict.
+  none,
+};
+
 /// torchvision.models.ResNet's keyword arguments, plus the input channels and the stem.
 struct ResNetOptions {
   int64_t num_classes = 1000;
@@ -31,6 +41,7 @@ struct ResNetOptions {
   /// torchvision. {false, true, true} gives output stride 8, {false, false, true} 16.
   std::array<bool, 3> replace_stride_with_dilation = {false, false, false};
   ResNetStem stem = ResNetStem::imagenet;
+  ResNetTop top = ResNetTop::classifier;
 };
 
 /// The intermediate feature maps of a ResNet, for detection and segmentation heads.
@@ -53,7 +64,9 @@ class ResNet : public nn::Module {
   /// layers: blocks per stage, e.g. {2, 2, 2, 2} for ResNet-18, {3, 4, 6, 3} for ResNet-50.
   ResNet(BlockKind block, std::array<int64_t, 4> layers, ResNetOptions opts = {});
 
-  Tensor forward(const Tensor& x) override;  // (N, in_channels, H, W) -> (N, num_classes)
+  /// (N, in_channels, H, W) -> (N, num_classes), or layer4's (N, 512·expansion,
+  /// H/s, W/s) with ResNetTop::none.
+  Tensor forward(const Tensor& x) override;
   /// The stem and layer1..layer4 outputs (no pooling, no fc).
   ResNetFeatures forward_features(const Tensor& x);
   std::string type_name() const override { return "ResNet"; }
@@ -71,8 +84,8 @@ class ResNet : public nn::Module {
   std::shared_ptr<nn::ReLU> relu;
   std::shared_ptr<nn::MaxPool2d> maxpool;  // null with the CIFAR stem
   std::shared_ptr<nn::Sequential> layer1, layer2, layer3, layer4;
-  std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
-  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;  // null with ResNetTop::none
+  std::shared_ptr<nn::Linear> fc;                  // null with ResNetTop::none
 };
 
 /// ResNet-18: BasicBlock {2, 2, 2, 2}, 11,689,512 parameters at 1000 classes.

@@ -3,6 +3,7 @@
 // JSON lines they print.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "apps/tcv-bench/bench.h"
@@ -62,6 +63,29 @@ TEST(BenchCli, TrainJsonHasPositiveFields) {
     EXPECT_GT(json_double(j, key), 0.0) << key;
   }
   EXPECT_NEAR(json_double(j, "images_per_sec") * json_double(j, "ms_per_step"), 4000.0, 1e-6);
+}
+
+TEST(BenchCli, SsdStepUsesTheMultiBoxLoss) {
+  // One step of SSD300 on one image with synthetic boxes (its smallest sensible input).
+  auto o = parse_train_args({"--model", "ssd300", "--batch", "1", "--image-size", "300",
+                             "--classes", "3", "--steps", "1", "--warmup", "0", "--json"});
+  const TrainBenchResult r = run_train_bench(o);
+  const Json j = json_parse(train_result_json(o, r).dump());
+  EXPECT_EQ(j.at("loss").get<std::string>(), "multibox");
+  EXPECT_EQ(j.at("parameters").get<int64_t>(),
+            26285486 - 18 * (9 * (512 * 4 + 1024 * 6 + 512 * 6 + 256 * 6 + 256 * 4 + 256 * 4) +
+                             (4 + 6 + 6 + 6 + 4 + 4)));
+  EXPECT_GT(j.at("images_per_sec").get<double>(), 0.0);
+  EXPECT_TRUE(std::isfinite(r.final_loss));
+  EXPECT_GT(r.final_loss, 0.0);
+  // The synthetic boxes lie inside the image with labels among the object classes.
+  for (const auto& t : synthetic_boxes(4, 300, 3, kCPU)) {
+    for (float v : t.boxes.to_vector<float>()) {
+      EXPECT_GE(v, 0.0f);
+      EXPECT_LE(v, 300.0f);
+    }
+    for (int64_t l : t.labels.to_vector<int64_t>()) EXPECT_TRUE(l == 1 || l == 2) << l;
+  }
 }
 
 TEST(BenchCli, ProfileListsTheKernelsOfAStep) {

@@ -4,7 +4,9 @@
 // 10, 1000; nll_loss likewise; mse, smooth_l1 (several beta, 0 included) and
 // bce_with_logits (with and without a broadcast pos_weight) with broadcast
 // targets and gradients for input, target and pos_weight; f32 and f64; empty
-// batches; out-of-range targets throw a clear error on the device path.
+// batches; out-of-range targets throw a clear error on the device path;
+// segmentation-shaped cross-entropy (21 classes, ignore 255) and OHEM
+// cross-entropy in both selection regimes.
 #include <gtest/gtest.h>
 
 #include "engine/ops.h"
@@ -128,6 +130,54 @@ TEST(CudaLoss, CrossEntropyOutOfRangeTargetThrows) {
   // ignore_index is not out of range.
   const Tensor t = from_vector<int64_t>({0, -100, 2}, {3}).to(gpu);
   EXPECT_NO_THROW(ops::cross_entropy(x, t));
+}
+
+TEST(CudaLoss, CrossEntropySegmentationShapes) {
+  // (N, 21, H, W) logits with 255-ignored pixels, as a segmentation loss sees them.
+  TCV_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::f64})
+    for (bool weighted : {false, true}) {
+      const Tensor x = input({2, 21, 33, 47}, 40, dt);
+      const Tensor t = targets({2, 33, 47}, 21, 41, true, 255);
+      TVec ins = {x, t};
+      if (weighted) ins.push_back(input({21}, 42, dt, false, 0.2, 2.0));
+      expect_cuda_matches_cpu(
+          std::string("cross_entropy seg ") + dtype_name(dt) + (weighted ? " weighted" : ""),
+          [weighted](const TVec& v) {
+            return ops::cross_entropy(v[0], v[1], Reduction::mean, 255, 0.0,
+                                      weighted ? v[2] : Tensor());
+          },
+          ins, tol_for(dt));
+    }
+}
+
+TEST(CudaLoss, OhemCrossEntropy) {
+  // Both selection regimes (the thresh rule; the min_kept-th probability), class
+  // weights, mean and sum: the same pixels kept on both devices, so the same
+  // loss and gradients.
+  TCV_REQUIRE_CUDA();
+  for (DType dt : {DType::f32, DType::f64})
+    for (const auto& [thresh, min_kept] :
+         {std::pair{0.7, int64_t(300)}, std::pair{0.02, int64_t(2000)}})
+      for (bool weighted : {false, true})
+        for (Reduction red : {Reduction::mean, Reduction::sum}) {
+          const Tensor x = input({2, 21, 33, 47}, 43, dt);
+          const Tensor t = targets({2, 33, 47}, 21, 44, true, 255);
+          const Tensor w = input({21}, 45, dt, false, 0.2, 2.0);
+          const std::string tag = std::string(dtype_name(dt)) + " thresh " +
+                                  std::to_string(thresh) + (weighted ? " weighted " : " ") +
+                                  red_name(red);
+          expect_cuda_matches_cpu(
+              "ohem_cross_entropy " + tag,
+              [&, thresh = thresh, min_kept = min_kept](const TVec& v) {
+                return ops::ohem_cross_entropy(v[0], v[1],
+                                               {.thresh = thresh,
+                                                .min_kept = min_kept,
+                                                .weight = weighted ? v[2] : Tensor(),
+                                                .reduction = red});
+              },
+              {x, t, w}, tol_for(dt));
+        }
 }
 
 TEST(CudaLoss, NllLoss) {

@@ -1,5 +1,6 @@
-// conv2d: known values, f64 gradient checks against central differences, and the
-// oneDNN f32 path against the f64 reference loops, forward and every gradient.
+// conv2d: known values, f64 gradient checks against central differences, the
+// f64 im2col + GEMM path against the direct reference loops, and the oneDNN f32
+// path against f64, forward and every gradient.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,6 +104,93 @@ kernels::Conv2dGeom geom_of(const Case& c) {
   g.groups = c.p.groups;
   g.has_bias = c.bias;
   return g;
+}
+
+// The f64 path (im2col + dgemm) against the direct loops on every case, forward,
+// dx, dweight and dbias: both sum the same products in f64, so they agree within
+// γₙ·Σ|a||b| in f64 (n < 100 terms here: 1e-14 of the sums, far below 1e-12).
+TEST(Conv2d, F64GemmMatchesDirectLoops) {
+  uint64_t seed = 200;
+  for (Case c : cases()) {
+    SCOPED_TRACE(c.name);
+    const kernels::Conv2dGeom g = geom_of(c);
+    Tensor x = rand_f64(c.x, ++seed, -1, 1, false), w = rand_f64(c.w, ++seed, -1, 1, false);
+    Tensor b = rand_f64({c.w[0]}, ++seed, -1, 1, false);
+    Tensor dy = rand_f64({g.n, g.k, g.oh, g.ow}, ++seed, -1, 1, false);
+    const kernels::KTensor bk = b.k();
+    Tensor y = empty(dy.shape(), {.dtype = DType::f64}), y_ref = empty_like(y);
+    kernels::cpu::conv2d_forward(g, x.k(), w.k(), &bk, y.k());
+    kernels::cpu::conv2d_forward_ref(g, x.k(), w.k(), &bk, y_ref.k());
+    expect_close(y, y_ref, 1e-12, 1e-12, "y");
+    Tensor dx = empty_like(x), dw = empty_like(w), db = empty_like(b);
+    Tensor dx_ref = empty_like(x), dw_ref = empty_like(w), db_ref = empty_like(b);
+    const kernels::KTensor dxk = dx.k(), dwk = dw.k(), dbk = db.k();
+    const kernels::KTensor dxr = dx_ref.k(), dwr = dw_ref.k(), dbr = db_ref.k();
+    kernels::cpu::conv2d_backward(g, x.k(), w.k(), dy.k(), &dxk, &dwk, c.bias ? &dbk : nullptr);
+    kernels::cpu::conv2d_backward_ref(g, x.k(), w.k(), dy.k(), &dxr, &dwr, c.bias ? &dbr : nullptr);
+    expect_close(dx, dx_ref, 1e-12, 1e-12, "dx");
+    expect_close(dw, dw_ref, 1e-12, 1e-12, "dweight");
+    if (c.bias) expect_close(db, db_ref, 1e-12, 1e-12, "dbias");
+  }
+}
+
+// Kernel taps that read only padding are cut off before the kernels run (a
+// dilation-36 3x3 on a 32x32 map is a 1x1): the output and every gradient equal
+// the full kernel's from the direct loops, and the cut taps' gradient is zero.
+TEST(Conv2d, TapsReadingOnlyPaddingAreSkipped) {
+  struct DeadCase {
+    const char* name;
+    Shape x;
+    ops::Conv2dParams p;
+  };
+  const DeadCase cases[] = {
+      {"center only", {2, 3, 5, 6}, {.padding = {6, 6}, .dilation = {6, 6}}},
+      {"rows only", {2, 3, 4, 20}, {.padding = {5, 5}, .dilation = {5, 5}}},
+      {"strided", {1, 2, 7, 7}, {.stride = {2, 2}, .padding = {8, 8}, .dilation = {8, 8}}},
+      {"5x5 keeps 3x3", {1, 2, 6, 6}, {.padding = {8, 8}, .dilation = {4, 4}}},
+  };
+  uint64_t seed = 300;
+  for (const DeadCase& dc : cases) {
+    SCOPED_TRACE(dc.name);
+    const int64_t r = std::string(dc.name) == "5x5 keeps 3x3" ? 5 : 3;
+    const Case c{dc.name, dc.x, {4, dc.x[1], r, r}, true, dc.p};
+    const kernels::Conv2dGeom g = geom_of(c);
+    for (DType dt : {DType::f64, DType::f32}) {
+      Tensor x = rand_f64(c.x, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
+      Tensor w = rand_f64(c.w, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
+      Tensor b = rand_f64({4}, ++seed, -1, 1, false).to(dt).set_requires_grad(true);
+      Tensor y = ops::conv2d(x, w, b, c.p);
+      ASSERT_EQ(y.shape(), (Shape{g.n, g.k, g.oh, g.ow}));
+      Tensor dy = rand_f64(y.shape(), ++seed, -1, 1, false);
+      y.backward(dy.to(dt));
+      // The full kernel through the direct loops, in f64.
+      Tensor x64 = x.detach().to(DType::f64), w64 = w.detach().to(DType::f64);
+      Tensor b64 = b.detach().to(DType::f64);
+      Tensor y_ref = empty(y.shape(), {.dtype = DType::f64});
+      const kernels::KTensor bk = b64.k();
+      kernels::cpu::conv2d_forward_ref(g, x64.k(), w64.k(), &bk, y_ref.k());
+      Tensor dx = empty_like(x64), dw = empty_like(w64), db = empty_like(b64);
+      const kernels::KTensor dxk = dx.k(), dwk = dw.k(), dbk = db.k();
+      kernels::cpu::conv2d_backward_ref(g, x64.k(), w64.k(), dy.k(), &dxk, &dwk, &dbk);
+      // Inputs in [-1, 1]: every sum has at most n = 160 terms (dweight's N·OH·OW)
+      // of magnitude <= 1, so its f32 error is within γₙ·n.
+      const double tol = dt == DType::f64 ? 1e-12 : testing::gamma_n(160, DType::f32) * 160;
+      expect_close(y, y_ref, tol, 0, "y");
+      expect_close(x.grad(), dx, tol, 0, "dx");
+      expect_close(w.grad(), dw, tol, 0, "dweight");
+      expect_close(b.grad(), db, tol, 0, "dbias");
+    }
+  }
+  // The centre-only case: every off-centre tap's gradient is exactly zero.
+  Tensor w = rand_f64({4, 3, 3, 3}, 400).set_requires_grad(true);
+  ops::sum(ops::conv2d(rand_f64({2, 3, 5, 6}, 401), w, Tensor(),
+                       {.padding = {6, 6}, .dilation = {6, 6}}))
+      .backward();
+  const std::vector<double> gw = w.grad().to_vector<double>();
+  for (size_t i = 0; i < gw.size(); ++i)
+    if (i % 9 != 4) {
+      EXPECT_EQ(gw[i], 0.0) << i;
+    }
 }
 
 // How much more error oneDNN's forward, backward-data and backward-weights

@@ -298,5 +298,188 @@ TEST(PointwiseLosses, Gradients) {
   expect_close(x.grad(), lit({-0.5, 0.5, 0.25}, {3}), 1e-12, 0);
 }
 
+// ---- OHEM cross-entropy (TorchCV's FSOhemCELoss) ----
+
+// logits[i] = 3 sin(0.7 (i + 1)) over (2, 5, 3, 4); target (n + 3y + 5x) mod 5,
+// 255 where (n + y + 2x) mod 7 == 0 (5 of 24 pixels ignored).
+Tensor ohem_logits(DType dt = DType::f64) {
+  std::vector<double> v;
+  for (int i = 0; i < 2 * 5 * 3 * 4; ++i) v.push_back(3.0 * std::sin(0.7 * (i + 1)));
+  return lit(v, {2, 5, 3, 4}, dt);
+}
+Tensor ohem_target() {
+  std::vector<int64_t> v;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t y = 0; y < 3; ++y)
+      for (int64_t x = 0; x < 4; ++x)
+        v.push_back((n + y + 2 * x) % 7 == 0 ? 255 : (n + 3 * y + 5 * x) % 5);
+  return idx(v, {2, 3, 4});
+}
+
+// TorchCV's selection written out: sort the valid pixels' target probabilities,
+// threshold = max(p_sorted[min(min_kept, count - 1)], thresh), keep p < threshold,
+// mean (or sum) of w[t]·(−log p) over the kept pixels.
+double ohem_reference(const Tensor& logits, const Tensor& target, double thresh, int64_t min_kept,
+                      const std::vector<double>& w, bool mean) {
+  const int64_t n = logits.size(0), c = logits.size(1), s = logits.numel() / (n * c);
+  const std::vector<double> x = logits.to_vector<double>();
+  const std::vector<int64_t> t = target.to_vector<int64_t>();
+  std::vector<std::pair<double, double>> valid;  // (p, w·nll)
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t j = 0; j < s; ++j) {
+      const int64_t tt = t[static_cast<size_t>(b * s + j)];
+      if (tt == 255) continue;
+      double mx = -INFINITY, se = 0;
+      for (int64_t k = 0; k < c; ++k)
+        mx = std::max(mx, x[static_cast<size_t>((b * c + k) * s + j)]);
+      for (int64_t k = 0; k < c; ++k)
+        se += std::exp(x[static_cast<size_t>((b * c + k) * s + j)] - mx);
+      const double nll = mx + std::log(se) - x[static_cast<size_t>((b * c + tt) * s + j)];
+      valid.emplace_back(std::exp(-nll), (w.empty() ? 1.0 : w[static_cast<size_t>(tt)]) * nll);
+    }
+  if (valid.empty()) return 0.0;
+  std::vector<double> sorted;
+  for (const auto& v : valid) sorted.push_back(v.first);
+  std::sort(sorted.begin(), sorted.end());
+  const double threshold = std::max(sorted[static_cast<size_t>(std::min<int64_t>(
+                                        min_kept, static_cast<int64_t>(sorted.size()) - 1))],
+                                    thresh);
+  double total = 0;
+  int64_t kept = 0;
+  for (const auto& v : valid)
+    if (v.first < threshold) total += v.second, ++kept;
+  return kept == 0 ? 0.0 : (mean ? total / static_cast<double>(kept) : total);
+}
+
+TEST(OhemCrossEntropy, MatchesTorchCvLossAndGradients) {
+  // Loss, the first 8 gradient entries and Σ|grad| from TorchCV's FSOhemCELoss
+  // run on PyTorch 1.13 in f64 with these logits and targets.
+  struct Case {
+    const char* name;
+    double thresh;
+    int64_t min_kept;
+    bool weighted;
+    double loss;
+    std::vector<double> grad8;
+    double grad_l1;
+  };
+  const std::vector<double> w = {1.0, 2.0, 0.5, 1.5, 0.8};
+  const Case cases[] = {
+      {"thresh dominates",
+       0.6,
+       3,
+       false,
+       3.3679520456,
+       {0, -0.0271830602, -0.0262565860, -0.0414254711, 0.0008905005, 0.0002584653, 0.0001489313,
+        0},
+       1.6512925557},
+      {"min_kept dominates",
+       0.05,
+       10,
+       false,
+       5.3279409187,
+       {0, 0, 0, 0, 0.0016919509, 0.0004910841, 0.0002829694, 0},
+       1.9882502812},
+      {"class weights",
+       0.3,
+       12,
+       true,
+       5.5086538778,
+       {0, 0, 0, -0.0605449193, 0.0019522511, 0.0005666355, 0.0003265032, 0},
+       2.3273790695},
+      {"min_kept above the count",
+       0.99,
+       100,
+       true,
+       3.9667065454,
+       {0, -0.0258239072, -0.0249437567, -0.0393541975, 0.0012689632, 0.0003683131, 0.0002122271,
+        0},
+       2.0561921423},
+  };
+  for (const Case& c : cases) {
+    Tensor x = ohem_logits();
+    x.set_requires_grad(true);
+    const Tensor l = ops::ohem_cross_entropy(x, ohem_target(),
+                                             {.thresh = c.thresh,
+                                              .min_kept = c.min_kept,
+                                              .weight = c.weighted ? lit(w, {5}) : Tensor()});
+    EXPECT_NEAR(l.item(), c.loss, 1e-9) << c.name;
+    EXPECT_NEAR(l.item(),
+                ohem_reference(ohem_logits(), ohem_target(), c.thresh, c.min_kept,
+                               c.weighted ? w : std::vector<double>{}, true),
+                1e-12)
+        << c.name;
+    l.backward();
+    const std::vector<double> g = x.grad().to_vector<double>();
+    for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(g[i], c.grad8[i], 1e-9) << c.name << " " << i;
+    EXPECT_NEAR(ops::sum(ops::abs(x.grad())).item(), c.grad_l1, 1e-9) << c.name;
+  }
+}
+
+TEST(OhemCrossEntropy, SumNoValidPixelsAndF32) {
+  const Tensor x = ohem_logits();
+  EXPECT_NEAR(ops::ohem_cross_entropy(x, ohem_target(),
+                                      {.thresh = 0.6, .min_kept = 3, .reduction = Reduction::sum})
+                  .item(),
+              ohem_reference(x, ohem_target(), 0.6, 3, {}, false), 1e-12);
+  // Every pixel ignored: 0, as TorchCV (and a zero gradient).
+  Tensor xg = ohem_logits();
+  xg.set_requires_grad(true);
+  const Tensor none = ops::ohem_cross_entropy(xg, full({2, 3, 4}, 255, {.dtype = DType::i64}));
+  EXPECT_EQ(none.item(), 0.0);
+  none.backward();
+  EXPECT_EQ(ops::sum(ops::abs(xg.grad())).item(), 0.0);
+  // min_kept 0: only the thresh rule.
+  EXPECT_NEAR(ops::ohem_cross_entropy(x, ohem_target(), {.thresh = 0.2, .min_kept = 0}).item(),
+              ohem_reference(x, ohem_target(), 0.2, 0, {}, true), 1e-12);
+  // f32 logits: the same selection, values within f32 rounding of the softmax.
+  EXPECT_NEAR(ops::ohem_cross_entropy(ohem_logits(DType::f32), ohem_target(),
+                                      {.thresh = 0.6, .min_kept = 3})
+                  .item(),
+              3.3679520456, 1e-5);
+}
+
+TEST(OhemCrossEntropy, LargeSpatialInputMatchesReference) {
+  // 2 x 19 x 37 x 29 with random logits and 10% ignored pixels, in both regimes.
+  Generator g(41);
+  const Tensor x = ops::mul(randn({2, 19, 37, 29}, {.dtype = DType::f64}, &g), 2.0);
+  Tensor t = randint(0, 19, {2, 37, 29}, {.dtype = DType::i64}, &g);
+  t = ops::masked_fill(t, ops::lt(rand({2, 37, 29}, {.dtype = DType::f64}, &g), 0.1), 255);
+  for (const auto& [thresh, min_kept] : {std::pair{0.7, 500L}, std::pair{0.05, 1500L}}) {
+    EXPECT_NEAR(ops::ohem_cross_entropy(x, t, {.thresh = thresh, .min_kept = min_kept}).item(),
+                ohem_reference(x, t, thresh, min_kept, {}, true), 1e-10)
+        << thresh << " " << min_kept;
+  }
+}
+
+TEST(OhemCrossEntropy, Gradients) {
+  // Away from a tie at the threshold the selection is locally constant.
+  for (const auto& [thresh, min_kept] : {std::pair{0.6, 3L}, std::pair{0.05, 10L}}) {
+    check_gradients("ohem_cross_entropy",
+                    [thresh, min_kept](const std::vector<Tensor>& in) {
+                      return ops::ohem_cross_entropy(
+                          in[0], ohem_target(),
+                          {.thresh = thresh,
+                           .min_kept = min_kept,
+                           .weight = lit({1.0, 2.0, 0.5, 1.5, 0.8}, {5})});
+                    },
+                    {ohem_logits().set_requires_grad(true)});
+  }
+}
+
+TEST(OhemCrossEntropy, Errors) {
+  const std::string bad_target = testing::error_of([] {
+    Tensor t = ohem_target();
+    t = ops::masked_fill(t, ops::eq(t, 4.0), 7);
+    ops::ohem_cross_entropy(ohem_logits(), t);
+  });
+  EXPECT_NE(bad_target.find("out of bounds"), std::string::npos) << bad_target;
+  EXPECT_THROW(ops::ohem_cross_entropy(ohem_logits(), ohem_target(), {.min_kept = -1}), Error);
+  EXPECT_THROW(
+      ops::ohem_cross_entropy(ohem_logits(), ohem_target(), {.reduction = Reduction::none}), Error);
+  EXPECT_THROW(ops::ohem_cross_entropy(ohem_logits(), ohem_target(), {.weight = lit({1.0}, {1})}),
+               Error);
+}
+
 }  // namespace
 }  // namespace tcv

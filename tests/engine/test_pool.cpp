@@ -191,6 +191,27 @@ TEST(Pool, OneDnnF32MatchesReference) {
   }
 }
 
+TEST(Pool, RowMajorInputWithBlockedGradient) {
+  // A row-major input (here read once as such, as l2_normalize does to a
+  // convolution's output) pooled and fed to a convolution whose backward hands
+  // the pool a gradient in oneDNN's blocked layout: the pool must convert it.
+  // Max pooling routes each dy to one element, so dx equals the f64 result up to
+  // the convolution's own rounding; compared against pooling a fresh copy.
+  Tensor x = rand_f64({2, 32, 8, 8}, 31, -1, 1, false).to(DType::f32);
+  Tensor w = rand_f64({32, 32, 3, 3}, 32, -0.2, 0.2, false).to(DType::f32);
+  const ops::Pool2dParams p{.kernel = {2, 2}, .stride = {2, 2}};
+  auto run = [&](bool touch) {
+    Tensor xi = x.clone();
+    xi.set_requires_grad(true);
+    Tensor h = ops::relu(ops::conv2d(xi, w, Tensor(), {.padding = {1, 1}}));
+    if (touch) (void)h.k();  // converts h's storage to row-major before the pool
+    Tensor y = ops::conv2d(ops::max_pool2d(h, p), w, Tensor(), {.padding = {1, 1}});
+    ops::sum(ops::square(y)).backward();
+    return xi.grad();
+  };
+  expect_close(run(true), run(false), 1e-5, 1e-4, "dx");
+}
+
 TEST(Pool, NonContiguousInput) {
   Tensor base = rand_f64({2, 6, 6, 3}, 9, -1, 1, false).to(DType::f32);
   Tensor x = base.permute({0, 3, 1, 2});

@@ -58,8 +58,8 @@ struct CheckpointTest : ::testing::Test {
     state.lr = 0.05;
     state.rng_seed = 18446744073709551615ull;  // u64 values beyond i64 survive
     state.rng_offset = 12345678901234567890ull;
-    state.best_top1 = 81.25;
-    state.last_top1 = 80.5;
+    state.best_score = 81.25;  // best_metric "top1": read back as best_top1 too
+    state.last_score = 80.5;
     state.elapsed_s = 12.5;
     state.nonfinite_skipped = 2;
   }

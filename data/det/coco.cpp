@@ -1,0 +1,224 @@
+#include "data/det/coco.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <unordered_map>
+
+#include "data/idx.h"
+
+namespace tcv::data {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const json& member(const json& obj, const char* key, const std::string& name,
+                   const std::string& where) {
+  const auto it = obj.find(key);
+  TCV_CHECK(it != obj.end(), name, ": ", where, " has no \"", key, "\"");
+  return *it;
+}
+
+int64_t int_member(const json& obj, const char* key, const std::string& name,
+                   const std::string& where) {
+  const json& v = member(obj, key, name, where);
+  TCV_CHECK(v.is_number_integer(), name, ": ", where, " \"", key, "\" must be an integer, got ",
+            v.dump());
+  return v.get<int64_t>();
+}
+
+double number_member(const json& v, const std::string& name, const std::string& where,
+                     const char* key) {
+  TCV_CHECK(v.is_number() && std::isfinite(v.get<double>()), name, ": ", where, " \"", key,
+            "\" must be a finite number, got ", v.dump());
+  return v.get<double>();
+}
+
+std::string string_member(const json& obj, const char* key, const std::string& name,
+                          const std::string& where) {
+  const json& v = member(obj, key, name, where);
+  TCV_CHECK(v.is_string(), name, ": ", where, " \"", key, "\" must be a string, got ", v.dump());
+  return v.get<std::string>();
+}
+
+const json& array_member(const json& obj, const char* key, const std::string& name) {
+  const json& v = member(obj, key, name, "the file");
+  TCV_CHECK(v.is_array(), name, ": \"", key, "\" must be an array");
+  return v;
+}
+
+}  // namespace
+
+CocoFile parse_coco(const std::string& text, const std::string& name) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", e.what());
+  }
+  TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
+  CocoFile f;
+  std::unordered_map<int64_t, size_t> image_at;
+  const json& images = array_member(doc, "images", name);
+  f.images.reserve(images.size());
+  for (size_t k = 0; k < images.size(); ++k) {
+    const json& j = images[k];
+    const std::string where = "images[" + std::to_string(k) + "]";
+    TCV_CHECK(j.is_object(), name, ": ", where, " is not an object");
+    CocoImage im;
+    im.id = int_member(j, "id", name, where);
+    im.file_name = string_member(j, "file_name", name, where);
+    im.width = int_member(j, "width", name, where);
+    im.height = int_member(j, "height", name, where);
+    TCV_CHECK(im.width > 0 && im.height > 0, name, ": ", where, " (", im.file_name, ") size ",
+              im.width, "x", im.height, " is not positive");
+    TCV_CHECK(image_at.emplace(im.id, k).second, name, ": ", where, " repeats image id ", im.id);
+    f.images.push_back(std::move(im));
+  }
+  std::unordered_map<int64_t, size_t> category_at;
+  const json& cats = array_member(doc, "categories", name);
+  for (size_t k = 0; k < cats.size(); ++k) {
+    const json& j = cats[k];
+    const std::string where = "categories[" + std::to_string(k) + "]";
+    TCV_CHECK(j.is_object(), name, ": ", where, " is not an object");
+    CocoCategory c;
+    c.id = int_member(j, "id", name, where);
+    c.name = string_member(j, "name", name, where);
+    if (j.contains("supercategory") && j["supercategory"].is_string())
+      c.supercategory = j["supercategory"].get<std::string>();
+    TCV_CHECK(category_at.emplace(c.id, k).second, name, ": ", where, " repeats category id ",
+              c.id);
+    f.categories.push_back(std::move(c));
+  }
+  if (!doc.contains("annotations")) return f;
+  const json& anns = array_member(doc, "annotations", name);
+  f.annotations.reserve(anns.size());
+  for (size_t k = 0; k < anns.size(); ++k) {
+    const json& j = anns[k];
+    std::string where = "annotations[" + std::to_string(k) + "]";
+    TCV_CHECK(j.is_object(), name, ": ", where, " is not an object");
+    CocoObject o;
+    o.id = int_member(j, "id", name, where);
+    where += " (id " + std::to_string(o.id) + ")";
+    o.image_id = int_member(j, "image_id", name, where);
+    o.category_id = int_member(j, "category_id", name, where);
+    TCV_CHECK(image_at.count(o.image_id), name, ": ", where, " refers to image id ", o.image_id,
+              ", which \"images\" does not list");
+    TCV_CHECK(category_at.count(o.category_id), name, ": ", where, " has category_id ",
+              o.category_id, ", which \"categories\" does not list");
+    const json& bb = member(j, "bbox", name, where);
+    TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", where,
+              " \"bbox\" must be [x, y, w, h], got ", bb.dump());
+    for (size_t c = 0; c < 4; ++c) o.bbox[c] = number_member(bb[c], name, where, "bbox");
+    TCV_CHECK(o.bbox[2] >= 0 && o.bbox[3] >= 0, name, ": ", where, " \"bbox\" ", bb.dump(),
+              " has a negative width or height");
+    o.area =
+        j.contains("area") ? number_member(j["area"], name, where, "area") : o.bbox[2] * o.bbox[3];
+    if (j.contains("iscrowd")) {
+      const int64_t c = int_member(j, "iscrowd", name, where);
+      TCV_CHECK(c == 0 || c == 1, name, ": ", where, " \"iscrowd\" is ", c, ", expected 0 or 1");
+      o.iscrowd = c == 1;
+    }
+    f.annotations.push_back(std::move(o));
+  }
+  return f;
+}
+
+std::string format_coco(const CocoFile& f) {
+  json doc = json::object();
+  json images = json::array();
+  for (const CocoImage& im : f.images)
+    images.push_back(
+        {{"id", im.id}, {"file_name", im.file_name}, {"width", im.width}, {"height", im.height}});
+  std::unordered_map<int64_t, const CocoImage*> image_of;
+  for (const CocoImage& im : f.images) image_of[im.id] = &im;
+  json anns = json::array();
+  for (const CocoObject& o : f.annotations) {
+    json a = {{"id", o.id},
+              {"image_id", o.image_id},
+              {"category_id", o.category_id},
+              {"bbox", {o.bbox[0], o.bbox[1], o.bbox[2], o.bbox[3]}},
+              {"area", o.area},
+              {"iscrowd", o.iscrowd ? 1 : 0}};
+    if (!o.rle_counts.empty()) {
+      const auto it = image_of.find(o.image_id);
+      TCV_CHECK(it != image_of.end(), "[format_coco] annotation ", o.id, " of unknown image ",
+                o.image_id);
+      a["segmentation"] = {{"counts", o.rle_counts},
+                           {"size", {it->second->height, it->second->width}}};
+    }
+    anns.push_back(std::move(a));
+  }
+  json cats = json::array();
+  for (const CocoCategory& c : f.categories)
+    cats.push_back({{"id", c.id}, {"name", c.name}, {"supercategory", c.supercategory}});
+  doc["images"] = std::move(images);
+  doc["annotations"] = std::move(anns);
+  doc["categories"] = std::move(cats);
+  return doc.dump();
+}
+
+DetDataset read_coco(const CocoOptions& opts) {
+  const std::string& file = opts.annotation_file;
+  const CocoFile f = parse_coco(read_maybe_gzip(file), file);
+  TCV_CHECK(!f.categories.empty(), file, ": no categories");
+  std::vector<const CocoCategory*> cats;
+  for (const CocoCategory& c : f.categories) cats.push_back(&c);
+  std::sort(cats.begin(), cats.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  std::unordered_map<int64_t, int64_t> label_of;
+  std::vector<std::string> names;
+  std::vector<int64_t> ids;
+  for (size_t k = 0; k < cats.size(); ++k) {
+    label_of[cats[k]->id] = static_cast<int64_t>(k) + 1;
+    names.push_back(cats[k]->name);
+    ids.push_back(cats[k]->id);
+  }
+  std::unordered_map<int64_t, std::vector<const CocoObject*>> objects_of;
+  for (const CocoObject& o : f.annotations) objects_of[o.image_id].push_back(&o);
+
+  std::vector<DetRecord> records;
+  int64_t skipped = 0;
+  std::string first_skipped;
+  for (const CocoImage& im : f.images) {
+    DetRecord r;
+    r.image_path = (fs::path(opts.image_dir) / im.file_name).string();
+    r.image_id = im.id;
+    r.height = im.height;
+    r.width = im.width;
+    r.source = file + " (image id " + std::to_string(im.id) + ", " + im.file_name + ")";
+    bool usable = false;
+    try {
+      TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+                r.source, ")");
+      const auto it = objects_of.find(im.id);
+      if (it != objects_of.end())
+        for (const CocoObject* o : it->second) {
+          const auto [x, y, w, h] = o->bbox;
+          // COCO's boxes come from polygons and may overshoot the border by rounding.
+          TCV_CHECK(x >= -1 && y >= -1 && x + w <= static_cast<double>(im.width) + 1 &&
+                        y + h <= static_cast<double>(im.height) + 1,
+                    file, ": annotation id ", o->id, " of image id ", im.id, " (", im.file_name,
+                    ") has bbox [", x, ", ", y, ", ", w, ", ", h,
+                    "], more than one pixel outside the ", im.width, "x", im.height, " image");
+          r.target.add({x, y, x + w, y + h}, label_of.at(o->category_id), false, o->iscrowd,
+                       o->area);
+          usable = usable || (!o->iscrowd && w > 0 && h > 0);
+        }
+    } catch (const Error& e) {
+      if (opts.on_corrupt == OnCorrupt::error) throw;
+      if (skipped++ == 0) first_skipped = e.what();
+      continue;
+    }
+    if (!usable && opts.empty_images == EmptyImages::skip) continue;
+    records.push_back(std::move(r));
+  }
+  return DetDataset(std::move(records), std::move(names), std::move(ids), opts.on_corrupt, file,
+                    skipped, first_skipped);
+}
+
+}  // namespace tcv::data

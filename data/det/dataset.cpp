@@ -1,0 +1,104 @@
+#include "data/det/dataset.h"
+
+#include "data/image.h"
+
+namespace tcv::data {
+
+void DetTarget::add(const Box& box, int64_t label, bool is_difficult, bool is_crowd,
+                    double object_area) {
+  boxes.push_back(box);
+  labels.push_back(label);
+  difficult.push_back(is_difficult ? 1 : 0);
+  iscrowd.push_back(is_crowd ? 1 : 0);
+  area.push_back(object_area >= 0 ? object_area : (box[2] - box[0]) * (box[3] - box[1]));
+}
+
+void DetTarget::filter(const std::vector<uint8_t>& keep) {
+  TCV_CHECK(keep.size() == boxes.size(), "[DetTarget::filter] ", keep.size(), " flags for ",
+            boxes.size(), " objects");
+  size_t o = 0;
+  for (size_t i = 0; i < keep.size(); ++i) {
+    if (!keep[i]) continue;
+    boxes[o] = boxes[i];
+    labels[o] = labels[i];
+    difficult[o] = difficult[i];
+    iscrowd[o] = iscrowd[i];
+    area[o] = area[i];
+    ++o;
+  }
+  boxes.resize(o);
+  labels.resize(o);
+  difficult.resize(o);
+  iscrowd.resize(o);
+  area.resize(o);
+}
+
+DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
+                       std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
+                       int64_t skipped_at_load, std::string first_skipped)
+    : records_(std::move(records)),
+      class_names_(std::move(class_names)),
+      label_ids_(std::move(label_ids)),
+      on_corrupt_(on_corrupt),
+      name_(std::move(name)),
+      skipped_(skipped_at_load),
+      first_skipped_(std::move(first_skipped)) {
+  TCV_CHECK(!class_names_.empty(), name_, ": no object classes");
+  TCV_CHECK(label_ids_.empty() || label_ids_.size() == class_names_.size(), name_, ": ",
+            label_ids_.size(), " label ids for ", class_names_.size(), " classes");
+  const auto K = static_cast<int64_t>(class_names_.size());
+  for (const DetRecord& r : records_) {
+    const DetTarget& t = r.target;
+    const size_t n = t.boxes.size();
+    TCV_CHECK(t.labels.size() == n && t.difficult.size() == n && t.iscrowd.size() == n &&
+                  t.area.size() == n,
+              r.source, ": the target's boxes, labels and flags differ in length");
+    for (int64_t l : t.labels)
+      TCV_CHECK(l >= 1 && l <= K, r.source, ": label ", l, " outside [1, ", K, "]");
+  }
+}
+
+DetDataset::DetDataset(DetDataset&& o) noexcept
+    : records_(std::move(o.records_)),
+      class_names_(std::move(o.class_names_)),
+      label_ids_(std::move(o.label_ids_)),
+      on_corrupt_(o.on_corrupt_),
+      name_(std::move(o.name_)),
+      skipped_(o.skipped_.load()),
+      first_skipped_(o.first_skipped()) {}
+
+const DetRecord& DetDataset::record(int64_t i) const {
+  TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
+  return records_[static_cast<size_t>(i)];
+}
+
+DetSample DetDataset::load(int64_t i) const {
+  const DetRecord& r = record(i);
+  DetSample s;
+  s.index = i;
+  s.image_id = r.image_id;
+  s.target = r.target;
+  try {
+    s.image = read_image(r.image_path, ImageMode::rgb);
+    TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
+              ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
+              r.source, " says ", r.width, "x", r.height);
+  } catch (const Error& e) {
+    if (on_corrupt_ == OnCorrupt::error) throw;
+    skipped_.fetch_add(1);
+    std::lock_guard<std::mutex> l(skip_mu_);
+    if (first_skipped_.empty()) first_skipped_ = e.what();
+    s.image = Tensor();
+    return s;
+  }
+  s.orig_height = r.height;
+  s.orig_width = r.width;
+  return s;
+}
+
+std::string DetDataset::first_skipped() const {
+  std::lock_guard<std::mutex> l(skip_mu_);
+  return first_skipped_;
+}
+
+}  // namespace tcv::data

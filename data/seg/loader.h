@@ -1,0 +1,89 @@
+// Batches of segmentation samples, assembled on worker threads like the
+// classification DataLoader: images normalised to f32, label maps widened to
+// i64 (what cross_entropy takes), both padded to the largest of the batch.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/prefetch.h"
+#include "data/seg/dataset.h"
+#include "data/seg/transforms.h"
+
+namespace tcv::data {
+
+/// One batch of B samples, on the CPU:
+///
+///   images  f32 (B, 3, H, W): (pixel / div - mean) / std (LoaderOptions::normalize)
+///   labels  i64 (B, Hl, Wl): classes in [0, num_classes) and 255 (ignored);
+///           undefined when the data set has no ground truth
+///
+/// Training crops give every sample the same size. Where sizes differ (an
+/// evaluation batch of images as read), each image sits at the top left of
+/// the batch tensor with the rest 0 (the mean colour once normalised), each
+/// label map likewise with the rest 255, and sizes / label_sizes say which
+/// part is the sample's own. Label maps are usually the images' size; an
+/// evaluation pipeline may keep them at the original size (EvalLabels::keep).
+/// Label maps are u8 through the transforms and become i64 here.
+struct SegBatch {
+  Tensor images;
+  Tensor labels;
+  std::vector<int64_t> indices;                     ///< data-set positions
+  std::vector<std::array<int64_t, 2>> sizes;        ///< (h, w) of image i in `images`
+  std::vector<std::array<int64_t, 2>> label_sizes;  ///< (h, w) of label map i in `labels`
+  std::vector<std::array<int64_t, 2>> orig_sizes;   ///< (h, w) of image i as read
+
+  int64_t size() const { return static_cast<int64_t>(indices.size()); }
+  /// Whether every image fills the batch tensor (no padding).
+  bool uniform() const;
+};
+
+/// Iterates a SegDataset in batches through a SegTransform, with the sampling,
+/// sharding, worker and pinning behaviour of DataLoader (LoaderOptions).
+/// Sample j of epoch e draws from Rng(seed', e * size + j), so a batch depends
+/// only on (seed, epoch, indices), never on the number of workers. Images the
+/// data set skips (corrupt, with OnCorrupt::skip) are left out of their batch.
+class SegDataLoader {
+ public:
+  SegDataLoader(std::shared_ptr<const SegDataset> dataset, SegTransform transform,
+                LoaderOptions opts);
+  ~SegDataLoader();
+  SegDataLoader(const SegDataLoader&) = delete;
+  SegDataLoader& operator=(const SegDataLoader&) = delete;
+
+  int64_t num_batches() const;
+  /// Starts `epoch`, skipping its first `skip` batches. Stops any epoch in progress.
+  void start_epoch(int64_t epoch, int64_t skip = 0);
+  /// The next batch of the current epoch; false once the epoch is done.
+  bool next(SegBatch& out);
+  /// The samples indices[0..n), transformed with epoch `epoch`'s random streams
+  /// and collated (what a worker does).
+  SegBatch collate(const int64_t* indices, int64_t n, int64_t epoch) const;
+
+  const SegDataset& dataset() const { return *dataset_; }
+  int64_t size() const { return dataset_->size(); }
+  int64_t skipped() const { return dataset_->skipped(); }
+  const LoaderOptions& options() const { return opts_; }
+
+ private:
+  SegBatch make_batch(int64_t b) const;
+
+  std::shared_ptr<const SegDataset> dataset_;
+  SegTransform transform_;
+  LoaderOptions opts_;
+  EpochSampler sampler_;
+  std::vector<int64_t> order_;
+  int64_t epoch_ = 0;
+  OrderedPrefetcher<SegBatch> batches_;  // last: its workers stop before the rest goes
+};
+
+/// Collates transformed samples (images u8 (3, h, w), label maps u8 or
+/// undefined) into a batch as SegDataLoader does; skipped samples (no image)
+/// are left out. Errors name `name`.
+SegBatch collate_seg(std::vector<SegSample>& samples, const Normalize& norm,
+                     const std::string& name);
+
+}  // namespace tcv::data

@@ -1,0 +1,12 @@
+// Data-parallel training, namespace tcv::dist: the env:// variables tcv-run
+// and torchrun set (read_dist_env), rank 0's TcpStore, ProcessGroup (Gloo for
+// CPU tensors, NCCL for CUDA ones), the bucketed Reducer and
+// DistributedDataParallel. Includes the layers.
+#pragma once
+
+#include "dist/ddp.h"
+#include "dist/env.h"
+#include "dist/process_group.h"
+#include "dist/reducer.h"
+#include "dist/store.h"
+#include "tcv/nn.h"

@@ -1,0 +1,348 @@
+// Detection and segmentation end to end on tiny generated scenes: a few
+// iterations of tcv-train (val rows with the task's metrics, `best` by the
+// task's metric, report pictures), a resume that ends bit for bit where an
+// uninterrupted run does, tcv-predict's pictures and JSON, and an evaluation
+// of the same weights by two processes under tcv-run equal to one process's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "apps/process.h"
+#include "data/label_png.h"
+#include "engine/json.h"
+#include "engine/serialize.h"
+#include "support/gradcheck.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+using namespace tcv;
+using namespace tcv::train;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::vector<Json> read_jsonl(const fs::path& p) {
+  std::vector<Json> out;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(json_parse(line));
+  return out;
+}
+
+std::vector<Json> val_rows(const fs::path& run) {
+  std::vector<Json> v;
+  for (auto& j : read_jsonl(run / "metrics.jsonl"))
+    if (j.at("split").get<std::string>() == "val") v.push_back(j);
+  return v;
+}
+
+// Every tensor of two checkpoints holds the same bytes.
+void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
+  const auto wa = load_safetensors(a.string()).tensors;
+  const auto wb = load_safetensors(b.string()).tensors;
+  ASSERT_EQ(wa.size(), wb.size());
+  for (size_t i = 0; i < wa.size(); ++i) {
+    ASSERT_EQ(wa[i].first, wb[i].first);
+    ASSERT_EQ(wa[i].second.shape(), wb[i].second.shape()) << wa[i].first;
+    EXPECT_EQ(std::memcmp(wa[i].second.data_ptr(), wb[i].second.data_ptr(), wa[i].second.nbytes()),
+              0)
+        << wa[i].first;
+  }
+}
+
+TrainSummary run_training(const Config& c, const fs::path& out) {
+  Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
+  return t.run();
+}
+
+// A config of `task` on tiny scenes in `scenes` (made on first use).
+Config tiny(const std::string& toml, const fs::path& scenes, int64_t iters) {
+  Config c = Config::from_string(toml, "tiny.toml");
+  c.set_override("data.data_dir=\"" + scenes.string() + "\"");
+  c.set_override("solver.max_iters=" + std::to_string(iters));
+  return c;
+}
+
+const char* kDet = R"(
+task = "det"
+device = "cpu"
+[data]
+dataset = "scenes"
+num_classes = 11
+workers = 1
+[data.scenes]
+train = 8
+val = 4
+size = 96
+seed = 3
+[data.normalize]
+div_value = 255.0
+mean = [0.485, 0.456, 0.406]
+std = [0.229, 0.224, 0.225]
+[train]
+batch_size = 4
+[val]
+batch_size = 4
+[network]
+model_name = "ssd300_lite"
+[solver]
+display_iter = 1
+test_interval = 1
+[solver.lr]
+base_lr = 0.01
+)";
+
+const char* kSeg = R"(
+task = "seg"
+device = "cpu"
+[data]
+dataset = "scenes"
+num_classes = 11
+workers = 1
+[data.scenes]
+train = 8
+val = 4
+size = 64
+seed = 3
+[data.normalize]
+div_value = 255.0
+mean = [0.485, 0.456, 0.406]
+std = [0.229, 0.224, 0.225]
+[train]
+batch_size = 4
+[train.aug_trans.random_crop]
+crop_size = [64, 64]
+[val]
+batch_size = 3
+[network]
+model_name = "pspnet_resnet18"
+stride = 16
+[solver]
+display_iter = 1
+test_interval = 1
+[solver.lr]
+base_lr = 0.01
+)";
+
+// Runs 2 iterations, resumes to 3 and checks the resumed weights against 3
+// uninterrupted iterations; returns the run directory of the 3 iterations.
+fs::path train_and_resume(const std::string& toml, const fs::path& root) {
+  const fs::path scenes = root / "scenes", a = root / "a", b = root / "b";
+  const TrainSummary s2 = run_training(tiny(toml, scenes, 2), a);
+  EXPECT_EQ(s2.iters, 2);
+  Config r = tiny(toml, scenes, 3);
+  r.set_override("network.resume=\"" + (a / "checkpoints/latest.safetensors").string() + "\"");
+  const TrainSummary s3 = run_training(r, a);
+  EXPECT_EQ(s3.start_iter, 2);
+  EXPECT_EQ(s3.iters, 3);
+  run_training(tiny(toml, scenes, 3), b);
+  expect_bitwise_equal(a / "checkpoints/latest.safetensors", b / "checkpoints/latest.safetensors");
+  // Each iteration logged once, a val row at each.
+  std::vector<int64_t> iters;
+  for (const auto& j : val_rows(a)) iters.push_back(j.at("iter").get<int64_t>());
+  EXPECT_EQ(iters, (std::vector<int64_t>{1, 2, 3}));
+  return a;
+}
+
+// `best` is the first evaluation with the highest `metric`.
+void expect_best_by(const fs::path& run, const std::string& metric) {
+  double best = -1;
+  int64_t best_iter = -1;
+  for (const auto& j : val_rows(run))
+    if (j.at(metric).get<double>() > best) {
+      best = j.at(metric).get<double>();
+      best_iter = j.at("iter").get<int64_t>();
+    }
+  const TrainerState s = load_trainer_state((run / "checkpoints/best").string());
+  EXPECT_EQ(s.best_metric, metric);
+  EXPECT_EQ(s.iter, best_iter);
+  EXPECT_DOUBLE_EQ(s.best_score, best);
+  const TrainerState latest = load_trainer_state((run / "checkpoints/latest").string());
+  EXPECT_DOUBLE_EQ(latest.best_score, best);
+}
+
+// Evaluates the latest weights of `run` with one process and with two under
+// tcv-run (a resume whose max_iters is the checkpoint's iteration only
+// evaluates); returns both val rows.
+std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& root,
+                                       const fs::path& run, int64_t iter) {
+  const std::string resume =
+      "network.resume=\"" + (run / "checkpoints/latest.safetensors").string() + "\"";
+  Config one = tiny(toml, root / "scenes", iter);
+  one.set_override(resume);
+  run_training(one, root / "eval1");
+  Json two;
+#if defined(TCV_RUN) && defined(TCV_TRAIN)
+  const fs::path cfg = root / "eval.toml";
+  std::ofstream(cfg) << toml;
+  const auto r = tcv::testing::run_process(
+      {TCV_RUN, "--nproc-per-node", "2", "--", TCV_TRAIN, "--config", cfg.string(), "--out",
+       (root / "eval2").string(), "--set", "data.data_dir=\"" + (root / "scenes").string() + "\"",
+       "--set", "solver.max_iters=" + std::to_string(iter), "--set", resume, "--set",
+       "network.distributed=true", "--set", "network.timeout=60"},
+      (root / "eval2.log").string(), std::chrono::seconds(300));
+  EXPECT_EQ(r.status, 0) << r.output;
+  const auto rows = val_rows(root / "eval2");
+  EXPECT_EQ(rows.size(), 1u) << r.output;
+  if (!rows.empty()) two = rows.front();
+#endif
+  return {val_rows(root / "eval1").at(0), two};
+}
+
+}  // namespace
+
+TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
+  tcv::testing::TempDir tmp("det_task");
+  const fs::path run = train_and_resume(kDet, tmp.root());
+
+  // Val rows: the configured mAP, AP50, per-class AP, the loss and the images.
+  const auto rows = val_rows(run);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& j : rows) {
+    for (const char* k : {"map", "ap50", "map_voc07", "map_voc", "loss"})
+      EXPECT_TRUE(j.contains(k) && j.at(k).is_number()) << k << " in " << j.dump();
+    EXPECT_EQ(j.at("images").get<int64_t>(), 4);
+    EXPECT_DOUBLE_EQ(j.at("map").get<double>(), j.at("map_voc07").get<double>());  // val.metric
+    ASSERT_TRUE(j.at("class_ap").is_object());
+    EXPECT_EQ(j.at("class_ap").size(), 10u);
+    const double m = j.at("map").get<double>();
+    EXPECT_TRUE(m >= 0 && m <= 1) << m;
+  }
+  expect_best_by(run, "map");
+  const TrainerState latest = load_trainer_state((run / "checkpoints/latest").string());
+  EXPECT_EQ(latest.task, "det");
+  EXPECT_EQ(latest.best_top1, -1);
+  const std::string html = tcv::testing::read_text((run / "report.html").string());
+  EXPECT_TRUE(has(html, "validation mAP") && has(html, "Validation detections")) << html.size();
+  EXPECT_TRUE(has(html, "<figcaption>detections</figcaption>"));
+
+#ifdef TCV_PREDICT
+  // tcv-predict draws each image's boxes and prints them.
+  const fs::path images = tmp.root() / "scenes" / "JPEGImages";
+  const auto p = tcv::testing::run_process(
+      {TCV_PREDICT, "--checkpoint", (run / "checkpoints/best.safetensors").string(), "--config",
+       (run / "config.toml").string(), "--json", "--out", (tmp.root() / "pred").string(),
+       "--score-threshold", "0", (images / "000009.jpg").string(),
+       (images / "000010.jpg").string()},
+      tmp.path("predict.log"));
+  ASSERT_EQ(p.status, 0) << p.output;
+  const Json j = json_parse(p.output.substr(p.output.find("{\n")));
+  ASSERT_EQ(j.at("predictions").size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Json& e = j.at("predictions")[i];
+    EXPECT_TRUE(e.at("detections").is_array());
+    EXPECT_TRUE(fs::exists(e.at("picture").get<std::string>())) << e.dump();
+    for (const auto& d : e.at("detections")) {
+      EXPECT_EQ(d.at("box").size(), 4u);
+      EXPECT_GE(d.at("label").get<int64_t>(), 1);
+      EXPECT_LE(d.at("label").get<int64_t>(), 10);
+    }
+  }
+  EXPECT_TRUE(fs::exists(tmp.root() / "pred" / "000009_det.png"));
+#endif
+
+  // Detections of both ranks gathered: the same numbers as one process.
+  const auto [one, two] = evaluate_1_and_2(kDet, tmp.root(), run, 3);
+  EXPECT_EQ(one.at("images").get<int64_t>(), 4);
+  if (!two.is_null()) {
+    EXPECT_EQ(two.at("images").get<int64_t>(), 4);
+    for (const char* k : {"map", "ap50", "map_voc"})
+      EXPECT_NEAR(two.at(k).get<double>(), one.at(k).get<double>(), 1e-9) << k;
+    EXPECT_EQ(two.at("class_ap"), one.at("class_ap"));
+  }
+}
+
+TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
+  tcv::testing::TempDir tmp("seg_task");
+  const fs::path run = train_and_resume(kSeg, tmp.root());
+
+  const auto rows = val_rows(run);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& j : rows) {
+    for (const char* k : {"miou", "pixel_acc", "mean_acc", "loss"})
+      EXPECT_TRUE(j.contains(k) && j.at(k).is_number()) << k << " in " << j.dump();
+    EXPECT_EQ(j.at("images").get<int64_t>(), 4);
+    ASSERT_TRUE(j.at("class_iou").is_object());
+    EXPECT_EQ(j.at("class_iou").size(), 11u);
+    EXPECT_TRUE(j.at("class_iou").contains("background"));
+    const double m = j.at("miou").get<double>();
+    EXPECT_TRUE(m >= 0 && m <= 1) << m;
+  }
+  expect_best_by(run, "miou");
+  const std::string html = tcv::testing::read_text((run / "report.html").string());
+  EXPECT_TRUE(has(html, "validation mIoU") && has(html, "<figcaption>ground truth</figcaption>"));
+
+#ifdef TCV_PREDICT
+  // tcv-predict writes an overlay and the label PNG (class indices) per image.
+  const fs::path images = tmp.root() / "scenes" / "JPEGImages";
+  const auto p = tcv::testing::run_process(
+      {TCV_PREDICT, "--checkpoint", run.string(), "--config", (run / "config.toml").string(),
+       "--out", (tmp.root() / "pred").string(), (images / "000009.jpg").string()},
+      tmp.path("predict.log"));
+  ASSERT_EQ(p.status, 0) << p.output;
+  EXPECT_TRUE(has(p.output, "000009.jpg: 64x64")) << p.output;
+  EXPECT_TRUE(fs::exists(tmp.root() / "pred" / "000009_overlay.png"));
+  const auto label = data::read_label_png((tmp.root() / "pred" / "000009_label.png").string());
+  EXPECT_EQ(label.labels.size(0), 64);
+  for (int64_t v : label.labels.to(DType::i64).to_vector<int64_t>()) EXPECT_LT(v, 11);
+  // Cityscapes label ids only for Cityscapes configs.
+  const auto bad = tcv::testing::run_process(
+      {TCV_PREDICT, "--checkpoint", run.string(), "--config", (run / "config.toml").string(),
+       "--label-ids", (images / "000009.jpg").string()},
+      tmp.path("predict_bad.log"));
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_TRUE(has(bad.output, "--label-ids")) << bad.output;
+#endif
+
+  // Sliding windows over two scales and the flip: a number between 0 and 1.
+  Config ms = tiny(kSeg, tmp.root() / "scenes", 3);
+  ms.set_override("network.resume=\"" + run.string() + "\"");
+  ms.set_override("test.mode=\"mscrop_test\"");
+  ms.set_override("test.crop_size=[48, 48]");
+  ms.set_override("test.scale_search=[0.75, 1.0]");
+  run_training(ms, tmp.root() / "ms");
+  const double ms_miou = val_rows(tmp.root() / "ms").at(0).at("miou").get<double>();
+  EXPECT_TRUE(ms_miou >= 0 && ms_miou <= 1) << ms_miou;
+
+  // The confusion matrices of both ranks summed, each image counted once (4
+  // images on 2 ranks in batches of 3: no padding; 3 per rank would pad).
+  const auto [one, two] = evaluate_1_and_2(kSeg, tmp.root(), run, 3);
+  if (!two.is_null()) {
+    EXPECT_EQ(two.at("images").get<int64_t>(), 4);
+    for (const char* k : {"miou", "pixel_acc", "mean_acc"})
+      EXPECT_NEAR(two.at(k).get<double>(), one.at(k).get<double>(), 1e-12) << k;
+  }
+}
+
+TEST(TrainTasks, AKeyOfAnotherTaskNamesItsTask) {
+  Config c = Config::from_string(kSeg, "seg.toml");
+  c.set_override("anchor.iou_threshold=0.4");
+  const std::string msg = tcv::testing::error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(msg,
+                  "anchor.iou_threshold: the key belongs to task det; this config has task = "
+                  "\"seg\""))
+      << msg;
+  Config d = Config::from_string(kDet, "det.toml");
+  d.set_override("test.mode=\"ms_test\"");
+  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task seg"));
+  d = Config::from_string(kDet, "det.toml");
+  d.set_override("loss.label_smoothing=0.1");
+  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task cls"));
+  // A classifier in a detection config names the detection models.
+  tcv::testing::TempDir tmp("task_keys");
+  d = tiny(kDet, tmp.root() / "scenes", 1);
+  d.set_override("network.model_name=\"resnet18\"");
+  const std::string m = tcv::testing::error_of(
+      [&] { Trainer t(d, {.out_dir = tmp.path("run"), .progress = ProgressMode::quiet}); });
+  EXPECT_TRUE(has(m, "not a detection model") && has(m, "ssd300_lite")) << m;
+}

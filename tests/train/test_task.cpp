@@ -1,0 +1,159 @@
+// The task seam: the registry, each task's config keys (a key of another task
+// is an error that says whose it is), and the resolved config holding only
+// the keys of its task.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "support/gradcheck.h"
+#include "train/config.h"
+#include "train/task.h"
+
+using namespace tcv;
+using namespace tcv::train;
+using tcv::testing::error_of;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Two toy tasks sharing one key, registered once for this binary.
+void register_toy_tasks() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  auto info = [](const std::string& name, std::vector<KeySpec> keys) {
+    return TaskInfo{.name = name,
+                    .description = "a task of the tests",
+                    .keys = std::move(keys),
+                    .validate = [](const Config&) {},
+                    .make = [](const Config&) -> std::unique_ptr<Task> { return nullptr; }};
+  };
+  register_task(info("toy_a", {{"toy.alpha", ValueType::floating, 0.5, "toy_a's own"},
+                               {"toy.shared", ValueType::integer, int64_t{3}, "both toys'"}}));
+  register_task(info("toy_b", {{"toy.shared", ValueType::integer, int64_t{3}, "both toys'"}}));
+}
+
+}  // namespace
+
+TEST(Tasks, BuiltinTasksAreRegisteredInOrder) {
+  const auto names = task_names();
+  ASSERT_GE(names.size(), 1u);
+  EXPECT_EQ(names[0], "cls");
+  EXPECT_EQ(task_info("cls").name, "cls");
+  const std::string msg = error_of([] { task_info("nope"); });
+  EXPECT_TRUE(has(msg, "unknown task \"nope\"") && has(msg, "cls")) << msg;
+  // A name taken twice.
+  EXPECT_TRUE(has(error_of([] { register_task(task_info("cls")); }), "registered already"));
+}
+
+TEST(Tasks, TaskKeyMustNameARegisteredTask) {
+  Config c = Config::from_string("task = \"detection\"\n", "t.toml");
+  const std::string msg = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(msg, "t.toml:1: task: unknown value 'detection'") && has(msg, "cls")) << msg;
+  EXPECT_EQ(Config().get_string("task"), "cls");  // TorchCV's default
+}
+
+TEST(Tasks, AKeyOfAnotherTaskIsAnErrorSayingWhose) {
+  register_toy_tasks();
+  // Classification's keys in a toy_a config: named with their line and owner.
+  Config c = Config::from_string(
+      "task = \"toy_a\"\n[toy]\nalpha = 0.25\n[loss]\nlabel_smoothing = 0.1\n", "mixed.toml");
+  std::string msg = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(msg,
+                  "mixed.toml:5: loss.label_smoothing: the key belongs to task cls; this "
+                  "config has task = \"toy_a\""))
+      << msg;
+  // And the other way round, from --set.
+  Config d;
+  d.set_override("toy.alpha=0.75");
+  msg = error_of([&] { d.validate(); });
+  EXPECT_TRUE(has(msg,
+                  "--set: toy.alpha: the key belongs to task toy_a; this config has "
+                  "task = \"cls\""))
+      << msg;
+  // A key two tasks read names both.
+  Config e;
+  e.set_override("toy.shared=4");
+  msg = error_of([&] { e.validate(); });
+  EXPECT_TRUE(has(msg, "belongs to tasks toy_a and toy_b")) << msg;
+  // Each task takes its own keys, and defaults of other tasks' keys are no error.
+  Config b = Config::from_string("task = \"toy_b\"\n[toy]\nshared = 4\n", "b.toml");
+  EXPECT_EQ(b.get_int("toy.shared"), 4);
+  EXPECT_DOUBLE_EQ(b.get_double("toy.alpha"), 0.5);
+}
+
+TEST(Tasks, ResolvedConfigHoldsTheKeysOfItsTask) {
+  register_toy_tasks();
+  const std::string cls = Config().to_toml();
+  EXPECT_TRUE(has(cls, "task = \"cls\"")) << cls;
+  EXPECT_TRUE(has(cls, "label_smoothing = 0.0")) << cls;
+  EXPECT_FALSE(has(cls, "[toy]")) << cls;
+  Config a = Config::from_string("task = \"toy_a\"\n", "a.toml");
+  const std::string toy = a.to_toml();
+  EXPECT_TRUE(has(toy, "[toy]\nalpha = 0.5")) << toy;
+  EXPECT_FALSE(has(toy, "label_smoothing")) << toy;
+  EXPECT_FALSE(has(toy, "[train.aug")) << toy;
+  // It reads back as the same config.
+  const Config back = Config::from_string(toy, "back.toml");
+  for (const auto& spec : config_schema()) EXPECT_EQ(back.get(spec.key), a.get(spec.key));
+}
+
+TEST(Tasks, TwoTasksDeclaringOneKeyMustAgreeOnIt) {
+  register_toy_tasks();
+  const std::string msg = error_of([] {
+    add_task_keys("toy_c", {{"toy.shared", ValueType::integer, int64_t{5}, "another default"}});
+  });
+  EXPECT_TRUE(has(msg, "toy.shared") && has(msg, "another type or default")) << msg;
+  // A key every task reads cannot become one task's.
+  EXPECT_TRUE(has(error_of([] {
+                    add_task_keys("toy_c", {{"seed", ValueType::integer, int64_t{0}, ""}});
+                  }),
+                  "every task reads"));
+}
+
+TEST(Tasks, ShippedDetectionAndSegmentationConfigsAreValid) {
+  const std::string root = tcv::testing::source_dir() + "/configs/";
+  std::map<std::string, Config> by_name;
+  for (const std::string dir : {"det", "seg"})
+    for (const auto& e : std::filesystem::directory_iterator(root + dir))
+      if (e.path().extension() == ".toml") {
+        const std::string name = dir + "/" + e.path().filename().string();
+        const Config c = Config::from_file(e.path().string());
+        EXPECT_NO_THROW(c.validate()) << name;
+        EXPECT_EQ(c.get_string("task"), dir) << name;
+        by_name.emplace(name, c);
+      }
+  for (const char* f : {"det/scenes_ssd300.toml", "det/voc_ssd300.toml", "det/voc_ssd512.toml",
+                        "det/coco_ssd300.toml", "seg/scenes_pspnet.toml",
+                        "seg/scenes_deeplabv3.toml", "seg/cityscapes_pspnet_r101.toml",
+                        "seg/cityscapes_deeplabv3_r101.toml", "seg/voc_deeplabv3_r50.toml"})
+    EXPECT_TRUE(by_name.count(f)) << f;
+  // TorchCV's VOC07+12 SSD300 recipe.
+  const Config& voc = by_name.at("det/voc_ssd300.toml");
+  EXPECT_EQ(voc.get_strings("data.train_roots"), (std::vector<std::string>{"VOC2007", "VOC2012"}));
+  EXPECT_EQ(voc.get_string("data.train_split"), "trainval");
+  EXPECT_EQ(voc.get_string("data.val_split"), "test");
+  EXPECT_EQ(voc.get_int("train.batch_size"), 32);
+  EXPECT_DOUBLE_EQ(voc.get_double("solver.lr.base_lr"), 0.001);
+  EXPECT_EQ(voc.get_ints("solver.lr.multistep.stepvalue"), (std::vector<int64_t>{156, 195, 234}));
+  EXPECT_EQ(voc.get_int("solver.max_epoch"), 235);
+  EXPECT_EQ(voc.get_string("val.metric"), "voc07");
+  EXPECT_EQ(by_name.at("det/voc_ssd512.toml").get_string("network.model_name"), "ssd512");
+  EXPECT_EQ(by_name.at("det/coco_ssd300.toml").get_string("val.metric"), "coco");
+  // TorchCV's Cityscapes PSPNet recipe.
+  const Config& city = by_name.at("seg/cityscapes_pspnet_r101.toml");
+  EXPECT_EQ(city.get_string("network.model_name"), "pspnet_resnet101");
+  EXPECT_EQ(city.get_ints("train.aug_trans.random_crop.crop_size"),
+            (std::vector<int64_t>{769, 769}));
+  EXPECT_EQ(city.get_int("solver.max_iters"), 40000);
+  EXPECT_EQ(city.get_string("solver.lr.lr_policy"), "lambda_poly");
+  EXPECT_TRUE(city.get_bool("network.sync_bn"));
+  EXPECT_EQ(city.get_doubles("loss.params.ce_weight").size(), 19u);
+  EXPECT_DOUBLE_EQ(
+      by_name.at("seg/voc_deeplabv3_r50.toml").get_double("loss.loss_weights.aux_loss"), 0.4);
+}

@@ -1,0 +1,566 @@
+#include "train/eval/det_map.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_set>
+
+namespace tcv::train {
+
+using data::Box;
+
+namespace {
+
+constexpr uint64_t kStateMagic = 0x3176444554564354ull;  // "TCVTDEv1"
+constexpr int32_t kNoImage = std::numeric_limits<int32_t>::max();
+
+// (image position, object index) of one class's objects, in image order.
+using Refs = std::vector<std::pair<int32_t, int32_t>>;
+
+}  // namespace
+
+DetMetric parse_det_metric(const std::string& name) {
+  if (name == "voc07") return DetMetric::voc07;
+  if (name == "voc") return DetMetric::voc;
+  if (name == "coco") return DetMetric::coco;
+  TCV_THROW("unknown detection metric '", name, "' (known: voc07, voc, coco)");
+}
+
+DetectionEvaluator::DetectionEvaluator(DetEvalOptions opts) : opts_(std::move(opts)) {
+  TCV_CHECK(!opts_.class_names.empty(), "[DetectionEvaluator] no class names");
+  TCV_CHECK(opts_.iou_threshold > 0 && opts_.iou_threshold <= 1,
+            "[DetectionEvaluator] iou_threshold must be in (0, 1], got ", opts_.iou_threshold);
+}
+
+void DetectionEvaluator::reset() {
+  images_.clear();
+  ids_.clear();
+}
+
+void DetectionEvaluator::insert(Image im) {
+  const auto it = std::lower_bound(ids_.begin(), ids_.end(), im.id);
+  if (it != ids_.end() && *it == im.id) return;
+  ids_.insert(it, im.id);
+  images_.push_back(std::move(im));
+}
+
+void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth,
+                             const ImageDetections& dets) {
+  const auto K = static_cast<int64_t>(opts_.class_names.size());
+  const size_t g = truth.boxes.size(), d = dets.boxes.size();
+  TCV_CHECK(truth.labels.size() == g && truth.difficult.size() == g && truth.iscrowd.size() == g &&
+                truth.area.size() == g,
+            "[DetectionEvaluator] image ", image_id, ": ground truth has ", g, " boxes but ",
+            truth.labels.size(), " labels, ", truth.difficult.size(), " difficult flags, ",
+            truth.iscrowd.size(), " crowd flags and ", truth.area.size(), " areas");
+  TCV_CHECK(dets.scores.size() == d && dets.labels.size() == d, "[DetectionEvaluator] image ",
+            image_id, ": ", d, " detection boxes but ", dets.scores.size(), " scores and ",
+            dets.labels.size(), " labels");
+  for (int64_t l : truth.labels)
+    TCV_CHECK(l >= 1 && l <= K, "[DetectionEvaluator] image ", image_id, ": ground-truth label ", l,
+              " outside [1, ", K, "]");
+  for (size_t k = 0; k < d; ++k) {
+    TCV_CHECK(dets.labels[k] >= 1 && dets.labels[k] <= K, "[DetectionEvaluator] image ", image_id,
+              ": detection label ", dets.labels[k], " outside [1, ", K, "]");
+    const Box& b = dets.boxes[k];
+    TCV_CHECK(std::isfinite(dets.scores[k]) && std::isfinite(b[0]) && std::isfinite(b[1]) &&
+                  std::isfinite(b[2]) && std::isfinite(b[3]),
+              "[DetectionEvaluator] image ", image_id, ": detection ", k,
+              " has a non-finite box or score");
+  }
+  Image im;
+  im.id = image_id;
+  im.gt_boxes = truth.boxes;
+  im.gt_labels = truth.labels;
+  im.gt_difficult = truth.difficult;
+  im.gt_crowd = truth.iscrowd;
+  im.gt_area = truth.area;
+  im.det_boxes = dets.boxes;
+  im.det_scores = dets.scores;
+  im.det_labels = dets.labels;
+  insert(std::move(im));
+}
+
+void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth, const Tensor& boxes,
+                             const Tensor& scores, const Tensor& labels, double width,
+                             double height) {
+  const int64_t n = boxes.defined() ? boxes.size(0) : 0;
+  TCV_CHECK(boxes.defined() && boxes.dim() == 2 && boxes.size(1) == 4 && scores.defined() &&
+                scores.dim() == 1 && scores.size(0) == n && labels.defined() && labels.dim() == 1 &&
+                labels.size(0) == n,
+            "[DetectionEvaluator] image ", image_id,
+            ": expects boxes (n, 4), scores (n) and labels (n), got ",
+            boxes.defined() ? boxes.shape_str() : "undefined", ", ",
+            scores.defined() ? scores.shape_str() : "undefined", ", ",
+            labels.defined() ? labels.shape_str() : "undefined");
+  const std::vector<double> b = boxes.to_vector<double>();
+  ImageDetections d;
+  d.scores = scores.to_vector<double>();
+  d.labels = labels.to_vector<int64_t>();
+  d.boxes.resize(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t o = static_cast<size_t>(4 * k);
+    d.boxes[static_cast<size_t>(k)] = {b[o] * width, b[o + 1] * height, b[o + 2] * width,
+                                       b[o + 3] * height};
+  }
+  add(image_id, truth, d);
+}
+
+std::string DetectionEvaluator::serialize() const {
+  ByteWriter w;
+  w.put(kStateMagic);
+  w.put<uint64_t>(opts_.class_names.size());
+  w.put<uint64_t>(images_.size());
+  for (const Image& im : images_) {
+    w.put(im.id);
+    w.put_vector(im.gt_boxes);
+    w.put_vector(im.gt_labels);
+    w.put_vector(im.gt_difficult);
+    w.put_vector(im.gt_crowd);
+    w.put_vector(im.gt_area);
+    w.put_vector(im.det_boxes);
+    w.put_vector(im.det_scores);
+    w.put_vector(im.det_labels);
+  }
+  return w.take();
+}
+
+void DetectionEvaluator::merge(const std::string& bytes) {
+  ByteReader r(bytes, "[DetectionEvaluator::merge]");
+  TCV_CHECK(r.get<uint64_t>() == kStateMagic,
+            "[DetectionEvaluator::merge] not the state of a DetectionEvaluator");
+  const auto K = r.get<uint64_t>();
+  TCV_CHECK(K == opts_.class_names.size(), "[DetectionEvaluator::merge] state of ", K,
+            " classes, this evaluator has ", opts_.class_names.size());
+  const auto n = r.get<uint64_t>();
+  for (uint64_t i = 0; i < n; ++i) {
+    Image im;
+    im.id = r.get<int64_t>();
+    im.gt_boxes = r.get_vector<Box>();
+    im.gt_labels = r.get_vector<int64_t>();
+    im.gt_difficult = r.get_vector<uint8_t>();
+    im.gt_crowd = r.get_vector<uint8_t>();
+    im.gt_area = r.get_vector<double>();
+    im.det_boxes = r.get_vector<Box>();
+    im.det_scores = r.get_vector<double>();
+    im.det_labels = r.get_vector<int64_t>();
+    const size_t g = im.gt_boxes.size(), d = im.det_boxes.size();
+    TCV_CHECK(im.gt_labels.size() == g && im.gt_difficult.size() == g && im.gt_crowd.size() == g &&
+                  im.gt_area.size() == g && im.det_scores.size() == d && im.det_labels.size() == d,
+              "[DetectionEvaluator::merge] inconsistent state for image ", im.id);
+    for (int64_t l : im.gt_labels)
+      TCV_CHECK(l >= 1 && l <= static_cast<int64_t>(K), "[DetectionEvaluator::merge] label ", l,
+                " out of range");
+    for (int64_t l : im.det_labels)
+      TCV_CHECK(l >= 1 && l <= static_cast<int64_t>(K), "[DetectionEvaluator::merge] label ", l,
+                " out of range");
+    insert(std::move(im));
+  }
+  TCV_CHECK(r.done(), "[DetectionEvaluator::merge] trailing bytes after the state");
+}
+
+std::vector<const DetectionEvaluator::Image*> DetectionEvaluator::sorted() const {
+  std::vector<const Image*> v;
+  v.reserve(images_.size());
+  for (const Image& im : images_) v.push_back(&im);
+  std::sort(v.begin(), v.end(), [](const Image* a, const Image* b) { return a->id < b->id; });
+  return v;
+}
+
+namespace {
+
+// Per class (label k + 1 at k): its ground-truth and detection objects.
+template <typename ImagePtr>
+void bucket_by_class(const std::vector<ImagePtr>& imgs, size_t K, std::vector<Refs>& gts,
+                     std::vector<Refs>& dets) {
+  gts.assign(K, {});
+  dets.assign(K, {});
+  for (size_t i = 0; i < imgs.size(); ++i) {
+    const auto& im = *imgs[i];
+    for (size_t g = 0; g < im.gt_labels.size(); ++g)
+      gts[static_cast<size_t>(im.gt_labels[g] - 1)].emplace_back(static_cast<int32_t>(i),
+                                                                 static_cast<int32_t>(g));
+    for (size_t d = 0; d < im.det_labels.size(); ++d)
+      dets[static_cast<size_t>(im.det_labels[d] - 1)].emplace_back(static_cast<int32_t>(i),
+                                                                   static_cast<int32_t>(d));
+  }
+}
+
+// VOC AP from precision and recall (the devkit's VOCap / the 11-point loop).
+double voc_ap(const std::vector<double>& rec, const std::vector<double>& prec, bool use_07) {
+  if (use_07) {
+    double ap = 0;
+    for (int k = 0; k <= 10; ++k) {
+      const double t = k * 0.1;  // as np.arange(0., 1.1, 0.1)
+      double p = 0;
+      bool any = false;
+      for (size_t i = 0; i < rec.size(); ++i)
+        if (rec[i] >= t) {
+          p = any ? std::max(p, prec[i]) : prec[i];
+          any = true;
+        }
+      ap += (any ? p : 0.0) / 11.0;
+    }
+    return ap;
+  }
+  std::vector<double> mrec(rec.size() + 2), mpre(prec.size() + 2);
+  mrec.front() = 0;
+  mrec.back() = 1;
+  mpre.front() = 0;
+  mpre.back() = 0;
+  std::copy(rec.begin(), rec.end(), mrec.begin() + 1);
+  std::copy(prec.begin(), prec.end(), mpre.begin() + 1);
+  for (size_t i = mpre.size() - 1; i > 0; --i) mpre[i - 1] = std::max(mpre[i - 1], mpre[i]);
+  double ap = 0;
+  for (size_t i = 1; i < mrec.size(); ++i)
+    if (mrec[i] != mrec[i - 1]) ap += (mrec[i] - mrec[i - 1]) * mpre[i];
+  return ap;
+}
+
+}  // namespace
+
+VocSummary DetectionEvaluator::voc(bool use_07_metric, double iou) const {
+  const double thr = iou > 0 ? iou : opts_.iou_threshold;
+  const auto imgs = sorted();
+  const size_t K = opts_.class_names.size();
+  std::vector<Refs> gts, dets;
+  bucket_by_class(imgs, K, gts, dets);
+  VocSummary out;
+  out.per_class.assign(K, -1.0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t c = 0; c < K; ++c) {
+    const Refs& G = gts[c];
+    int64_t npos = 0;
+    for (const auto& [i, g] : G) npos += imgs[static_cast<size_t>(i)]->gt_difficult[g] ? 0 : 1;
+    if (npos == 0) continue;
+    // This class's ground truth per image: [first[i], first[i + 1]) of G.
+    std::vector<int32_t> first(imgs.size() + 1, 0);
+    for (const auto& [i, g] : G) ++first[static_cast<size_t>(i) + 1];
+    for (size_t i = 0; i < imgs.size(); ++i) first[i + 1] += first[i];
+    std::vector<uint8_t> taken(G.size(), 0);
+    Refs D = dets[c];
+    std::stable_sort(D.begin(), D.end(), [&](const auto& a, const auto& b) {
+      return imgs[static_cast<size_t>(a.first)]->det_scores[static_cast<size_t>(a.second)] >
+             imgs[static_cast<size_t>(b.first)]->det_scores[static_cast<size_t>(b.second)];
+    });
+    std::vector<double> rec(D.size()), prec(D.size());
+    double tp = 0, fp = 0;
+    for (size_t k = 0; k < D.size(); ++k) {
+      const auto& im = *imgs[static_cast<size_t>(D[k].first)];
+      const Box& bb = im.det_boxes[static_cast<size_t>(D[k].second)];
+      const double da = (bb[2] - bb[0]) * (bb[3] - bb[1]);
+      double ovmax = -std::numeric_limits<double>::infinity();
+      int32_t jmax = -1;
+      for (int32_t j = first[static_cast<size_t>(D[k].first)];
+           j < first[static_cast<size_t>(D[k].first) + 1]; ++j) {
+        const Box& gb = im.gt_boxes[static_cast<size_t>(G[static_cast<size_t>(j)].second)];
+        const double iw = std::min(bb[2], gb[2]) - std::max(bb[0], gb[0]);
+        const double ih = std::min(bb[3], gb[3]) - std::max(bb[1], gb[1]);
+        if (iw > 0 && ih > 0) {
+          const double inter = iw * ih;
+          const double ov = inter / (da + (gb[2] - gb[0]) * (gb[3] - gb[1]) - inter);
+          if (ov > ovmax) {
+            ovmax = ov;
+            jmax = j;
+          }
+        }
+      }
+      if (ovmax >= thr) {
+        if (!im.gt_difficult[static_cast<size_t>(G[static_cast<size_t>(jmax)].second)]) {
+          if (!taken[static_cast<size_t>(jmax)]) {
+            tp += 1;
+            taken[static_cast<size_t>(jmax)] = 1;
+          } else {
+            fp += 1;
+          }
+        }
+      } else {
+        fp += 1;
+      }
+      rec[k] = tp / static_cast<double>(npos);
+      prec[k] = tp / std::max(tp + fp, std::numeric_limits<double>::epsilon());
+    }
+    out.per_class[c] = voc_ap(rec, prec, use_07_metric);
+  }
+  double sum = 0;
+  int64_t n = 0;
+  for (double ap : out.per_class)
+    if (ap >= 0) {
+      sum += ap;
+      ++n;
+    }
+  out.map = n ? sum / static_cast<double>(n) : -1.0;
+  return out;
+}
+
+CocoSummary DetectionEvaluator::coco() const {
+  const auto imgs = sorted();
+  const size_t K = opts_.class_names.size();
+  constexpr int T = 10, R = 101, A = 4, M = 3;
+  constexpr int64_t kMaxDets[M] = {1, 10, 100};
+  // pycocotools' np.linspace(.5, .95, 10) and np.linspace(0, 1, 101), value for value.
+  double iou_thrs[T], rec_thrs[R];
+  const double istep = (0.95 - 0.5) / 9.0;
+  for (int t = 0; t < T; ++t) iou_thrs[t] = t * istep + 0.5;
+  iou_thrs[T - 1] = 0.95;
+  const double rstep = 1.0 / 100.0;
+  for (int r = 0; r < R; ++r) rec_thrs[r] = r * rstep + 0.0;
+  rec_thrs[R - 1] = 1.0;
+  const double area_lo[A] = {0, 0, 32.0 * 32.0, 96.0 * 96.0};
+  const double area_hi[A] = {1e5 * 1e5, 32.0 * 32.0, 96.0 * 96.0, 1e5 * 1e5};
+  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
+
+  std::vector<Refs> gts, dets;
+  bucket_by_class(imgs, K, gts, dets);
+  // precision[((t * R + r) * K + k) * A * M + a * M + m], recall[((t * K + k) * A + a) * M + m]
+  std::vector<double> precision(static_cast<size_t>(T * R) * K * A * M, -1.0);
+  std::vector<double> recall(static_cast<size_t>(T) * K * A * M, -1.0);
+  auto P = [&](int t, int r, size_t k, int a, int m) -> double& {
+    return precision[((static_cast<size_t>(t) * R + r) * K + k) * A * M + a * M + m];
+  };
+  auto Rc = [&](int t, size_t k, int a, int m) -> double& {
+    return recall[((static_cast<size_t>(t) * K + k) * A + a) * M + m];
+  };
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t k = 0; k < K; ++k) {
+    // One entry per kept detection per area range, in image order, each image's
+    // by descending score: bit t of `matched` / `ignored` for IoU threshold t.
+    struct Entry {
+      double score;
+      int32_t rank;
+      uint16_t matched[A], ignored[A];
+    };
+    std::vector<Entry> entries;  // one per kept detection, the same for every area range
+    int64_t npig[A] = {0, 0, 0, 0};
+    const Refs& G = gts[k];
+    const Refs& D = dets[k];
+    std::vector<int32_t> g_idx, d_idx, g_order;
+    std::vector<double> ious;
+    std::vector<uint8_t> g_ign, g_taken;
+    std::vector<uint16_t> d_match, d_ign;
+    size_t gi = 0, di = 0;
+    while (gi < G.size() || di < D.size()) {
+      const int32_t img =
+          std::min(gi < G.size() ? G[gi].first : kNoImage, di < D.size() ? D[di].first : kNoImage);
+      const auto& im = *imgs[static_cast<size_t>(img)];
+      g_idx.clear();
+      d_idx.clear();
+      for (; gi < G.size() && G[gi].first == img; ++gi) g_idx.push_back(G[gi].second);
+      for (; di < D.size() && D[di].first == img; ++di) d_idx.push_back(D[di].second);
+      std::stable_sort(d_idx.begin(), d_idx.end(), [&](int32_t a, int32_t b) {
+        return im.det_scores[static_cast<size_t>(a)] > im.det_scores[static_cast<size_t>(b)];
+      });
+      if (d_idx.size() > static_cast<size_t>(kMaxDets[M - 1])) d_idx.resize(kMaxDets[M - 1]);
+      const size_t ng = g_idx.size(), nd = d_idx.size();
+      // pycocotools' bbIou on [x, y, w, h] boxes.
+      ious.assign(nd * ng, 0.0);
+      for (size_t g = 0; g < ng; ++g) {
+        const Box& gb = im.gt_boxes[static_cast<size_t>(g_idx[g])];
+        const double gx = gb[0], gy = gb[1], gw = gb[2] - gb[0], gh = gb[3] - gb[1];
+        const double ga = gw * gh;
+        const bool crowd = im.gt_crowd[static_cast<size_t>(g_idx[g])];
+        for (size_t d = 0; d < nd; ++d) {
+          const Box& db = im.det_boxes[static_cast<size_t>(d_idx[d])];
+          const double dx = db[0], dy = db[1], dw = db[2] - db[0], dh = db[3] - db[1];
+          const double da = dw * dh;
+          const double w = std::min(dw + dx, gw + gx) - std::max(dx, gx);
+          if (w <= 0) continue;
+          const double h = std::min(dh + dy, gh + gy) - std::max(dy, gy);
+          if (h <= 0) continue;
+          const double i = w * h;
+          ious[d * ng + g] = i / (crowd ? da : da + ga - i);
+        }
+      }
+      const size_t base = entries.size();
+      for (size_t d = 0; d < nd; ++d)
+        entries.push_back({im.det_scores[static_cast<size_t>(d_idx[d])],
+                           static_cast<int32_t>(d),
+                           {0, 0, 0, 0},
+                           {0, 0, 0, 0}});
+      for (int a = 0; a < A; ++a) {
+        g_ign.resize(ng);
+        for (size_t g = 0; g < ng; ++g) {
+          const size_t o = static_cast<size_t>(g_idx[g]);
+          g_ign[g] = im.gt_crowd[o] || im.gt_area[o] < area_lo[a] || im.gt_area[o] > area_hi[a];
+          npig[a] += g_ign[g] ? 0 : 1;
+        }
+        g_order.resize(ng);
+        std::iota(g_order.begin(), g_order.end(), 0);
+        std::stable_sort(g_order.begin(), g_order.end(), [&](int32_t x, int32_t y) {
+          return g_ign[static_cast<size_t>(x)] < g_ign[static_cast<size_t>(y)];
+        });
+        d_match.assign(nd, 0);
+        d_ign.assign(nd, 0);
+        for (int t = 0; t < T; ++t) {
+          g_taken.assign(ng, 0);
+          for (size_t d = 0; d < nd; ++d) {
+            double best = std::min(iou_thrs[t], 1 - 1e-10);
+            int m = -1;
+            for (size_t s = 0; s < ng; ++s) {
+              const size_t g = static_cast<size_t>(g_order[s]);
+              if (g_taken[s] && !im.gt_crowd[static_cast<size_t>(g_idx[g])]) continue;
+              if (m > -1 && !g_ign[static_cast<size_t>(g_order[static_cast<size_t>(m)])] &&
+                  g_ign[g])
+                break;
+              if (ious[d * ng + g] < best) continue;
+              best = ious[d * ng + g];
+              m = static_cast<int>(s);
+            }
+            if (m == -1) continue;
+            if (g_ign[static_cast<size_t>(g_order[static_cast<size_t>(m)])])
+              d_ign[d] |= static_cast<uint16_t>(1u << t);
+            d_match[d] |= static_cast<uint16_t>(1u << t);
+            g_taken[static_cast<size_t>(m)] = 1;
+          }
+        }
+        for (size_t d = 0; d < nd; ++d) {
+          const Box& db = im.det_boxes[static_cast<size_t>(d_idx[d])];
+          const double da = (db[2] - db[0]) * (db[3] - db[1]);
+          const bool out_of_range = da < area_lo[a] || da > area_hi[a];
+          if (out_of_range) d_ign[d] |= static_cast<uint16_t>(~d_match[d] & ((1u << T) - 1));
+          entries[base + d].matched[a] = d_match[d];
+          entries[base + d].ignored[a] = d_ign[d];
+        }
+      }
+    }
+    // Accumulate. One stable sort by score serves every (area, max detections):
+    // keeping the first m of each image is a subsequence, which a stable sort
+    // leaves in the order it would give it alone.
+    std::vector<int32_t> order(entries.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+      return entries[static_cast<size_t>(x)].score > entries[static_cast<size_t>(y)].score;
+    });
+    // Per (max detections, area range): the kept detections' bits in score
+    // order; per threshold, running true/false positive counts, then recall and
+    // precision as pycocotools computes them (the divisions in their own loops,
+    // which vectorize).
+    std::vector<uint16_t> hit, ign;
+    std::vector<double> tps, fps, pr, rc;
+    for (int m = 0; m < M; ++m) {
+      std::vector<const Entry*> sel;
+      for (const int32_t i : order)
+        if (entries[static_cast<size_t>(i)].rank < kMaxDets[m])
+          sel.push_back(&entries[static_cast<size_t>(i)]);
+      const size_t nd = sel.size();
+      hit.resize(nd);
+      ign.resize(nd);
+      tps.resize(nd);
+      fps.resize(nd);
+      rc.resize(nd);
+      pr.resize(nd);
+      for (int a = 0; a < A; ++a) {
+        if (npig[a] == 0) continue;
+        for (size_t i = 0; i < nd; ++i) {
+          hit[i] = sel[i]->matched[a];
+          ign[i] = sel[i]->ignored[a];
+        }
+        const auto n_pos = static_cast<double>(npig[a]);
+        for (int t = 0; t < T; ++t) {
+          int64_t tp = 0, fp = 0;  // counts: exact, as numpy's float cumsum of 0s and 1s
+          for (size_t i = 0; i < nd; ++i) {
+            const unsigned h = (hit[i] >> t) & 1u, g = (ign[i] >> t) & 1u;
+            tp += h & ~g & 1u;
+            fp += ~h & ~g & 1u;
+            tps[i] = static_cast<double>(tp);
+            fps[i] = static_cast<double>(fp);
+          }
+          const double* __restrict tpp = tps.data();
+          const double* __restrict fpp = fps.data();
+          double* __restrict rcp = rc.data();
+          double* __restrict prp = pr.data();
+          for (size_t i = 0; i < nd; ++i) rcp[i] = tpp[i] / n_pos;
+          for (size_t i = 0; i < nd; ++i) prp[i] = tpp[i] / (fpp[i] + tpp[i] + eps);
+          Rc(t, k, a, m) = nd ? rc[nd - 1] : 0.0;
+          for (size_t i = nd; i-- > 1;) pr[i - 1] = std::max(pr[i - 1], pr[i]);
+          size_t pos = 0;
+          for (int r = 0; r < R; ++r) {
+            while (pos < nd && rc[pos] < rec_thrs[r]) ++pos;  // searchsorted, side='left'
+            if (pos >= nd) {
+              for (int q = r; q < R; ++q) P(t, q, k, a, m) = 0.0;
+              break;
+            }
+            P(t, r, k, a, m) = pr[pos];
+          }
+        }
+      }
+    }
+  }
+
+  // COCOeval.summarize: means over the entries > -1.
+  auto mean_p = [&](int t_only, int a, int m) {
+    double s = 0;
+    int64_t n = 0;
+    for (int t = 0; t < T; ++t) {
+      if (t_only >= 0 && t != t_only) continue;
+      for (int r = 0; r < R; ++r)
+        for (size_t k = 0; k < K; ++k) {
+          const double v = P(t, r, k, a, m);
+          if (v > -1) {
+            s += v;
+            ++n;
+          }
+        }
+    }
+    return n ? s / static_cast<double>(n) : -1.0;
+  };
+  auto mean_r = [&](int a, int m) {
+    double s = 0;
+    int64_t n = 0;
+    for (int t = 0; t < T; ++t)
+      for (size_t k = 0; k < K; ++k) {
+        const double v = Rc(t, k, a, m);
+        if (v > -1) {
+          s += v;
+          ++n;
+        }
+      }
+    return n ? s / static_cast<double>(n) : -1.0;
+  };
+  CocoSummary out;
+  out.stats = {mean_p(-1, 0, 2), mean_p(0, 0, 2),  mean_p(5, 0, 2), mean_p(-1, 1, 2),
+               mean_p(-1, 2, 2), mean_p(-1, 3, 2), mean_r(0, 0),    mean_r(0, 1),
+               mean_r(0, 2),     mean_r(1, 2),     mean_r(2, 2),    mean_r(3, 2)};
+  out.per_class.assign(K, -1.0);
+  for (size_t k = 0; k < K; ++k) {
+    double s = 0;
+    int64_t n = 0;
+    for (int t = 0; t < T; ++t)
+      for (int r = 0; r < R; ++r) {
+        const double v = P(t, r, k, 0, 2);
+        if (v > -1) {
+          s += v;
+          ++n;
+        }
+      }
+    out.per_class[k] = n ? s / static_cast<double>(n) : -1.0;
+  }
+  return out;
+}
+
+Metrics DetectionEvaluator::finish() const {
+  Metrics m;
+  const auto& names = opts_.class_names;
+  if (opts_.metric == DetMetric::coco) {
+    const CocoSummary c = coco();
+    static const char* keys[12] = {"map", "ap50", "ap75",  "ap_small", "ap_medium", "ap_large",
+                                   "ar1", "ar10", "ar100", "ar_small", "ar_medium", "ar_large"};
+    for (int i = 0; i < 12; ++i) m.emplace_back(keys[i], c.stats[static_cast<size_t>(i)]);
+    for (size_t k = 0; k < names.size(); ++k) m.emplace_back("ap/" + names[k], c.per_class[k]);
+    return m;
+  }
+  const VocSummary v07 = voc(true), v10 = voc(false);
+  const VocSummary& v = opts_.metric == DetMetric::voc07 ? v07 : v10;
+  const double ap50 =
+      opts_.iou_threshold == 0.5 ? v.map : voc(opts_.metric == DetMetric::voc07, 0.5).map;
+  m.emplace_back("map", v.map);
+  m.emplace_back("ap50", ap50);
+  m.emplace_back("map_voc07", v07.map);
+  m.emplace_back("map_voc", v10.map);
+  for (size_t k = 0; k < names.size(); ++k) m.emplace_back("ap/" + names[k], v.per_class[k]);
+  return m;
+}
+
+}  // namespace tcv::train

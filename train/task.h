@@ -1,0 +1,240 @@
+// The task seam of tcv-train: what classification, detection and segmentation
+// plug into one training loop. The config key `task` ("cls" | "det" | "seg",
+// TorchCV's name) picks a Task, which supplies
+//
+//   - its data: loaders of batches (images with labels, boxes or masks),
+//   - its model, built from network.model_name and the task's own keys,
+//   - its loss of one batch, from as many model outputs as it needs,
+//   - its evaluator: accumulate on each rank, combine across ranks, finish
+//     into the val row of metrics.jsonl, with the metric that picks `best`,
+//   - what report.html draws and what tcv-predict writes.
+//
+// The loop (train/trainer.cpp) owns everything else: epochs and iterations,
+// mixed precision, data parallelism, LR policies, non-finite checks,
+// checkpoints and logging. It never asks which task it runs; each task lives
+// in its own files (train/tasks/), with its config keys in its own tables.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/image.h"
+#include "engine/device.h"
+#include "engine/json.h"
+#include "engine/tensor.h"
+#include "layers/module.h"
+#include "train/config.h"
+#include "train/eval/evaluator.h"
+
+namespace tcv::dist {
+class DistributedDataParallel;
+}
+
+namespace tcv::train {
+
+struct ReportInputs;
+
+/// A batch as a task's loader assembled it, on the host. Only the task that
+/// made it looks inside (each task downcasts to its own batch type).
+class TaskBatch {
+ public:
+  virtual ~TaskBatch() = default;
+  /// Images in the batch; 0 when every image of it was skipped as corrupt
+  /// (data.skip_corrupt), and the loop then takes no step.
+  virtual int64_t images() const = 0;
+};
+
+/// The batches of one split, for this process's share of it.
+class TaskLoader {
+ public:
+  virtual ~TaskLoader() = default;
+  /// Batches per epoch.
+  virtual int64_t num_batches() const = 0;
+  /// Images in the split (every rank's).
+  virtual int64_t size() const = 0;
+  /// Images skipped as corrupt so far (data.skip_corrupt), and the first of
+  /// them with the reason ("" when none).
+  virtual int64_t skipped() const = 0;
+  virtual std::string first_skipped() const = 0;
+  /// Starts `epoch` at its batch `skip` (a resumed run), stopping any epoch in
+  /// progress.
+  virtual void start_epoch(int64_t epoch, int64_t skip) = 0;
+  /// The next batch of the epoch, or null once it is done. The batch stays
+  /// valid until the next call.
+  virtual const TaskBatch* next() = 0;
+};
+
+/// A task's loaders for one run.
+struct TaskData {
+  std::unique_ptr<TaskLoader> train, val;
+  /// For the start-up line, e.g. "60000 train / 10000 val images (fashion_mnist, 1x28x28)".
+  std::string summary;
+};
+
+/// The model a training step runs: the task's own model, called through
+/// DistributedDataParallel when the run is data-parallel so that backward
+/// all-reduces the gradients.
+class StepModel {
+ public:
+  StepModel(nn::Module& model, dist::DistributedDataParallel* ddp) : model_(model), ddp_(ddp) {}
+  /// The model itself, to reach a task model's own methods in `fn` below.
+  nn::Module& module() { return model_; }
+  /// The model's forward.
+  Tensor forward(const Tensor& x);
+  /// Runs `fn` on the model as one forward with several outputs (SSD's
+  /// locations and scores, a segmentation model's main and auxiliary logits).
+  std::vector<Tensor> forward_with(const std::function<std::vector<Tensor>(nn::Module&)>& fn);
+
+ private:
+  nn::Module& model_;
+  dist::DistributedDataParallel* ddp_;
+};
+
+/// What the loop tells a task about the step whose loss it computes.
+struct StepContext {
+  Device device;
+  int64_t iter = 0;   ///< iterations done before this step
+  uint64_t seed = 0;  ///< the config's seed
+  int64_t world = 1;  ///< processes training together (data-parallel), each with its batch
+  /// The sum of `v` over those processes (v itself when alone); every process
+  /// must call it as often. A loss normalised by a count that differs between
+  /// ranks (matched boxes, labelled pixels) divides by the count of the whole
+  /// global batch and scales by `world` (the gradients are averaged), so a
+  /// data-parallel step follows the same gradient as one process would.
+  std::function<double(double)> sum_over_ranks = [](double v) { return v; };
+};
+
+/// One evaluation: runs the model on the val batches this rank gets,
+/// accumulates, merges the other ranks' state (Evaluator's serialize / merge),
+/// and finishes into the metrics of the val row.
+class TaskEvaluator : public Evaluator {
+ public:
+  /// Runs `model` (in eval mode, autograd off) on one val batch on `device` and
+  /// accumulates what it finds.
+  virtual void add(nn::Module& model, const TaskBatch& batch, Device device) = 0;
+  /// The val row's metrics (after "split", "epoch", "iter"), e.g. top1, top5,
+  /// loss, images; must hold the task's best_metric().
+  virtual Json row() const = 0;
+  /// The log line's words for the row, e.g. "top1 81.20% top5 99.10% loss 0.5123".
+  virtual std::string describe(const Json& row) const = 0;
+  /// Fills what report.html shows of the task: its headline and charts, and
+  /// the sample pictures this process kept of the evaluation.
+  virtual void fill_report(ReportInputs& report) const = 0;
+};
+
+/// How tcv-predict's output is shaped.
+struct PredictOptions {
+  /// Classification: classes listed per image.
+  int64_t top = 5;
+  /// Where pictures go (detection: boxes drawn; segmentation: overlays and
+  /// label PNGs); "" writes none.
+  std::string out_dir{};
+  /// Segmentation: what the raw label PNGs hold.
+  enum class LabelIds : uint8_t {
+    train,       ///< the classes the model predicts (train ids)
+    cityscapes,  ///< Cityscapes label ids (0..33), as its benchmark's submissions
+  } label_ids = LabelIds::train;
+  /// Detection: the score from which boxes are printed and drawn; < 0: res.vis_conf_thre.
+  double score_threshold = -1;
+};
+
+/// tcv-predict for one task: a trained model applied to image files.
+class TaskPredictor {
+ public:
+  virtual ~TaskPredictor() = default;
+  /// How images are read for this model (gray or RGB).
+  virtual data::ImageMode image_mode() const = 0;
+  /// The checkpoint's stem (what --checkpoint resolved to).
+  virtual const std::string& checkpoint() const = 0;
+  /// Predicts one u8 image (C, H, W) named `name` (its path; `label` its
+  /// class when known, else -1): returns the JSON entry of --json (without
+  /// "input") and writes the pictures options say.
+  virtual Json predict(const Tensor& image, const std::string& name, int64_t label) = 0;
+  /// The text output for one entry.
+  virtual void print(std::ostream& os, const std::string& name, const Json& entry) const = 0;
+};
+
+/// A task: one of tcv-train's kinds of training (see the top of this file).
+class Task {
+ public:
+  virtual ~Task() = default;
+  /// The loaders of rank `rank`'s share of each split (of `world` ranks).
+  virtual TaskData make_data(int64_t rank, int64_t world) = 0;
+  /// The model to train, on the CPU, freshly initialised.
+  virtual std::shared_ptr<nn::Module> make_model() = 0;
+  /// The training loss of one batch, forward included: an f32 scalar on
+  /// ctx.device, computed under the loop's autocast.
+  virtual Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) = 0;
+  /// An empty evaluator for one pass over the val split.
+  virtual std::unique_ptr<TaskEvaluator> make_evaluator() = 0;
+  /// The val metric that picks the `best` checkpoint (higher is better):
+  /// "top1", "map", "miou".
+  virtual std::string best_metric() const = 0;
+  /// tcv-predict's side: the model of `checkpoint` (a file, stem or run
+  /// directory), on the CPU in eval mode.
+  virtual std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
+                                                        const PredictOptions& opts) = 0;
+};
+
+/// What tcv-train knows of a task before it builds one.
+struct TaskInfo {
+  std::string name;
+  std::string description;
+  /// The config keys only this task reads: its tables. A key may belong to
+  /// several tasks (declared by each, with the same type and default); a key
+  /// no task declares belongs to all.
+  std::vector<KeySpec> keys;
+  /// Checks of the task's keys and of shared keys the task reads in its own
+  /// way (data.dataset's choices), beyond the schema's types.
+  std::function<void(const Config&)> validate;
+  std::function<std::unique_ptr<Task>(const Config&)> make;
+};
+
+/// Adds a task (STYLE: registries filled by an explicit call). A name taken
+/// twice is an error.
+void register_task(TaskInfo info);
+/// Registers cls, det and seg (idempotent).
+void register_builtin_tasks();
+/// The task of that name; an unknown one is an error listing the known ones.
+const TaskInfo& task_info(const std::string& name);
+/// Registered task names, in registration order.
+std::vector<std::string> task_names();
+/// The task `cfg` asks for (cfg is validated).
+std::unique_ptr<Task> make_task(const Config& cfg);
+
+// ---- helpers the tasks share ----------------------------------------------------
+
+/// The help of data.input_size, a key of classification and detection.
+inline constexpr const char* kInputSizeHelp =
+    "[h, w] the model sees; [] = the data set's own (cls: 28 x 28 IDX, 32 x 32 CIFAR) or the "
+    "detector's (det: 300, 512 for ssd512)";
+
+/// "file:line: key" (or just "key" for a default), to start an error about that key.
+std::string at_key(const Config& cfg, const std::string& key);
+
+/// Runs fn, turning a tcv::Error into a ConfigError that names `key` and its line.
+template <typename F>
+auto for_key(const Config& cfg, const std::string& key, F fn) {
+  try {
+    return fn();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConfigError(at_key(cfg, key) + ": " + e.what());
+  }
+}
+
+/// Builds network.model_name through the model registry, naming the key in errors.
+std::shared_ptr<nn::Module> create_config_model(const Config& cfg, int64_t num_classes,
+                                                int64_t in_channels);
+
+/// Loads the model weights of a checkpoint for prediction: the stem it resolves
+/// to, after checking that it holds network.model_name (and the task's model).
+std::string load_model_for_prediction(const Config& cfg, const std::string& checkpoint,
+                                      nn::Module& model);
+
+}  // namespace tcv::train

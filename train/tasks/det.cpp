@@ -1,0 +1,755 @@
+#include "train/tasks/det.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+
+#include "data/dataset.h"
+#include "data/det/coco.h"
+#include "data/det/loader.h"
+#include "data/det/scenes.h"
+#include "data/det/transforms.h"
+#include "data/det/voc.h"
+#include "data/draw.h"
+#include "data/image.h"
+#include "data/transforms.h"
+#include "engine/autocast.h"
+#include "engine/autograd.h"
+#include "engine/device.h"
+#include "engine/ops.h"
+#include "models/det/multibox_loss.h"
+#include "models/det/postprocess.h"
+#include "models/det/ssd.h"
+#include "train/eval/det_map.h"
+#include "train/metrics.h"
+#include "train/report.h"
+#include "train/tasks/scenes.h"
+
+namespace tcv::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace mdet = models::det;
+using VT = ValueType;
+using Doubles = std::vector<double>;
+using Ints = std::vector<int64_t>;
+using Strings = std::vector<std::string>;
+
+std::vector<KeySpec> det_keys() {
+  std::vector<KeySpec> keys = {
+      {"data.train_split", VT::string, std::string("train"),
+       "VOC and scenes: ImageSets/Main/<split>.txt of each root (trainval for VOC07+12)"},
+      {"data.val_split", VT::string, std::string("val"), "VOC and scenes (test for VOC2007)"},
+      {"data.train_roots", VT::string_array, Strings{},
+       "VOC: year directories under data.data_dir, e.g. [\"VOC2007\", \"VOC2012\"]; [] = "
+       "data.data_dir itself"},
+      {"data.val_roots", VT::string_array, Strings{}, "VOC: as data.train_roots"},
+      {"data.train_ann", VT::string, std::string(""),
+       "COCO: instances file under data.data_dir (annotations/instances_train2017.json)"},
+      {"data.val_ann", VT::string, std::string(""), "COCO: instances file for evaluation"},
+      {"data.train_images", VT::string, std::string(""),
+       "COCO: image directory under data.data_dir (train2017)"},
+      {"data.val_images", VT::string, std::string(""), "COCO: image directory (val2017)"},
+      {"data.keep_difficult", VT::boolean, false,
+       "train on VOC's difficult objects too (evaluation always ignores them)"},
+      {"data.input_size", VT::int_array, Ints{}, kInputSizeHelp},
+      {"train.aug_trans.photometric.ratio", VT::floating, 0.5,
+       "each of contrast, hue, saturation, brightness, channel swap (random order) with this "
+       "probability; 0 = off"},
+      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
+      {"train.aug_trans.random_pad.ratio", VT::floating, 0.6,
+       "expand (zoom out onto the mean colour) probability"},
+      {"train.aug_trans.random_pad.up_scale_range", VT::float_array, Doubles{1.0, 4.0},
+       "expand: canvas size range relative to the image"},
+      {"train.aug_trans.random_det_crop.ratio", VT::floating, 1.0,
+       "SSD's random IoU crop probability"},
+      {"anchor.iou_threshold", VT::floating, 0.5,
+       "a default box matches a ground truth from this IoU on"},
+      {"anchor.aspect_ratio_list", VT::float_lists, std::vector<Doubles>{},
+       "extra aspect ratios per feature map, e.g. [[2], [2, 3], ...]; [] = the model's"},
+      {"anchor.cur_anchor_sizes", VT::float_array, Doubles{},
+       "default box sizes in input pixels, one per feature map plus one; [] = the model's"},
+      {"network.stride_list", VT::int_array, Ints{},
+       "pixels between default box centres per feature map; [] = the model's"},
+      {"loss.neg_pos_ratio", VT::floating, 3.0, "hard negatives per positive default box"},
+      {"res.nms.max_threshold", VT::floating, 0.45, "class-wise NMS IoU"},
+      {"res.nms.pre_nms", VT::integer, int64_t{400}, "candidates per class before NMS"},
+      {"res.val_conf_thre", VT::floating, 0.01, "evaluation: detections from this score on"},
+      {"res.vis_conf_thre", VT::floating, 0.5,
+       "report pictures and tcv-predict: detections from this score on"},
+      {"res.max_per_image", VT::integer, int64_t{200}, "detections kept per image"},
+      {"val.metric", VT::string, std::string("voc07"),
+       "voc07 (11-point VOC2007 AP at IoU 0.5) | voc (VOC2010+ area AP) | coco (AP@[.5:.95])"},
+  };
+  for (auto& k : scene_keys()) keys.push_back(k);
+  return keys;
+}
+
+void validate_det(const Config& c) {
+  const ConfigChecks check(c);
+  check.choice("data.dataset", {"voc", "coco", "scenes"});
+  const std::string& dataset = c.get_string("data.dataset");
+  const std::string with = "with data.dataset \"" + dataset + "\"";
+  if (dataset == "voc") check.required("data.data_dir", with);
+  if (dataset == "coco")
+    for (const char* k : {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
+                          "data.val_images"})
+      check.required(k, with);
+  validate_scene_keys(c);
+  const auto size = c.get_ints("data.input_size");
+  if (!size.empty() && (size.size() != 2 || size[0] != size[1] || size[0] < 32))
+    check.fail("data.input_size",
+               "expected [s, s] with s >= 32 (SSD takes square images), got " + format_value(size));
+  for (const char* k :
+       {"train.aug_trans.photometric.ratio", "train.aug_trans.random_hflip.ratio",
+        "train.aug_trans.random_pad.ratio", "train.aug_trans.random_det_crop.ratio"})
+    check.probability(k);
+  check.range_pair("train.aug_trans.random_pad.up_scale_range", 1.0, 16.0);
+  if (c.get_doubles("train.aug_trans.random_pad.up_scale_range")[0] != 1.0)
+    check.fail("train.aug_trans.random_pad.up_scale_range",
+               "the expansion starts at 1 (the image as it is); give [1, max]");
+  check.probability("anchor.iou_threshold");
+  check.positive("loss.neg_pos_ratio");
+  check.probability("res.nms.max_threshold");
+  check.at_least("res.nms.pre_nms", 1);
+  check.probability("res.val_conf_thre");
+  check.probability("res.vis_conf_thre");
+  check.at_least("res.max_per_image", 1);
+  check.choice("val.metric", {"voc07", "voc", "coco"});
+  for (const auto& row : c.get_float_lists("anchor.aspect_ratio_list"))
+    for (double r : row)
+      if (!(r >= 1))
+        check.fail("anchor.aspect_ratio_list",
+                   "ratios must be >= 1 (each adds its transpose too), got " + format_double(r));
+  for (double s : c.get_doubles("anchor.cur_anchor_sizes"))
+    if (!(s > 0)) check.fail("anchor.cur_anchor_sizes", "sizes must be positive");
+  for (int64_t s : c.get_ints("network.stride_list"))
+    if (s <= 0) check.fail("network.stride_list", "strides must be positive");
+  if (const auto m = c.get_doubles("data.normalize.mean"); m.size() != 1 && m.size() != 3)
+    check.fail("data.normalize.mean", "detection images have 3 channels; give 1 or 3 values");
+  if (const auto s = c.get_doubles("data.normalize.std"); s.size() != 1 && s.size() != 3)
+    check.fail("data.normalize.std", "detection images have 3 channels; give 1 or 3 values");
+}
+
+// ---- settings read from the config --------------------------------------------------
+
+mdet::SSD& ssd_of(nn::Module& m) {
+  return dynamic_cast<mdet::SSD&>(m);
+}
+
+// The input side: data.input_size, or the model's own (512 for SSD512, 300 otherwise).
+int64_t input_side(const Config& cfg) {
+  const auto size = cfg.get_ints("data.input_size");
+  if (!size.empty()) return size[0];
+  return cfg.get_string("network.model_name") == "ssd512" ? 512 : 300;
+}
+
+data::Normalize normalize_of(const Config& cfg) {
+  return {cfg.get_double("data.normalize.div_value"), cfg.get_doubles("data.normalize.mean"),
+          cfg.get_doubles("data.normalize.std")};
+}
+
+double channel(const std::vector<double>& v, int64_t c) {
+  return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
+}
+
+// The mean colour in pixels (expand's canvas).
+std::array<uint8_t, 3> mean_color(const Config& cfg) {
+  const data::Normalize n = normalize_of(cfg);
+  std::array<uint8_t, 3> fill{};
+  for (int64_t c = 0; c < 3; ++c)
+    fill[c] =
+        static_cast<uint8_t>(std::clamp(std::lround(channel(n.mean, c) * n.div_value), 0L, 255L));
+  return fill;
+}
+
+mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
+  mdet::SsdOptions o;
+  o.num_classes = num_classes;
+  const std::string& name = cfg.get_string("network.model_name");
+  mdet::AnchorOptions a =
+      name == "ssd512" ? mdet::ssd512_anchor_options() : mdet::ssd300_anchor_options();
+  if (const auto r = cfg.get_float_lists("anchor.aspect_ratio_list"); !r.empty())
+    a.aspect_ratios = r;
+  if (const auto s = cfg.get_doubles("anchor.cur_anchor_sizes"); !s.empty()) {
+    // TorchCV gives sizes in pixels of the input; the boxes take fractions of it.
+    const double side = static_cast<double>(input_side(cfg));
+    a.scales.clear();
+    for (double v : s) a.scales.push_back(v / side);
+  }
+  if (const auto st = cfg.get_ints("network.stride_list"); !st.empty()) a.steps = st;
+  if (a.scales.size() != a.aspect_ratios.size() + 1)
+    throw ConfigError(at_key(cfg, "anchor.cur_anchor_sizes") + ": " +
+                      std::to_string(a.scales.size()) + " sizes for " +
+                      std::to_string(a.aspect_ratios.size()) +
+                      " feature maps (give one per map plus one)");
+  if (!a.steps.empty() && a.steps.size() != a.aspect_ratios.size())
+    throw ConfigError(at_key(cfg, "network.stride_list") + ": " + std::to_string(a.steps.size()) +
+                      " strides for " + std::to_string(a.aspect_ratios.size()) + " feature maps");
+  o.anchors = a;
+  return o;
+}
+
+mdet::DetectionOptions detection_options(const Config& cfg, double score_threshold) {
+  mdet::DetectionOptions d;
+  d.score_threshold = score_threshold;
+  d.top_k = cfg.get_int("res.nms.pre_nms");
+  d.nms_threshold = cfg.get_double("res.nms.max_threshold");
+  d.max_detections = cfg.get_int("res.max_per_image");
+  return d;
+}
+
+// Ground truth of one image in network-input pixels, boxes without area left out.
+mdet::DetTarget target_in_pixels(const Tensor& boxes, const Tensor& labels, double side) {
+  const int64_t n = boxes.size(0);
+  if (n == 0) return {boxes, labels};
+  const auto b = boxes.contiguous().to_vector<float>();
+  const auto l = labels.contiguous().to_vector<int64_t>();
+  std::vector<float> kb;
+  std::vector<int64_t> kl;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = b.data() + 4 * i;
+    if (!(r[2] > r[0] && r[3] > r[1])) continue;
+    for (int k = 0; k < 4; ++k) kb.push_back(static_cast<float>(r[k] * side));
+    kl.push_back(l[static_cast<size_t>(i)]);
+  }
+  const auto m = static_cast<int64_t>(kl.size());
+  return {from_vector(kb, {m, 4}), from_vector(kl, {m})};
+}
+
+// A u8 (3, S, S) picture of row i of a normalised batch (B, 3, S, S).
+Tensor denormalize(const Tensor& images, int64_t i, const data::Normalize& n) {
+  const Tensor x = images.select(0, i).contiguous().to(kCPU);  // f32 (3, S, S)
+  const int64_t hw = x.size(1) * x.size(2);
+  const float* src = x.data<float>();
+  std::vector<uint8_t> px(static_cast<size_t>(3 * hw));
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t k = 0; k < hw; ++k)
+      px[c * hw + k] = static_cast<uint8_t>(std::clamp(
+          std::lround((src[c * hw + k] * channel(n.std, c) + channel(n.mean, c)) * n.div_value), 0L,
+          255L));
+  return from_vector(px, {3, x.size(1), x.size(2)});
+}
+
+std::string class_name(const std::vector<std::string>& names, int64_t label) {
+  return label >= 1 && label <= static_cast<int64_t>(names.size())
+             ? names[static_cast<size_t>(label - 1)]
+             : std::to_string(label);
+}
+
+// Draws boxes [x1, y1, x2, y2] (pixels of `image`) with "name score" labels.
+void draw_detections(Tensor& image, const std::vector<std::array<double, 4>>& boxes,
+                     const std::vector<int64_t>& labels, const std::vector<double>& scores,
+                     const std::vector<std::string>& names) {
+  const int scale = image.size(2) >= 600 ? 2 : 1;
+  for (size_t k = boxes.size(); k-- > 0;) {  // the best last, on top
+    const data::Rgb col = data::class_color(labels[k]);
+    data::draw_box(image, boxes[k], col, scale * 2);
+    std::string text = class_name(names, labels[k]);
+    if (k < scores.size()) {
+      char buf[16];
+      std::snprintf(buf, sizeof(buf), " %.2f", scores[k]);
+      text += buf;
+    }
+    const auto [tw, th] = data::text_size(text, scale);
+    int64_t y = static_cast<int64_t>(boxes[k][1]) - th;
+    if (y < 0) y = static_cast<int64_t>(boxes[k][1]);
+    const int64_t x = std::clamp<int64_t>(static_cast<int64_t>(boxes[k][0]), 0,
+                                          std::max<int64_t>(image.size(2) - tw, 0));
+    data::draw_text(image, x, y, text, {0, 0, 0}, col, scale);
+  }
+}
+
+struct BoxList {
+  std::vector<std::array<double, 4>> boxes;
+  std::vector<int64_t> labels;
+  std::vector<double> scores;
+};
+
+// Detections with score >= threshold, boxes scaled by (sx, sy).
+BoxList box_list(const mdet::Detections& d, double threshold, double sx, double sy) {
+  BoxList out;
+  const auto b = d.boxes.contiguous().to_vector<double>();
+  const auto s = d.scores.contiguous().to_vector<double>();
+  const auto l = d.labels.contiguous().to_vector<int64_t>();
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (s[k] < threshold) continue;
+    out.boxes.push_back({b[4 * k] * sx, b[4 * k + 1] * sy, b[4 * k + 2] * sx, b[4 * k + 3] * sy});
+    out.labels.push_back(l[k]);
+    out.scores.push_back(s[k]);
+  }
+  return out;
+}
+
+// ---- data --------------------------------------------------------------------------
+
+struct DetTaskBatch final : TaskBatch {
+  data::DetBatch b;
+  int64_t images() const override { return b.size(); }
+};
+
+class DetLoader final : public TaskLoader {
+ public:
+  DetLoader(std::shared_ptr<const data::DetDataset> dataset, data::DetTransform transform,
+            const data::LoaderOptions& opts)
+      : dataset_(dataset), loader_(std::move(dataset), std::move(transform), opts) {}
+  int64_t num_batches() const override { return loader_.num_batches(); }
+  int64_t size() const override { return loader_.size(); }
+  int64_t skipped() const override { return loader_.skipped(); }
+  std::string first_skipped() const override { return dataset_->first_skipped(); }
+  void start_epoch(int64_t epoch, int64_t skip) override { loader_.start_epoch(epoch, skip); }
+  const TaskBatch* next() override { return loader_.next(batch_.b) ? &batch_ : nullptr; }
+  const data::DetDataset& dataset() const { return *dataset_; }
+
+ private:
+  std::shared_ptr<const data::DetDataset> dataset_;
+  data::DetDataLoader loader_;
+  DetTaskBatch batch_;
+};
+
+// ---- evaluation ----------------------------------------------------------------------
+
+constexpr int64_t kReportFigures = 6;
+
+class DetEvaluator final : public TaskEvaluator {
+ public:
+  // This process is rank `rank` of `world`: the val loader's sampler pads the
+  // last ranks' shares with the first images, which the mAP takes once (by
+  // image id) and the loss on the rank that owns them (index mod world).
+  DetEvaluator(const Config& cfg, const data::DetDataset& val, int64_t side, int64_t rank,
+               int64_t world)
+      : cfg_(cfg),
+        val_(val),
+        side_(side),
+        rank_(rank),
+        world_(world),
+        names_(val.class_names()),
+        eval_(DetEvalOptions{.metric = parse_det_metric(cfg.get_string("val.metric")),
+                             .class_names = val.class_names()}),
+        post_(detection_options(cfg, cfg.get_double("res.val_conf_thre"))),
+        loss_opts_{.iou_threshold = cfg.get_double("anchor.iou_threshold"),
+                   .neg_pos_ratio = cfg.get_double("loss.neg_pos_ratio")},
+        norm_(normalize_of(cfg)),
+        vis_(cfg.get_double("res.vis_conf_thre")) {}
+
+  void add(nn::Module& model, const TaskBatch& batch, Device device) override {
+    const data::DetBatch& b = static_cast<const DetTaskBatch&>(batch).b;
+    mdet::SSD& net = ssd_of(model);
+    const mdet::SsdOutput o = net.forward_heads(b.images.to(device));
+    const Tensor anchors = net.default_boxes(side_, side_, device);
+    std::vector<mdet::DetTarget> targets;
+    int64_t owned = 0;
+    for (int64_t i = 0; i < b.size(); ++i) {
+      targets.push_back(target_in_pixels(b.boxes[i], b.labels[i], static_cast<double>(side_)));
+      owned += world_ == 1 || b.indices[i] % world_ == rank_;
+    }
+    // The batch's mean loss, weighted by the images this rank owns.
+    const Tensor loss = mdet::multibox_loss(o.loc, o.conf, anchors, targets, loss_opts_).total();
+    if (owned > 0) loss_.update(loss.item(), owned);
+    const auto dets = mdet::postprocess_detections(o.loc, o.conf, anchors, {side_, side_}, post_);
+    const double s = static_cast<double>(side_);
+    for (int64_t i = 0; i < b.size(); ++i) {
+      const data::DetRecord& rec = val_.record(b.indices[i]);
+      const auto& d = dets[static_cast<size_t>(i)];
+      eval_.add(b.image_ids[i], rec.target, ops::mul(d.boxes, 1.0 / s), d.scores, d.labels,
+                static_cast<double>(b.sizes[i][1]), static_cast<double>(b.sizes[i][0]));
+      if (static_cast<int64_t>(figures_.size()) < kReportFigures) add_figure(b, i, d);
+    }
+  }
+
+  void reset() override {
+    eval_.reset();
+    loss_.reset();
+    figures_.clear();
+  }
+
+  std::string serialize() const override {
+    ByteWriter w;
+    w.put<double>(loss_.sum());
+    w.put<int64_t>(loss_.count());
+    w.put_string(eval_.serialize());
+    return w.take();
+  }
+
+  void merge(const std::string& bytes) override {
+    ByteReader r(bytes, "detection evaluator");
+    const auto sum = r.get<double>();
+    const auto n = r.get<int64_t>();
+    const std::string inner = r.get_string();
+    TCV_CHECK(r.done() && n >= 0, "detection evaluator: malformed state");
+    loss_.add(sum, n);
+    eval_.merge(inner);
+  }
+
+  Metrics finish() const override { return eval_.finish(); }
+
+  Json row() const override {
+    Json j = Json::object();
+    Json per_class = Json::object();
+    for (const auto& [name, v] : eval_.finish()) {
+      if (name.rfind("ap/", 0) == 0)
+        per_class[name.substr(3)] = v < 0 ? Json() : Json(v);  // null: no ground truth
+      else
+        j[name] = v;
+    }
+    j["loss"] = loss_.mean();
+    j["images"] = eval_.images();
+    j["class_ap"] = std::move(per_class);
+    return j;
+  }
+
+  std::string describe(const Json& row) const override {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "map %.4f ap50 %.4f loss %.4f (%s, %lld images)",
+                  row.at("map").get<double>(), row.at("ap50").get<double>(),
+                  row.at("loss").get<double>(), cfg_.get_string("val.metric").c_str(),
+                  static_cast<long long>(row.at("images").get<int64_t>()));
+    return buf;
+  }
+
+  void fill_report(ReportInputs& report) const override {
+    report.headline = {{"map", "mAP (" + cfg_.get_string("val.metric") + ")", ""},
+                       {"ap50", "AP50", ""}};
+    report.val_charts = {{"validation mAP", {{"map", "mAP"}, {"ap50", "AP50"}}}};
+    report.figures = figures_;
+    report.figures_title = "Validation detections (score >= " + format_double(vis_) + ")";
+  }
+
+ private:
+  void add_figure(const data::DetBatch& b, int64_t i, const mdet::Detections& d) {
+    Tensor pred = denormalize(b.images, i, norm_), truth = pred.clone();
+    const BoxList p = box_list(d, vis_, 1.0, 1.0);
+    draw_detections(pred, p.boxes, p.labels, p.scores, names_);
+    BoxList t;
+    const double s = static_cast<double>(side_);
+    const auto gb = b.boxes[i].contiguous().to_vector<double>();
+    const auto gl = b.labels[i].contiguous().to_vector<int64_t>();
+    for (size_t k = 0; k < gl.size(); ++k) {
+      t.boxes.push_back({gb[4 * k] * s, gb[4 * k + 1] * s, gb[4 * k + 2] * s, gb[4 * k + 3] * s});
+      t.labels.push_back(gl[k]);
+    }
+    draw_detections(truth, t.boxes, t.labels, {}, names_);
+    ReportFigure f;
+    for (const Tensor* img : {&pred, &truth}) {
+      const auto* px = static_cast<const uint8_t*>(img->data_ptr());
+      f.pictures.push_back(
+          {std::vector<uint8_t>(px, px + img->numel()), 3, img->size(1), img->size(2)});
+    }
+    f.labels = {"detections", "ground truth"};
+    f.caption = val_.record(b.indices[i]).image_path + ": " + std::to_string(p.boxes.size()) +
+                " detections, " + std::to_string(t.boxes.size()) + " objects";
+    figures_.push_back(std::move(f));
+  }
+
+  const Config& cfg_;
+  const data::DetDataset& val_;
+  int64_t side_, rank_, world_;
+  std::vector<std::string> names_;
+  DetectionEvaluator eval_;
+  mdet::DetectionOptions post_;
+  mdet::MultiBoxLossOptions loss_opts_;
+  data::Normalize norm_;
+  double vis_;
+  AverageMeter loss_;
+  std::vector<ReportFigure> figures_;
+};
+
+// ---- prediction ----------------------------------------------------------------------
+
+class DetPredictor final : public TaskPredictor {
+ public:
+  DetPredictor(const Config& cfg, std::shared_ptr<mdet::SSD> model, std::string stem,
+               std::vector<std::string> names, const PredictOptions& opts)
+      : model_(std::move(model)),
+        stem_(std::move(stem)),
+        names_(std::move(names)),
+        side_(input_side(cfg)),
+        norm_(normalize_of(cfg)),
+        post_(detection_options(cfg, cfg.get_double("res.val_conf_thre"))),
+        threshold_(opts.score_threshold >= 0 ? opts.score_threshold
+                                             : cfg.get_double("res.vis_conf_thre")),
+        out_dir_(opts.out_dir) {}
+
+  data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
+  const std::string& checkpoint() const override { return stem_; }
+
+  Json predict(const Tensor& image, const std::string& name, int64_t) override {
+    NoGradGuard no_grad;
+    const int64_t h = image.size(1), w = image.size(2);
+    data::DetSample s;
+    s.image = image;
+    data::Rng rng(0, 0);  // evaluation preprocessing draws nothing
+    data::det_eval_transform(side_)(s, rng);
+    const Tensor x = normalized(s.image);  // f32 (1, 3, S, S)
+    const mdet::SsdOutput o = model_->forward_heads(x);
+    const Tensor anchors = model_->default_boxes(side_, side_, kCPU);
+    const auto dets = mdet::postprocess_detections(o.loc, o.conf, anchors, {side_, side_}, post_);
+    const double s_ = static_cast<double>(side_);
+    const BoxList l = box_list(dets.front(), threshold_, static_cast<double>(w) / s_,
+                               static_cast<double>(h) / s_);
+    Json j = Json::object();
+    Json list = Json::array();
+    for (size_t k = 0; k < l.boxes.size(); ++k) {
+      Json box = Json::array();
+      for (double v : l.boxes[k]) box.push_back(std::round(v * 100) / 100);
+      list.push_back(Json::object({{"label", l.labels[k]},
+                                   {"name", class_name(names_, l.labels[k])},
+                                   {"score", l.scores[k]},
+                                   {"box", std::move(box)}}));
+    }
+    j["detections"] = std::move(list);
+    if (!out_dir_.empty()) {
+      Tensor pic = image.contiguous().clone();
+      draw_detections(pic, l.boxes, l.labels, l.scores, names_);
+      fs::create_directories(out_dir_);
+      const std::string file =
+          (fs::path(out_dir_) / (fs::path(name).stem().string() + "_det.png")).string();
+      data::write_image(file, pic);
+      j["picture"] = file;
+    }
+    return j;
+  }
+
+  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
+    const Json& list = entry.at("detections");
+    os << name << ": " << list.size() << " detection" << (list.size() == 1 ? "" : "s")
+       << " (score >= " << format_double(threshold_) << ")";
+    if (const auto p = entry.find("picture"); p != entry.end())
+      os << ", drawn in " << p->get<std::string>();
+    os << "\n";
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Json& d = list[k];
+      const Json& b = d.at("box");
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "  %zu. %.4f  %s  [%.1f, %.1f, %.1f, %.1f]\n", k + 1,
+                    d.at("score").get<double>(), d.at("name").get<std::string>().c_str(),
+                    b[0].get<double>(), b[1].get<double>(), b[2].get<double>(), b[3].get<double>());
+      os << buf;
+    }
+  }
+
+ private:
+  Tensor normalized(const Tensor& u8) const {
+    const Tensor img = u8.contiguous();
+    const int64_t hw = img.size(1) * img.size(2);
+    const auto* src = static_cast<const uint8_t*>(img.data_ptr());
+    std::vector<float> x(static_cast<size_t>(3 * hw));
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t k = 0; k < hw; ++k)
+        x[c * hw + k] = static_cast<float>(
+            (src[c * hw + k] / norm_.div_value - channel(norm_.mean, c)) / channel(norm_.std, c));
+    return from_vector(x, {1, 3, img.size(1), img.size(2)});
+  }
+
+  std::shared_ptr<mdet::SSD> model_;
+  std::string stem_;
+  std::vector<std::string> names_;
+  int64_t side_;
+  data::Normalize norm_;
+  mdet::DetectionOptions post_;
+  double threshold_;
+  std::string out_dir_;
+};
+
+// ---- the task --------------------------------------------------------------------------
+
+class DetTask final : public Task {
+ public:
+  explicit DetTask(const Config& cfg) : cfg_(cfg), side_(input_side(cfg)) {}
+
+  TaskData make_data(int64_t rank, int64_t world) override {
+    rank_ = rank;
+    world_ = world;
+    const data::OnCorrupt on_corrupt =
+        cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    std::shared_ptr<const data::DetDataset> train = read(true, on_corrupt);
+    std::shared_ptr<const data::DetDataset> val = read(false, on_corrupt);
+    if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
+      std::vector<data::DetRecord> head(val->records().begin(), val->records().begin() + n);
+      val = std::make_shared<const data::DetDataset>(std::move(head), val->class_names(),
+                                                     val->label_ids(), on_corrupt, val->name());
+    }
+    names_ = train->class_names();
+    const int64_t classes = cfg_.get_int("data.num_classes");
+    if (classes != train->num_classes() + 1)
+      throw ConfigError(at_key(cfg_, "data.num_classes") + ": " + std::to_string(classes) +
+                        ", but the data set has " + std::to_string(train->num_classes()) +
+                        " object classes (data.num_classes counts the background too: " +
+                        std::to_string(train->num_classes() + 1) + ")");
+    if (val->class_names() != train->class_names())
+      throw ConfigError(at_key(cfg_, "data.dataset") +
+                        ": the training and validation sets name different classes");
+
+    data::SsdAugmentOptions aug;
+    aug.size = side_;
+    aug.keep_difficult = cfg_.get_bool("data.keep_difficult");
+    aug.distort.p = cfg_.get_double("train.aug_trans.photometric.ratio");
+    aug.photometric = aug.distort.p > 0;
+    aug.flip.p = cfg_.get_double("train.aug_trans.random_hflip.ratio");
+    aug.expand_opts.p = cfg_.get_double("train.aug_trans.random_pad.ratio");
+    aug.expand_opts.max_scale = cfg_.get_doubles("train.aug_trans.random_pad.up_scale_range")[1];
+    aug.expand_opts.fill = mean_color(cfg_);
+    aug.expand = aug.expand_opts.p > 0;
+    // TorchCV's order (data::ssd_train_transform), SSD's IoU crop with a probability.
+    const double crop_p = cfg_.get_double("train.aug_trans.random_det_crop.ratio");
+    const data::DetTransform train_tf = [aug, crop_p](data::DetSample& s, data::Rng& rng) {
+      data::det_drop_objects(s, aug.keep_difficult, aug.keep_crowd);
+      if (aug.photometric) aug.distort(s, rng);
+      aug.flip(s, rng);
+      if (aug.expand) aug.expand_opts(s, rng);
+      if (crop_p >= 1 || (crop_p > 0 && rng.uniform() < crop_p)) aug.crop_opts(s, rng);
+      data::det_resize(s, aug.size, aug.size);
+      data::det_drop_objects(s, true, true);  // boxes a crop left without area
+    };
+    const int workers = static_cast<int>(cfg_.get_int("data.workers"));
+    const auto seed = static_cast<uint64_t>(cfg_.get_int("seed"));
+    const bool pin = cfg_.get_string("device") != "cpu" && cuda_is_available();
+    data::LoaderOptions to{.batch_size = cfg_.get_int("train.batch_size"),
+                           .shuffle = true,
+                           .drop_last = cfg_.get_bool("train.drop_last"),
+                           .workers = workers,
+                           .seed = seed,
+                           .normalize = normalize_of(cfg_),
+                           .world_size = world,
+                           .rank = rank,
+                           .pin_memory = pin};
+    data::LoaderOptions vo = to;
+    vo.batch_size = cfg_.get_int("val.batch_size");
+    vo.shuffle = false;
+    vo.drop_last = false;
+    TaskData d;
+    d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
+                " val images (" + cfg_.get_string("data.dataset") + ", " +
+                std::to_string(train->num_classes()) + " classes, " + std::to_string(side_) + "x" +
+                std::to_string(side_) + ")";
+    d.train = std::make_unique<DetLoader>(train, train_tf, to);
+    auto v = std::make_unique<DetLoader>(val, data::det_eval_transform(side_), vo);
+    val_ = v.get();
+    d.val = std::move(v);
+    return d;
+  }
+
+  std::shared_ptr<nn::Module> make_model() override {
+    const std::string& name = cfg_.get_string("network.model_name");
+    auto model = for_key(cfg_, "network.model_name", [&] {
+      return mdet::create_ssd(name, ssd_options(cfg_, cfg_.get_int("data.num_classes")));
+    });
+    if (!model) {
+      std::string known;
+      for (const auto& n : mdet::ssd_model_names()) known += (known.empty() ? "" : ", ") + n;
+      throw ConfigError(at_key(cfg_, "network.model_name") + ": \"" + name +
+                        "\" is not a detection model (task = \"det\" trains " + known + ")");
+    }
+    return model;
+  }
+
+  Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
+    const data::DetBatch& b = static_cast<const DetTaskBatch&>(batch).b;
+    const Tensor x = b.images.to(ctx.device);  // (B, 3, S, S)
+    const std::vector<Tensor> out = model.forward_with([&](nn::Module& m) {
+      const mdet::SsdOutput o = ssd_of(m).forward_heads(x);
+      return std::vector<Tensor>{o.loc, o.conf};
+    });
+    const Tensor anchors = ssd_of(model.module()).default_boxes(side_, side_, ctx.device);
+    std::vector<mdet::DetTarget> targets;
+    for (int64_t i = 0; i < b.size(); ++i)
+      targets.push_back(target_in_pixels(b.boxes[i], b.labels[i], static_cast<double>(side_)));
+    const mdet::MultiBoxLossOptions lo{.iou_threshold = cfg_.get_double("anchor.iou_threshold"),
+                                       .neg_pos_ratio = cfg_.get_double("loss.neg_pos_ratio")};
+    const mdet::MultiBoxLosses l = mdet::multibox_loss(
+        autocast::to_f32(out[0]), autocast::to_f32(out[1]), anchors, targets, lo);
+    // Normalised by the matched default boxes of the global batch, not this rank's.
+    const double local = static_cast<double>(std::max<int64_t>(1, l.num_matched));
+    const double global = std::max(1.0, ctx.sum_over_ranks(static_cast<double>(l.num_matched)));
+    const double scale = local * static_cast<double>(ctx.world) / global;
+    return scale == 1.0 ? l.total() : ops::mul(l.total(), scale);
+  }
+
+  std::unique_ptr<TaskEvaluator> make_evaluator() override {
+    TCV_CHECK(val_, "[det] make_evaluator before make_data");
+    return std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_, rank_, world_);
+  }
+
+  std::string best_metric() const override { return "map"; }
+
+  std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
+                                                const PredictOptions& opts) override {
+    auto model = std::dynamic_pointer_cast<mdet::SSD>(make_model());
+    const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
+    return std::make_unique<DetPredictor>(cfg_, model, stem, class_names(), opts);
+  }
+
+ private:
+  std::string path(const std::string& key) const {
+    const std::string& v = cfg_.get_string(key);
+    return (fs::path(cfg_.get_string("data.data_dir")) / v).string();
+  }
+
+  std::shared_ptr<const data::DetDataset> read(bool train, data::OnCorrupt on_corrupt) const {
+    const std::string& dataset = cfg_.get_string("data.dataset");
+    const std::string split = train ? "data.train_split" : "data.val_split";
+    if (dataset == "coco") {
+      const std::string ann = train ? "data.train_ann" : "data.val_ann";
+      return for_key(cfg_, ann, [&] {
+        return std::make_shared<const data::DetDataset>(data::read_coco(
+            {.annotation_file = path(ann),
+             .image_dir = path(train ? "data.train_images" : "data.val_images"),
+             .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
+             .on_corrupt = on_corrupt}));
+      });
+    }
+    std::string dir = cfg_.get_string("data.data_dir");
+    if (dataset == "scenes") dir = ensure_scenes(cfg_);
+    std::vector<std::string> roots;
+    for (const auto& r : cfg_.get_strings(train ? "data.train_roots" : "data.val_roots"))
+      roots.push_back((fs::path(dir) / r).string());
+    if (roots.empty()) roots.push_back(dir);
+    return for_key(cfg_, dataset == "scenes" ? "data.data_dir" : split, [&] {
+      return std::make_shared<const data::DetDataset>(data::read_voc(
+          {.roots = roots, .split = cfg_.get_string(split), .on_corrupt = on_corrupt}));
+    });
+  }
+
+  // Class names without reading the data (tcv-predict): the scenes' or VOC's,
+  // classes.txt of the first root when there is one.
+  std::vector<std::string> class_names() const {
+    if (!names_.empty()) return names_;
+    const std::string& dataset = cfg_.get_string("data.dataset");
+    fs::path dir = cfg_.get_string("data.data_dir");
+    if (const auto r = cfg_.get_strings("data.train_roots"); !r.empty()) dir /= r.front();
+    std::error_code ec;
+    if (dataset != "coco" && fs::exists(dir / "classes.txt", ec))
+      return data::read_class_names((dir / "classes.txt").string());
+    if (dataset == "scenes") return data::fashion_mnist_classes();
+    if (dataset == "voc") return data::voc_classes();
+    std::vector<std::string> names;  // COCO: the categories of the validation file
+    try {
+      names = read(false, data::OnCorrupt::skip)->class_names();
+    } catch (const Error&) {
+      for (int64_t k = 1; k < cfg_.get_int("data.num_classes"); ++k)
+        names.push_back(std::to_string(k));
+    }
+    return names;
+  }
+
+  Config cfg_;
+  int64_t side_;
+  std::vector<std::string> names_;
+  DetLoader* val_ = nullptr;
+  int64_t rank_ = 0, world_ = 1;
+};
+
+}  // namespace
+
+TaskInfo det_task_info() {
+  return {.name = "det",
+          .description = "object detection (SSD)",
+          .keys = det_keys(),
+          .validate = validate_det,
+          .make = [](const Config& cfg) { return std::make_unique<DetTask>(cfg); }};
+}
+
+}  // namespace tcv::train

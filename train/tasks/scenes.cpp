@@ -1,0 +1,95 @@
+#include "train/tasks/scenes.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "data/det/scenes.h"
+#include "engine/json.h"
+#include "train/task.h"
+
+namespace tcv::train {
+
+namespace fs = std::filesystem;
+
+std::vector<KeySpec> scene_keys() {
+  using VT = ValueType;
+  return {
+      {"data.scenes.train", VT::integer, int64_t{2000},
+       "scenes: training images generated on first use (data.data_dir)"},
+      {"data.scenes.val", VT::integer, int64_t{500}, "scenes: validation images"},
+      {"data.scenes.size", VT::integer, int64_t{300}, "scenes: image side in pixels"},
+      {"data.scenes.seed", VT::integer, int64_t{0}, "scenes: the generator's seed"},
+  };
+}
+
+void validate_scene_keys(const Config& cfg) {
+  const ConfigChecks check(cfg);
+  check.at_least("data.scenes.train", 1);
+  check.at_least("data.scenes.val", 1);
+  check.at_least("data.scenes.size", 32);
+  check.at_least("data.scenes.seed", 0);
+  if (cfg.get_string("data.dataset") == "scenes")
+    check.required("data.data_dir", "with data.dataset \"scenes\" (where the scenes are made)");
+}
+
+std::string ensure_scenes(const Config& cfg) {
+  const fs::path dir = cfg.get_string("data.data_dir");
+  Json want = Json::object();
+  want["train"] = cfg.get_int("data.scenes.train");
+  want["val"] = cfg.get_int("data.scenes.val");
+  want["size"] = cfg.get_int("data.scenes.size");
+  want["seed"] = cfg.get_int("data.scenes.seed");
+  const fs::path stamp = dir / "scenes.json";
+  std::error_code ec;
+  if (fs::exists(stamp, ec)) {
+    std::ifstream f(stamp);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    Json have;
+    try {
+      have = json_parse(ss.str());
+    } catch (const Error& e) {
+      throw ConfigError(at_key(cfg, "data.data_dir") + ": " + stamp.string() + " does not parse (" +
+                        e.what() + "); delete " + dir.string() + " to make the scenes again");
+    }
+    if (!(have == want))
+      throw ConfigError(at_key(cfg, "data.data_dir") + ": " + dir.string() +
+                        " holds scenes made with " + json_dump(have) +
+                        ", but data.scenes.* ask for " + json_dump(want) +
+                        "; delete it or choose another data.data_dir");
+    return dir.string();
+  }
+  if (fs::exists(dir / "classes.txt", ec)) return dir.string();  // written by tcv-data scenes
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
+    throw ConfigError(at_key(cfg, "data.data_dir") + ": " + dir.string() +
+                      " is neither empty nor a scene tree (no classes.txt); choose another "
+                      "directory for data.dataset \"scenes\"");
+  data::SceneSetOptions o;
+  o.scene.width = o.scene.height = cfg.get_int("data.scenes.size");
+  o.train = cfg.get_int("data.scenes.train");
+  o.val = cfg.get_int("data.scenes.val");
+  o.seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
+  const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  for_key(cfg, "data.data_dir", [&] {
+    data::write_scene_set(o, tmp.string());
+    return 0;
+  });
+  std::ofstream(tmp / "scenes.json") << json_dump(want) << "\n";
+  if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path(), ec);
+  fs::remove(dir, ec);  // an empty directory
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    fs::remove_all(tmp);  // another process made it first
+    if (!fs::exists(stamp))
+      throw ConfigError(at_key(cfg, "data.data_dir") + ": cannot create " + dir.string() + " (" +
+                        ec.message() + ")");
+  }
+  return dir.string();
+}
+
+}  // namespace tcv::train

@@ -1,0 +1,704 @@
+#include "train/tasks/seg.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+
+#include "data/dataset.h"
+#include "data/det/scenes.h"
+#include "data/det/voc.h"
+#include "data/image.h"
+#include "data/seg/colorize.h"
+#include "data/seg/dataset.h"
+#include "data/seg/loader.h"
+#include "data/seg/transforms.h"
+#include "data/transforms.h"
+#include "engine/autocast.h"
+#include "engine/autograd.h"
+#include "engine/device.h"
+#include "engine/ops.h"
+#include "models/seg/loss.h"
+#include "models/seg/segmentation.h"
+#include "train/eval/seg_miou.h"
+#include "train/metrics.h"
+#include "train/report.h"
+#include "train/seg_infer.h"
+#include "train/tasks/scenes.h"
+
+namespace tcv::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace mseg = models::seg;
+using VT = ValueType;
+using Doubles = std::vector<double>;
+using Ints = std::vector<int64_t>;
+
+std::vector<KeySpec> seg_keys() {
+  std::vector<KeySpec> keys = {
+      {"data.train_split", VT::string, std::string("train"),
+       "VOC and scenes: ImageSets/Main/<split>.txt of each root (trainval for VOC07+12)"},
+      {"data.val_split", VT::string, std::string("val"), "VOC and scenes (test for VOC2007)"},
+      {"data.reduce_zero_label", VT::boolean, true,
+       "ADE20K: label 0 (\"other\") is ignored and 1..150 become 0..149 (mmsegmentation's)"},
+      {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
+       "random scale of image and label map, relative to base_size (or the image as read)"},
+      {"train.aug_trans.random_resize.base_size", VT::int_array, Ints{0, 0},
+       "[long, short] the image is fitted into before the random scale (mmsegmentation's "
+       "Resize scale, e.g. [2048, 1024] for Cityscapes); [0, 0] = the image as read"},
+      {"train.aug_trans.random_crop.crop_size", VT::int_array, Ints{512, 512},
+       "[h, w] training crop; image padded with the mean colour, labels with 255"},
+      {"train.aug_trans.random_crop.cat_max_ratio", VT::floating, 1.0,
+       "redraw crops where one class covers more than this share of the labelled pixels "
+       "(mmsegmentation's 0.75); 1 = off"},
+      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
+      {"train.aug_trans.photometric_distortion", VT::boolean, true,
+       "mmsegmentation's PhotoMetricDistortion (brightness, contrast, saturation, hue)"},
+      {"test.mode", VT::string, std::string("ss_test"),
+       "evaluation and tcv-predict: ss_test (whole image) | sscrop_test (sliding window) | "
+       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding)"},
+      {"test.crop_size", VT::int_array, Ints{512, 512}, "sliding window [h, w]"},
+      {"test.crop_stride_ratio", VT::floating, 0.667, "window stride / crop_size"},
+      {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
+       "ms_test, mscrop_test: the image scales averaged"},
+      {"test.flip", VT::boolean, true, "ms_test, mscrop_test: the mirrored image too"},
+      {"test.base_size", VT::int_array, Ints{0, 0},
+       "[long, short] the image is fitted into before inference, logits resized back to the "
+       "labels (mmsegmentation's test Resize, e.g. [2048, 512] for VOC); [0, 0] = as read"},
+      {"loss.loss_type", VT::string, std::string("seg_auxce_loss"),
+       "seg_auxce_loss (cross-entropy) | seg_auxohemce_loss (OHEM on the main output), both "
+       "with the auxiliary head's cross-entropy"},
+      {"loss.loss_weights.seg_loss", VT::floating, 1.0, "weight of the main output's loss"},
+      {"loss.loss_weights.aux_loss", VT::floating, 0.4,
+       "weight of the auxiliary head's loss; 0 = the model has no auxiliary head"},
+      {"loss.params.ce_weight", VT::float_array, Doubles{},
+       "class weights (one per class); [] = none"},
+      {"loss.params.ohem_thresh", VT::floating, 0.7,
+       "OHEM: pixels whose target probability is below this are kept"},
+      {"loss.params.ohem_minkeep", VT::integer, int64_t{100000}, "OHEM: at least this many"},
+      {"network.stride", VT::integer, int64_t{8},
+       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4)"},
+  };
+  for (auto& k : scene_keys()) keys.push_back(k);
+  return keys;
+}
+
+void validate_pair(const ConfigChecks& check, const Config& c, const std::string& key, int64_t lo) {
+  const auto v = c.get_ints(key);
+  if (v.size() != 2 || v[0] < lo || v[1] < lo)
+    check.fail(key,
+               "expected [h, w] with values >= " + std::to_string(lo) + ", got " + format_value(v));
+}
+
+void validate_seg(const Config& c) {
+  const ConfigChecks check(c);
+  check.choice("data.dataset", {"cityscapes", "voc", "ade20k", "scenes"});
+  const std::string& dataset = c.get_string("data.dataset");
+  if (dataset != "scenes") check.required("data.data_dir", "with data.dataset \"" + dataset + "\"");
+  validate_scene_keys(c);
+  check.range_pair("train.aug_trans.random_resize.scale_range", 1e-3, 1e3);
+  validate_pair(check, c, "train.aug_trans.random_resize.base_size", 0);
+  validate_pair(check, c, "train.aug_trans.random_crop.crop_size", 1);
+  if (const double r = c.get_double("train.aug_trans.random_crop.cat_max_ratio");
+      !(r > 0 && r <= 1))
+    check.fail("train.aug_trans.random_crop.cat_max_ratio",
+               "must be in (0, 1], got " + format_double(r));
+  check.probability("train.aug_trans.random_hflip.ratio");
+  check.choice("test.mode", {"ss_test", "sscrop_test", "ms_test", "mscrop_test"});
+  validate_pair(check, c, "test.crop_size", 1);
+  if (const double r = c.get_double("test.crop_stride_ratio"); !(r > 0 && r <= 1))
+    check.fail("test.crop_stride_ratio", "must be in (0, 1], got " + format_double(r));
+  const auto scales = c.get_doubles("test.scale_search");
+  if (scales.empty()) check.fail("test.scale_search", "must not be empty");
+  for (double s : scales)
+    if (!(s > 0 && s <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
+  validate_pair(check, c, "test.base_size", 0);
+  check.choice("loss.loss_type", {"seg_auxce_loss", "seg_auxohemce_loss"});
+  check.non_negative("loss.loss_weights.seg_loss");
+  check.non_negative("loss.loss_weights.aux_loss");
+  for (double w : c.get_doubles("loss.params.ce_weight"))
+    if (!(w >= 0)) check.fail("loss.params.ce_weight", "weights must be >= 0");
+  const auto& cw = c.get_doubles("loss.params.ce_weight");
+  if (!cw.empty() && static_cast<int64_t>(cw.size()) != c.get_int("data.num_classes"))
+    check.fail("loss.params.ce_weight", std::to_string(cw.size()) + " weights for " +
+                                            std::to_string(c.get_int("data.num_classes")) +
+                                            " classes (data.num_classes)");
+  check.probability("loss.params.ohem_thresh");
+  check.at_least("loss.params.ohem_minkeep", 1);
+  if (const int64_t s = c.get_int("network.stride"); s != 8 && s != 16)
+    check.fail("network.stride", "must be 8 or 16, got " + std::to_string(s));
+  if (const auto m = c.get_doubles("data.normalize.mean"); m.size() != 1 && m.size() != 3)
+    check.fail("data.normalize.mean", "segmentation images have 3 channels; give 1 or 3 values");
+  if (const auto s = c.get_doubles("data.normalize.std"); s.size() != 1 && s.size() != 3)
+    check.fail("data.normalize.std", "segmentation images have 3 channels; give 1 or 3 values");
+}
+
+// ---- settings read from the config --------------------------------------------------
+
+mseg::SegmentationModel& seg_of(nn::Module& m) {
+  return dynamic_cast<mseg::SegmentationModel&>(m);
+}
+
+data::Normalize normalize_of(const Config& cfg) {
+  return {cfg.get_double("data.normalize.div_value"), cfg.get_doubles("data.normalize.mean"),
+          cfg.get_doubles("data.normalize.std")};
+}
+
+double channel(const std::vector<double>& v, int64_t c) {
+  return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
+}
+
+std::array<int64_t, 2> pair_of(const Config& cfg, const std::string& key) {
+  const auto v = cfg.get_ints(key);
+  return {v[0], v[1]};
+}
+
+SegInferOptions infer_options(const Config& cfg) {
+  const std::string& mode = cfg.get_string("test.mode");
+  SegInferOptions o;
+  const bool slide = mode == "sscrop_test" || mode == "mscrop_test";
+  const bool multi = mode == "ms_test" || mode == "mscrop_test";
+  o.mode = slide ? SegInferMode::slide : SegInferMode::whole;
+  o.crop = pair_of(cfg, "test.crop_size");
+  const double r = cfg.get_double("test.crop_stride_ratio");
+  o.stride = {std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(o.crop[0]) * r)),
+              std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(o.crop[1]) * r))};
+  o.scales = multi ? cfg.get_doubles("test.scale_search") : std::vector<double>{1.0};
+  o.flip = multi && cfg.get_bool("test.flip") ? FlipTest::on : FlipTest::off;
+  return o;
+}
+
+const data::Palette& palette_of(const Config& cfg) {
+  return cfg.get_string("data.dataset") == "cityscapes" ? data::cityscapes_palette()
+                                                        : data::voc_palette();
+}
+
+// A u8 (3, h, w) picture of row i of a normalised batch, its own part (h, w).
+Tensor denormalize(const Tensor& images, int64_t i, std::array<int64_t, 2> hw,
+                   const data::Normalize& n) {
+  const Tensor x = images.select(0, i).contiguous().to(kCPU);  // f32 (3, H, W)
+  const int64_t W = x.size(2), h = hw[0], w = hw[1];
+  const float* src = x.data<float>();
+  std::vector<uint8_t> px(static_cast<size_t>(3 * h * w));
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t xx = 0; xx < w; ++xx)
+        px[(c * h + y) * w + xx] = static_cast<uint8_t>(std::clamp(
+            std::lround(
+                (src[(c * x.size(1) + y) * W + xx] * channel(n.std, c) + channel(n.mean, c)) *
+                n.div_value),
+            0L, 255L));
+  return from_vector(px, {3, h, w});
+}
+
+ReportPicture picture_of(const Tensor& img) {
+  const Tensor c = img.contiguous();
+  const auto* px = static_cast<const uint8_t*>(c.data_ptr());
+  return {std::vector<uint8_t>(px, px + c.numel()), c.size(0), c.size(1), c.size(2)};
+}
+
+Json number_or_null(double v) {
+  return std::isfinite(v) ? Json(v) : Json();
+}
+
+// ---- data --------------------------------------------------------------------------
+
+struct SegTaskBatch final : TaskBatch {
+  data::SegBatch b;
+  int64_t images() const override { return b.size(); }
+};
+
+class SegLoader final : public TaskLoader {
+ public:
+  SegLoader(std::shared_ptr<const data::SegDataset> dataset, data::SegTransform transform,
+            const data::LoaderOptions& opts)
+      : dataset_(dataset), loader_(std::move(dataset), std::move(transform), opts) {}
+  int64_t num_batches() const override { return loader_.num_batches(); }
+  int64_t size() const override { return loader_.size(); }
+  int64_t skipped() const override { return loader_.skipped(); }
+  std::string first_skipped() const override { return dataset_->first_skipped(); }
+  void start_epoch(int64_t epoch, int64_t skip) override { loader_.start_epoch(epoch, skip); }
+  const TaskBatch* next() override { return loader_.next(batch_.b) ? &batch_ : nullptr; }
+  const data::SegDataset& dataset() const { return *dataset_; }
+
+ private:
+  std::shared_ptr<const data::SegDataset> dataset_;
+  data::SegDataLoader loader_;
+  SegTaskBatch batch_;
+};
+
+// ---- evaluation ----------------------------------------------------------------------
+
+constexpr int64_t kReportFigures = 6;
+
+class SegEvaluator final : public TaskEvaluator {
+ public:
+  // This process is rank `rank` of `world`: with several, the val loader's
+  // sampler pads the last ranks' shares with the first images, which are
+  // counted once, on the rank that owns them (index mod world).
+  SegEvaluator(const Config& cfg, const data::SegDataset& val, int64_t rank, int64_t world)
+      : cfg_(cfg),
+        val_(val),
+        rank_(rank),
+        world_(world),
+        names_(val.class_names()),
+        meter_(static_cast<int64_t>(val.class_names().size())),
+        infer_(infer_options(cfg)),
+        norm_(normalize_of(cfg)),
+        palette_(palette_of(cfg)) {}
+
+  void add(nn::Module& model, const TaskBatch& batch, Device device) override {
+    const data::SegBatch& b = static_cast<const SegTaskBatch&>(batch).b;
+    mseg::SegmentationModel& net = seg_of(model);
+    const SegForward forward = [&](const Tensor& x) { return net.forward(x); };
+    const Tensor logits = seg_batch_logits(forward, b.images.to(device), b, infer_);
+    Tensor host_labels = b.labels;  // i64 (B, Hl, Wl): 255 ignored, and padding
+    for (int64_t i = 0; i < b.size(); ++i)
+      if (!owned(b.indices[static_cast<size_t>(i)])) {
+        if (host_labels.same(b.labels)) host_labels = b.labels.clone();
+        host_labels.select(0, i).fill_(255);  // another rank counts this image
+      } else {
+        ++images_;
+      }
+    const Tensor labels = host_labels.to(device);
+    meter_.update(logits, labels);
+    const auto l = host_labels.contiguous().to_vector<int64_t>();
+    const auto counted = std::count_if(l.begin(), l.end(), [](int64_t v) { return v != 255; });
+    if (counted > 0) {
+      const Tensor loss = ops::cross_entropy(logits, labels, ops::Reduction::sum, 255);
+      loss_.add(loss.item(), counted);
+    }
+    if (static_cast<int64_t>(figures_.size()) < kReportFigures) {
+      const Tensor pred = seg_predict(logits).to(kCPU);  // i64 (B, Hl, Wl)
+      for (int64_t i = 0; i < b.size() && static_cast<int64_t>(figures_.size()) < kReportFigures;
+           ++i)
+        add_figure(b, i, pred);
+    }
+  }
+
+  void reset() override {
+    meter_.reset();
+    loss_.reset();
+    images_ = 0;
+    figures_.clear();
+  }
+
+  std::string serialize() const override {
+    ByteWriter w;
+    w.put_vector(meter_.counts());
+    w.put<double>(loss_.sum());
+    w.put<int64_t>(loss_.count());
+    w.put<int64_t>(images_);
+    return w.take();
+  }
+
+  void merge(const std::string& bytes) override {
+    ByteReader r(bytes, "segmentation evaluator");
+    const auto counts = r.get_vector<int64_t>();
+    const auto sum = r.get<double>();
+    const auto n = r.get<int64_t>();
+    const auto images = r.get<int64_t>();
+    const auto c = meter_.num_classes();
+    TCV_CHECK(r.done() && static_cast<int64_t>(counts.size()) == c * c && n >= 0 && images >= 0,
+              "segmentation evaluator: malformed state");
+    meter_.add_counts(counts);
+    loss_.add(sum, n);
+    images_ += images;
+  }
+
+  Metrics finish() const override {
+    const SegMetrics m = meter_.compute();
+    return {{"miou", m.miou}, {"pixel_acc", m.pixel_acc}, {"mean_acc", m.mean_acc}};
+  }
+
+  Json row() const override {
+    const SegMetrics m = meter_.compute();
+    Json j = Json::object();
+    // mIoU 0 when nothing was counted, so that `best` compares numbers.
+    j["miou"] = std::isfinite(m.miou) ? m.miou : 0.0;
+    j["pixel_acc"] = number_or_null(m.pixel_acc);
+    j["mean_acc"] = number_or_null(m.mean_acc);
+    j["loss"] = loss_.mean();
+    j["images"] = images_;
+    Json per_class = Json::object();
+    for (size_t c = 0; c < m.iou.size(); ++c)
+      per_class[c < names_.size() ? names_[c] : std::to_string(c)] = number_or_null(m.iou[c]);
+    j["class_iou"] = std::move(per_class);
+    return j;
+  }
+
+  std::string describe(const Json& row) const override {
+    const Json& pa = row.at("pixel_acc");
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "miou %.4f pixel_acc %.4f loss %.4f (%s, %lld images)",
+                  row.at("miou").get<double>(), pa.is_number() ? pa.get<double>() : NAN,
+                  row.at("loss").get<double>(), cfg_.get_string("test.mode").c_str(),
+                  static_cast<long long>(row.at("images").get<int64_t>()));
+    return buf;
+  }
+
+  void fill_report(ReportInputs& report) const override {
+    report.headline = {{"miou", "mIoU (" + cfg_.get_string("test.mode") + ")", ""},
+                       {"pixel_acc", "pixel accuracy", ""}};
+    report.val_charts = {
+        {"validation mIoU", {{"miou", "mIoU"}, {"pixel_acc", "pixel acc"}, {"mean_acc", "mAcc"}}}};
+    report.figures = figures_;
+    report.figures_title = "Validation predictions";
+  }
+
+ private:
+  void add_figure(const data::SegBatch& b, int64_t i, const Tensor& pred) {
+    const auto lhw = b.label_sizes[static_cast<size_t>(i)];
+    Tensor img = denormalize(b.images, i, b.sizes[static_cast<size_t>(i)], norm_);
+    if (img.size(1) != lhw[0] || img.size(2) != lhw[1])
+      img = data::resize(img, lhw[0], lhw[1], data::Antialias::on);
+    const Tensor p = pred.select(0, i).narrow(0, 0, lhw[0]).narrow(1, 0, lhw[1]).contiguous();
+    const Tensor t =
+        b.labels.select(0, i).narrow(0, 0, lhw[0]).narrow(1, 0, lhw[1]).contiguous().to(kCPU);
+    ReportFigure f;
+    f.pictures = {picture_of(img), picture_of(data::overlay_labels(img, p, palette_, 0.6)),
+                  picture_of(data::overlay_labels(img, t, palette_, 0.6))};
+    f.labels = {"image", "prediction", "ground truth"};
+    const data::SegRecord& rec = val_.record(b.indices[static_cast<size_t>(i)]);
+    f.caption = rec.id;
+    figures_.push_back(std::move(f));
+  }
+
+  bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
+
+  const Config& cfg_;
+  const data::SegDataset& val_;
+  int64_t rank_, world_;
+  std::vector<std::string> names_;
+  ConfusionMeter meter_;
+  SegInferOptions infer_;
+  data::Normalize norm_;
+  const data::Palette& palette_;
+  AverageMeter loss_;
+  int64_t images_ = 0;
+  std::vector<ReportFigure> figures_;
+};
+
+// ---- prediction ----------------------------------------------------------------------
+
+class SegPredictor final : public TaskPredictor {
+ public:
+  SegPredictor(const Config& cfg, std::shared_ptr<mseg::SegmentationModel> model, std::string stem,
+               std::vector<std::string> names, const PredictOptions& opts)
+      : cfg_(cfg),
+        model_(std::move(model)),
+        stem_(std::move(stem)),
+        names_(std::move(names)),
+        norm_(normalize_of(cfg)),
+        infer_(infer_options(cfg)),
+        palette_(palette_of(cfg)),
+        opts_(opts) {
+    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes &&
+        cfg.get_string("data.dataset") != "cityscapes")
+      throw ConfigError(
+          "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" +
+          cfg.get_string("data.dataset") + "\"");
+  }
+
+  data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
+  const std::string& checkpoint() const override { return stem_; }
+
+  Json predict(const Tensor& image, const std::string& name, int64_t) override {
+    NoGradGuard no_grad;
+    const int64_t h = image.size(1), w = image.size(2);
+    data::SegSample s;
+    s.image = image.contiguous();
+    data::Rng rng(0, 0);  // evaluation preprocessing draws nothing
+    data::seg_eval_transform(
+        {.fit = pair_of(cfg_, "test.base_size"), .labels = data::EvalLabels::keep})(s, rng);
+    const SegForward forward = [&](const Tensor& x) { return model_->forward(x); };
+    const Tensor logits = seg_logits(forward, normalized(s.image), infer_, {h, w});
+    const Tensor labels = seg_predict(logits).select(0, 0).contiguous();  // i64 (H, W)
+    const auto l = labels.to_vector<int64_t>();
+    std::vector<int64_t> count(names_.size() + 1, 0);
+    for (int64_t v : l) ++count[std::min<size_t>(static_cast<size_t>(v), names_.size())];
+    Json classes = Json::array();
+    for (size_t c = 0; c < names_.size(); ++c)
+      if (count[c] > 0)
+        classes.push_back(Json::object(
+            {{"label", static_cast<int64_t>(c)},
+             {"name", names_[c]},
+             {"fraction", static_cast<double>(count[c]) / static_cast<double>(l.size())}}));
+    Json j = Json::object();
+    j["height"] = h;
+    j["width"] = w;
+    j["classes"] = std::move(classes);
+    if (!opts_.out_dir.empty()) {
+      fs::create_directories(opts_.out_dir);
+      const std::string stem = (fs::path(opts_.out_dir) / fs::path(name).stem()).string();
+      data::write_image(stem + "_overlay.png",
+                        data::overlay_labels(image.contiguous(), labels, palette_, 0.5));
+      if (opts_.label_ids == PredictOptions::LabelIds::cityscapes)
+        data::write_cityscapes_label_ids(stem + "_labelIds.png", labels);
+      else
+        data::write_label_png(stem + "_label.png", labels, palette_);
+      j["overlay"] = stem + "_overlay.png";
+      j["labels"] =
+          stem + (opts_.label_ids == PredictOptions::LabelIds::cityscapes ? "_labelIds.png"
+                                                                          : "_label.png");
+    }
+    return j;
+  }
+
+  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
+    os << name << ": " << entry.at("height").get<int64_t>() << "x"
+       << entry.at("width").get<int64_t>();
+    if (const auto o = entry.find("overlay"); o != entry.end())
+      os << ", " << o->get<std::string>() << ", " << entry.at("labels").get<std::string>();
+    os << "\n";
+    const Json& classes = entry.at("classes");
+    for (size_t k = 0; k < classes.size(); ++k) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "  %6.2f%%  %lld %s\n",
+                    100.0 * classes[k].at("fraction").get<double>(),
+                    static_cast<long long>(classes[k].at("label").get<int64_t>()),
+                    classes[k].at("name").get<std::string>().c_str());
+      os << buf;
+    }
+  }
+
+ private:
+  Tensor normalized(const Tensor& u8) const {
+    const Tensor img = u8.contiguous();
+    const int64_t hw = img.size(1) * img.size(2);
+    const auto* src = static_cast<const uint8_t*>(img.data_ptr());
+    std::vector<float> x(static_cast<size_t>(3 * hw));
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t k = 0; k < hw; ++k)
+        x[c * hw + k] = static_cast<float>(
+            (src[c * hw + k] / norm_.div_value - channel(norm_.mean, c)) / channel(norm_.std, c));
+    return from_vector(x, {1, 3, img.size(1), img.size(2)});
+  }
+
+  Config cfg_;
+  std::shared_ptr<mseg::SegmentationModel> model_;
+  std::string stem_;
+  std::vector<std::string> names_;
+  data::Normalize norm_;
+  SegInferOptions infer_;
+  const data::Palette& palette_;
+  PredictOptions opts_;
+};
+
+// ---- the task --------------------------------------------------------------------------
+
+class SegTask final : public Task {
+ public:
+  explicit SegTask(const Config& cfg)
+      : cfg_(cfg),
+        ohem_(cfg.get_string("loss.loss_type") == "seg_auxohemce_loss"),
+        class_weights_(cfg.get_doubles("loss.params.ce_weight")) {}
+
+  TaskData make_data(int64_t rank, int64_t world) override {
+    rank_ = rank;
+    world_ = world;
+    const data::OnCorrupt on_corrupt =
+        cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    std::shared_ptr<const data::SegDataset> train = read(true, on_corrupt);
+    std::shared_ptr<const data::SegDataset> val = read(false, on_corrupt);
+    if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
+      std::vector<data::SegRecord> head(val->records().begin(), val->records().begin() + n);
+      val = std::make_shared<const data::SegDataset>(std::move(head), val->class_names(),
+                                                     val->label_map(), data::GroundTruth::read,
+                                                     on_corrupt, val->name());
+    }
+    const int64_t classes = cfg_.get_int("data.num_classes");
+    if (classes != train->num_classes())
+      throw ConfigError(at_key(cfg_, "data.num_classes") + ": " + std::to_string(classes) +
+                        ", but the data set has " + std::to_string(train->num_classes()) +
+                        " classes (" + train->name() + ")");
+    const data::Normalize norm = normalize_of(cfg_);
+    const auto scale = cfg_.get_doubles("train.aug_trans.random_resize.scale_range");
+    const data::SegTrainAugOptions aug{
+        .scale_ratio = {scale[0], scale[1]},
+        .base_size = pair_of(cfg_, "train.aug_trans.random_resize.base_size"),
+        .crop = pair_of(cfg_, "train.aug_trans.random_crop.crop_size"),
+        .cat_max_ratio = cfg_.get_double("train.aug_trans.random_crop.cat_max_ratio"),
+        .flip_prob = cfg_.get_double("train.aug_trans.random_hflip.ratio"),
+        .photometric = cfg_.get_bool("train.aug_trans.photometric_distortion")
+                           ? data::Photometric::on
+                           : data::Photometric::off,
+        .fill = data::mean_fill(norm.mean, norm.div_value)};
+    const int workers = static_cast<int>(cfg_.get_int("data.workers"));
+    const auto seed = static_cast<uint64_t>(cfg_.get_int("seed"));
+    const bool pin = cfg_.get_string("device") != "cpu" && cuda_is_available();
+    data::LoaderOptions to{.batch_size = cfg_.get_int("train.batch_size"),
+                           .shuffle = true,
+                           .drop_last = cfg_.get_bool("train.drop_last"),
+                           .workers = workers,
+                           .seed = seed,
+                           .normalize = norm,
+                           .world_size = world,
+                           .rank = rank,
+                           .pin_memory = pin};
+    data::LoaderOptions vo = to;
+    vo.batch_size = cfg_.get_int("val.batch_size");
+    vo.shuffle = false;
+    vo.drop_last = false;
+    const auto crop = aug.crop;
+    TaskData d;
+    d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
+                " val images (" + cfg_.get_string("data.dataset") + ", " +
+                std::to_string(train->num_classes()) + " classes, crops " +
+                std::to_string(crop[0]) + "x" + std::to_string(crop[1]) + ")";
+    d.train = std::make_unique<SegLoader>(train, data::seg_train_transform(aug), to);
+    auto v = std::make_unique<SegLoader>(
+        val,
+        data::seg_eval_transform(
+            {.fit = pair_of(cfg_, "test.base_size"), .labels = data::EvalLabels::keep}),
+        vo);
+    val_ = v.get();
+    d.val = std::move(v);
+    return d;
+  }
+
+  std::shared_ptr<nn::Module> make_model() override {
+    const std::string& name = cfg_.get_string("network.model_name");
+    const mseg::SegModelOptions o{.num_classes = cfg_.get_int("data.num_classes"),
+                                  .output_stride = cfg_.get_int("network.stride"),
+                                  .aux = cfg_.get_double("loss.loss_weights.aux_loss") > 0
+                                             ? mseg::AuxHead::on
+                                             : mseg::AuxHead::off};
+    auto model = for_key(cfg_, "network.model_name",
+                         [&] { return mseg::create_segmentation_model(name, o); });
+    if (!model) {
+      std::string known;
+      for (const auto& n : mseg::segmentation_model_names())
+        known += (known.empty() ? "" : ", ") + n;
+      throw ConfigError(at_key(cfg_, "network.model_name") + ": \"" + name +
+                        "\" is not a segmentation model (task = \"seg\" trains " + known + ")");
+    }
+    return model;
+  }
+
+  Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
+    const data::SegBatch& b = static_cast<const SegTaskBatch&>(batch).b;
+    const Tensor x = b.images.to(ctx.device), y = b.labels.to(ctx.device);  // (B,3,H,W), (B,H,W)
+    const std::vector<Tensor> out = model.forward_with([&](nn::Module& m) {
+      const mseg::SegOutput o = seg_of(m).forward_seg(x);
+      return std::vector<Tensor>{o.out, o.aux};
+    });
+    mseg::SegOutput o{autocast::to_f32(out[0]),
+                      out[1].defined() ? autocast::to_f32(out[1]) : Tensor()};
+    const Tensor total = mseg::seg_loss(o, y, loss_options(ctx.device)).total;
+    if (ctx.world == 1 || ohem_) return total;
+    // Cross-entropy means divide by the labelled pixels (their class weights'
+    // sum); data-parallel, by those of the global batch.
+    const double local = std::max(1e-12, pixel_weight(b.labels));
+    const double global = std::max(1e-12, ctx.sum_over_ranks(local));
+    return ops::mul(total, local * static_cast<double>(ctx.world) / global);
+  }
+
+  std::unique_ptr<TaskEvaluator> make_evaluator() override {
+    TCV_CHECK(val_, "[seg] make_evaluator before make_data");
+    return std::make_unique<SegEvaluator>(cfg_, val_->dataset(), rank_, world_);
+  }
+
+  std::string best_metric() const override { return "miou"; }
+
+  std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
+                                                const PredictOptions& opts) override {
+    auto model = std::dynamic_pointer_cast<mseg::SegmentationModel>(make_model());
+    const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
+    return std::make_unique<SegPredictor>(cfg_, model, stem, class_names(), opts);
+  }
+
+ private:
+  // The denominator of a mean cross-entropy over `labels` (B, H, W): the
+  // labelled pixels, or the sum of their classes' weights.
+  double pixel_weight(const Tensor& labels) const {
+    const auto l = labels.contiguous().to_vector<int64_t>();
+    double w = 0;
+    for (int64_t v : l)
+      if (v != 255) w += class_weights_.empty() ? 1.0 : class_weights_[static_cast<size_t>(v)];
+    return w;
+  }
+
+  mseg::SegLossOptions loss_options(Device device) const {
+    mseg::SegLossOptions o;
+    o.kind = cfg_.get_string("loss.loss_type") == "seg_auxohemce_loss" ? mseg::SegLossKind::ohem_ce
+                                                                       : mseg::SegLossKind::ce;
+    o.seg_weight = cfg_.get_double("loss.loss_weights.seg_loss");
+    o.aux_weight = cfg_.get_double("loss.loss_weights.aux_loss");
+    o.ohem_thresh = cfg_.get_double("loss.params.ohem_thresh");
+    o.ohem_min_kept = cfg_.get_int("loss.params.ohem_minkeep");
+    if (const auto w = cfg_.get_doubles("loss.params.ce_weight"); !w.empty()) {
+      std::vector<float> f(w.begin(), w.end());
+      o.class_weight = from_vector(f, {static_cast<int64_t>(f.size())}).to(device);
+    }
+    return o;
+  }
+
+  std::shared_ptr<const data::SegDataset> read(bool train, data::OnCorrupt on_corrupt) const {
+    const std::string& dataset = cfg_.get_string("data.dataset");
+    const std::string key = train ? "data.train_split" : "data.val_split";
+    const std::string& split = cfg_.get_string(key);
+    const std::string& root = cfg_.get_string("data.data_dir");
+    return for_key(cfg_, key, [&]() -> std::shared_ptr<const data::SegDataset> {
+      if (dataset == "cityscapes")
+        return std::make_shared<const data::SegDataset>(
+            data::read_cityscapes({.root = root, .split = split, .on_corrupt = on_corrupt}));
+      if (dataset == "ade20k")
+        return std::make_shared<const data::SegDataset>(
+            data::read_ade20k({.root = root,
+                               .split = split,
+                               .reduce_zero_label = cfg_.get_bool("data.reduce_zero_label")
+                                                        ? data::ReduceZeroLabel::on
+                                                        : data::ReduceZeroLabel::off,
+                               .on_corrupt = on_corrupt}));
+      const std::string dir = dataset == "scenes" ? ensure_scenes(cfg_) : root;
+      return std::make_shared<const data::SegDataset>(
+          data::read_voc_seg({.root = dir, .split = split, .on_corrupt = on_corrupt}));
+    });
+  }
+
+  // Class names without reading the data (tcv-predict).
+  std::vector<std::string> class_names() const {
+    const std::string& dataset = cfg_.get_string("data.dataset");
+    if (dataset == "cityscapes") return data::cityscapes_classes();
+    if (dataset == "ade20k") {
+      std::vector<std::string> n = data::ade20k_classes();
+      if (!cfg_.get_bool("data.reduce_zero_label")) n.insert(n.begin(), "other");
+      return n;
+    }
+    const fs::path dir = cfg_.get_string("data.data_dir");
+    std::error_code ec;
+    if (fs::exists(dir / "classes.txt", ec)) {
+      std::vector<std::string> n = data::read_class_names((dir / "classes.txt").string());
+      n.insert(n.begin(), "background");
+      return n;
+    }
+    if (dataset == "scenes") {
+      std::vector<std::string> n = data::fashion_mnist_classes();
+      n.insert(n.begin(), "background");
+      return n;
+    }
+    return data::voc_seg_classes();
+  }
+
+  Config cfg_;
+  bool ohem_;  // OHEM's mean divides by the pixels it keeps: per rank
+  std::vector<double> class_weights_;
+  SegLoader* val_ = nullptr;
+  int64_t rank_ = 0, world_ = 1;
+};
+
+}  // namespace
+
+TaskInfo seg_task_info() {
+  return {.name = "seg",
+          .description = "semantic segmentation (PSPNet, DeepLabV3, FCN)",
+          .keys = seg_keys(),
+          .validate = validate_seg,
+          .make = [](const Config& cfg) { return std::make_unique<SegTask>(cfg); }};
+}
+
+}  // namespace tcv::train
