@@ -2,7 +2,9 @@
 // checkpoints tcv writes of fuzz::tiny_model (SGD and Adam state, trainer
 // state), Fashion-MNIST IDX files cut to a few images (raw and gzip), CIFAR
 // records, PNG/JPEG/BMP encodings of Fashion-MNIST images, the shipped TOML
-// configs, list files and TCP store requests.
+// configs, list files, TCP store requests, and the VOC XML, COCO JSON and
+// label PNGs of a small scene set (data/det/scenes.h) plus hand-made PNGs of
+// the label depths scenes do not write (1, 2, 4 and 16 bits, grayscale).
 //
 // Usage: tcv-fuzz-seeds OUT_DIR SOURCE_DIR   (writes OUT_DIR/<harness>/<seed>)
 #include <zlib.h>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/det/scenes.h"
 #include "data/idx.h"
 #include "data/image.h"
 #include "dist/store_wire.h"
@@ -97,10 +100,16 @@ void checkpoints() {
     st.lr = 0.1;
     st.rng_seed = 42;
     st.rng_offset = 1u << 20;
-    st.best_top1 = 81.5;
-    st.last_top1 = 80.25;
+    st.best_score = st.best_top1 = 81.5;
+    st.last_score = st.last_top1 = 80.25;
     st.elapsed_s = 12.5;
     st.model_name = "tiny";
+    if (std::string(kind) == "adam") {  // a detection run's state: best by mAP
+      st.task = "det";
+      st.best_metric = "map";
+      st.best_score = 0.4125;
+      st.last_score = 0.39;
+    }
     const fs::path stem = out_root / (std::string("tmp-") + kind);
     train::save_checkpoint(stem.string(), *model, opt.get(), st);
     const std::string weights = slurp(stem.string() + ".safetensors");
@@ -204,9 +213,10 @@ void idx_files(const std::string& fmnist) {
 }
 
 void configs(const fs::path& source) {
-  for (const auto& e : fs::directory_iterator(source / "configs" / "cls"))
-    if (e.path().extension() == ".toml")
-      put("config", e.path().filename().string(), slurp(e.path()));
+  for (const char* task : {"cls", "det", "seg"})
+    for (const auto& e : fs::directory_iterator(source / "configs" / task))
+      if (e.path().extension() == ".toml")
+        put("config", e.path().filename().string(), slurp(e.path()));
   put("config", "resolved_defaults.toml", train::Config().to_toml());
   put("config_set", "overrides.txt",
       "solver.lr.base_lr=0.05\n"
@@ -218,6 +228,87 @@ void configs(const fs::path& source) {
       "solver.optim.sgd.nesterov=true\n"
       "solver.lr.multistep.stepvalue=[30, 60]\n");
   put("config_set", "one.txt", "data.workers=4\n");
+}
+
+std::string png_chunk(const std::string& type, const std::string& data) {
+  std::string c = type + data;
+  const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(c.data()), static_cast<uInt>(c.size()));
+  return be32(static_cast<uint32_t>(data.size())) + c + be32(static_cast<uint32_t>(crc));
+}
+
+/// A PNG of `rows` (each already filtered: a filter byte, then the packed samples).
+std::string png(uint32_t w, uint32_t h, int depth, int color_type, const std::string& rows,
+                const std::string& palette = "") {
+  std::string ihdr = be32(w) + be32(h);
+  ihdr += {static_cast<char>(depth), static_cast<char>(color_type), 0, 0, 0};
+  uLongf n = compressBound(static_cast<uLong>(rows.size()));
+  std::string z(n, '\0');
+  TCV_CHECK(compress2(reinterpret_cast<Bytef*>(z.data()), &n,
+                      reinterpret_cast<const Bytef*>(rows.data()), rows.size(), 9) == Z_OK,
+            "zlib compress");
+  z.resize(n);
+  std::string out = "\x89PNG\r\n\x1a\n";
+  out += png_chunk("IHDR", ihdr);
+  if (!palette.empty()) out += png_chunk("PLTE", palette);
+  return out + png_chunk("IDAT", z) + png_chunk("IEND", "");
+}
+
+void scene_files() {
+  data::SceneSetOptions o;
+  o.scene.width = 64;
+  o.scene.height = 48;
+  o.train = 2;
+  o.val = 1;
+  o.seed = 7;
+  const fs::path dir = out_root / "tmp-scenes";
+  data::write_scene_set(o, dir.string());
+  for (const auto& [sub, harness] : std::vector<std::pair<std::string, std::string>>{
+           {"Annotations", "voc_xml"},
+           {"annotations", "coco_json"},
+           {"SegmentationClass", "label_png"},
+           {"SegmentationObject", "label_png"}})
+    for (const auto& e : fs::directory_iterator(dir / sub))
+      put(harness, sub + "_" + e.path().filename().string(), slurp(e.path()));
+  fs::remove_all(dir);
+  // A VOC file as the devkit writes them (tabs, <source>, <owner>, a truncated object).
+  put("voc_xml", "voc2007_000005.xml",
+      "<annotation>\n\t<folder>VOC2007</folder>\n\t<filename>000005.jpg</filename>\n"
+      "\t<source>\n\t\t<database>The VOC2007 Database</database>\n\t</source>\n"
+      "\t<size>\n\t\t<width>500</width>\n\t\t<height>375</height>\n\t\t<depth>3</depth>\n"
+      "\t</size>\n\t<segmented>0</segmented>\n\t<object>\n\t\t<name>chair</name>\n"
+      "\t\t<pose>Rear</pose>\n\t\t<truncated>0</truncated>\n\t\t<difficult>0</difficult>\n"
+      "\t\t<bndbox>\n\t\t\t<xmin>263</xmin>\n\t\t\t<ymin>211</ymin>\n"
+      "\t\t\t<xmax>324</xmax>\n\t\t\t<ymax>339</ymax>\n\t\t</bndbox>\n\t</object>\n"
+      "\t<object>\n\t\t<name>chair</name>\n\t\t<pose>Unspecified</pose>\n"
+      "\t\t<truncated>1</truncated>\n\t\t<difficult>1</difficult>\n\t\t<bndbox>\n"
+      "\t\t\t<xmin>5.5</xmin>\n\t\t\t<ymin>244</ymin>\n\t\t\t<xmax>67</xmax>\n"
+      "\t\t\t<ymax>374</ymax>\n\t\t</bndbox>\n\t</object>\n</annotation>\n");
+  // COCO with what scenes do not write: crowd regions, supercategories, no "annotations".
+  put("coco_json", "crowd.json",
+      R"({"info":{"year":2017},"images":[{"id":397133,"file_name":"000000397133.jpg",)"
+      R"("width":640,"height":427}],"annotations":[{"id":1,"image_id":397133,)"
+      R"("category_id":44,"bbox":[217.62,240.54,38.99,57.75],"area":2000.5,"iscrowd":0},)"
+      R"({"id":2,"image_id":397133,"category_id":1,"bbox":[0,0,10,10],"iscrowd":1,)"
+      R"("segmentation":{"counts":[0,100],"size":[427,640]}}],"categories":[{"id":1,)"
+      R"("name":"person","supercategory":"person"},{"id":44,"name":"bottle",)"
+      R"("supercategory":"kitchen"}]})");
+  put("coco_json", "no_annotations.json",
+      R"({"images":[{"id":1,"file_name":"a.jpg","width":2,"height":3}],"categories":[]})");
+  // Label PNGs of every depth: 1, 2, 4 bit palette; 1, 2, 4, 8, 16 bit grayscale.
+  const std::string pal("\0\0\0\x80\0\0\0\x80\0\x80\x80\0", 12);
+  for (int depth : {1, 2, 4}) {
+    std::string rows;
+    const size_t row_bytes = (5 * depth + 7) / 8;
+    for (int y = 0; y < 3; ++y) rows += std::string(1, '\0') + std::string(row_bytes, '\x1b');
+    put("label_png", "palette_" + std::to_string(depth) + "bit.png", png(5, 3, depth, 3, rows, pal));
+    put("label_png", "gray_" + std::to_string(depth) + "bit.png", png(5, 3, depth, 0, rows));
+  }
+  std::string rows16;
+  for (int y = 0; y < 2; ++y) rows16 += std::string("\0\0\x07\0\xff\0\x13", 7);
+  put("label_png", "gray_16bit.png", png(3, 2, 16, 0, rows16));
+  std::string rows8;
+  for (int y = 0; y < 4; ++y) rows8 += std::string("\x01\x00\x05\xff\x10", 5);  // Sub filter
+  put("label_png", "gray_8bit_sub.png", png(4, 4, 8, 0, rows8));
 }
 
 void list_files() {
@@ -276,6 +367,7 @@ int main(int argc, char** argv) {
     configs(argv[2]);
     list_files();
     store_requests();
+    scene_files();
   } catch (const std::exception& e) {
     std::cerr << "tcv-fuzz-seeds: " << e.what() << "\n";
     return 1;
