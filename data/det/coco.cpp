@@ -168,6 +168,9 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
               " has a negative width or height");
     o.area =
         j.contains("area") ? number_member(j["area"], name, where, "area") : o.bbox[2] * o.bbox[3];
+    // w x h of two finite numbers may still overflow (1e200 x 1e200).
+    TCV_CHECK(std::isfinite(o.area), name, ": ", where, " \"bbox\" ", shown(bb),
+              " has no finite area (w x h overflows)");
     if (j.contains("iscrowd")) {
       const int64_t c = int_member(j, "iscrowd", name, where);
       TCV_CHECK(c == 0 || c == 1, name, ": ", where, " \"iscrowd\" is ", c, ", expected 0 or 1");

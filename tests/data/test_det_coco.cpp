@@ -197,3 +197,15 @@ TEST(Coco, IdsAboveInt64AreErrors) {
                              R"( "width": 9, "height": 9}], "categories": []})",
                              "max.json"));
 }
+
+// Without "area", w x h of a huge box was +inf, which format_coco wrote as null.
+TEST(Coco, BoxesWhoseAreaOverflowsAreErrors) {
+  const std::string e = parse_err(
+      R"({"images": [{"id": 4, "file_name": "a.jpg", "width": 9, "height": 9}],)"
+      R"( "categories": [{"id": 1, "name": "x"}], "annotations": [{"id": 1, "image_id": 4,)"
+      R"( "category_id": 1, "bbox": [0, 0, 1e200, 1e200]}]})");
+  EXPECT_NE(e.find("inst.json: annotations[0] (id 1) \"bbox\" [0,0,1e+200,1e+200] has no finite "
+                   "area (w x h overflows)"),
+            std::string::npos)
+      << e;
+}
