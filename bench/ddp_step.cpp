@@ -9,6 +9,7 @@
 // backward). TCV_TIMELINE=trace.json writes one step's Chrome trace.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "dist/ddp.h"
 #include "dist/env.h"
+#include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
 #include "models/registry.h"
@@ -113,14 +115,21 @@ int main(int argc, char** argv) {
     }
     const double n = static_cast<double>(std::max<size_t>(stats.size(), 1));
     if (env.rank == 0) {
-      std::printf(
-          "{\"model\":\"%s\",\"world\":%d,\"batch_per_rank\":%lld,\"images_per_sec\":%.2f,"
-          "\"buckets\":%lld,\"bucket_cap_mb\":%g,\"backward_ms\":%.3f,\"comm_ms\":%.3f,"
-          "\"hidden_ms\":%.3f,\"wait_ms\":%.3f,\"hidden_fraction\":%.3f,\"params\":%lld}\n",
-          model_name.c_str(), env.world_size, static_cast<long long>(batch),
-          rates[rates.size() / 2], static_cast<long long>(ddp.reducer().num_buckets()), cap_mb,
-          1e3 * bwd / n, 1e3 * comm / n, 1e3 * hidden / n, 1e3 * wait / n,
-          comm > 0 ? hidden / comm : 0.0, static_cast<long long>(model->num_parameters()));
+      auto round_to = [](double v, double unit) { return std::round(v / unit) * unit; };
+      Json j = Json::object();
+      j["model"] = model_name;
+      j["world"] = env.world_size;
+      j["batch_per_rank"] = batch;
+      j["images_per_sec"] = round_to(rates[rates.size() / 2], 0.01);
+      j["buckets"] = ddp.reducer().num_buckets();
+      j["bucket_cap_mb"] = cap_mb;
+      j["backward_ms"] = round_to(1e3 * bwd / n, 1e-3);
+      j["comm_ms"] = round_to(1e3 * comm / n, 1e-3);
+      j["hidden_ms"] = round_to(1e3 * hidden / n, 1e-3);
+      j["wait_ms"] = round_to(1e3 * wait / n, 1e-3);
+      j["hidden_fraction"] = round_to(comm > 0 ? hidden / comm : 0.0, 1e-3);
+      j["params"] = model->num_parameters();
+      std::printf("%s\n", json_dump(j).c_str());
       std::fflush(stdout);
     }
     group->barrier()->wait();

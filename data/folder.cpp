@@ -11,6 +11,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr int64_t kMaxClasses = int64_t{1} << 31;
+
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -151,6 +153,9 @@ std::vector<std::pair<std::string, int64_t>> ListFileDataset::parse(const std::s
     }
     TCV_CHECK(used == lab.size() && label >= 0, list_path, ":", lineno, ": label '", lab,
               "' is not a non-negative integer");
+    // The class count is the largest label + 1 and sizes the model's head.
+    TCV_CHECK(label < kMaxClasses, list_path, ":", lineno, ": label ", label,
+              " is too large (at most ", kMaxClasses - 1, ")");
     TCV_CHECK(num_classes <= 0 || label < num_classes, list_path, ":", lineno, ": label ", label,
               " is outside [0, ", num_classes, ")");
     TCV_CHECK(!path.empty(), list_path, ":", lineno, ": empty path");

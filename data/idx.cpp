@@ -124,12 +124,12 @@ Tensor parse_idx(const std::string& bytes, const std::string& name) {
   TCV_CHECK(bytes.size() >= header, name, ": truncated IDX header (", bytes.size(), " bytes, need ",
             header, ")");
   Shape shape(ndim);
-  uint64_t count = 1;
+  uint64_t count = 1, span = 1;  // span: the product without zero dims (the strides)
   for (int i = 0; i < ndim; ++i) {
     shape[i] = be32(p + 4 + 4 * i);
     count *= static_cast<uint64_t>(shape[i]);
-    TCV_CHECK(count <= (uint64_t(1) << 40), name, ": IDX dims ", shape_str(shape),
-              " are too large");
+    span *= std::max<uint64_t>(static_cast<uint64_t>(shape[i]), 1);
+    TCV_CHECK(span <= (uint64_t(1) << 40), name, ": IDX dims ", shape_str(shape), " are too large");
   }
   const uint64_t need = header + count * elem;
   TCV_CHECK(bytes.size() == need, name, ": IDX dims ", shape_str(shape), " need ", need,
@@ -141,7 +141,7 @@ Tensor parse_idx(const std::string& bytes, const std::string& name) {
   const int64_t n = static_cast<int64_t>(count);
   switch (code) {
     case 0x08:
-      std::memcpy(t.data_ptr(), src, n);
+      if (n > 0) std::memcpy(t.data_ptr(), src, n);  // an empty tensor has no memory
       break;
     case 0x09: {
       auto* d = t.data<int32_t>();

@@ -26,6 +26,13 @@
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO
 #define STBI_FAILURE_USERMSG
+// The formats of the extensions ImageFolder accepts (torchvision's, less TIFF
+// and WebP); the other decoders (GIF, PSD, TGA, HDR, PIC) stay out, since a
+// file is decoded by its content whatever its name says.
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_ONLY_BMP
+#define STBI_ONLY_PNM
 #include <stb/stb_image.h>
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -81,6 +88,56 @@ bool bmp_truncated(const std::string& b) {
   return b.size() < off + stride * static_cast<uint64_t>(std::abs(static_cast<int64_t>(h)));
 }
 
+// Debian's stb_image (2.27) trusts the code counts of a JPEG Huffman table
+// (DHT): more than 256 codes write past its tables (stb 2.28 checks). Walks the markers as stb does
+// (padding before a marker, entropy-coded data after SOS) and returns what is wrong with the first
+// bad table, or "".
+std::string jpeg_huffman_error(const std::string& b) {
+  const auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
+  const size_t n = b.size();
+  size_t pos = 2;  // after SOI
+  while (pos + 1 < n) {
+    if (at(pos) != 0xFF || at(pos + 1) == 0xFF) {  // padding or fill bytes
+      ++pos;
+      continue;
+    }
+    const uint8_t m = at(pos + 1);
+    if (m == 0xD9) break;                                      // EOI
+    if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD8)) {  // no length field
+      pos += 2;
+      continue;
+    }
+    if (pos + 4 > n) break;
+    const size_t len = (static_cast<size_t>(at(pos + 2)) << 8) | at(pos + 3);
+    if (m == 0xC4) {
+      // Tables one after the other until the segment's length is used up,
+      // read the way stb reads them: past the segment's end, and past the
+      // file's end as zeros.
+      const auto at_or_0 = [&](size_t i) { return i < n ? at(i) : 0; };
+      int64_t left = static_cast<int64_t>(len) - 2;
+      size_t t = pos + 4;
+      while (left > 0 && t < n) {
+        size_t codes = 0;
+        for (size_t i = 1; i <= 16; ++i) codes += at_or_0(t + i);
+        if (codes > 256)
+          return "JPEG Huffman table at byte " + std::to_string(t) + " defines " +
+                 std::to_string(codes) + " codes (at most 256)";
+        t += 17 + codes;
+        left -= 17 + static_cast<int64_t>(codes);
+      }
+    }
+    pos += 2 + len;
+    if (m == 0xDA) {
+      // Entropy-coded data: a marker is 0xFF followed by anything but a
+      // stuffed zero, a restart marker or more fill.
+      while (pos + 1 < n && !(at(pos) == 0xFF && at(pos + 1) != 0x00 && at(pos + 1) != 0xFF &&
+                              !(at(pos + 1) >= 0xD0 && at(pos + 1) <= 0xD7)))
+        ++pos;
+    }
+  }
+  return "";
+}
+
 // (H, W, step) interleaved pixels to three (H, W) planes; a fixed step lets the
 // compiler unroll and vectorize.
 template <int step>
@@ -111,6 +168,10 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
                     static_cast<uint8_t>(bytes[1]) == 0xD8;
   TCV_CHECK(!jpeg || bytes.rfind("\xFF\xD9") != std::string::npos, name,
             ": cannot decode image: truncated JPEG (no end-of-image marker)");
+  if (jpeg) {
+    const std::string bad = jpeg_huffman_error(bytes);
+    TCV_CHECK(bad.empty(), name, ": cannot decode image: corrupt JPEG: ", bad);
+  }
   TCV_CHECK(!bmp_truncated(bytes), name,
             ": cannot decode image: truncated BMP (pixel data shorter than the header says)");
   const auto* buf = reinterpret_cast<const stbi_uc*>(bytes.data());
@@ -118,6 +179,8 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   int w = 0, h = 0, stored = 0;
   if (!stbi_info_from_memory(buf, len, &w, &h, &stored))
     TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
+  // stb reads a PNM header without sizes as a 0 x 0 image.
+  TCV_CHECK(w > 0 && h > 0, name, ": cannot decode image: it has no pixels (", w, " x ", h, ")");
   int want = 3;
   if (mode == ImageMode::gray) want = 1;
   if (mode == ImageMode::keep) want = stored <= 2 ? 1 : 3;

@@ -2,6 +2,7 @@
 
 #include <spng.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,26 @@ const char* color_type_name(uint8_t t) {
   }
 }
 
+// The bytes of all IDAT chunks (the compressed pixels) in a PNG held in memory;
+// chunks cut by the end of the buffer count what is there.
+uint64_t idat_bytes(const std::string& png) {
+  uint64_t total = 0;
+  size_t pos = 8;  // after the signature
+  while (pos + 8 <= png.size()) {
+    const auto* p = reinterpret_cast<const uint8_t*>(png.data() + pos);
+    const uint64_t len =
+        (uint64_t{p[0]} << 24) | (uint64_t{p[1]} << 16) | (uint64_t{p[2]} << 8) | p[3];
+    const uint64_t here = std::min<uint64_t>(len, png.size() - (pos + 8));
+    if (std::memcmp(p + 4, "IDAT", 4) == 0) total += here;
+    if (std::memcmp(p + 4, "IEND", 4) == 0 || here < len) break;
+    pos += 12 + len;
+  }
+  return total;
+}
+
+// Deflate encodes at most 258 bytes in 2 bits: no stream inflates more than 1032:1.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+
 }  // namespace
 
 LabelPng decode_label_png(const std::string& bytes, const std::string& name) {
@@ -53,6 +74,15 @@ LabelPng decode_label_png(const std::string& bytes, const std::string& name) {
   LabelPng out;
   out.kind = ihdr.color_type == 3 ? LabelPngKind::palette : LabelPngKind::gray;
   out.bit_depth = ihdr.bit_depth;
+  // A header may announce 65536 x 65536 pixels in a file of 60 bytes: refuse
+  // what the compressed data cannot hold before allocating the image.
+  const uint64_t pixel_bytes = (uint64_t{ihdr.width} * ihdr.height * ihdr.bit_depth) / 8;
+  const uint64_t compressed = idat_bytes(bytes);
+  TCV_CHECK(pixel_bytes <= kMaxDeflateRatio * (compressed + 1), name, ": label PNG announces ",
+            ihdr.width, "x", ihdr.height, " pixels at ", int(ihdr.bit_depth),
+            " bits, but its image data (IDAT) holds only ", compressed,
+            " bytes, too few for that size (deflate inflates at most 1032:1): a truncated or "
+            "corrupt file");
   size_t len = 0;
   check(spng_decoded_image_size(ctx.get(), SPNG_FMT_PNG, &len), "size");
   // SPNG_FMT_PNG: the samples as stored (host-endian for 16 bits), sub-byte

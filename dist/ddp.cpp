@@ -1,11 +1,12 @@
 #include "dist/ddp.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <iomanip>
 #include <map>
 
 #include "engine/autograd.h"
+#include "engine/json.h"
 
 namespace tcv::dist {
 
@@ -183,30 +184,49 @@ std::vector<Tensor> DistributedDataParallel::forward_with(
 }
 
 void DistributedDataParallel::write_timeline(const std::string& path) const {
-  std::ofstream f(path);
-  f << std::fixed << std::setprecision(1);
-  TCV_CHECK(f.good(), "[DistributedDataParallel] cannot write the timeline to ", path,
-            " (TCV_TIMELINE)");
+  // Chrome's trace format (chrome://tracing, Perfetto): times in microseconds.
+  auto round_to = [](double v, double unit) { return std::round(v / unit) * unit; };
+  auto meta = [](const char* name, int tid, const std::string& value) {
+    Json e = Json::object();
+    e["name"] = name;
+    e["ph"] = "M";
+    e["pid"] = 0;
+    if (tid >= 0) e["tid"] = tid;
+    e["args"] = Json::object({{"name", value}});
+    return e;
+  };
   const StepStats& s = reducer_->last_stats();
-  f << "{\"traceEvents\":[\n";
-  f << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":{\"name\":\"rank 0 ("
-    << group_->backend_name() << ", world " << group_->size() << ")\"}},\n";
-  f << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
-       "\"compute\"}},\n";
-  f << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":"
-       "\"all-reduce\"}}";
+  Json events = Json::array();
+  events.push_back(meta(
+      "process_name", -1,
+      "rank 0 (" + group_->backend_name() + ", world " + std::to_string(group_->size()) + ")"));
+  events.push_back(meta("thread_name", 0, "compute"));
+  events.push_back(meta("thread_name", 1, "all-reduce"));
   for (const TimelineEvent& e : reducer_->timeline()) {
     const bool comm = e.bucket >= 0;
-    f << ",\n{\"name\":\"" << (comm ? "allreduce bucket " + std::to_string(e.bucket) : e.name)
-      << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << (comm ? 1 : 0) << ",\"ts\":" << e.begin_us
-      << ",\"dur\":" << std::max(0.0, e.end_us - e.begin_us);
-    if (comm) f << ",\"args\":{\"bucket\":" << e.bucket << ",\"bytes\":" << e.bytes << "}";
-    f << "}";
+    Json x = Json::object();
+    x["name"] = comm ? "allreduce bucket " + std::to_string(e.bucket) : e.name;
+    x["ph"] = "X";
+    x["pid"] = 0;
+    x["tid"] = comm ? 1 : 0;
+    x["ts"] = round_to(e.begin_us, 0.1);
+    x["dur"] = round_to(std::max(0.0, e.end_us - e.begin_us), 0.1);
+    if (comm) x["args"] = Json::object({{"bucket", e.bucket}, {"bytes", e.bytes}});
+    events.push_back(std::move(x));
   }
-  f << "\n],\"otherData\":{\"step\":" << s.step << ",\"num_buckets\":" << s.num_buckets
-    << std::setprecision(3) << ",\"backward_ms\":" << 1e3 * s.backward_s
-    << ",\"comm_ms\":" << 1e3 * s.comm_s << ",\"hidden_ms\":" << 1e3 * s.hidden_s
-    << ",\"wait_ms\":" << 1e3 * s.wait_s << "}}\n";
+  Json trace = Json::object();
+  trace["traceEvents"] = std::move(events);
+  trace["otherData"] = Json::object({{"step", s.step},
+                                     {"num_buckets", s.num_buckets},
+                                     {"backward_ms", round_to(1e3 * s.backward_s, 1e-3)},
+                                     {"comm_ms", round_to(1e3 * s.comm_s, 1e-3)},
+                                     {"hidden_ms", round_to(1e3 * s.hidden_s, 1e-3)},
+                                     {"wait_ms", round_to(1e3 * s.wait_s, 1e-3)}});
+  std::ofstream f(path);
+  TCV_CHECK(f.good(), "[DistributedDataParallel] cannot write the timeline to ", path,
+            " (TCV_TIMELINE)");
+  f << json_dump(trace) << "\n";
+  TCV_CHECK(f.good(), "[DistributedDataParallel] writing the timeline to ", path, " failed");
 }
 
 std::shared_ptr<nn::SyncBNGroup> sync_bn_group(std::shared_ptr<ProcessGroup> group) {

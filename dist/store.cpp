@@ -1,4 +1,5 @@
 #include "dist/store.h"
+#include "dist/store_wire.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -25,8 +26,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-enum class Op : uint8_t { set = 1, get = 2, add = 3, check = 4, wait = 5, del = 6 };
-enum class Status : uint8_t { ok = 0, error = 1 };
+using Op = StoreOp;
+using Status = StoreStatus;
 
 // A blocking call that ran out of time (as opposed to a lost connection).
 class StoreTimeout : public Error {
@@ -37,79 +38,6 @@ class StoreTimeout : public Error {
 std::string errno_str(int err) {
   return std::system_category().message(err);
 }
-
-void put_u32(Bytes& b, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put_i64(Bytes& b, int64_t v) {
-  const auto u = static_cast<uint64_t>(v);
-  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(u >> (8 * i)));
-}
-void put_bytes(Bytes& b, const void* data, size_t n) {
-  put_u32(b, static_cast<uint32_t>(n));
-  const auto* p = static_cast<const uint8_t*>(data);
-  b.insert(b.end(), p, p + n);
-}
-void put_str(Bytes& b, std::string_view s) {
-  put_bytes(b, s.data(), s.size());
-}
-
-uint32_t read_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-
-// Bounds-checked reading of one message body.
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  uint8_t u8() {
-    need(1);
-    return p_[pos_++];
-  }
-  uint32_t u32() {
-    need(4);
-    const uint32_t v = read_u32(p_ + pos_);
-    pos_ += 4;
-    return v;
-  }
-  int64_t i64() {
-    need(8);
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
-    pos_ += 8;
-    return static_cast<int64_t>(v);
-  }
-  Bytes bytes() {
-    const uint32_t n = u32();
-    need(n);
-    Bytes b(p_ + pos_, p_ + pos_ + n);
-    pos_ += n;
-    return b;
-  }
-  std::string str() {
-    const Bytes b = bytes();
-    return std::string(b.begin(), b.end());
-  }
-  std::vector<std::string> strs() {
-    const uint32_t n = u32();
-    need(n);  // every key costs at least its 4-byte length; rejects absurd counts early
-    std::vector<std::string> v;
-    for (uint32_t i = 0; i < n; ++i) v.push_back(str());
-    return v;
-  }
-  bool done() const { return pos_ == n_; }
-
- private:
-  void need(size_t k) const {
-    TCV_CHECK(n_ - pos_ >= k, "[TcpStore] malformed message: needs ", k, " more bytes at offset ",
-              pos_, " of ", n_);
-  }
-  const uint8_t* p_;
-  size_t n_;
-  size_t pos_ = 0;
-};
 
 std::string keys_str(const std::vector<std::string>& keys) {
   std::string s = "[";
@@ -356,7 +284,7 @@ class StoreServer {
       }
       if (c.in.size() - pos - 4 < len) break;
       try {
-        changed |= serve(c, Reader(c.in.data() + pos + 4, len));
+        changed |= serve(c, decode_store_request(c.in.data() + pos + 4, len));
       } catch (const Error&) {
         c.dead = true;  // malformed request: not a tcv client
       }
@@ -366,41 +294,30 @@ class StoreServer {
     return changed;
   }
 
-  bool serve(Conn& c, Reader r) {
-    const auto op = static_cast<Op>(r.u8());
-    switch (op) {
-      case Op::set: {
-        std::string key = r.str();
-        data_[std::move(key)] = r.bytes();
+  bool serve(Conn& c, const StoreRequest& req) {
+    switch (req.op) {
+      case Op::set:
+        data_[req.keys[0]] = req.value;
         reply(c, Status::ok, {});
         return true;
-      }
       case Op::get:
-      case Op::wait: {
-        c.pending_op = op;
-        c.pending_keys = op == Op::get ? std::vector<std::string>{r.str()} : r.strs();
+      case Op::wait:
+        c.pending_op = req.op;
+        c.pending_keys = req.keys;
         c.waiting = true;
         try_answer(c);
         return false;
-      }
       case Op::add: {
-        const std::string key = r.str();
-        const int64_t delta = r.i64();
-        int64_t v = 0;
+        const std::string& key = req.keys[0];
         auto it = data_.find(key);
-        if (it != data_.end()) {
-          const auto* first = reinterpret_cast<const char*>(it->second.data());
-          const auto* last = first + it->second.size();
-          auto [ptr, ec] = std::from_chars(first, last, v);
-          if (ec != std::errc() || ptr != last || it->second.empty()) {
-            const std::string msg = "[TcpStore] add('" + key +
-                                    "'): the key holds a value that is not a counter (" +
-                                    std::to_string(it->second.size()) + " bytes)";
-            reply(c, Status::error, Bytes(msg.begin(), msg.end()));
-            return false;
-          }
+        int64_t v = 0;
+        try {
+          v = store_counter_add(key, it == data_.end() ? nullptr : &it->second, req.delta);
+        } catch (const Error& e) {
+          const std::string msg = e.what();
+          reply(c, Status::error, Bytes(msg.begin(), msg.end()));
+          return false;
         }
-        v += delta;
         const std::string s = std::to_string(v);
         data_[key] = Bytes(s.begin(), s.end());
         Bytes out;
@@ -409,20 +326,17 @@ class StoreServer {
         return true;
       }
       case Op::check: {
-        const auto keys = r.strs();
-        const bool all = std::all_of(keys.begin(), keys.end(),
+        const bool all = std::all_of(req.keys.begin(), req.keys.end(),
                                      [&](const std::string& k) { return data_.count(k) != 0; });
         reply(c, Status::ok, Bytes{static_cast<uint8_t>(all)});
         return false;
       }
       case Op::del: {
-        const bool existed = data_.erase(r.str()) != 0;
+        const bool existed = data_.erase(req.keys[0]) != 0;
         reply(c, Status::ok, Bytes{static_cast<uint8_t>(existed)});
         return existed;
       }
     }
-    const std::string msg = "[TcpStore] unknown request op " + std::to_string(static_cast<int>(op));
-    reply(c, Status::error, Bytes(msg.begin(), msg.end()));
     return false;
   }
 
@@ -703,7 +617,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
   put_i64(req, delta);
   const Bytes rep =
       roundtrip(req, Clock::now() + options_.timeout, "add('" + key + "')", options_.timeout);
-  Reader r(rep.data(), rep.size());
+  WireReader r(rep.data(), rep.size());
   return r.i64();
 }
 

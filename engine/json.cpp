@@ -1,10 +1,11 @@
 #include "engine/json.h"
 
-#include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <system_error>
+#include <iterator>
+#include <limits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "kernels/base.h"
 
@@ -12,509 +13,220 @@ namespace tcv {
 
 namespace {
 
-const char* type_str(Json::Type t) {
-  switch (t) {
-    case Json::Type::null:
-      return "null";
-    case Json::Type::boolean:
-      return "bool";
-    case Json::Type::integer:
-      return "integer";
-    case Json::Type::number:
-      return "number";
-    case Json::Type::string:
-      return "string";
-    case Json::Type::array:
-      return "array";
-    case Json::Type::object:
-      return "object";
+constexpr size_t kMaxDepth = 512;
+
+/// "line L, column C" of the byte at `pos` (1-based, as editors count).
+std::string line_col(std::string_view text, size_t pos) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < pos && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
   }
-  return "?";
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
-
-class Parser {
+/// A char iterator that leaves where nlohmann's lexer has read up to in
+/// `*mark`, so errors the builder raises can say where they are.
+class MarkingIterator {
  public:
-  explicit Parser(std::string_view s) : s_(s) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  Json document() {
-    Json v = value(0);
-    skip_ws();
-    if (pos_ != s_.size()) fail("unexpected trailing characters");
-    return v;
+  MarkingIterator(const char* p, const char** mark) : p_(p), mark_(mark) {}
+  reference operator*() const { return *p_; }
+  MarkingIterator& operator++() {
+    *mark_ = ++p_;
+    return *this;
+  }
+  MarkingIterator operator++(int) {
+    MarkingIterator old = *this;
+    ++*this;
+    return old;
+  }
+  bool operator==(const MarkingIterator& o) const { return p_ == o.p_; }
+
+ private:
+  const char* p_;
+  const char** mark_;
+};
+
+/// Builds the value from nlohmann's SAX events: appends members without the
+/// linear key search of ordered_map::operator[], rejects repeated keys, and
+/// bounds the nesting (the writer and copies of a value recurse).
+class Builder {
+ public:
+  Builder(std::string_view text, const char* const* mark) : text_(text), mark_(mark) {}
+
+  Json take() { return std::move(root_); }
+
+  bool null() { return add(Json(nullptr)); }
+  bool boolean(bool v) { return add(Json(v)); }
+  bool number_integer(Json::number_integer_t v) { return add(Json(v)); }
+  bool number_unsigned(Json::number_unsigned_t v) { return add(Json(v)); }
+  bool number_float(Json::number_float_t v, const std::string&) { return add(Json(v)); }
+  bool string(std::string& v) { return add(Json(std::move(v))); }
+  bool binary(Json::binary_t&) { fail("binary value"); }
+
+  bool start_object(size_t) {
+    open(Json::object());
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(std::string& k) {
+    if (!keys_.back().insert(k).second) fail("duplicate key \"" + k + "\"");
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() {
+    keys_.pop_back();
+    stack_.pop_back();
+    return true;
+  }
+  bool start_array(size_t) {
+    open(Json::array());
+    return true;
+  }
+  bool end_array() {
+    stack_.pop_back();
+    return true;
+  }
+
+  bool parse_error(size_t position, const std::string&, const nlohmann::json::exception& e) {
+    // nlohmann's text: "[json.exception.parse_error.101] parse error at line 2,
+    // column 14: syntax error ..." or "[json.exception.out_of_range.406] number
+    // overflow parsing '1e400'"; keep what follows the tag, add the place if missing.
+    std::string what = e.what();
+    if (const size_t tag = what.find("] ");
+        what.rfind("[json.exception.", 0) == 0 && tag != what.npos)
+      what.erase(0, tag + 2);
+    if (what.find(" at line ") == what.npos)
+      what += " at " + line_col(text_, position > 0 ? position - 1 : 0);
+    TCV_THROW("[json] ", what);
   }
 
  private:
-  static constexpr int kMaxDepth = 512;
-
   [[noreturn]] void fail(const std::string& what) const {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
-      if (s_[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    TCV_THROW("[json] ", what, " at line ", line, ", column ", col);
+    TCV_THROW("[json] ", what, " at ", line_col(text_, static_cast<size_t>(*mark_ - text_.data())));
   }
 
-  void skip_ws() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      ++pos_;
+  void open(Json container) {
+    if (stack_.size() >= kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth));
+    stack_.push_back(place(std::move(container)));
   }
 
-  char peek() {
-    skip_ws();
-    if (pos_ >= s_.size()) fail("unexpected end of input");
-    return s_[pos_];
+  bool add(Json v) {
+    place(std::move(v));
+    return true;
   }
 
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++pos_;
+  /// Puts `v` where the document is now (the root, the end of the open array
+  /// or the open object under the last key) and returns where it went. Only the
+  /// innermost open container grows, so the pointers on the stack stay valid.
+  Json* place(Json v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Json& top = *stack_.back();
+    if (top.is_array()) {
+      auto& arr = top.get_ref<Json::array_t&>();
+      arr.push_back(std::move(v));
+      return &arr.back();
+    }
+    auto& obj = top.get_ref<Json::object_t&>();
+    obj.emplace_back(std::move(key_), std::move(v));
+    return &obj.back().second;
   }
 
-  void literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) fail("invalid literal");
-    pos_ += word.size();
-  }
-
-  Json value(int depth) {
-    if (depth > kMaxDepth) fail("nesting deeper than 512");
-    const char c = peek();
-    switch (c) {
-      case '{':
-        return object(depth);
-      case '[':
-        return array(depth);
-      case '"':
-        return Json(string());
-      case 't':
-        literal("true");
-        return Json(true);
-      case 'f':
-        literal("false");
-        return Json(false);
-      case 'n':
-        literal("null");
-        return Json();
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) return number();
-        fail(std::string("unexpected character '") + c + "'");
-    }
-  }
-
-  Json object(int depth) {
-    expect('{');
-    Json obj = Json::object();
-    if (peek() == '}') {
-      ++pos_;
-      return obj;
-    }
-    while (true) {
-      if (peek() != '"') fail("expected a string key");
-      std::string key = string();
-      expect(':');
-      Json v = value(depth + 1);
-      // Duplicate keys are ambiguous (which one wins differs between readers).
-      if (obj.contains(key)) fail("duplicate key \"" + key + "\"");
-      obj.as_object().emplace_back(std::move(key), std::move(v));
-      const char c = peek();
-      ++pos_;
-      if (c == '}') return obj;
-      if (c != ',') fail("expected ',' or '}'");
-    }
-  }
-
-  Json array(int depth) {
-    expect('[');
-    Json arr = Json::array();
-    if (peek() == ']') {
-      ++pos_;
-      return arr;
-    }
-    while (true) {
-      arr.push_back(value(depth + 1));
-      const char c = peek();
-      ++pos_;
-      if (c == ']') return arr;
-      if (c != ',') fail("expected ',' or ']'");
-    }
-  }
-
-  uint32_t hex4() {
-    if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<uint32_t>(c - 'A' + 10);
-      else
-        fail("invalid hex digit in \\u escape");
-    }
-    return v;
-  }
-
-  std::string string() {
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out += '"';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '/':
-          out += '/';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xd800 && cp < 0xdc00) {
-            if (s_.substr(pos_, 2) != "\\u") fail("unpaired surrogate in \\u escape");
-            pos_ += 2;
-            const uint32_t lo = hex4();
-            if (lo < 0xdc00 || lo >= 0xe000) fail("invalid low surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          } else if (cp >= 0xdc00 && cp < 0xe000) {
-            fail("unpaired surrogate in \\u escape");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          fail(std::string("invalid escape '\\") + e + "'");
-      }
-    }
-  }
-
-  Json number() {
-    const size_t start = pos_;
-    bool is_float = false;
-    if (s_[pos_] == '-') ++pos_;
-    auto digits = [&] {
-      const size_t b = pos_;
-      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
-      return pos_ - b;
-    };
-    const size_t int_begin = pos_;
-    const size_t nint = digits();
-    if (nint == 0) fail("invalid number");
-    if (nint > 1 && s_[int_begin] == '0') fail("leading zero in number");
-    if (pos_ < s_.size() && s_[pos_] == '.') {
-      ++pos_;
-      is_float = true;
-      if (digits() == 0) fail("invalid number");
-    }
-    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
-      ++pos_;
-      is_float = true;
-      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
-      if (digits() == 0) fail("invalid number");
-    }
-    const char* b = s_.data() + start;
-    const char* e = s_.data() + pos_;
-    if (!is_float) {
-      int64_t v = 0;
-      auto r = std::from_chars(b, e, v);
-      if (r.ec == std::errc() && r.ptr == e) return Json(v);
-      // Out of int64 range: keep it as a double, like most readers.
-    }
-    double d = 0.0;
-    auto r = std::from_chars(b, e, d);
-    if (r.ec == std::errc::result_out_of_range) fail("number out of range");
-    if (r.ec != std::errc() || r.ptr != e) fail("invalid number");
-    return Json(d);
-  }
-
-  std::string_view s_;
-  size_t pos_ = 0;
+  std::string_view text_;
+  const char* const* mark_;
+  Json root_;
+  std::vector<Json*> stack_;
+  std::vector<std::unordered_set<std::string>> keys_;  // keys of each open object
+  std::string key_;
 };
 
-void newline(std::string& out, int indent, int depth) {
-  if (indent < 0) return;
-  out += '\n';
-  out.append(static_cast<size_t>(indent * depth), ' ');
+std::string type_of(const Json& j) {
+  if (j.is_number_float()) return "number";
+  if (j.is_number_integer()) return "integer";
+  return j.type_name();
+}
+
+const Json& member(const Json& obj, std::string_view key) {
+  return json_at(obj, key);
+}
+
+[[noreturn]] void wrong_type(std::string_view key, const char* expected, const Json& v) {
+  TCV_THROW("[json] \"", key, "\": expected ", expected, ", got ", type_of(v));
 }
 
 }  // namespace
 
-Json Json::array(Array items) {
-  Json j;
-  j.type_ = Type::array;
-  j.arr_ = std::move(items);
-  return j;
+Json json_parse(std::string_view text) {
+  const char* mark = text.data();
+  Builder b(text, &mark);
+  MarkingIterator first(text.data(), &mark), last(text.data() + text.size(), &mark);
+  Json::sax_parse(first, last, &b, nlohmann::json::input_format_t::json, /*strict=*/true);
+  return b.take();
 }
 
-Json Json::object(Object items) {
-  Json j;
-  j.type_ = Type::object;
-  j.obj_ = std::move(items);
-  return j;
+std::string json_dump(const Json& j, int indent) {
+  return j.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
-const char* Json::type_name() const {
-  return type_str(type_);
-}
-
-bool Json::as_bool() const {
-  TCV_CHECK(is_bool(), "[json] expected bool, got ", type_name());
-  return bool_;
-}
-
-int64_t Json::as_int() const {
-  if (type_ == Type::number && std::nearbyint(num_) == num_ && std::abs(num_) < 9.2e18)
-    return static_cast<int64_t>(num_);
-  TCV_CHECK(is_int(), "[json] expected integer, got ", type_name(),
-            type_ == Type::number ? " with a fractional part" : "");
-  return int_;
-}
-
-double Json::as_double() const {
-  TCV_CHECK(is_number(), "[json] expected number, got ", type_name());
-  return type_ == Type::integer ? static_cast<double>(int_) : num_;
-}
-
-const std::string& Json::as_string() const {
-  TCV_CHECK(is_string(), "[json] expected string, got ", type_name());
-  return str_;
-}
-
-const Json::Array& Json::as_array() const {
-  TCV_CHECK(is_array(), "[json] expected array, got ", type_name());
-  return arr_;
-}
-
-Json::Array& Json::as_array() {
-  TCV_CHECK(is_array(), "[json] expected array, got ", type_name());
-  return arr_;
-}
-
-const Json::Object& Json::as_object() const {
-  TCV_CHECK(is_object(), "[json] expected object, got ", type_name());
-  return obj_;
-}
-
-Json::Object& Json::as_object() {
-  TCV_CHECK(is_object(), "[json] expected object, got ", type_name());
-  return obj_;
-}
-
-size_t Json::size() const {
-  if (is_array()) return arr_.size();
-  if (is_object()) return obj_.size();
-  TCV_THROW("[json] size() of a ", type_name(), " (expected array or object)");
-}
-
-void Json::push_back(Json v) {
-  if (is_null()) type_ = Type::array;
-  as_array().push_back(std::move(v));
-}
-
-const Json& Json::operator[](size_t i) const {
-  const Array& a = as_array();
-  TCV_CHECK(i < a.size(), "[json] index ", i, " out of range for an array of ", a.size());
-  return a[i];
-}
-
-Json& Json::operator[](const std::string& key) {
-  if (is_null()) type_ = Type::object;
-  Object& o = as_object();
-  for (auto& [k, v] : o)
+const Json& json_at(const Json& obj, std::string_view key) {
+  TCV_CHECK(obj.is_object(), "[json] looking up \"", key, "\" in ", type_of(obj),
+            " (expected an object)");
+  const auto& members = obj.get_ref<const Json::object_t&>();
+  for (const auto& [k, v] : members)
     if (k == key) return v;
-  o.emplace_back(key, Json());
-  return o.back().second;
+  std::string keys;
+  for (const auto& [k, v] : members) keys += (keys.empty() ? "" : ", ") + k;
+  TCV_THROW("[json] missing key \"", key, "\" (keys: ", keys.empty() ? "none" : keys, ")");
 }
 
-const Json* Json::find(const std::string& key) const {
-  for (const auto& [k, v] : as_object())
-    if (k == key) return &v;
-  return nullptr;
+bool json_bool(const Json& obj, std::string_view key) {
+  const Json& v = member(obj, key);
+  if (!v.is_boolean()) wrong_type(key, "a bool", v);
+  return v.get<bool>();
 }
 
-const Json& Json::at(const std::string& key) const {
-  const Json* v = find(key);
-  if (v == nullptr) {
-    std::string keys;
-    for (const auto& [k, unused] : obj_) keys += (keys.empty() ? "" : ", ") + k;
-    TCV_THROW("[json] missing key \"", key, "\" (keys: ", keys.empty() ? "none" : keys, ")");
+int64_t json_int(const Json& obj, std::string_view key) {
+  const Json& v = member(obj, key);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    TCV_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), "[json] \"", key,
+              "\": ", u, " is out of range for a signed 64-bit integer");
+    return static_cast<int64_t>(u);
   }
-  return *v;
-}
-
-bool Json::operator==(const Json& o) const {
-  if (type_ != o.type_) return false;
-  switch (type_) {
-    case Type::null:
-      return true;
-    case Type::boolean:
-      return bool_ == o.bool_;
-    case Type::integer:
-      return int_ == o.int_;
-    case Type::number:
-      return num_ == o.num_;
-    case Type::string:
-      return str_ == o.str_;
-    case Type::array:
-      return arr_ == o.arr_;
-    case Type::object:
-      return obj_ == o.obj_;
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // 2^63 is the first double past int64's range.
+    TCV_CHECK(std::nearbyint(d) == d && std::abs(d) < 9223372036854775808.0, "[json] \"", key,
+              "\": expected an integer, got ", d);
+    return static_cast<int64_t>(d);
   }
-  return false;
+  wrong_type(key, "an integer", v);
 }
 
-void json_escape(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;  // UTF-8 passes through unchanged
-        }
-    }
-  }
-  out += '"';
+double json_double(const Json& obj, std::string_view key) {
+  const Json& v = member(obj, key);
+  if (!v.is_number()) wrong_type(key, "a number", v);
+  return v.get<double>();
 }
 
-void Json::dump_to(std::string& out, int indent, int depth) const {
-  switch (type_) {
-    case Type::null:
-      out += "null";
-      break;
-    case Type::boolean:
-      out += bool_ ? "true" : "false";
-      break;
-    case Type::integer:
-      out += std::to_string(int_);
-      break;
-    case Type::number: {
-      if (!std::isfinite(num_)) {
-        out += "null";
-        break;
-      }
-      // Shortest text that reads back to the same double.
-      char buf[32];
-      auto r = std::to_chars(buf, buf + sizeof(buf), num_);
-      std::string_view sv(buf, static_cast<size_t>(r.ptr - buf));
-      out += sv;
-      // Keep it a number (not an integer) when read back.
-      if (sv.find_first_of(".eE") == std::string_view::npos) out += ".0";
-      break;
-    }
-    case Type::string:
-      json_escape(out, str_);
-      break;
-    case Type::array: {
-      out += '[';
-      for (size_t i = 0; i < arr_.size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, depth + 1);
-        arr_[i].dump_to(out, indent, depth + 1);
-      }
-      if (!arr_.empty()) newline(out, indent, depth);
-      out += ']';
-      break;
-    }
-    case Type::object: {
-      out += '{';
-      for (size_t i = 0; i < obj_.size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, depth + 1);
-        json_escape(out, obj_[i].first);
-        out += indent < 0 ? ":" : ": ";
-        obj_[i].second.dump_to(out, indent, depth + 1);
-      }
-      if (!obj_.empty()) newline(out, indent, depth);
-      out += '}';
-      break;
-    }
-  }
-}
-
-std::string Json::dump(int indent) const {
-  std::string out;
-  dump_to(out, indent, 0);
-  return out;
-}
-
-Json Json::parse(std::string_view text) {
-  return Parser(text).document();
+const std::string& json_string(const Json& obj, std::string_view key) {
+  const Json& v = member(obj, key);
+  if (!v.is_string()) wrong_type(key, "a string", v);
+  return v.get_ref<const std::string&>();
 }
 
 }  // namespace tcv

@@ -184,12 +184,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     Json entry = Json::object();
     entry["dtype"] = safetensors_dtype(c.dtype());
     entry["shape"] = std::move(shape);
-    entry["data_offsets"] = Json::array({Json(offset), Json(offset + n)});
+    entry["data_offsets"] = Json::array({offset, offset + n});
     header[name] = std::move(entry);
     offset += n;
     data.push_back(std::move(c));
   }
-  std::string h = header.dump();
+  std::string h = json_dump(header);
   // Pad with spaces so the data starts 8-byte aligned (what the reference writer does).
   h.append((8 - h.size() % 8) % 8, ' ');
   uint8_t len[8];
@@ -218,7 +218,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   const std::string_view text(buf.data() + 8, hl);
   Json header;
   try {
-    header = Json::parse(text);
+    header = json_parse(text);
   } catch (const Error& e) {
     TCV_THROW(where, "bad JSON header: ", e.what());
   }
@@ -233,42 +233,49 @@ SafetensorsFile load_safetensors(const std::string& path) {
     std::string name;
   };
   std::vector<Range> ranges;
-  for (const auto& [name, entry] : header.as_object()) {
+  for (const auto& [name, entry] : header.get_ref<const Json::object_t&>()) {
     if (name == "__metadata__") {
       TCV_CHECK(entry.is_object(), where, "\"__metadata__\" must be an object of strings");
-      for (const auto& [k, v] : entry.as_object()) {
+      for (const auto& [k, v] : entry.get_ref<const Json::object_t&>()) {
         TCV_CHECK(v.is_string(), where, "\"__metadata__\" value of \"", k, "\" is a ",
                   v.type_name(), ", expected a string");
-        out.metadata[k] = v.as_string();
+        out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
     const std::string at = where + "tensor \"" + name + "\": ";
     TCV_CHECK(entry.is_object(), at, "entry is a ", entry.type_name(), ", expected an object");
-    const Json* dt = entry.find("dtype");
-    const Json* sh = entry.find("shape");
-    const Json* off = entry.find("data_offsets");
-    TCV_CHECK(dt && sh && off, at, "needs \"dtype\", \"shape\" and \"data_offsets\"");
+    const auto dt = entry.find("dtype");
+    const auto sh = entry.find("shape");
+    const auto off = entry.find("data_offsets");
+    TCV_CHECK(dt != entry.end() && sh != entry.end() && off != entry.end(), at,
+              "needs \"dtype\", \"shape\" and \"data_offsets\"");
     DType dtype{};
-    TCV_CHECK(dt->is_string() && parse_safetensors_dtype(dt->as_string(), &dtype), at,
-              "unknown dtype ", dt->dump(),
+    TCV_CHECK(dt->is_string() && parse_safetensors_dtype(dt->get<std::string>(), &dtype), at,
+              "unknown dtype ", json_dump(*dt),
               " (supported: F32, F64, F16, BF16, I32, I64, U8, BOOL)");
     TCV_CHECK(sh->is_array(), at, "\"shape\" must be an array of non-negative integers");
     Shape shape;
-    uint64_t numel = 1;
-    for (const Json& d : sh->as_array()) {
-      TCV_CHECK(d.is_int() && d.as_int() >= 0, at,
-                "\"shape\" must hold non-negative integers, got ", sh->dump());
-      shape.push_back(d.as_int());
-      TCV_CHECK(d.as_int() == 0 || numel <= (uint64_t{1} << 62) / static_cast<uint64_t>(d.as_int()),
-                at, "shape ", sh->dump(), " is too large");
-      numel *= static_cast<uint64_t>(d.as_int());
+    // The byte count and the strides (the product of the sizes, a zero one
+    // counting as 1) must fit in int64 whatever the data offsets say.
+    const uint64_t limit = (uint64_t{1} << 62) / dtype_size(dtype);
+    uint64_t numel = 1, span = 1;
+    for (const Json& d : *sh) {
+      // A non-negative integer in the file reads as an unsigned number.
+      TCV_CHECK(d.is_number_unsigned(), at, "\"shape\" must hold non-negative integers, got ",
+                json_dump(*sh));
+      const uint64_t n = d.get<uint64_t>();
+      TCV_CHECK(std::max<uint64_t>(n, 1) <= limit / span, at, "shape ", json_dump(*sh), " of ",
+                safetensors_dtype(dtype), " is too large");
+      shape.push_back(static_cast<int64_t>(n));
+      numel *= n;
+      span *= std::max<uint64_t>(n, 1);
     }
-    TCV_CHECK(off->is_array() && off->size() == 2 && (*off)[0].is_int() && (*off)[1].is_int() &&
-                  (*off)[0].as_int() >= 0 && (*off)[1].as_int() >= 0,
-              at, "\"data_offsets\" must be [begin, end], got ", off->dump());
-    const uint64_t begin = static_cast<uint64_t>((*off)[0].as_int());
-    const uint64_t end = static_cast<uint64_t>((*off)[1].as_int());
+    TCV_CHECK(off->is_array() && off->size() == 2 && (*off)[0].is_number_unsigned() &&
+                  (*off)[1].is_number_unsigned(),
+              at, "\"data_offsets\" must be [begin, end], got ", json_dump(*off));
+    const uint64_t begin = (*off)[0].get<uint64_t>();
+    const uint64_t end = (*off)[1].get<uint64_t>();
     TCV_CHECK(begin <= end, at, "data_offsets [", begin, ", ", end, "] has begin > end");
     TCV_CHECK(end <= data_size, at, "data_offsets [", begin, ", ", end,
               "] run past the data section (", data_size, " bytes; file truncated?)");

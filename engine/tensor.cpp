@@ -240,7 +240,14 @@ Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset)
 }
 
 Tensor empty(const Shape& shape, TensorOptions opts) {
-  for (int64_t s : shape) TCV_CHECK(s >= 0, "[empty] negative size in shape ", shape_str(shape));
+  // The strides multiply every size (a zero one counts as 1) and the byte count
+  // every size and the element size: both must fit in int64.
+  int64_t span = static_cast<int64_t>(dtype_size(opts.dtype));
+  for (int64_t s : shape) {
+    TCV_CHECK(s >= 0, "[empty] negative size in shape ", shape_str(shape));
+    TCV_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(s, 1), &span), "[empty] shape ",
+              shape_str(shape), " of ", dtype_name(opts.dtype), " is too large to address");
+  }
   auto impl = std::make_shared<TensorImpl>();
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(opts.dtype);
   if (opts.pinned && opts.device.is_cpu() && nbytes > 0 && kernels::cuda::device_count() > 0)

@@ -18,7 +18,8 @@ packages=(
   ocl-icd-opencl-dev
   libopenblas-dev      # GEMM
   libtomlplusplus-dev  # TOML configs
-  nlohmann-json3-dev   # JSON: COCO instances_*.json read and written by data/det
+  # JSON: safetensors headers, trainer state, metrics lines, COCO instances_*.json
+  nlohmann-json3-dev
   libpugixml-dev       # XML: Pascal VOC annotations read and written by data/det
   libstb-dev           # image decode/encode
   # Label maps are PNGs whose pixels are class indices (palette or grayscale);
@@ -31,8 +32,23 @@ packages=(
   dataset-fashion-mnist  # real data for the default model and the tests
 )
 
-# --list: print the package names (scripts/check-deps.sh compares the build with them).
-if [ "${1:-}" = "--list" ]; then
+# Only for scripts/fuzz.sh (installed with --fuzz): libFuzzer comes with clang,
+# its runtime and the sanitizers' with libclang-rt, and the library's OpenMP
+# under clang is LLVM's libomp. scripts/sanitize.sh builds with gcc and needs
+# nothing more.
+fuzz_packages=(clang libclang-rt-14-dev libomp-14-dev)
+
+# --fuzz: also the fuzzing packages. --list: print the package names instead of
+# installing (scripts/check-deps.sh compares the build with them).
+list=0
+for arg in "$@"; do
+  case "$arg" in
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    --list) list=1 ;;
+    *) echo "usage: setup-deps.sh [--fuzz] [--list]" >&2; exit 2 ;;
+  esac
+done
+if [ $list -eq 1 ]; then
   printf '%s\n' "${packages[@]}"
   exit 0
 fi

@@ -76,17 +76,17 @@ std::map<std::string, std::string> read_metadata(const std::string& file) {
   TCV_CHECK(read_exact(header.data(), hl), file, ": cannot read the header: ", errno_str());
   Json h;
   try {
-    h = Json::parse(header);
+    h = json_parse(header);
   } catch (const Error& e) {
     TCV_THROW(file, ": bad safetensors header: ", e.what());
   }
   std::map<std::string, std::string> out;
-  const Json* meta = h.is_object() ? h.find("__metadata__") : nullptr;
-  if (!meta) return out;
-  TCV_CHECK(meta->is_object(), file, ": \"__metadata__\" must be an object of strings");
-  for (const auto& [k, v] : meta->as_object()) {
+  if (!h.is_object() || !h.contains("__metadata__")) return out;
+  const Json& meta = h.at("__metadata__");
+  TCV_CHECK(meta.is_object(), file, ": \"__metadata__\" must be an object of strings");
+  for (const auto& [k, v] : meta.get_ref<const Json::object_t&>()) {
     TCV_CHECK(v.is_string(), file, ": \"__metadata__\" value of \"", k, "\" is not a string");
-    out[k] = v.as_string();
+    out[k] = v.get<std::string>();
   }
   return out;
 }
@@ -143,54 +143,56 @@ void split_state(const std::string& file, const NamedTensors& tensors, nn::State
 TrainerState parse_trainer_state(std::string_view text, const std::string& where) {
   Json j;
   try {
-    j = Json::parse(text);
+    j = json_parse(text);
   } catch (const Error& e) {
     TCV_THROW(where, ": bad trainer state: not valid JSON: ", e.what());
   }
   TCV_CHECK(j.is_object(), where, ": bad trainer state: a JSON ", j.type_name(),
             ", expected an object");
   auto field = [&](const char* key) -> const Json& {
-    const Json* v = j.find(key);
-    TCV_CHECK(v, where, ": bad trainer state: no \"", key, "\"");
-    return *v;
+    TCV_CHECK(j.contains(key), where, ": bad trainer state: no \"", key, "\"");
+    return j.at(key);
   };
   auto bad = [&](const char* key, const std::string& expected, const Json& v) {
-    TCV_THROW(where, ": bad trainer state: \"", key, "\" must be ", expected, ", got ", v.dump());
+    TCV_THROW(where, ": bad trainer state: \"", key, "\" must be ", expected, ", got ",
+              json_dump(v));
   };
   auto integer = [&](const char* key, int64_t hi) {
     const Json& v = field(key);
-    if (!v.is_int() || v.as_int() < 0 || v.as_int() > hi)
+    // An integer above int64's range reads back negative here, and is refused.
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > hi)
       bad(key, "an integer in [0, " + std::to_string(hi) + "]", v);
-    return v.as_int();
+    return v.get<int64_t>();
   };
   auto number = [&](const char* key, double lo, double hi) {
     const Json& v = field(key);
-    if (!v.is_number() || !(v.as_double() >= lo && v.as_double() <= hi))
-      bad(key, "a number in [" + Json(lo).dump() + ", " + Json(hi).dump() + "]", v);
-    return v.as_double();
+    if (!v.is_number() || !(v.get<double>() >= lo && v.get<double>() <= hi))
+      bad(key, "a number in [" + json_dump(Json(lo)) + ", " + json_dump(Json(hi)) + "]", v);
+    return v.get<double>();
   };
   // Metrics are percentages (top-1) or fractions (mAP, mIoU).
   auto score = [&](const std::string& key) {
     const Json& v = field(key.c_str());
     if (!v.is_number() ||
-        !(v.as_double() == -1.0 || (v.as_double() >= 0.0 && v.as_double() <= 100.0)))
+        !(v.get<double>() == -1.0 || (v.get<double>() >= 0.0 && v.get<double>() <= 100.0)))
       bad(key.c_str(), "a percentage in [0, 100] or -1 (none yet)", v);
-    return v.as_double();
+    return v.get<double>();
   };
   auto name_of = [&](const char* key, const std::string& absent) {
-    const Json* v = j.find(key);
-    if (!v) return absent;  // earlier versions: classification
-    if (!v->is_string() || v->as_string().empty() ||
-        v->as_string().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
-            std::string::npos)
-      bad(key, "a name (lower-case letters, digits, _)", *v);
-    return v->as_string();
+    const auto it = j.find(key);
+    if (it == j.end()) return absent;  // earlier versions: classification
+    const Json& v = *it;
+    if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+        v.get_ref<const std::string&>().find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      bad(key, "a name (lower-case letters, digits, _)", v);
+    return v.get<std::string>();
   };
   auto u64 = [&](const char* key) {
     const Json& v = field(key);
     uint64_t out = 0;
     if (v.is_string()) {
-      const std::string& s = v.as_string();
+      const std::string& s = v.get_ref<const std::string&>();
       const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
       if (!s.empty() && r.ec == std::errc() && r.ptr == s.data() + s.size()) return out;
     }
@@ -200,9 +202,9 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& where
 
   TrainerState s;
   const Json& name = field("model_name");
-  if (!name.is_string() || name.as_string().empty())
+  if (!name.is_string() || name.get_ref<const std::string&>().empty())
     bad("model_name", "a model name (a non-empty string)", name);
-  s.model_name = name.as_string();
+  s.model_name = name.get<std::string>();
   s.iter = integer("iter", kMaxIterations);
   s.epoch = integer("epoch", s.iter);  // every epoch has at least one iteration
   s.epoch_iter = integer("epoch_iter", s.iter);
@@ -239,9 +241,10 @@ void save_checkpoint(const std::string& stem, const nn::Module& model, const Opt
   NamedTensors tensors;
   for (const auto& [name, t] : model_state) tensors.emplace_back("model." + name, t);
   for (const auto& [name, t] : optim_state) tensors.emplace_back("optim." + name, t);
-  save_safetensors(
-      stem + ".safetensors", tensors,
-      {{kFormatKey, "tcv"}, {kModelKey, s.model_name}, {kStateKey, trainer_state_json(s).dump()}});
+  save_safetensors(stem + ".safetensors", tensors,
+                   {{kFormatKey, "tcv"},
+                    {kModelKey, s.model_name},
+                    {kStateKey, json_dump(trainer_state_json(s))}});
   // A trainer state beside the weights (earlier versions) would now be stale.
   std::error_code ec;
   fs::remove(stem + ".json", ec);

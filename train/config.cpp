@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "train/task.h"
 
@@ -317,7 +318,8 @@ std::string quote(const std::string& s) {
         o += "\\r";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
+        // TOML allows no raw control characters in a string, DEL included.
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           char b[8];
           std::snprintf(b, sizeof(b), "\\u%04x", c);
           o += b;
@@ -327,6 +329,34 @@ std::string quote(const std::string& s) {
     }
   }
   return o + "\"";
+}
+
+// Why `s` cannot be a TOML string as it stands ("" when it can): TOML text is
+// UTF-8 (no overlong forms, no surrogates); control characters need escapes.
+std::string text_problem(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f)
+      return "control character 0x" + std::string(1, "0123456789abcdef"[c >> 4]) +
+             "0123456789abcdef"[c & 15] + " at byte " + std::to_string(i);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+    uint32_t cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
+    bool ok = len >= 2 && c <= 0xf4 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      ok = (d & 0xc0) == 0x80;
+      cp = (cp << 6) | (d & 0x3fu);
+    }
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (!ok || cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
+      return "bytes that are not UTF-8 at byte " + std::to_string(i);
+    i += len;
+  }
+  return "";
 }
 
 }  // namespace
@@ -536,8 +566,13 @@ void Config::set_override(const std::string& assignment) {
     err = convert(*t.get("v"), spec->type, v);
   } catch (const toml::parse_error& e) {
     // A bare word is a convenience for strings: --set solver.lr.lr_policy=cosine.
-    if (spec->type == VT::string)
+    // It must be text TOML can hold, or the resolved config.toml would not read back.
+    if (spec->type == VT::string && text_problem(text).empty())
       v = text;
+    else if (spec->type == VT::string)
+      err = "the value holds " + text_problem(text) +
+            " (a config string is UTF-8 text; control characters need a quoted TOML string"
+            " with escapes, such as \"a\\tb\")";
     else
       err = std::string("cannot parse '") + text + "' as TOML (" + std::string(e.description()) +
             "); expected " + expected_name(spec->type);

@@ -30,8 +30,12 @@ int64_t load_step(const char* op, std::map<std::string, Tensor>& state) {
   TCV_CHECK(it->second.defined() && it->second.numel() == 1, "[", op,
             "::load_state_dict] \"step\" must hold one value, got shape ",
             it->second.defined() ? it->second.shape_str() : std::string("undefined"));
-  const int64_t step = static_cast<int64_t>(it->second.item());
-  TCV_CHECK(step >= 0, "[", op, "::load_state_dict] \"step\" is negative: ", step);
+  // From a file: anything but a count (NaN, a fraction, past int64) is refused
+  // before it is converted, which would be undefined for NaN and huge values.
+  const double v = it->second.item();
+  TCV_CHECK(v >= 0 && v < 9223372036854775808.0 && v == std::floor(v), "[", op,
+            "::load_state_dict] \"step\" must be a whole number in [0, 2^63), got ", v);
+  const int64_t step = static_cast<int64_t>(v);
   state.erase(it);
   return step;
 }

@@ -120,13 +120,14 @@ Series series_of(const std::vector<Json>& metrics, const std::string& split, con
                  const std::string& name, const std::string& color) {
   Series s{name, color, {}, {}};
   for (const auto& j : metrics) {
-    const Json* sp = j.find("split");
-    const Json* v = j.find(key);
-    const Json* it = j.find("iter");
-    if (!sp || !v || !it || !sp->is_string() || sp->as_string() != split || !v->is_number())
+    const auto sp = j.find("split");
+    const auto v = j.find(key);
+    const auto it = j.find("iter");
+    if (sp == j.end() || v == j.end() || it == j.end() || *sp != split || !v->is_number() ||
+        !it->is_number())
       continue;
-    s.x.push_back(it->as_double());
-    s.y.push_back(v->as_double());
+    s.x.push_back(it->get<double>());
+    s.y.push_back(v->get<double>());
   }
   return s;
 }
@@ -216,7 +217,7 @@ std::vector<Json> read_jsonl(const std::string& path) {
     ++n;
     if (line.empty()) continue;
     try {
-      out.push_back(Json::parse(line));
+      out.push_back(json_parse(line));
     } catch (const std::exception& e) {
       TCV_THROW(path, ":", n, ": ", e.what());
     }
@@ -247,18 +248,19 @@ std::string render_report(const ReportInputs& in) {
   const Json* last_val = nullptr;
   const Json* last_train = nullptr;
   for (const auto& j : m) {
-    const Json* sp = j.find("split");
-    if (sp && sp->is_string()) (sp->as_string() == "val" ? last_val : last_train) = &j;
+    const auto sp = j.find("split");
+    if (sp != j.end() && sp->is_string()) (*sp == "val" ? last_val : last_train) = &j;
   }
   o << "<p>";
   if (last_train && last_train->contains("iter"))
-    o << "iteration " << last_train->at("iter").dump() << "; ";
+    o << "iteration " << json_dump(last_train->at("iter")) << "; ";
   std::string lead;
   for (const auto& h : in.headline) {
-    const Json* v = last_val ? last_val->find(h.key) : nullptr;
-    if (!v || !v->is_number()) continue;
+    if (!last_val) break;
+    const auto v = last_val->find(h.key);
+    if (v == last_val->end() || !v->is_number()) continue;
     lead += (lead.empty() ? "validation " : ", ") + html_escape(h.label) + " " +
-            num(v->as_double(), 4) + html_escape(h.unit);
+            num(v->get<double>(), 4) + html_escape(h.unit);
   }
   o << lead << "</p>\n<h2>Curves</h2>\n<div class=\"grid\">\n";
   o << svg_chart("loss",

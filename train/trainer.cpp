@@ -101,12 +101,11 @@ bool truncate_metrics(const fs::path& file, int64_t iter) {
     if (line.empty()) continue;
     bool keep = false;
     try {
-      const Json j = Json::parse(line);
-      const Json* it = j.find("iter");
-      keep = j.is_object() && (!it || !it->is_int() || it->as_int() <= iter);
-      const Json* split = j.find("split");
-      if (keep && it && it->is_int() && it->as_int() == iter && split && split->is_string() &&
-          split->as_string() == "val")
+      const Json j = json_parse(line);
+      const auto it = j.find("iter"), split = j.find("split");
+      const bool has_iter = it != j.end() && it->is_number_integer();
+      keep = j.is_object() && (!has_iter || it->get<int64_t>() <= iter);
+      if (keep && has_iter && it->get<int64_t>() == iter && split != j.end() && *split == "val")
         val_at_iter = true;
     } catch (const Error&) {
       keep = false;  // a line cut short
@@ -225,7 +224,7 @@ struct Trainer::Impl {
   void write_metrics(const Json& j) {
     if (!main_rank()) return;
     errno = 0;
-    metrics << j.dump() << "\n";
+    metrics << json_dump(j) << "\n";
     metrics.flush();
     if (!metrics.good())
       TCV_THROW((fs::path(opts.out_dir) / "metrics.jsonl").string(),
@@ -580,18 +579,18 @@ struct Trainer::Impl {
     if (dist) combine(*ev, *dist->group());
     model->train();
     const Json row = ev->row();
-    const double score = row.at(state.best_metric).as_double();
+    const double score = row.at(state.best_metric).get<double>();
     state.last_score = score;
     summary.val = row;
     summary.score = score;
     for (auto [key, field] : {std::pair{"top1", &summary.top1}, std::pair{"top5", &summary.top5},
                               std::pair{"loss", &summary.val_loss}})
-      *field = row.contains(key) ? row.at(key).as_double() : -1;
+      *field = row.contains(key) ? row.at(key).get<double>() : -1;
     Json j = Json::object();
     j["split"] = "val";
     j["epoch"] = state.epoch + 1;  // 1-based, as people count
     j["iter"] = state.iter;
-    for (const auto& [k, v] : row.as_object()) j[k] = v;
+    for (const auto& [k, v] : row.items()) j[k] = v;
     j["time"] = elapsed();
     if (skip_corrupt) j["skipped"] = skipped();
     write_metrics(j);

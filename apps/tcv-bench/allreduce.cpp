@@ -358,7 +358,7 @@ int run_allreduce_bench(const AllreduceOptions& opts) {
       j["algbw"] = algbw;
       j["busbw"] = busbw;
       j["wrong"] = wrong;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", json_dump(j).c_str());
     } else {
       std::printf("  %12lld %12lld %9s %6s %11.1f %8.3f %8.3f %7s\n", static_cast<long long>(bytes),
                   static_cast<long long>(count), type_name(opts.dtype), opts.op.c_str(), sec * 1e6,
@@ -373,7 +373,7 @@ int run_allreduce_bench(const AllreduceOptions& opts) {
       Json j = Json::object();
       j["avg_busbw"] = avg_busbw;
       j["wrong"] = total_wrong;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", json_dump(j).c_str());
     } else {
       std::printf("# Out of bounds values : %lld %s\n# Avg bus bandwidth    : %.4f\n#\n",
                   static_cast<long long>(total_wrong), total_wrong ? "FAILED" : "OK", avg_busbw);

@@ -86,7 +86,7 @@ int run(int argc, char** argv) {
     const auto opts = tcv::bench::parse_train_args(args);
     const auto r = tcv::bench::run_train_bench(opts);
     if (opts.json) {
-      std::cout << tcv::bench::train_result_json(opts, r).dump() << "\n";
+      std::cout << tcv::json_dump(tcv::bench::train_result_json(opts, r)) << "\n";
     } else {
       std::printf("%s, batch %lld of %lldx%lldx%lld, %lld classes, %s %s, %lld parameters\n",
                   opts.model.c_str(), static_cast<long long>(opts.batch),
@@ -111,7 +111,7 @@ int run(int argc, char** argv) {
     const auto opts = tcv::bench::parse_data_args(args);
     const auto runs = tcv::bench::run_data_bench(opts);
     if (opts.json) {
-      std::cout << tcv::bench::data_result_json(opts, runs).dump() << "\n";
+      std::cout << tcv::json_dump(tcv::bench::data_result_json(opts, runs)) << "\n";
     } else {
       std::printf(
           "DataLoader: %lld JPEGs %lldx%lld -> RandomResizedCrop %lld + flip + normalize, "

@@ -198,7 +198,7 @@ int run(int argc, char** argv) {
     }
     tcv::Json j = tcv::Json::object();
     j["input"] = in.name;
-    for (const auto& [k, v] : entry.as_object()) j[k] = v;
+    for (const auto& [k, v] : entry.items()) j[k] = v;
     preds.push_back(std::move(j));
   }
   if (json) {
@@ -207,7 +207,7 @@ int run(int argc, char** argv) {
     for (const auto& u : unreadable)
       bad.push_back(tcv::Json::object({{"input", u.name}, {"error", u.error}}));
     out["unreadable"] = std::move(bad);
-    std::cout << out.dump(2) << "\n";
+    std::cout << tcv::json_dump(out, 2) << "\n";
   }
   if (unreadable.empty()) return 0;
   std::cerr << "tcv-predict: " << unreadable.size() << " of " << unreadable.size() + inputs.size()

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -17,6 +18,46 @@ using nlohmann::json;
 
 namespace {
 
+// `v` as JSON for an error message: shallow and short. nlohmann's dump()
+// recurses once per level, so a value nested a million deep (a 2 MB file)
+// would overflow the stack; here nesting below 4 levels and text beyond
+// about 100 characters become "...".
+void show(const json& v, int depth, std::string& out) {
+  if (out.size() > 100) return;
+  if (!v.is_structured()) {
+    // ASCII (\uXXXX escapes), so that cutting it splits no character.
+    const std::string t = v.dump(-1, ' ', true, json::error_handler_t::replace);
+    out += t.size() > 100 ? t.substr(0, 100) + "..." : t;
+    return;
+  }
+  const bool obj = v.is_object();
+  out += obj ? '{' : '[';
+  if (depth >= 4 && !v.empty()) out += "...";
+  if (depth < 4) {
+    bool first = true;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (out.size() > 100) {
+        out += "...";
+        break;
+      }
+      if (obj) {
+        show(json(it.key()), depth + 1, out);
+        out += ':';
+      }
+      show(*it, depth + 1, out);
+    }
+  }
+  out += obj ? '}' : ']';
+}
+
+std::string shown(const json& v) {
+  std::string out;
+  show(v, 0, out);
+  return out;
+}
+
 const json& member(const json& obj, const char* key, const std::string& name,
                    const std::string& where) {
   const auto it = obj.find(key);
@@ -28,21 +69,26 @@ int64_t int_member(const json& obj, const char* key, const std::string& name,
                    const std::string& where) {
   const json& v = member(obj, key, name, where);
   TCV_CHECK(v.is_number_integer(), name, ": ", where, " \"", key, "\" must be an integer, got ",
-            v.dump());
+            shown(v));
+  // Integers above int64's range (nlohmann's unsigned) would wrap.
+  TCV_CHECK(
+      !v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
+      name, ": ", where, " \"", key, "\" is ", v.get<uint64_t>(),
+      ", above the largest integer tcv reads (2^63 - 1)");
   return v.get<int64_t>();
 }
 
 double number_member(const json& v, const std::string& name, const std::string& where,
                      const char* key) {
   TCV_CHECK(v.is_number() && std::isfinite(v.get<double>()), name, ": ", where, " \"", key,
-            "\" must be a finite number, got ", v.dump());
+            "\" must be a finite number, got ", shown(v));
   return v.get<double>();
 }
 
 std::string string_member(const json& obj, const char* key, const std::string& name,
                           const std::string& where) {
   const json& v = member(obj, key, name, where);
-  TCV_CHECK(v.is_string(), name, ": ", where, " \"", key, "\" must be a string, got ", v.dump());
+  TCV_CHECK(v.is_string(), name, ": ", where, " \"", key, "\" must be a string, got ", shown(v));
   return v.get<std::string>();
 }
 
@@ -59,7 +105,10 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", e.what());
+    // nlohmann's message quotes the token it read last, which may be megabytes long.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
   }
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoFile f;
@@ -113,12 +162,15 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
               o.category_id, ", which \"categories\" does not list");
     const json& bb = member(j, "bbox", name, where);
     TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", where,
-              " \"bbox\" must be [x, y, w, h], got ", bb.dump());
+              " \"bbox\" must be [x, y, w, h], got ", shown(bb));
     for (size_t c = 0; c < 4; ++c) o.bbox[c] = number_member(bb[c], name, where, "bbox");
-    TCV_CHECK(o.bbox[2] >= 0 && o.bbox[3] >= 0, name, ": ", where, " \"bbox\" ", bb.dump(),
+    TCV_CHECK(o.bbox[2] >= 0 && o.bbox[3] >= 0, name, ": ", where, " \"bbox\" ", shown(bb),
               " has a negative width or height");
     o.area =
         j.contains("area") ? number_member(j["area"], name, where, "area") : o.bbox[2] * o.bbox[3];
+    // w x h of two finite numbers may still overflow (1e200 x 1e200).
+    TCV_CHECK(std::isfinite(o.area), name, ": ", where, " \"bbox\" ", shown(bb),
+              " has no finite area (w x h overflows)");
     if (j.contains("iscrowd")) {
       const int64_t c = int_member(j, "iscrowd", name, where);
       TCV_CHECK(c == 0 || c == 1, name, ": ", where, " \"iscrowd\" is ", c, ", expected 0 or 1");

@@ -63,7 +63,8 @@ void pad_typed(PadMode mode, const KTensor& out, const KTensor& in, const int64_
   T* dst = out.ptr<T>();
   const int64_t* last = maps[nd - 1].data();
   // Columns [lo, hi) of a row copy the input row straight; only the borders map.
-  const auto [lo, hi] = interior(w, in.sizes[nd - 1], before[nd - 1]);
+  const auto cols = interior(w, in.sizes[nd - 1], before[nd - 1]);
+  const int64_t lo = cols.first, hi = cols.second;  // clang < 16 cannot capture bindings
   parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(w, 1)),
                [&](int64_t b, int64_t e) {
                  for (int64_t r = b; r < e; ++r) {
@@ -112,7 +113,8 @@ void pad_backward_typed(PadMode mode, const KTensor& dx, const KTensor& dy, cons
   // interior columns as one vectorized loop, the borders through the map.
   const int64_t w = dy.sizes[nd - 1];
   const int64_t* last = maps[nd - 1].data();
-  const auto [lo, hi] = interior(w, dx.sizes[nd - 1], before[nd - 1]);
+  const auto cols = interior(w, dx.sizes[nd - 1], before[nd - 1]);
+  const int64_t lo = cols.first, hi = cols.second;  // clang < 16 cannot capture bindings
   const int64_t shift = before[nd - 1];
   const int64_t rows = dy_plane / std::max<int64_t>(w, 1);
   parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(dy_plane, 1)),

@@ -54,16 +54,16 @@ TEST(BenchCli, TrainJsonHasPositiveFields) {
   auto o = parse_train_args({"--model", "fmnist_cnn", "--batch", "4", "--image-size", "28",
                              "--channels", "1", "--steps", "2", "--warmup", "1", "--json"});
   const TrainBenchResult r = run_train_bench(o);
-  const Json j = Json::parse(train_result_json(o, r).dump());
-  EXPECT_EQ(j.at("model").as_string(), "fmnist_cnn");
-  EXPECT_EQ(j.at("batch").as_int(), 4);
-  EXPECT_EQ(j.at("parameters").as_int(), 421642);
+  const Json j = json_parse(json_dump(train_result_json(o, r)));
+  EXPECT_EQ(json_string(j, "model"), "fmnist_cnn");
+  EXPECT_EQ(json_int(j, "batch"), 4);
+  EXPECT_EQ(json_int(j, "parameters"), 421642);
   for (const char* key : {"images_per_sec", "ms_per_step", "peak_rss_bytes", "allocator_peak_bytes",
                           "allocator_reserved_bytes", "threads"}) {
     ASSERT_TRUE(j.contains(key)) << key;
-    EXPECT_GT(j.at(key).as_double(), 0.0) << key;
+    EXPECT_GT(json_double(j, key), 0.0) << key;
   }
-  EXPECT_NEAR(j.at("images_per_sec").as_double() * j.at("ms_per_step").as_double(), 4000.0, 1e-6);
+  EXPECT_NEAR(json_double(j, "images_per_sec") * json_double(j, "ms_per_step"), 4000.0, 1e-6);
 }
 
 TEST(BenchCli, SsdStepUsesTheMultiBoxLoss) {
@@ -71,12 +71,12 @@ TEST(BenchCli, SsdStepUsesTheMultiBoxLoss) {
   auto o = parse_train_args({"--model", "ssd300", "--batch", "1", "--image-size", "300",
                              "--classes", "3", "--steps", "1", "--warmup", "0", "--json"});
   const TrainBenchResult r = run_train_bench(o);
-  const Json j = Json::parse(train_result_json(o, r).dump());
-  EXPECT_EQ(j.at("loss").as_string(), "multibox");
-  EXPECT_EQ(j.at("parameters").as_int(),
+  const Json j = json_parse(train_result_json(o, r).dump());
+  EXPECT_EQ(j.at("loss").get<std::string>(), "multibox");
+  EXPECT_EQ(j.at("parameters").get<int64_t>(),
             26285486 - 18 * (9 * (512 * 4 + 1024 * 6 + 512 * 6 + 256 * 6 + 256 * 4 + 256 * 4) +
                              (4 + 6 + 6 + 6 + 4 + 4)));
-  EXPECT_GT(j.at("images_per_sec").as_double(), 0.0);
+  EXPECT_GT(j.at("images_per_sec").get<double>(), 0.0);
   EXPECT_TRUE(std::isfinite(r.final_loss));
   EXPECT_GT(r.final_loss, 0.0);
   // The synthetic boxes lie inside the image with labels among the object classes.
@@ -95,15 +95,15 @@ TEST(BenchCli, ProfileListsTheKernelsOfAStep) {
                         "1", "--steps", "1", "--warmup", "0", "--profile", "--json"});
   EXPECT_EQ(o.profile_steps, 3);
   const TrainBenchResult r = run_train_bench(o);
-  const Json j = Json::parse(train_result_json(o, r).dump());
-  EXPECT_EQ(j.at("profile_steps").as_int(), 3);
+  const Json j = json_parse(json_dump(train_result_json(o, r)));
+  EXPECT_EQ(json_int(j, "profile_steps"), 3);
   // fmnist_cnn has two convolutions: two forward and two backward calls a step.
   double conv_fwd_calls = 0, total_ms = 0;
-  for (const Json& row : j.at("profile").as_array()) {
-    if (row.at("kernel").as_string() == "conv2d_forward")
-      conv_fwd_calls = row.at("calls_per_step").as_double();
-    EXPECT_EQ(row.at("device").as_string(), "cpu");
-    total_ms += row.at("ms_per_step").as_double();
+  for (const Json& row : j.at("profile")) {
+    if (json_string(row, "kernel") == "conv2d_forward")
+      conv_fwd_calls = json_double(row, "calls_per_step");
+    EXPECT_EQ(json_string(row, "device"), "cpu");
+    total_ms += json_double(row, "ms_per_step");
   }
   EXPECT_EQ(conv_fwd_calls, 2.0);
   EXPECT_GT(total_ms, 0.0);
@@ -126,16 +126,16 @@ TEST(BenchCli, DataJsonHasOneRunPerWorkerCount) {
   const fs::path dir = tmp.root() / "data";
   auto o = parse_data_args({"--images", "12", "--size", "48", "--crop", "32", "--batch", "4",
                             "--workers", "0,2", "--dir", dir.string(), "--json"});
-  const Json j = Json::parse(data_result_json(o, run_data_bench(o)).dump());
-  const auto& runs = j.at("runs").as_array();
+  const Json j = json_parse(json_dump(data_result_json(o, run_data_bench(o))));
+  const auto& runs = j.at("runs");
   ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].at("workers").as_int(), 0);
-  EXPECT_EQ(runs[1].at("workers").as_int(), 2);
+  EXPECT_EQ(json_int(runs[0], "workers"), 0);
+  EXPECT_EQ(json_int(runs[1], "workers"), 2);
   for (const auto& r : runs) {
-    EXPECT_EQ(r.at("images").as_int(), 12);
-    EXPECT_GT(r.at("images_per_sec").as_double(), 0.0);
+    EXPECT_EQ(json_int(r, "images"), 12);
+    EXPECT_GT(json_double(r, "images_per_sec"), 0.0);
   }
-  EXPECT_GT(j.at("peak_rss_bytes").as_int(), 0);
+  EXPECT_GT(json_int(j, "peak_rss_bytes"), 0);
   // --dir keeps the files, in ImageFolder's layout.
   EXPECT_TRUE(fs::exists(dir / "class0" / "img0.jpg"));
   EXPECT_TRUE(fs::exists(dir / "class1" / "img11.jpg"));

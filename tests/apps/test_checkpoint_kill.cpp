@@ -273,8 +273,8 @@ TEST(CheckpointKill, RandomKillsWhileSavingLeaveConsistentCheckpoints) {
   int64_t bad_lines = 0;
   while (std::getline(f, line)) {
     try {
-      const Json j = Json::parse(line);
-      if (j.at("split").as_string() == "train") logged.push_back(j.at("iter").as_int());
+      const Json j = json_parse(line);
+      if (json_string(j, "split") == "train") logged.push_back(json_int(j, "iter"));
     } catch (const std::exception&) {
       ++bad_lines;
     }

@@ -58,7 +58,7 @@ std::vector<Json> read_jsonl(const fs::path& p) {
   std::vector<Json> out;
   std::ifstream f(p);
   std::string line;
-  while (std::getline(f, line)) out.push_back(Json::parse(line));
+  while (std::getline(f, line)) out.push_back(json_parse(line));
   return out;
 }
 
@@ -160,12 +160,12 @@ TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
   std::vector<int64_t> train_iters, val_iters;
   std::vector<double> losses;
   for (const auto& j : read_jsonl(out / "metrics.jsonl")) {
-    if (j.at("split").as_string() == "train") {
-      train_iters.push_back(j.at("iter").as_int());
-      losses.push_back(j.at("loss").as_double());
+    if (json_string(j, "split") == "train") {
+      train_iters.push_back(json_int(j, "iter"));
+      losses.push_back(json_double(j, "loss"));
     } else {
-      val_iters.push_back(j.at("iter").as_int());
-      EXPECT_EQ(j.at("images").as_int(), 12);
+      val_iters.push_back(json_int(j, "iter"));
+      EXPECT_EQ(json_int(j, "images"), 12);
       EXPECT_FALSE(j.contains("skipped"));
     }
   }
@@ -218,11 +218,11 @@ TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
   EXPECT_EQ(s.iters, 15);
   EXPECT_GT(s.top1, 50.0);  // chance is 33%, mixup slows it down a little
   for (const auto& j : read_jsonl(tmp.root() / "run" / "metrics.jsonl"))
-    if (j.at("split").as_string() == "train") {
-      EXPECT_TRUE(std::isfinite(j.at("loss").as_double()));
-      EXPECT_GT(j.at("loss").as_double(), 0.0);
+    if (json_string(j, "split") == "train") {
+      EXPECT_TRUE(std::isfinite(json_double(j, "loss")));
+      EXPECT_GT(json_double(j, "loss"), 0.0);
     } else {
-      EXPECT_EQ(j.at("images").as_int(), 6);
+      EXPECT_EQ(json_int(j, "images"), 6);
     }
 
   // A label beyond data.num_classes names the key, the list file and its line.
@@ -280,8 +280,8 @@ TEST(TrainDatasets, Cifar10Binary) {
   EXPECT_GT(s.top1, 60.0);  // 3 colours; chance is 33% at best
   int vals = 0;
   for (const auto& j : read_jsonl(tmp.root() / "run" / "metrics.jsonl"))
-    if (j.at("split").as_string() == "val") {
-      EXPECT_EQ(j.at("images").as_int(), 9);
+    if (json_string(j, "split") == "val") {
+      EXPECT_EQ(json_int(j, "images"), 9);
       ++vals;
     }
   EXPECT_EQ(vals, 4);
@@ -300,8 +300,7 @@ TEST(TrainDatasets, Cifar10Binary) {
   const TrainSummary rs = run_training(r, tmp.root() / "run_resnet");
   EXPECT_EQ(rs.iters, 2);
   EXPECT_GE(rs.top1, 0.0);
-  EXPECT_EQ(read_jsonl(tmp.root() / "run_resnet" / "metrics.jsonl").back().at("images").as_int(),
-            4);
+  EXPECT_EQ(json_int(read_jsonl(tmp.root() / "run_resnet" / "metrics.jsonl").back(), "images"), 4);
 
   // Errors name the key: the wrong class count, a missing directory.
   Config n = c;
@@ -331,9 +330,9 @@ TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
   EXPECT_EQ(s.skipped, 1);
   const auto lines = read_jsonl(tmp.root() / "run" / "metrics.jsonl");
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines.back().at("split").as_string(), "val");
-  EXPECT_EQ(lines.back().at("skipped").as_int(), 1);
-  EXPECT_EQ(lines.back().at("images").as_int(), 6);
+  EXPECT_EQ(json_string(lines.back(), "split"), "val");
+  EXPECT_EQ(json_int(lines.back(), "skipped"), 1);
+  EXPECT_EQ(json_int(lines.back(), "images"), 6);
 
   // The log line names the count and the file.
   std::ostringstream log;

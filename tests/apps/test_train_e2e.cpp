@@ -41,7 +41,7 @@ std::vector<Json> read_jsonl(const fs::path& p) {
   std::vector<Json> out;
   std::ifstream f(p);
   std::string line;
-  while (std::getline(f, line)) out.push_back(Json::parse(line));
+  while (std::getline(f, line)) out.push_back(json_parse(line));
   return out;
 }
 
@@ -104,18 +104,18 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
   std::vector<double> losses;
   int vals = 0;
   for (const auto& j : lines) {
-    if (j.at("split").as_string() == "train") {
-      train_iters.push_back(j.at("iter").as_int());
-      losses.push_back(j.at("loss").as_double());
-      EXPECT_EQ(j.at("epoch").as_int(), 1);  // the first epoch
-      EXPECT_GT(j.at("images_per_sec").as_double(), 0.0);
-      EXPECT_NEAR(j.at("lr").as_double(), 0.05, 1e-12);
-      EXPECT_GT(j.at("time").as_double(), 0.0);
+    if (json_string(j, "split") == "train") {
+      train_iters.push_back(json_int(j, "iter"));
+      losses.push_back(json_double(j, "loss"));
+      EXPECT_EQ(json_int(j, "epoch"), 1);  // the first epoch
+      EXPECT_GT(json_double(j, "images_per_sec"), 0.0);
+      EXPECT_NEAR(json_double(j, "lr"), 0.05, 1e-12);
+      EXPECT_GT(json_double(j, "time"), 0.0);
     } else {
-      EXPECT_EQ(j.at("split").as_string(), "val");
-      EXPECT_EQ(j.at("iter").as_int(), 30);
-      EXPECT_EQ(j.at("epoch").as_int(), 1);
-      EXPECT_NEAR(j.at("top1").as_double(), s1.top1, 1e-9);
+      EXPECT_EQ(json_string(j, "split"), "val");
+      EXPECT_EQ(json_int(j, "iter"), 30);
+      EXPECT_EQ(json_int(j, "epoch"), 1);
+      EXPECT_NEAR(json_double(j, "top1"), s1.top1, 1e-9);
       EXPECT_TRUE(j.contains("top5") && j.contains("loss") && j.contains("time"));
       ++vals;
     }
@@ -138,11 +138,11 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"best.safetensors", "latest.safetensors"}));
   const SafetensorsFile w = load_safetensors((ck / "latest.safetensors").string());
-  const Json st = Json::parse(w.metadata.at("trainer_state"));
-  EXPECT_EQ(st.at("iter").as_int(), 30);
-  EXPECT_EQ(st.at("epoch").as_int(), 0);
-  EXPECT_EQ(st.at("epoch_iter").as_int(), 30);
-  EXPECT_NEAR(st.at("best_top1").as_double(), s1.top1, 1e-9);
+  const Json st = json_parse(w.metadata.at("trainer_state"));
+  EXPECT_EQ(json_int(st, "iter"), 30);
+  EXPECT_EQ(json_int(st, "epoch"), 0);
+  EXPECT_EQ(json_int(st, "epoch_iter"), 30);
+  EXPECT_NEAR(json_double(st, "best_top1"), s1.top1, 1e-9);
   int model_keys = 0, optim_keys = 0;
   for (const auto& [name, t] : w.tensors) {
     model_keys += name.rfind("model.", 0) == 0;
@@ -166,9 +166,9 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
   ASSERT_GT(after.size(), lines.size());
   std::vector<int64_t> new_train;
   for (size_t i = lines.size(); i < after.size(); ++i)
-    if (after[i].at("split").as_string() == "train") {
-      new_train.push_back(after[i].at("iter").as_int());
-      EXPECT_NEAR(after[i].at("lr").as_double(), 0.005, 1e-12);  // stepped at 35
+    if (json_string(after[i], "split") == "train") {
+      new_train.push_back(json_int(after[i], "iter"));
+      EXPECT_NEAR(json_double(after[i], "lr"), 0.005, 1e-12);  // stepped at 35
     }
   EXPECT_EQ(new_train, (std::vector<int64_t>{40}));
 
@@ -236,12 +236,12 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   double best = -1;
   int64_t best_iter = -1;  // the first evaluation with the best top-1
   for (const auto& j : read_jsonl(out / "metrics.jsonl"))
-    if (j.at("split").as_string() == "val") {
-      val_epochs.push_back(j.at("epoch").as_int());
-      val_iters.push_back(j.at("iter").as_int());
-      if (j.at("top1").as_double() > best) best_iter = j.at("iter").as_int();
-      best = std::max(best, j.at("top1").as_double());
-      EXPECT_EQ(j.at("images").as_int(), 200);
+    if (json_string(j, "split") == "val") {
+      val_epochs.push_back(json_int(j, "epoch"));
+      val_iters.push_back(json_int(j, "iter"));
+      if (json_double(j, "top1") > best) best_iter = json_int(j, "iter");
+      best = std::max(best, json_double(j, "top1"));
+      EXPECT_EQ(json_int(j, "images"), 200);
     }
   EXPECT_EQ(val_epochs, (std::vector<int64_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(val_iters, (std::vector<int64_t>{4, 8, 12, 16, 20}));
@@ -380,9 +380,9 @@ TEST(TrainE2E, ResumeIsBitIdenticalAcrossAnEpochBoundary) {
     // The learning rates logged after the resume are those of the unbroken run.
     std::vector<double> lr_a, lr_b;
     for (const auto& j : read_jsonl(a / "metrics.jsonl"))
-      if (j.at("split").as_string() == "train") lr_a.push_back(j.at("lr").as_double());
+      if (json_string(j, "split") == "train") lr_a.push_back(json_double(j, "lr"));
     for (const auto& j : read_jsonl(b / "metrics.jsonl"))
-      if (j.at("split").as_string() == "train") lr_b.push_back(j.at("lr").as_double());
+      if (json_string(j, "split") == "train") lr_b.push_back(json_double(j, "lr"));
     EXPECT_EQ(lr_a, lr_b);
     ASSERT_EQ(lr_b.size(), 14u);
     EXPECT_LT(lr_b[0], lr_b[2]);   // warm-up

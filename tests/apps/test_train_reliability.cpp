@@ -47,7 +47,7 @@ std::vector<Json> read_jsonl(const fs::path& p) {
   std::vector<Json> out;
   std::ifstream f(p);
   std::string line;
-  while (std::getline(f, line)) out.push_back(Json::parse(line));
+  while (std::getline(f, line)) out.push_back(json_parse(line));
   return out;
 }
 
@@ -55,7 +55,7 @@ std::vector<Json> read_jsonl(const fs::path& p) {
 std::vector<int64_t> logged_iters(const fs::path& run, const std::string& split) {
   std::vector<int64_t> out;
   for (const auto& j : read_jsonl(run / "metrics.jsonl"))
-    if (j.at("split").as_string() == split) out.push_back(j.at("iter").as_int());
+    if (json_string(j, "split") == split) out.push_back(json_int(j, "iter"));
   return out;
 }
 
@@ -172,9 +172,9 @@ TEST_F(Reliability, NonFiniteStepsAreSkippedWithBatchNormStatistics) {
   EXPECT_EQ(st.nonfinite_skipped, 3);
   std::vector<int64_t> counts;
   for (const auto& j : read_jsonl(run / "metrics.jsonl"))
-    if (j.at("split").as_string() == "train" && j.at("iter").as_int() > 2) {
+    if (json_string(j, "split") == "train" && json_int(j, "iter") > 2) {
       EXPECT_TRUE(j.at("loss").is_null());  // no step of the window counted
-      counts.push_back(j.at("nonfinite_skipped").as_int());
+      counts.push_back(json_int(j, "nonfinite_skipped"));
     }
   EXPECT_EQ(counts, (std::vector<int64_t>{1, 2, 3}));
 
@@ -183,9 +183,9 @@ TEST_F(Reliability, NonFiniteStepsAreSkippedWithBatchNormStatistics) {
       train(config({resume_of(run), "solver.nonfinite=\"skip\""}, model), run, 7);
   EXPECT_EQ(s2.nonfinite_skipped, 3);
   const auto last = read_jsonl(run / "metrics.jsonl").back();
-  EXPECT_EQ(last.at("iter").as_int(), 7);
+  EXPECT_EQ(json_int(last, "iter"), 7);
   EXPECT_TRUE(last.at("loss").is_number());
-  EXPECT_EQ(last.at("nonfinite_skipped").as_int(), 3);
+  EXPECT_EQ(json_int(last, "nonfinite_skipped"), 3);
 }
 
 // Data-parallel: the all-reduced gradients are the same on every rank, so
@@ -302,17 +302,17 @@ TEST_F(Reliability, ResumeRefusesBadCheckpointsBeforeAnyStep) {
        {"trainer state", "not valid JSON"}},
       {"trainer state out of range",
        edited([](SafetensorsFile& f) {
-         Json j = Json::parse(f.metadata["trainer_state"]);
+         Json j = json_parse(f.metadata["trainer_state"]);
          j["iter"] = int64_t{1000000000000000};
-         f.metadata["trainer_state"] = j.dump();
+         f.metadata["trainer_state"] = json_dump(j);
        }),
        {},
        {"\"iter\" must be an integer in [0, 1099511627776]"}},
       {"rng_offset not a number",
        edited([](SafetensorsFile& f) {
-         Json j = Json::parse(f.metadata["trainer_state"]);
+         Json j = json_parse(f.metadata["trainer_state"]);
          j["rng_offset"] = "12abc";
-         f.metadata["trainer_state"] = j.dump();
+         f.metadata["trainer_state"] = json_dump(j);
        }),
        {},
        {"\"rng_offset\" must be an unsigned 64-bit integer", "\"12abc\""}},

@@ -35,14 +35,14 @@ std::vector<Json> read_jsonl(const fs::path& p) {
   std::ifstream f(p);
   std::string line;
   while (std::getline(f, line))
-    if (!line.empty()) out.push_back(Json::parse(line));
+    if (!line.empty()) out.push_back(json_parse(line));
   return out;
 }
 
 std::vector<Json> val_rows(const fs::path& run) {
   std::vector<Json> v;
   for (auto& j : read_jsonl(run / "metrics.jsonl"))
-    if (j.at("split").as_string() == "val") v.push_back(j);
+    if (j.at("split").get<std::string>() == "val") v.push_back(j);
   return v;
 }
 
@@ -149,7 +149,7 @@ fs::path train_and_resume(const std::string& toml, const fs::path& root) {
   expect_bitwise_equal(a / "checkpoints/latest.safetensors", b / "checkpoints/latest.safetensors");
   // Each iteration logged once, a val row at each.
   std::vector<int64_t> iters;
-  for (const auto& j : val_rows(a)) iters.push_back(j.at("iter").as_int());
+  for (const auto& j : val_rows(a)) iters.push_back(j.at("iter").get<int64_t>());
   EXPECT_EQ(iters, (std::vector<int64_t>{1, 2, 3}));
   return a;
 }
@@ -159,9 +159,9 @@ void expect_best_by(const fs::path& run, const std::string& metric) {
   double best = -1;
   int64_t best_iter = -1;
   for (const auto& j : val_rows(run))
-    if (j.at(metric).as_double() > best) {
-      best = j.at(metric).as_double();
-      best_iter = j.at("iter").as_int();
+    if (j.at(metric).get<double>() > best) {
+      best = j.at(metric).get<double>();
+      best_iter = j.at("iter").get<int64_t>();
     }
   const TrainerState s = load_trainer_state((run / "checkpoints/best").string());
   EXPECT_EQ(s.best_metric, metric);
@@ -211,11 +211,11 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   for (const auto& j : rows) {
     for (const char* k : {"map", "ap50", "map_voc07", "map_voc", "loss"})
       EXPECT_TRUE(j.contains(k) && j.at(k).is_number()) << k << " in " << j.dump();
-    EXPECT_EQ(j.at("images").as_int(), 4);
-    EXPECT_DOUBLE_EQ(j.at("map").as_double(), j.at("map_voc07").as_double());  // val.metric
+    EXPECT_EQ(j.at("images").get<int64_t>(), 4);
+    EXPECT_DOUBLE_EQ(j.at("map").get<double>(), j.at("map_voc07").get<double>());  // val.metric
     ASSERT_TRUE(j.at("class_ap").is_object());
     EXPECT_EQ(j.at("class_ap").size(), 10u);
-    const double m = j.at("map").as_double();
+    const double m = j.at("map").get<double>();
     EXPECT_TRUE(m >= 0 && m <= 1) << m;
   }
   expect_best_by(run, "map");
@@ -236,16 +236,16 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
        (images / "000010.jpg").string()},
       tmp.path("predict.log"));
   ASSERT_EQ(p.status, 0) << p.output;
-  const Json j = Json::parse(p.output.substr(p.output.find("{\n")));
+  const Json j = json_parse(p.output.substr(p.output.find("{\n")));
   ASSERT_EQ(j.at("predictions").size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     const Json& e = j.at("predictions")[i];
     EXPECT_TRUE(e.at("detections").is_array());
-    EXPECT_TRUE(fs::exists(e.at("picture").as_string())) << e.dump();
-    for (const auto& d : e.at("detections").as_array()) {
+    EXPECT_TRUE(fs::exists(e.at("picture").get<std::string>())) << e.dump();
+    for (const auto& d : e.at("detections")) {
       EXPECT_EQ(d.at("box").size(), 4u);
-      EXPECT_GE(d.at("label").as_int(), 1);
-      EXPECT_LE(d.at("label").as_int(), 10);
+      EXPECT_GE(d.at("label").get<int64_t>(), 1);
+      EXPECT_LE(d.at("label").get<int64_t>(), 10);
     }
   }
   EXPECT_TRUE(fs::exists(tmp.root() / "pred" / "000009_det.png"));
@@ -253,11 +253,11 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 
   // Detections of both ranks gathered: the same numbers as one process.
   const auto [one, two] = evaluate_1_and_2(kDet, tmp.root(), run, 3);
-  EXPECT_EQ(one.at("images").as_int(), 4);
+  EXPECT_EQ(one.at("images").get<int64_t>(), 4);
   if (!two.is_null()) {
-    EXPECT_EQ(two.at("images").as_int(), 4);
+    EXPECT_EQ(two.at("images").get<int64_t>(), 4);
     for (const char* k : {"map", "ap50", "map_voc"})
-      EXPECT_NEAR(two.at(k).as_double(), one.at(k).as_double(), 1e-9) << k;
+      EXPECT_NEAR(two.at(k).get<double>(), one.at(k).get<double>(), 1e-9) << k;
     EXPECT_EQ(two.at("class_ap"), one.at("class_ap"));
   }
 }
@@ -271,11 +271,11 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   for (const auto& j : rows) {
     for (const char* k : {"miou", "pixel_acc", "mean_acc", "loss"})
       EXPECT_TRUE(j.contains(k) && j.at(k).is_number()) << k << " in " << j.dump();
-    EXPECT_EQ(j.at("images").as_int(), 4);
+    EXPECT_EQ(j.at("images").get<int64_t>(), 4);
     ASSERT_TRUE(j.at("class_iou").is_object());
     EXPECT_EQ(j.at("class_iou").size(), 11u);
     EXPECT_TRUE(j.at("class_iou").contains("background"));
-    const double m = j.at("miou").as_double();
+    const double m = j.at("miou").get<double>();
     EXPECT_TRUE(m >= 0 && m <= 1) << m;
   }
   expect_best_by(run, "miou");
@@ -311,16 +311,16 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   ms.set_override("test.crop_size=[48, 48]");
   ms.set_override("test.scale_search=[0.75, 1.0]");
   run_training(ms, tmp.root() / "ms");
-  const double ms_miou = val_rows(tmp.root() / "ms").at(0).at("miou").as_double();
+  const double ms_miou = val_rows(tmp.root() / "ms").at(0).at("miou").get<double>();
   EXPECT_TRUE(ms_miou >= 0 && ms_miou <= 1) << ms_miou;
 
   // The confusion matrices of both ranks summed, each image counted once (4
   // images on 2 ranks in batches of 3: no padding; 3 per rank would pad).
   const auto [one, two] = evaluate_1_and_2(kSeg, tmp.root(), run, 3);
   if (!two.is_null()) {
-    EXPECT_EQ(two.at("images").as_int(), 4);
+    EXPECT_EQ(two.at("images").get<int64_t>(), 4);
     for (const char* k : {"miou", "pixel_acc", "mean_acc"})
-      EXPECT_NEAR(two.at(k).as_double(), one.at(k).as_double(), 1e-12) << k;
+      EXPECT_NEAR(two.at(k).get<double>(), one.at(k).get<double>(), 1e-12) << k;
   }
 }
 

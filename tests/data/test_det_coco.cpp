@@ -164,3 +164,48 @@ TEST(Coco, CorruptImagesAreAnErrorOrSkippedAndCounted) {
             }).find("none.json"),
             std::string::npos);
 }
+
+// A value nested a million deep where a number belongs: the error shows it
+// shortened, without recursing once per level (that overflowed the stack).
+TEST(Coco, DeeplyNestedValuesInErrorsAreShortened) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::string e = parse_err(R"({"images": [{"id": )" + deep + "}], \"categories\": []}");
+  EXPECT_NE(e.find("inst.json: images[0] \"id\" must be an integer, got [[[[[...]]]]]"),
+            std::string::npos)
+      << e.substr(0, 300);
+  EXPECT_LT(e.size(), 300u);
+  const std::string img = R"("images": [{"id": 4, "file_name": "a.jpg", "width": 9, "height": 9}])";
+  e = parse_err("{" + img + R"(, "categories": [{"id": 1, "name": "x"}], "annotations": [)" +
+                R"({"id": 1, "image_id": 4, "category_id": 1, "bbox": [0, 0, 1, )" + deep + "]}]}");
+  EXPECT_NE(e.find("\"bbox\" must be a finite number, got [[[[[...]]]]]"), std::string::npos)
+      << e.substr(0, 300);
+  // Long values are cut too.
+  e = parse_err(R"({"images": [{"id": [")" + std::string(5000, 'x') + "\"]}], \"categories\": []}");
+  EXPECT_LT(e.size(), 300u) << e.substr(0, 300);
+}
+
+// An id above int64's range was read as a negative number.
+TEST(Coco, IdsAboveInt64AreErrors) {
+  const std::string e =
+      parse_err(R"({"images": [{"id": 18446744073709551615, "file_name": "a.jpg", "width": 9,)"
+                R"( "height": 9}], "categories": []})");
+  EXPECT_NE(e.find("inst.json: images[0] \"id\" is 18446744073709551615, above the largest "
+                   "integer tcv reads (2^63 - 1)"),
+            std::string::npos)
+      << e;
+  EXPECT_NO_THROW(parse_coco(R"({"images": [{"id": 9223372036854775807, "file_name": "a.jpg",)"
+                             R"( "width": 9, "height": 9}], "categories": []})",
+                             "max.json"));
+}
+
+// Without "area", w x h of a huge box was +inf, which format_coco wrote as null.
+TEST(Coco, BoxesWhoseAreaOverflowsAreErrors) {
+  const std::string e = parse_err(
+      R"({"images": [{"id": 4, "file_name": "a.jpg", "width": 9, "height": 9}],)"
+      R"( "categories": [{"id": 1, "name": "x"}], "annotations": [{"id": 1, "image_id": 4,)"
+      R"( "category_id": 1, "bbox": [0, 0, 1e200, 1e200]}]})");
+  EXPECT_NE(e.find("inst.json: annotations[0] (id 1) \"bbox\" [0,0,1e+200,1e+200] has no finite "
+                   "area (w x h overflows)"),
+            std::string::npos)
+      << e;
+}

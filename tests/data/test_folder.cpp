@@ -179,3 +179,17 @@ TEST(ListFile, ErrorsNameFileAndLine) {
   msg = error_of([&] { ds.get(0, rng); });
   EXPECT_NE(msg.find(d.path("gone.png")), std::string::npos) << msg;
 }
+
+TEST(ListFile, HugeLabelIsAnErrorNotAnOverflow) {
+  // Found reading the parser while writing fuzz_list_file: the class count is
+  // the largest label + 1, which overflowed int64 for label 2^63 - 1.
+  TempDir d;
+  const std::string list = d.path("huge.txt");
+  std::ofstream(list) << "a.png 0\nb.png 9223372036854775807\n";
+  const std::string msg = error_of([&] { ListFileDataset ds(list); });
+  EXPECT_NE(msg.find(list + ":2: label 9223372036854775807 is too large (at most 2147483647)"),
+            std::string::npos)
+      << msg;
+  std::ofstream(list) << "a.png 2147483647\n";
+  EXPECT_EQ(ListFileDataset::parse(list, "").at(0).second, 2147483647);
+}

@@ -143,3 +143,28 @@ TEST(Idx, CorruptFilesNameTheFile) {
   const std::string missing = (d / "does-not-exist").string();
   expect_error([&] { read_idx(missing); }, {missing, "cannot open"});
 }
+
+TEST(Idx, ZeroDimBesideHugeDimsIsAnError) {
+  // Found by fuzz_idx: i8, 6 dims (0, 2305, 3, 4286545792, 32768, 16908288) hold
+  // no element, so the 28 bytes are the whole file, but the strides of such a
+  // tensor overflow int64 (undefined behaviour when it was made).
+  const std::string bytes(
+      "\x00\x00\x09\x06\x00\x00\x00\x00\x00\x00\x09\x01\x00\x00\x00\x03"
+      "\xff\x7f\x7f\x80\x00\x00\x80\x00\x01\x02\x00\x00",
+      28);
+  expect_error([&] { tcv::data::parse_idx(bytes, "fuzz-idx"); },
+               {"fuzz-idx", "IDX dims (0, 2305, 3, 4286545792", "too large"});
+  // A zero dim beside ordinary ones is still an empty tensor.
+  const std::string empty("\0\0\x08\x03\0\0\0\0\0\0\0\x1c\0\0\0\x1c", 16);
+  EXPECT_EQ(tcv::data::parse_idx(empty, "empty").shape(), (tcv::Shape{0, 28, 28}));
+}
+
+TEST(Idx, EmptyU8FileParsesWithoutCopyingFromNowhere) {
+  // Found by fuzz_idx (UBSan: null pointer passed to memcpy): u8 dims
+  // (458752, 7168, 0) hold no element; the copy into the tensor, which has no
+  // memory, was made anyway.
+  const std::string bytes("\x00\x00\x08\x03\x00\x07\x00\x00\x00\x00\x1c\x00\x00\x00\x00\x00", 16);
+  const tcv::Tensor t = tcv::data::parse_idx(bytes, "fuzz-idx");
+  EXPECT_EQ(t.shape(), (tcv::Shape{458752, 7168, 0}));
+  EXPECT_EQ(t.numel(), 0);
+}

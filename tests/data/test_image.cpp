@@ -142,3 +142,59 @@ TEST(Image, MissingAndGarbageFilesAreErrors) {
   EXPECT_THROW(write_image(dir.path("a.gif"), pattern(3, 2, 2)), Error);  // unknown format
   EXPECT_THROW(encode_image(pattern(2, 2, 2), ImageFormat::png), Error);  // 2 channels
 }
+
+TEST(Image, JpegHuffmanTableWithTooManyCodesIsAnError) {
+  // Found by fuzz_image (UBSan: index 257 out of bounds in stbi__build_huffman):
+  // the JPEG's second Huffman table (DHT) declares 546 codes; Debian's
+  // stb_image 2.27 wrote them past its 256-entry tables.
+  const std::string path =
+      tcv::testing::source_dir() + "/tests/data/fuzz/jpeg_huffman_overflow.jpg";
+  const std::string msg = error_of([&] { read_image(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(
+      msg.find("corrupt JPEG: JPEG Huffman table at byte 206 defines 546 codes (at most 256)"),
+      std::string::npos)
+      << msg;
+  // JPEGs that stb_image_write makes (their tables hold 12 and 162 codes) still decode.
+  for (const int q : {10, 90, 100})
+    EXPECT_EQ(decode_image(encode_image(smooth(17, 23), ImageFormat::jpeg, q), "ok").shape(),
+              (Shape{3, 17, 23}));
+}
+
+TEST(Image, PnmWithoutPixelsIsAnError) {
+  // Found by fuzz_image: "P5" alone reads as a 0 x 0 image in stb_image.
+  const std::string msg = error_of([&] { decode_image("P5", "fuzz.pgm"); });
+  EXPECT_NE(msg.find("fuzz.pgm: cannot decode image: it has no pixels (0 x 0)"), std::string::npos)
+      << msg;
+  // A real 3 x 2 PGM and PPM decode.
+  const Tensor gray = decode_image(std::string("P5 3 2 255\n\x01\x02\x03\x04\x05\x06", 17), "g.pgm",
+                                   ImageMode::keep);
+  EXPECT_EQ(gray.shape(), (Shape{1, 2, 3}));
+  EXPECT_EQ(gray.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  const Tensor rgb = decode_image("P6 1 1 255\n" + std::string("\x0a\x14\x1e", 3), "c.ppm");
+  EXPECT_EQ(rgb.to_vector<int64_t>(), (std::vector<int64_t>{10, 20, 30}));
+}
+
+TEST(Image, DecodesOnlyTheFormatsImageFolderAccepts) {
+  // A file is decoded by its content, so a GIF, TGA or PSD named .png would reach
+  // stb's decoders for those formats; tcv builds only JPEG, PNG, BMP and PNM.
+  const std::string gif(
+      "GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00"
+      "\x2c\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02\x44\x01\x00\x3b",
+      35);
+  const std::string msg = error_of([&] { decode_image(gif, "a.png"); });
+  EXPECT_NE(msg.find("a.png: cannot decode image"), std::string::npos) << msg;
+}
+
+TEST(Image, JpegHuffmanTableCutByTheEndOfTheFileIsAnError) {
+  // Found by fuzz_image after the check above: a DHT segment after the second
+  // scan whose table is cut by the end of the file; stb reads the missing count
+  // bytes as zeros and the ones there (3, 255, 217) already make 475 codes.
+  const std::string path =
+      tcv::testing::source_dir() + "/tests/data/fuzz/jpeg_huffman_overflow_at_eof.jpg";
+  const std::string msg = error_of([&] { read_image(path); });
+  EXPECT_NE(msg.find(path + ": cannot decode image: corrupt JPEG: JPEG Huffman table at byte 1064 "
+                            "defines 475 codes (at most 256)"),
+            std::string::npos)
+      << msg;
+}

@@ -150,3 +150,38 @@ TEST(LabelPng, FilesOnDisk) {
   const std::string msg = message_of([&] { read_label_png(dir.path("missing.png")); });
   EXPECT_NE(msg.find("missing.png: label file not found"), std::string::npos) << msg;
 }
+
+// A 33-byte image data chunk cannot inflate to 65535 x 65535 pixels (4 GiB):
+// refused from the header, before the image is allocated.
+TEST(LabelPng, SizesTheImageDataCannotHoldAreRefusedBeforeAllocating) {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  auto chunk = [&](const std::string& type, const std::string& data) {
+    return be32(static_cast<uint32_t>(data.size())) + type + data +
+           be32(tcv::testing::png_crc32(type + data));
+  };
+  // The IDAT of a real 16 x 16 grey image (its zlib stream), under a bigger header.
+  const std::string small = build_png(
+      {.width = 16, .height = 16, .bit_depth = 8, .color_type = 0, .samples = pattern(16, 16, 7)});
+  const size_t at = small.find("IDAT");
+  const uint32_t n = (uint32_t{static_cast<uint8_t>(small[at - 4])} << 24) |
+                     (uint32_t{static_cast<uint8_t>(small[at - 3])} << 16) |
+                     (uint32_t{static_cast<uint8_t>(small[at - 2])} << 8) |
+                     static_cast<uint8_t>(small[at - 1]);
+  const std::string idat = small.substr(at + 4, n);
+  const std::string huge =
+      std::string("\x89PNG\r\n\x1a\n", 8) +
+      chunk("IHDR", be32(65535) + be32(65535) + std::string("\x08\0\0\0\0", 5)) +
+      chunk("IDAT", idat) + chunk("IEND", "");
+  const std::string msg = message_of([&] { decode_label_png(huge, "huge.png"); });
+  EXPECT_NE(msg.find("huge.png: label PNG announces 65535x65535 pixels at 8 bits, but its image "
+                     "data (IDAT) holds only " +
+                     std::to_string(n) + " bytes"),
+            std::string::npos)
+      << msg;
+  // The same data under its own header still decodes.
+  EXPECT_EQ(decode_label_png(small, "small.png").labels.to_vector<uint8_t>(),
+            as_u8(pattern(16, 16, 7)));
+}

@@ -158,8 +158,8 @@ int64_t last_train_iter(const fs::path& metrics) {
   while (std::getline(f, line)) {
     if (line.empty() || line.back() != '}') continue;  // a line being written
     try {
-      const Json j = Json::parse(line);
-      if (j.at("split").as_string() == "train") iter = j.at("iter").as_int();
+      const Json j = json_parse(line);
+      if (json_string(j, "split") == "train") iter = json_int(j, "iter");
     } catch (const std::exception&) {
     }
   }

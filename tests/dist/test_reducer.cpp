@@ -10,6 +10,7 @@
 #include "dist/ddp.h"
 #include "dist/fake_group.h"
 #include "engine/autograd.h"
+#include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
 #include "layers/linear.h"
@@ -290,6 +291,13 @@ TEST(DDPThreads, TimelineAndStats) {
   EXPECT_NE(j.find("\"forward\""), std::string::npos);
   EXPECT_NE(j.find("\"backward\""), std::string::npos);
   EXPECT_NE(j.find("\"bytes\""), std::string::npos);
+  // Well-formed, as Chrome and Perfetto need: one all-reduce span per bucket.
+  const Json trace = json_parse(j);
+  int64_t allreduce_spans = 0;
+  for (const Json& e : trace.at("traceEvents"))
+    if (json_string(e, "ph") == "X" && json_int(e, "tid") == 1) ++allreduce_spans;
+  EXPECT_GT(allreduce_spans, 1);
+  EXPECT_EQ(allreduce_spans, json_int(trace.at("otherData"), "num_buckets"));
 }
 
 }  // namespace

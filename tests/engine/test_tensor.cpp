@@ -276,6 +276,19 @@ TEST(Allocator, ReusesFreedBlocks) {
   EXPECT_EQ(CpuAllocator::round_size(1 << 20), size_t{1} << 20);
 }
 
+TEST(Tensor, EmptyRejectsShapesTooLargeToAddress) {
+  // A zero size makes no elements, but the strides still multiply the other
+  // sizes (parse_idx made such a tensor from a 28-byte file; the multiplication
+  // overflowed).
+  const std::string msg = testing::error_of([] { empty({0, int64_t{1} << 40, int64_t{1} << 40}); });
+  EXPECT_NE(msg.find("[empty] shape (0, 1099511627776, 1099511627776) of f32 is too large"),
+            std::string::npos)
+      << msg;
+  EXPECT_THROW(empty({int64_t{1} << 61}, {.dtype = DType::f64}), Error);  // 2^64 bytes
+  EXPECT_EQ(empty({0, 1 << 20, 1 << 20}).numel(), 0);
+  EXPECT_EQ(empty({0, 1 << 20, 1 << 20}).strides(), (Shape{int64_t{1} << 40, 1 << 20, 1}));
+}
+
 }  // namespace
 }  // namespace tcv
 

@@ -33,7 +33,7 @@ const Json& reference() {
     TCV_CHECK(f.good(), "cannot open ", path);
     std::stringstream ss;
     ss << f.rdbuf();
-    return Json::parse(ss.str());
+    return json_parse(ss.str());
   }();
   return j;
 }
@@ -42,11 +42,11 @@ using KeyList = std::vector<std::pair<std::string, Shape>>;
 
 KeyList reference_keys(const std::string& model) {
   KeyList out;
-  for (const Json& list : reference().at("models").at(model).at("lists").as_array())
-    for (const Json& e : reference().at("lists").at(list.as_string()).as_array()) {
+  for (const Json& list : reference().at("models").at(model).at("lists"))
+    for (const Json& e : reference().at("lists").at(list.get<std::string>())) {
       Shape s;
-      for (const Json& d : e[1].as_array()) s.push_back(d.as_int());
-      out.emplace_back(e[0].as_string(), s);
+      for (const Json& d : e[1]) s.push_back(d.get<int64_t>());
+      out.emplace_back(e[0].get<std::string>(), s);
     }
   return out;
 }
@@ -92,7 +92,7 @@ TEST(SegModels, ParameterCountsEqualTorchvision) {
   for (const char* name : kModels) {
     EXPECT_EQ(model(name)->num_parameters(), want.at(name)) << name;
     EXPECT_EQ(model(name)->num_parameters(),
-              reference().at("models").at(name).at("parameters").as_int())
+              reference().at("models").at(name).at("parameters").get<int64_t>())
         << name;
   }
   // fcn_resnet101 = ResNet-101 backbone + FCN heads.
@@ -100,20 +100,20 @@ TEST(SegModels, ParameterCountsEqualTorchvision) {
                 count_of(*model("fcn_resnet50"), "classifier.") +
                 count_of(*model("fcn_resnet50"), "aux_classifier."),
             want.at("fcn_resnet101"));
-  EXPECT_EQ(reference().at("models").at("fcn_resnet101").at("parameters").as_int(),
+  EXPECT_EQ(reference().at("models").at("fcn_resnet101").at("parameters").get<int64_t>(),
             want.at("fcn_resnet101"));
   const std::vector<std::string> fcn101 = {"backbone_resnet101", "head_fcn"};
-  const auto& lists = reference().at("models").at("fcn_resnet101").at("lists").as_array();
+  const auto& lists = reference().at("models").at("fcn_resnet101").at("lists");
   ASSERT_EQ(lists.size(), 2u);
-  EXPECT_EQ(lists[0].as_string(), fcn101[0]);
-  EXPECT_EQ(lists[1].as_string(), fcn101[1]);
+  EXPECT_EQ(lists[0].get<std::string>(), fcn101[0]);
+  EXPECT_EQ(lists[1].get<std::string>(), fcn101[1]);
 }
 
 TEST(SegModels, StateDictKeysAndShapesEqualTorchvision) {
   for (const char* name : kModels) {
     const KeyList want = reference_keys(name), got = keys_of(*model(name));
     ASSERT_EQ(static_cast<int64_t>(want.size()),
-              reference().at("models").at(name).at("state_dict_entries").as_int());
+              reference().at("models").at(name).at("state_dict_entries").get<int64_t>());
     EXPECT_EQ(got.size(), want.size()) << name;
     for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
       EXPECT_EQ(got[i].first, want[i].first) << name << " entry " << i;

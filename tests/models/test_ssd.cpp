@@ -57,13 +57,13 @@ TEST(Ssd, Ssd300MatchesTorchvisionStateDict) {
   auto& model = ssd300();
   EXPECT_EQ(count(*model), 26285486);
   EXPECT_EQ(std::to_string(count(*model)), golden().metadata.at("ssd300.parameters"));
-  const Json keys = Json::parse(golden().metadata.at("ssd300.state_dict"));
+  const Json keys = json_parse(golden().metadata.at("ssd300.state_dict"));
   const nn::StateDict sd = model->state_dict();
   ASSERT_EQ(sd.size(), keys.size());
   for (size_t i = 0; i < sd.size(); ++i) {
-    EXPECT_EQ(sd[i].first, keys[i][0].as_string()) << "key " << i;
+    EXPECT_EQ(sd[i].first, keys[i][0].get<std::string>()) << "key " << i;
     Shape shape;
-    for (const Json& d : keys[i][1].as_array()) shape.push_back(d.as_int());
+    for (const Json& d : keys[i][1]) shape.push_back(d.get<int64_t>());
     EXPECT_EQ(sd[i].second.shape(), shape) << sd[i].first;
   }
 }

@@ -1,9 +1,11 @@
 # Checks the headers of an installed tcv (cmake -DPREFIX=DIR -P this file):
 # - every quoted include of an installed header names another installed header
 #   (so no public header reaches a header the package does not ship);
-# - angle includes are the C++ standard library's or OpenMP's <omp.h> (tcv
-#   links oneDNN, OpenBLAS, Gloo, toml++, CUDA and NCCL privately: a public
-#   header that needs theirs would not compile for an embedder);
+# - angle includes are the C++ standard library's, OpenMP's <omp.h> or
+#   nlohmann-json's <nlohmann/json.hpp> (tcv::Json; tcv links it PUBLIC and
+#   tcvConfig.cmake finds it for an embedder). tcv links oneDNN, OpenBLAS, Gloo,
+#   toml++, pugixml, libspng, CUDA and NCCL privately: a public header that
+#   needs theirs would not compile for an embedder;
 # - of kernels/, only the vocabulary the public API names is installed.
 # Prints the installed headers' count; fails naming the file and the include.
 cmake_minimum_required(VERSION 3.25)
@@ -44,7 +46,8 @@ foreach(_rel IN LISTS _headers)
       endif()
     elseif(_line MATCHES "^[ \t]*#[ \t]*include[ \t]*<([^>]+)>")
       set(_name "${CMAKE_MATCH_1}")
-      if(NOT _name MATCHES "^[a-z_]+$" AND NOT _name STREQUAL "omp.h")
+      if(NOT _name MATCHES "^[a-z_]+$" AND NOT _name STREQUAL "omp.h"
+         AND NOT (_name STREQUAL "nlohmann/json.hpp" AND _rel STREQUAL "engine/json.h"))
         string(APPEND _errors "\n  ${_rel}: includes <${_name}>, not a standard header")
       endif()
     else()

@@ -291,3 +291,42 @@ TEST(Config, SolverKeysForAdamGroupsAndClipping) {
   poly.set_override("solver.lr.lr_policy=poly");
   poly.validate();
 }
+
+TEST(Config, SetBareWordMustBeTextTomlCanHold) {
+  // Found by fuzz_config_set: a quoted value with a byte that is not UTF-8 fails
+  // as TOML and was then kept as a bare word, bytes and quotes included; the
+  // config.toml written from it did not read back ("invalid utf-8 sequence").
+  Config c;
+  const std::string msg = error_of([&] {
+    c.set_override(
+        "network.model_name=\"resnet\xb7"
+        "6\"");
+  });
+  EXPECT_TRUE(has(msg,
+                  "--set network.model_name: the value holds bytes that are not UTF-8 at "
+                  "byte 7"))
+      << msg;
+  EXPECT_TRUE(has(error_of([&] { c.set_override("device=cpu\x01"); }),
+                  "--set device: the value holds control character 0x01 at byte 3"));
+  EXPECT_EQ(c.get_string("network.model_name"), "fmnist_cnn");  // unchanged
+  // Bare words that are text still work, UTF-8 included.
+  c.set_override("network.model_name=r\xc3\xa9snet");
+  EXPECT_EQ(c.get_string("network.model_name"), "r\xc3\xa9snet");
+  EXPECT_EQ(Config::from_string(c.to_toml()).get_string("network.model_name"), "r\xc3\xa9snet");
+}
+
+TEST(Config, ResolvedTomlEscapesEveryControlCharacter) {
+  // TOML strings hold no raw DEL (0x7f); the resolved config escapes it like
+  // the other control characters, so it reads back.
+  Config c = Config::from_string("network.model_name = \"a\\u007fb\\u0001c\\td\"\n", "c.toml");
+  EXPECT_EQ(c.get_string("network.model_name"),
+            "a\x7f"
+            "b\x01"
+            "c\td");
+  const std::string text = c.to_toml();
+  EXPECT_TRUE(has(text, "model_name = \"a\\u007fb\\u0001c\\td\"")) << text;
+  EXPECT_EQ(Config::from_string(text).get_string("network.model_name"),
+            "a\x7f"
+            "b\x01"
+            "c\td");
+}

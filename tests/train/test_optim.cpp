@@ -220,6 +220,27 @@ TEST(Optimizer, LoadStateDictErrorsNameTheEntry) {
                Error);
 }
 
+TEST(Optimizer, LoadStateDictRefusesAStepThatIsNoCount) {
+  // "step" comes from a checkpoint file: a NaN, a float past int64 or the
+  // largest i64 (which rounds up to 2^63 as a double) made the conversion to
+  // int64 undefined behaviour; a fraction was silently cut.
+  const Tensor p = zeros({4});
+  for (const auto& [step, shown] : std::vector<std::pair<Tensor, std::string>>{
+           {scalar_tensor(std::nan("")), "nan"},
+           {scalar_tensor(1e30), "1e+30"},
+           {scalar_tensor(2.5), "2.5"},
+           {scalar_tensor(-1), "-1"},
+           {from_vector<int64_t>({std::numeric_limits<int64_t>::max()}), "9.22337e+18"}}) {
+    train::Adam opt({{"w", p}}, {});
+    const std::string msg = testing::error_of([&] { opt.load_state_dict({{"step", step}}); });
+    EXPECT_NE(
+        msg.find("[Adam::load_state_dict] \"step\" must be a whole number in [0, 2^63), got " +
+                 shown),
+        std::string::npos)
+        << msg;
+  }
+}
+
 TEST(Optimizer, SkipsParametersWithoutGradAndZeroesGrads) {
   Tensor a = make_param(), b = make_param();
   train::SGD opt({{"a", a}, {"b", b}}, {.lr = 0.1, .momentum = 0.9});

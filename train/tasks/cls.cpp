@@ -203,8 +203,9 @@ class ClsEvaluator final : public TaskEvaluator {
 
   std::string describe(const Json& row) const override {
     char buf[128];
-    std::snprintf(buf, sizeof(buf), "top1 %.2f%% top5 %.2f%% loss %.4f", row.at("top1").as_double(),
-                  row.at("top5").as_double(), row.at("loss").as_double());
+    std::snprintf(buf, sizeof(buf), "top1 %.2f%% top5 %.2f%% loss %.4f",
+                  row.at("top1").get<double>(), row.at("top5").get<double>(),
+                  row.at("loss").get<double>());
     return buf;
   }
 
@@ -281,14 +282,15 @@ class ClsPredictor final : public TaskPredictor {
 
   void print(std::ostream& os, const std::string& name, const Json& entry) const override {
     os << name;
-    if (const Json* l = entry.find("label"))
-      os << " (true: " << predictor_.class_names().at(static_cast<size_t>(l->as_int())) << ")";
+    if (const auto l = entry.find("label"); l != entry.end())
+      os << " (true: " << predictor_.class_names().at(static_cast<size_t>(l->get<int64_t>()))
+         << ")";
     os << "\n";
     const Json& top = entry.at("top");
     for (size_t r = 0; r < top.size(); ++r)
       os << "  " << r + 1 << ". " << std::fixed << std::setprecision(4)
-         << top[r].at("prob").as_double() << "  " << top[r].at("class").as_int() << " "
-         << top[r].at("name").as_string() << "\n";
+         << top[r].at("prob").get<double>() << "  " << top[r].at("class").get<int64_t>() << " "
+         << top[r].at("name").get<std::string>() << "\n";
   }
 
  private:

@@ -351,9 +351,9 @@ class DetEvaluator final : public TaskEvaluator {
   std::string describe(const Json& row) const override {
     char buf[160];
     std::snprintf(buf, sizeof(buf), "map %.4f ap50 %.4f loss %.4f (%s, %lld images)",
-                  row.at("map").as_double(), row.at("ap50").as_double(), row.at("loss").as_double(),
-                  cfg_.get_string("val.metric").c_str(),
-                  static_cast<long long>(row.at("images").as_int()));
+                  row.at("map").get<double>(), row.at("ap50").get<double>(),
+                  row.at("loss").get<double>(), cfg_.get_string("val.metric").c_str(),
+                  static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
   }
 
@@ -461,15 +461,16 @@ class DetPredictor final : public TaskPredictor {
     const Json& list = entry.at("detections");
     os << name << ": " << list.size() << " detection" << (list.size() == 1 ? "" : "s")
        << " (score >= " << format_double(threshold_) << ")";
-    if (const Json* p = entry.find("picture")) os << ", drawn in " << p->as_string();
+    if (const auto p = entry.find("picture"); p != entry.end())
+      os << ", drawn in " << p->get<std::string>();
     os << "\n";
     for (size_t k = 0; k < list.size(); ++k) {
       const Json& d = list[k];
       const Json& b = d.at("box");
       char buf[160];
       std::snprintf(buf, sizeof(buf), "  %zu. %.4f  %s  [%.1f, %.1f, %.1f, %.1f]\n", k + 1,
-                    d.at("score").as_double(), d.at("name").as_string().c_str(), b[0].as_double(),
-                    b[1].as_double(), b[2].as_double(), b[3].as_double());
+                    d.at("score").get<double>(), d.at("name").get<std::string>().c_str(),
+                    b[0].get<double>(), b[1].get<double>(), b[2].get<double>(), b[3].get<double>());
       os << buf;
     }
   }

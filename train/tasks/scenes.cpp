@@ -51,15 +51,16 @@ std::string ensure_scenes(const Config& cfg) {
     ss << f.rdbuf();
     Json have;
     try {
-      have = Json::parse(ss.str());
+      have = json_parse(ss.str());
     } catch (const Error& e) {
       throw ConfigError(at_key(cfg, "data.data_dir") + ": " + stamp.string() + " does not parse (" +
                         e.what() + "); delete " + dir.string() + " to make the scenes again");
     }
     if (!(have == want))
       throw ConfigError(at_key(cfg, "data.data_dir") + ": " + dir.string() +
-                        " holds scenes made with " + have.dump() + ", but data.scenes.* ask for " +
-                        want.dump() + "; delete it or choose another data.data_dir");
+                        " holds scenes made with " + json_dump(have) +
+                        ", but data.scenes.* ask for " + json_dump(want) +
+                        "; delete it or choose another data.data_dir");
     return dir.string();
   }
   if (fs::exists(dir / "classes.txt", ec)) return dir.string();  // written by tcv-data scenes
@@ -78,7 +79,7 @@ std::string ensure_scenes(const Config& cfg) {
     data::write_scene_set(o, tmp.string());
     return 0;
   });
-  std::ofstream(tmp / "scenes.json") << want.dump() << "\n";
+  std::ofstream(tmp / "scenes.json") << json_dump(want) << "\n";
   if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path(), ec);
   fs::remove(dir, ec);  // an empty directory
   fs::rename(tmp, dir, ec);

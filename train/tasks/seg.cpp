@@ -282,9 +282,9 @@ class SegEvaluator final : public TaskEvaluator {
     const Json& pa = row.at("pixel_acc");
     char buf[160];
     std::snprintf(buf, sizeof(buf), "miou %.4f pixel_acc %.4f loss %.4f (%s, %lld images)",
-                  row.at("miou").as_double(), pa.is_number() ? pa.as_double() : NAN,
-                  row.at("loss").as_double(), cfg_.get_string("test.mode").c_str(),
-                  static_cast<long long>(row.at("images").as_int()));
+                  row.at("miou").get<double>(), pa.is_number() ? pa.get<double>() : NAN,
+                  row.at("loss").get<double>(), cfg_.get_string("test.mode").c_str(),
+                  static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
   }
 
@@ -397,17 +397,18 @@ class SegPredictor final : public TaskPredictor {
   }
 
   void print(std::ostream& os, const std::string& name, const Json& entry) const override {
-    os << name << ": " << entry.at("height").as_int() << "x" << entry.at("width").as_int();
-    if (const Json* o = entry.find("overlay"))
-      os << ", " << o->as_string() << ", " << entry.at("labels").as_string();
+    os << name << ": " << entry.at("height").get<int64_t>() << "x"
+       << entry.at("width").get<int64_t>();
+    if (const auto o = entry.find("overlay"); o != entry.end())
+      os << ", " << o->get<std::string>() << ", " << entry.at("labels").get<std::string>();
     os << "\n";
     const Json& classes = entry.at("classes");
     for (size_t k = 0; k < classes.size(); ++k) {
       char buf[128];
       std::snprintf(buf, sizeof(buf), "  %6.2f%%  %lld %s\n",
-                    100.0 * classes[k].at("fraction").as_double(),
-                    static_cast<long long>(classes[k].at("label").as_int()),
-                    classes[k].at("name").as_string().c_str());
+                    100.0 * classes[k].at("fraction").get<double>(),
+                    static_cast<long long>(classes[k].at("label").get<int64_t>()),
+                    classes[k].at("name").get<std::string>().c_str());
       os << buf;
     }
   }
