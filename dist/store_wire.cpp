@@ -3,7 +3,7 @@
 #include <charconv>
 #include <system_error>
 
-#include "kernels/base.h"
+#include "engine/error.h"
 
 namespace tcv::dist {
 
