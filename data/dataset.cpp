@@ -133,12 +133,6 @@ Sample InMemoryDataset::make(int64_t i, Rng& rng, bool defer) const {
 
 namespace {
 
-void check_loader_options(const LoaderOptions& o) {
-  TCV_CHECK(o.batch_size > 0, "[DataLoader] batch_size must be positive, got ", o.batch_size);
-  TCV_CHECK(o.workers >= 0, "[DataLoader] workers must be >= 0, got ", o.workers);
-  TCV_CHECK(o.prefetch >= 1, "[DataLoader] prefetch must be >= 1, got ", o.prefetch);
-}
-
 // Per-sample augmentation streams use their own key, apart from the sampler's.
 constexpr uint64_t kAugmentKey = 0x9E3779B97F4A7C15ull;
 
@@ -148,16 +142,18 @@ DataLoader::DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset
                        LoaderOptions opts)
     : dataset_(std::move(dataset)),
       opts_(std::move(opts)),
-      sampler_(dataset_->size(), opts_.seed, opts_.shuffle) {
-  check_loader_options(opts_);
-}
+      batches_(dataset_->size(), opts_, "DataLoader",
+               [this](const int64_t* indices, int64_t n, int64_t epoch) {
+                 return make_batch(indices, n, epoch);
+               }) {}
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opts)
     : source_(std::move(dataset)),
       opts_(std::move(opts)),
-      sampler_(source_->size(), opts_.seed, opts_.shuffle) {
-  check_loader_options(opts_);
-}
+      batches_(source_->size(), opts_, "DataLoader",
+               [this](const int64_t* indices, int64_t n, int64_t epoch) {
+                 return make_batch(indices, n, epoch);
+               }) {}
 
 const ImageClassificationDataset& DataLoader::dataset() const {
   TCV_CHECK(dataset_ != nullptr, "[DataLoader] dataset(): this loader reads a generic Dataset (",
@@ -195,7 +191,7 @@ void write_pixels(const uint8_t* src, int64_t C, int64_t H, int64_t W, bool flip
 
 }  // namespace
 
-Batch DataLoader::collate(const int64_t* indices, int64_t n) const {
+Batch DataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) const {
   const uint64_t aug_seed = opts_.seed ^ kAugmentKey;
   const auto N = static_cast<uint64_t>(size());
   // Each sample goes into the batch as soon as it is made, while it is still in
@@ -207,7 +203,7 @@ Batch DataLoader::collate(const int64_t* indices, int64_t n) const {
   int64_t* y = nullptr;
   std::vector<std::pair<float, float>> loader_norm;  // (scale, shift) per channel
   for (int64_t i = 0; i < n; ++i) {
-    Rng rng(aug_seed, static_cast<uint64_t>(epoch_) * N + static_cast<uint64_t>(indices[i]));
+    Rng rng(aug_seed, static_cast<uint64_t>(epoch) * N + static_cast<uint64_t>(indices[i]));
     Sample s = source_->get_for_batch(indices[i], rng);
     if (!s.image.defined()) continue;  // skipped (corrupt) sample
     if (s.image.dim() == 2) s.image = s.image.unsqueeze(0);
@@ -266,17 +262,12 @@ Batch DataLoader::collate(const int64_t* indices, int64_t n) const {
 DataLoader::~DataLoader() = default;
 
 int64_t DataLoader::num_batches() const {
-  const int64_t w = std::max<int64_t>(opts_.world_size, 1);
-  const int64_t n = (size() + w - 1) / w, b = opts_.batch_size;
-  return opts_.drop_last ? n / b : (n + b - 1) / b;
+  return batches_.num_batches();
 }
 
-Batch DataLoader::make_batch(int64_t b) const {
-  const int64_t start = b * opts_.batch_size;
-  const int64_t n =
-      std::min<int64_t>(opts_.batch_size, static_cast<int64_t>(order_.size()) - start);
-  Batch batch = dataset_ ? dataset_->get_batch(order_.data() + start, n, opts_.normalize)
-                         : collate(order_.data() + start, n);
+Batch DataLoader::make_batch(const int64_t* indices, int64_t n, int64_t epoch) const {
+  Batch batch =
+      dataset_ ? dataset_->get_batch(indices, n, opts_.normalize) : collate(indices, n, epoch);
   if (opts_.pin_memory) {
     batch.x = batch.x.pin_memory();
     batch.y = batch.y.pin_memory();
@@ -285,19 +276,7 @@ Batch DataLoader::make_batch(int64_t b) const {
 }
 
 void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
-  batches_.stop();
-  epoch_ = epoch;
-  if (opts_.world_size > 1) {
-    DistributedSampler ds({size(), opts_.world_size, opts_.rank, opts_.seed, opts_.shuffle});
-    ds.set_epoch(epoch);
-    order_ = ds.indices();
-  } else {
-    order_ = sampler_.indices(epoch);
-  }
-  const int64_t end = num_batches();
-  batches_.start(std::clamp<int64_t>(skip, 0, end), end, opts_.workers,
-                 static_cast<int64_t>(opts_.prefetch) * opts_.workers,
-                 [this](int64_t b) { return make_batch(b); });
+  batches_.start_epoch(epoch, skip);
 }
 
 bool DataLoader::next(Batch& out) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/prefetch.h"
+#include "data/epoch_batches.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 
@@ -181,16 +181,13 @@ class DataLoader {
   const LoaderOptions& options() const { return opts_; }
 
  private:
-  Batch make_batch(int64_t b) const;
-  Batch collate(const int64_t* indices, int64_t n) const;
+  Batch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
+  Batch collate(const int64_t* indices, int64_t n, int64_t epoch) const;
 
   std::shared_ptr<const ImageClassificationDataset> dataset_;  // in-memory, or null
   std::shared_ptr<const Dataset> source_;                      // generic, or null
   LoaderOptions opts_;
-  EpochSampler sampler_;
-  std::vector<int64_t> order_;
-  int64_t epoch_ = 0;
-  OrderedPrefetcher<Batch> batches_;  // declared last: its workers stop before the rest goes
+  EpochBatches<Batch> batches_;  // declared last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -9,7 +9,7 @@
 
 #include "data/dataset.h"
 #include "data/det/dataset.h"
-#include "data/prefetch.h"
+#include "data/epoch_batches.h"
 
 namespace tcv::data {
 
@@ -62,15 +62,12 @@ class DetDataLoader {
   const LoaderOptions& options() const { return opts_; }
 
  private:
-  DetBatch make_batch(int64_t b) const;
+  DetBatch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
 
   std::shared_ptr<const DetDataset> dataset_;
   DetTransform transform_;
   LoaderOptions opts_;
-  EpochSampler sampler_;
-  std::vector<int64_t> order_;
-  int64_t epoch_ = 0;
-  OrderedPrefetcher<DetBatch> batches_;  // last: its workers stop before the rest goes
+  EpochBatches<DetBatch> batches_;  // last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -19,11 +19,10 @@ PoseDataLoader::PoseDataLoader(std::shared_ptr<const PoseDataset> dataset, PoseT
       transform_(std::move(transform)),
       targets_(targets),
       opts_(std::move(opts)),
-      sampler_(dataset_->size(), opts_.seed, opts_.shuffle) {
-  TCV_CHECK(opts_.batch_size > 0, "[PoseDataLoader] batch_size must be positive, got ",
-            opts_.batch_size);
-  TCV_CHECK(opts_.workers >= 0, "[PoseDataLoader] workers must be >= 0, got ", opts_.workers);
-  TCV_CHECK(opts_.prefetch >= 1, "[PoseDataLoader] prefetch must be >= 1, got ", opts_.prefetch);
+      batches_(dataset_->size(), opts_, "PoseDataLoader",
+               [this](const int64_t* indices, int64_t n, int64_t epoch) {
+                 return make_batch(indices, n, epoch);
+               }) {
   check_pose_target_options(targets_);
   (void)normalize_coeffs(opts_.normalize.mean, opts_.normalize.std, 3, "normalize");
 }
@@ -31,36 +30,19 @@ PoseDataLoader::PoseDataLoader(std::shared_ptr<const PoseDataset> dataset, PoseT
 PoseDataLoader::~PoseDataLoader() = default;
 
 int64_t PoseDataLoader::num_batches() const {
-  const int64_t w = std::max<int64_t>(opts_.world_size, 1);
-  const int64_t n = (size() + w - 1) / w, b = opts_.batch_size;
-  return opts_.drop_last ? n / b : (n + b - 1) / b;
+  return batches_.num_batches();
 }
 
 void PoseDataLoader::start_epoch(int64_t epoch, int64_t skip) {
-  batches_.stop();
-  epoch_ = epoch;
-  if (opts_.world_size > 1) {
-    DistributedSampler ds({size(), opts_.world_size, opts_.rank, opts_.seed, opts_.shuffle});
-    ds.set_epoch(epoch);
-    order_ = ds.indices();
-  } else {
-    order_ = sampler_.indices(epoch);
-  }
-  const int64_t end = num_batches();
-  batches_.start(std::clamp<int64_t>(skip, 0, end), end, opts_.workers,
-                 static_cast<int64_t>(opts_.prefetch) * opts_.workers,
-                 [this](int64_t b) { return make_batch(b); });
+  batches_.start_epoch(epoch, skip);
 }
 
 bool PoseDataLoader::next(PoseBatch& out) {
   return batches_.next(out);
 }
 
-PoseBatch PoseDataLoader::make_batch(int64_t b) const {
-  const int64_t start = b * opts_.batch_size;
-  const int64_t n =
-      std::min<int64_t>(opts_.batch_size, static_cast<int64_t>(order_.size()) - start);
-  PoseBatch batch = collate(order_.data() + start, n, epoch_);
+PoseBatch PoseDataLoader::make_batch(const int64_t* indices, int64_t n, int64_t epoch) const {
+  PoseBatch batch = collate(indices, n, epoch);
   if (opts_.pin_memory && batch.images.numel() > 0) {
     batch.images = batch.images.pin_memory();
     batch.heatmaps = batch.heatmaps.pin_memory();

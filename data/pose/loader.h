@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/epoch_batches.h"
 #include "data/pose/dataset.h"
 #include "data/pose/targets.h"
-#include "data/prefetch.h"
 
 namespace tcv::data {
 
@@ -67,16 +67,13 @@ class PoseDataLoader {
   const PoseTargetOptions& target_options() const { return targets_; }
 
  private:
-  PoseBatch make_batch(int64_t b) const;
+  PoseBatch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
 
   std::shared_ptr<const PoseDataset> dataset_;
   PoseTransform transform_;
   PoseTargetOptions targets_;
   LoaderOptions opts_;
-  EpochSampler sampler_;
-  std::vector<int64_t> order_;
-  int64_t epoch_ = 0;
-  OrderedPrefetcher<PoseBatch> batches_;  // last: its workers stop before the rest goes
+  EpochBatches<PoseBatch> batches_;  // last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -102,19 +102,15 @@ SegDataLoader::SegDataLoader(std::shared_ptr<const SegDataset> dataset, SegTrans
     : dataset_(std::move(dataset)),
       transform_(std::move(transform)),
       opts_(std::move(opts)),
-      sampler_(dataset_->size(), opts_.seed, opts_.shuffle) {
-  TCV_CHECK(opts_.batch_size > 0, "[SegDataLoader] batch_size must be positive, got ",
-            opts_.batch_size);
-  TCV_CHECK(opts_.workers >= 0, "[SegDataLoader] workers must be >= 0, got ", opts_.workers);
-  TCV_CHECK(opts_.prefetch >= 1, "[SegDataLoader] prefetch must be >= 1, got ", opts_.prefetch);
-}
+      batches_(dataset_->size(), opts_, "SegDataLoader",
+               [this](const int64_t* indices, int64_t n, int64_t epoch) {
+                 return make_batch(indices, n, epoch);
+               }) {}
 
 SegDataLoader::~SegDataLoader() = default;
 
 int64_t SegDataLoader::num_batches() const {
-  const int64_t w = std::max<int64_t>(opts_.world_size, 1);
-  const int64_t n = (size() + w - 1) / w, b = opts_.batch_size;
-  return opts_.drop_last ? n / b : (n + b - 1) / b;
+  return batches_.num_batches();
 }
 
 SegBatch SegDataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) const {
@@ -133,11 +129,8 @@ SegBatch SegDataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch
   return collate_seg(samples, opts_.normalize, dataset_->name());
 }
 
-SegBatch SegDataLoader::make_batch(int64_t b) const {
-  const int64_t start = b * opts_.batch_size;
-  const int64_t n =
-      std::min<int64_t>(opts_.batch_size, static_cast<int64_t>(order_.size()) - start);
-  SegBatch batch = collate(order_.data() + start, n, epoch_);
+SegBatch SegDataLoader::make_batch(const int64_t* indices, int64_t n, int64_t epoch) const {
+  SegBatch batch = collate(indices, n, epoch);
   if (opts_.pin_memory) {
     batch.images = batch.images.pin_memory();
     if (batch.labels.defined()) batch.labels = batch.labels.pin_memory();
@@ -146,19 +139,7 @@ SegBatch SegDataLoader::make_batch(int64_t b) const {
 }
 
 void SegDataLoader::start_epoch(int64_t epoch, int64_t skip) {
-  batches_.stop();
-  epoch_ = epoch;
-  if (opts_.world_size > 1) {
-    DistributedSampler ds({size(), opts_.world_size, opts_.rank, opts_.seed, opts_.shuffle});
-    ds.set_epoch(epoch);
-    order_ = ds.indices();
-  } else {
-    order_ = sampler_.indices(epoch);
-  }
-  const int64_t end = num_batches();
-  batches_.start(std::clamp<int64_t>(skip, 0, end), end, opts_.workers,
-                 static_cast<int64_t>(opts_.prefetch) * opts_.workers,
-                 [this](int64_t b) { return make_batch(b); });
+  batches_.start_epoch(epoch, skip);
 }
 
 bool SegDataLoader::next(SegBatch& out) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "data/prefetch.h"
+#include "data/epoch_batches.h"
 #include "data/seg/dataset.h"
 #include "data/seg/transforms.h"
 
@@ -69,15 +69,12 @@ class SegDataLoader {
   const LoaderOptions& options() const { return opts_; }
 
  private:
-  SegBatch make_batch(int64_t b) const;
+  SegBatch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
 
   std::shared_ptr<const SegDataset> dataset_;
   SegTransform transform_;
   LoaderOptions opts_;
-  EpochSampler sampler_;
-  std::vector<int64_t> order_;
-  int64_t epoch_ = 0;
-  OrderedPrefetcher<SegBatch> batches_;  // last: its workers stop before the rest goes
+  EpochBatches<SegBatch> batches_;  // last: its workers stop before the rest goes
 };
 
 /// Collates transformed samples (images u8 (3, h, w), label maps u8 or
