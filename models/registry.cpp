@@ -152,19 +152,20 @@ void register_zoo_models() {
       {.num_classes = 21, .in_channels = 3});
 
   // Pose models have fixed outputs (38 PAF, 19 heatmap channels: TorchCV's COCO
-  // set-up); num_classes does not apply to them.
+  // set-up); num_classes does not apply to them (0 in their reference options,
+  // so the listing names no classes).
   register_model(
       "openpose",
       [](const ModelOptions& o) { return pose::openpose_vgg19({.in_channels = o.in_channels}); },
-      "OpenPose on VGG-19 (pose, output stride 8, 6 stages of 38 PAF + 19 heatmap channels), "
-      "52,311,446 parameters; torchvision's VGG-19 names for the backbone, TorchCV's for the "
-      "stages");
+      "OpenPose on VGG-19 (pose, output stride 8, 6 stages of 38 PAF + 19 heatmap channels); "
+      "torchvision's VGG-19 names for the backbone, TorchCV's for the stages",
+      {.num_classes = 0, .in_channels = 3});
   register_model(
       "openpose_lite",
       [](const ModelOptions& o) { return pose::openpose_lite({.in_channels = o.in_channels}); },
       "OpenPose with a quarter of the channels, BatchNorm in the backbone and 3 stages (pose, "
-      "output stride 8, 38 PAF + 19 heatmap channels), 1,901,179 parameters, for CPUs and "
-      "small data sets");
+      "output stride 8, 38 PAF + 19 heatmap channels), for CPUs and small data sets",
+      {.num_classes = 0, .in_channels = 3});
 
   using SegFn = std::shared_ptr<seg::SegmentationModel> (*)(seg::SegModelOptions);
   struct SegEntry {
@@ -260,6 +261,8 @@ int64_t model_parameter_count(const std::string& name) {
   int64_t count = 0;
   {
     nn::init::SkipInitGuard shapes_only;  // nothing drawn: quick, and the generators stay put
+    // A model without classes (0 in its reference) ignores num_classes.
+    if (reference.num_classes == 0) reference.num_classes = 1;
     count = create_model(name, reference)->num_parameters();
   }
   Registry& r = registry();
@@ -290,7 +293,8 @@ std::string model_listing() {
     std::string count = with_thousands(model_parameter_count(n));
     out += n + std::string(width - n.size() + 2, ' ') +
            std::string(11 - std::min<size_t>(11, count.size()), ' ') + count + " parameters (" +
-           std::to_string(ref.num_classes) + " classes, " + std::to_string(ref.in_channels) +
+           (ref.num_classes > 0 ? std::to_string(ref.num_classes) + " classes, " : std::string()) +
+           std::to_string(ref.in_channels) +
            (ref.in_channels == 1 ? " channel)  " : " channels)  ") + model_description(n) + "\n";
   }
   return out;
