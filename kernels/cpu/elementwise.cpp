@@ -1,5 +1,6 @@
 #include "kernels/cpu/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -111,8 +112,16 @@ void fill(const KTensor& dst, double value) {
     const scalar_t v = std::is_same_v<scalar_t, bool>
                            ? static_cast<scalar_t>(value != 0.0)
                            : static_cast<scalar_t>(static_cast<acc_t<scalar_t>>(value));
-    map<scalar_t, scalar_t>(
-        dst, [v](scalar_t) { return v; }, dst);
+    // Write-only: the old contents are never read (uninitialised bytes are
+    // not a valid bool).
+    Loop<1> loop({&dst});
+    loop.run([v](char** p, const int64_t* s, int64_t n) {
+      if (s[0] == static_cast<int64_t>(sizeof(scalar_t))) {
+        std::fill_n(reinterpret_cast<scalar_t*>(p[0]), n, v);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(p[0] + i * s[0]) = v;
+    });
   });
 }
 
