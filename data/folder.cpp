@@ -64,9 +64,7 @@ Sample ImageFileDataset::make(int64_t i, Rng& rng, bool defer) const {
     img = read_image(path, opts_.mode);
   } catch (const Error& e) {
     if (opts_.on_corrupt == OnCorrupt::error) throw;
-    skipped_.fetch_add(1);
-    std::lock_guard<std::mutex> l(skip_mu_);
-    if (first_skipped_.empty()) first_skipped_ = e.what();
+    skips_.record(e.what());
     return Sample{Tensor(), label, {}};
   }
   Sample s{img, label, {}};
@@ -76,8 +74,7 @@ Sample ImageFileDataset::make(int64_t i, Rng& rng, bool defer) const {
 }
 
 std::string ImageFileDataset::first_skipped() const {
-  std::lock_guard<std::mutex> l(skip_mu_);
-  return first_skipped_;
+  return skips_.first();
 }
 
 ImageFolder::Scan ImageFolder::scan(const std::string& root, const ImageFileOptions& opts) {

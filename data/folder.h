@@ -20,6 +20,32 @@ enum class OnCorrupt {
   skip,   ///< return an empty Sample (left out of the batch) and count it
 };
 
+/// The samples a data set skipped as corrupt: how many, and the first with its
+/// reason. Loader workers record into it concurrently.
+class SkipLog {
+ public:
+  explicit SkipLog(int64_t count = 0, std::string first = "")
+      : count_(count), first_(std::move(first)) {}
+  SkipLog(SkipLog&& o) noexcept : count_(o.count()), first_(o.first()) {}
+
+  void record(const std::string& why) const {
+    count_.fetch_add(1);
+    std::lock_guard<std::mutex> l(mu_);
+    if (first_.empty()) first_ = why;
+  }
+  int64_t count() const { return count_.load(); }
+  /// The first skipped file and why (empty when none).
+  std::string first() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return first_;
+  }
+
+ private:
+  mutable std::atomic<int64_t> count_;
+  mutable std::mutex mu_;
+  mutable std::string first_;
+};
+
 struct ImageFileOptions {
   /// Accepted file extensions, lower case with the dot; matched case-insensitively.
   std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm"};
@@ -39,7 +65,7 @@ class ImageFileDataset : public Dataset {
   /// or with OnCorrupt::skip an empty Sample counted in skipped().
   Sample get(int64_t i, Rng& rng) const override;
   Sample get_for_batch(int64_t i, Rng& rng) const override;
-  int64_t skipped() const override { return skipped_.load(); }
+  int64_t skipped() const override { return skips_.count(); }
   std::string name() const override { return name_; }
 
   /// (path, label) of every sample, in dataset order.
@@ -55,9 +81,7 @@ class ImageFileDataset : public Dataset {
   Transform transform_;
   ImageFileOptions opts_;
   std::string name_;
-  mutable std::atomic<int64_t> skipped_{0};
-  mutable std::mutex skip_mu_;
-  mutable std::string first_skipped_;
+  SkipLog skips_;
 };
 
 /// torchvision's ImageFolder: every sub-directory of `root` is a class, sorted by

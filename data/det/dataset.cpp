@@ -41,8 +41,7 @@ DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> 
       label_ids_(std::move(label_ids)),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skipped_(skipped_at_load),
-      first_skipped_(std::move(first_skipped)) {
+      skips_(skipped_at_load, std::move(first_skipped)) {
   TCV_CHECK(!class_names_.empty(), name_, ": no object classes");
   TCV_CHECK(label_ids_.empty() || label_ids_.size() == class_names_.size(), name_, ": ",
             label_ids_.size(), " label ids for ", class_names_.size(), " classes");
@@ -64,8 +63,7 @@ DetDataset::DetDataset(DetDataset&& o) noexcept
       label_ids_(std::move(o.label_ids_)),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skipped_(o.skipped_.load()),
-      first_skipped_(o.first_skipped()) {}
+      skips_(std::move(o.skips_)) {}
 
 const DetRecord& DetDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -85,9 +83,7 @@ DetSample DetDataset::load(int64_t i) const {
               r.source, " says ", r.width, "x", r.height);
   } catch (const Error& e) {
     if (on_corrupt_ == OnCorrupt::error) throw;
-    skipped_.fetch_add(1);
-    std::lock_guard<std::mutex> l(skip_mu_);
-    if (first_skipped_.empty()) first_skipped_ = e.what();
+    skips_.record(e.what());
     s.image = Tensor();
     return s;
   }
@@ -97,8 +93,7 @@ DetSample DetDataset::load(int64_t i) const {
 }
 
 std::string DetDataset::first_skipped() const {
-  std::lock_guard<std::mutex> l(skip_mu_);
-  return first_skipped_;
+  return skips_.first();
 }
 
 }  // namespace tcv::data

@@ -101,7 +101,7 @@ class DetDataset {
   DetSample load(int64_t i) const;
 
   /// Images skipped: at reading (bad annotations, missing files) and at load().
-  int64_t skipped() const { return skipped_.load(); }
+  int64_t skipped() const { return skips_.count(); }
   /// The first skipped file and why (empty when none).
   std::string first_skipped() const;
 
@@ -111,9 +111,7 @@ class DetDataset {
   std::vector<int64_t> label_ids_;
   OnCorrupt on_corrupt_;
   std::string name_;
-  mutable std::atomic<int64_t> skipped_{0};
-  mutable std::mutex skip_mu_;
-  mutable std::string first_skipped_;
+  SkipLog skips_;
 };
 
 /// A transform of a detection sample: image and boxes together; random ones draw

@@ -120,15 +120,13 @@ PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, 
     : records_(std::move(records)),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skipped_(skipped_at_load),
-      first_skipped_(std::move(first_skipped)) {}
+      skips_(skipped_at_load, std::move(first_skipped)) {}
 
 PoseDataset::PoseDataset(PoseDataset&& o) noexcept
     : records_(std::move(o.records_)),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skipped_(o.skipped_.load()),
-      first_skipped_(o.first_skipped()) {}
+      skips_(std::move(o.skips_)) {}
 
 const PoseRecord& PoseDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -149,9 +147,7 @@ PoseSample PoseDataset::load(int64_t i) const {
     s.mask = pose_loss_mask(r);
   } catch (const Error& e) {
     if (on_corrupt_ == OnCorrupt::error) throw;
-    skipped_.fetch_add(1);
-    std::lock_guard<std::mutex> l(skip_mu_);
-    if (first_skipped_.empty()) first_skipped_ = e.what();
+    skips_.record(e.what());
     s.image = Tensor();
     return s;
   }
@@ -161,8 +157,7 @@ PoseSample PoseDataset::load(int64_t i) const {
 }
 
 std::string PoseDataset::first_skipped() const {
-  std::lock_guard<std::mutex> l(skip_mu_);
-  return first_skipped_;
+  return skips_.first();
 }
 
 }  // namespace tcv::data

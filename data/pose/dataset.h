@@ -121,16 +121,14 @@ class PoseDataset {
   /// counted in skipped().
   PoseSample load(int64_t i) const;
 
-  int64_t skipped() const { return skipped_.load(); }
+  int64_t skipped() const { return skips_.count(); }
   std::string first_skipped() const;
 
  private:
   std::vector<PoseRecord> records_;
   OnCorrupt on_corrupt_;
   std::string name_;
-  mutable std::atomic<int64_t> skipped_{0};
-  mutable std::mutex skip_mu_;
-  mutable std::string first_skipped_;
+  SkipLog skips_;
 };
 
 /// A transform of a pose sample (image, mask and keypoints together); random

@@ -146,8 +146,7 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
       ground_truth_(ground_truth),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skipped_(skipped_at_load),
-      first_skipped_(std::move(first_skipped)) {
+      skips_(skipped_at_load, std::move(first_skipped)) {
   TCV_CHECK(!class_names_.empty() && class_names_.size() <= 255, name_,
             ": a segmentation data set needs 1 to 255 classes, got ", class_names_.size());
   for (int v = 0; v < 256; ++v) {
@@ -167,8 +166,7 @@ SegDataset::SegDataset(SegDataset&& o) noexcept
       ground_truth_(o.ground_truth_),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skipped_(o.skipped_.load()),
-      first_skipped_(o.first_skipped()) {}
+      skips_(std::move(o.skips_)) {}
 
 const SegRecord& SegDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -196,9 +194,7 @@ SegSample SegDataset::load(int64_t i) const {
     }
   } catch (const Error& e) {
     if (on_corrupt_ == OnCorrupt::error) throw;
-    skipped_.fetch_add(1);
-    std::lock_guard<std::mutex> l(skip_mu_);
-    if (first_skipped_.empty()) first_skipped_ = e.what();
+    skips_.record(e.what());
     SegSample skipped;
     skipped.index = i;
     return skipped;
@@ -209,8 +205,7 @@ SegSample SegDataset::load(int64_t i) const {
 }
 
 std::string SegDataset::first_skipped() const {
-  std::lock_guard<std::mutex> l(skip_mu_);
-  return first_skipped_;
+  return skips_.first();
 }
 
 // ---- Cityscapes ----------------------------------------------------------------------

@@ -100,7 +100,7 @@ class SegDataset {
   /// The label map of record i alone, mapped (errors as load()).
   Tensor load_label(int64_t i) const;
 
-  int64_t skipped() const { return skipped_.load(); }
+  int64_t skipped() const { return skips_.count(); }
   /// The first skipped file and why (empty when none).
   std::string first_skipped() const;
 
@@ -111,9 +111,7 @@ class SegDataset {
   GroundTruth ground_truth_;
   OnCorrupt on_corrupt_;
   std::string name_;
-  mutable std::atomic<int64_t> skipped_{0};
-  mutable std::mutex skip_mu_;
-  mutable std::string first_skipped_;
+  SkipLog skips_;
 };
 
 /// Maps a label file's values through `map` into a new u8 (H, W); a value the
