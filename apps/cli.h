@@ -3,9 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "train/config.h"
 
@@ -29,6 +34,15 @@ inline int64_t parse_int(const std::string& flag, const std::string& text, int64
     throw UsageError{flag + " expects an integer, got '" + text + "'"};
   if (v < min_value)
     throw UsageError{flag + " must be at least " + std::to_string(min_value) + ", got " + text};
+  return v;
+}
+
+/// The number after a flag; usage errors name the flag.
+inline double parse_double(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size())
+    throw UsageError{flag + " expects a number, got '" + text + "'"};
   return v;
 }
 
@@ -58,6 +72,67 @@ class Args {
   char** argv_;
   int i_ = 0;
   std::string arg_;
+};
+
+/// A table of options, each writing its value straight into a variable:
+///
+///   Flags f;
+///   f.text("--out", out).integer("--train", o.train, 0).toggle("--json", json);
+///   f.parse(args);   // the rest of the command line; an unknown option is a usage error
+///
+/// The variables must outlive parse().
+class Flags {
+ public:
+  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
+
+  /// --flag N, at least min_value, into any integer type.
+  template <typename Int>
+  Flags& integer(std::string flag, Int& dst, int64_t min_value) {
+    static_assert(std::is_integral_v<Int>);
+    return with_value(std::move(flag),
+                      [&dst, min_value](const std::string& f, const std::string& v) {
+                        dst = static_cast<Int>(parse_int(f, v, min_value));
+                      });
+  }
+  Flags& number(std::string flag, double& dst) {
+    return with_value(std::move(flag), [&dst](const std::string& f, const std::string& v) {
+      dst = parse_double(f, v);
+    });
+  }
+  Flags& text(std::string flag, std::string& dst) {
+    return with_value(std::move(flag),
+                      [&dst](const std::string&, const std::string& v) { dst = v; });
+  }
+  /// --flag alone (no value) sets dst.
+  Flags& toggle(std::string flag, bool& dst) {
+    entries_.push_back(
+        {std::move(flag), false, [&dst](const std::string&, const std::string&) { dst = true; }});
+    return *this;
+  }
+  /// --flag VALUE handed to `set` (flag, value).
+  Flags& with_value(std::string flag, Setter set) {
+    entries_.push_back({std::move(flag), true, std::move(set)});
+    return *this;
+  }
+
+  /// Reads the remaining arguments of `a` into the variables.
+  void parse(Args& a) const {
+    while (a.next()) {
+      const Entry* hit = nullptr;
+      for (const Entry& e : entries_)
+        if (e.takes_value ? a.is(e.flag) : a.arg() == e.flag) hit = &e;
+      if (!hit) throw UsageError{"unknown option '" + a.arg() + "'"};
+      hit->set(hit->flag, hit->takes_value ? a.value(hit->flag) : std::string());
+    }
+  }
+
+ private:
+  struct Entry {
+    std::string flag;
+    bool takes_value;
+    Setter set;
+  };
+  std::vector<Entry> entries_;
 };
 
 /// The synopsis of a usage text: its lines up to the first blank one.

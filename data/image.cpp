@@ -249,15 +249,15 @@ std::string encode_image(const Tensor& image, ImageFormat format, int jpeg_quali
   return out;
 }
 
-namespace {
-
-void write_bytes(const std::string& path, const std::string& bytes) {
+void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   TCV_CHECK(f.good(), path, ": cannot open for writing");
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   f.close();
   TCV_CHECK(f.good(), path, ": write failed");
 }
+
+namespace {
 
 void put_be32(std::string& out, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<char>((v >> s) & 0xFF));
@@ -276,7 +276,7 @@ void put_chunk(std::string& out, const char (&type)[5], const std::string& data)
 }  // namespace
 
 void write_image(const std::string& path, const Tensor& image, int jpeg_quality) {
-  write_bytes(path, encode_image(image, format_from_extension(path), jpeg_quality));
+  write_file(path, encode_image(image, format_from_extension(path), jpeg_quality));
 }
 
 const Palette& voc_palette() {
@@ -337,7 +337,7 @@ std::string encode_png_indexed(const Tensor& labels, const Palette& palette, int
 
 void write_png_indexed(const std::string& path, const Tensor& labels, const Palette& palette,
                        int level) {
-  write_bytes(path, encode_png_indexed(labels, palette, level));
+  write_file(path, encode_png_indexed(labels, palette, level));
 }
 
 }  // namespace tcv::data

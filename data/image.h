@@ -32,6 +32,9 @@ Tensor read_image(const std::string& path, ImageMode mode = ImageMode::rgb);
 /// Encodes a u8 (C, H, W) or (H, W) image with C in {1, 3, 4}; `jpeg_quality` in [1, 100].
 std::string encode_image(const Tensor& image, ImageFormat format, int jpeg_quality = 95);
 
+/// Writes `bytes` to `path`, replacing it; errors name the file.
+void write_file(const std::string& path, const std::string& bytes);
+
 /// Encodes and writes an image; the format follows the extension (.png, .jpg/.jpeg, .bmp).
 void write_image(const std::string& path, const Tensor& image, int jpeg_quality = 95);
 

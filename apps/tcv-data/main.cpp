@@ -69,62 +69,45 @@ constexpr const char* kUsage =
     "\n"
     "Threads: OMP_NUM_THREADS.\n";
 
-double parse_double(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size())
-    throw tcv::apps::UsageError{flag + " expects a number, got '" + text + "'"};
-  return v;
+/// The options both kinds of scene sets share: where, how many, how large, the
+/// seed, the noise, the JPEG quality, and --json.
+template <typename SetOptions>
+tcv::apps::Flags scene_set_flags(SetOptions& o, std::string& out, bool& json) {
+  using tcv::apps::parse_int;
+  auto& s = o.scene;
+  tcv::apps::Flags f;
+  f.text("--out", out)
+      .integer("--train", o.train, 0)
+      .integer("--val", o.val, 0)
+      .with_value("--size",
+                  [&s](const std::string& flag, const std::string& v) {
+                    s.width = s.height = parse_int(flag, v, 16);
+                  })
+      .integer("--width", s.width, 16)
+      .integer("--height", s.height, 16)
+      .integer("--seed", o.seed, 0)
+      .integer("--noise", s.noise, 0)
+      .integer("--jpeg-quality", o.jpeg_quality, 1)
+      .toggle("--json", json);
+  return f;
 }
 
 int run_scenes(tcv::apps::Args& a) {
-  using tcv::apps::parse_int;
   tcv::data::SceneSetOptions o;
   std::string out;
   bool json = false;
-  while (a.next()) {
-    auto& s = o.scene;
-    if (a.is("--out"))
-      out = a.value("--out");
-    else if (a.is("--train"))
-      o.train = parse_int("--train", a.value("--train"), 0);
-    else if (a.is("--val"))
-      o.val = parse_int("--val", a.value("--val"), 0);
-    else if (a.is("--test"))
-      o.test = parse_int("--test", a.value("--test"), 0);
-    else if (a.is("--size"))
-      s.width = s.height = parse_int("--size", a.value("--size"), 16);
-    else if (a.is("--width"))
-      s.width = parse_int("--width", a.value("--width"), 16);
-    else if (a.is("--height"))
-      s.height = parse_int("--height", a.value("--height"), 16);
-    else if (a.is("--seed"))
-      o.seed = static_cast<uint64_t>(parse_int("--seed", a.value("--seed"), 0));
-    else if (a.is("--min-objects"))
-      s.min_objects = parse_int("--min-objects", a.value("--min-objects"), 0);
-    else if (a.is("--max-objects"))
-      s.max_objects = parse_int("--max-objects", a.value("--max-objects"), 0);
-    else if (a.is("--min-scale"))
-      s.min_scale = parse_double("--min-scale", a.value("--min-scale"));
-    else if (a.is("--max-scale"))
-      s.max_scale = parse_double("--max-scale", a.value("--max-scale"));
-    else if (a.is("--min-visible"))
-      s.min_visible = parse_double("--min-visible", a.value("--min-visible"));
-    else if (a.is("--difficult-below"))
-      s.difficult_below = parse_double("--difficult-below", a.value("--difficult-below"));
-    else if (a.is("--noise"))
-      s.noise = static_cast<int>(parse_int("--noise", a.value("--noise"), 0));
-    else if (a.is("--border"))
-      s.border = static_cast<int>(parse_int("--border", a.value("--border"), 0));
-    else if (a.is("--jpeg-quality"))
-      o.jpeg_quality = static_cast<int>(parse_int("--jpeg-quality", a.value("--jpeg-quality"), 1));
-    else if (a.is("--fmnist"))
-      o.fmnist_dir = a.value("--fmnist");
-    else if (a.arg() == "--json")
-      json = true;
-    else
-      throw tcv::apps::UsageError{"unknown option '" + a.arg() + "'"};
-  }
+  auto& sc = o.scene;
+  scene_set_flags(o, out, json)
+      .integer("--test", o.test, 0)
+      .integer("--min-objects", sc.min_objects, 0)
+      .integer("--max-objects", sc.max_objects, 0)
+      .number("--min-scale", sc.min_scale)
+      .number("--max-scale", sc.max_scale)
+      .number("--min-visible", sc.min_visible)
+      .number("--difficult-below", sc.difficult_below)
+      .integer("--border", sc.border, 0)
+      .text("--fmnist", o.fmnist_dir)
+      .parse(a);
   if (out.empty()) throw tcv::apps::UsageError{"scenes needs --out DIR"};
   const auto t0 = std::chrono::steady_clock::now();
   const tcv::data::SceneSetSummary s = tcv::data::write_scene_set(o, out);
@@ -144,49 +127,19 @@ int run_scenes(tcv::apps::Args& a) {
 }
 
 int run_pose_scenes(tcv::apps::Args& a) {
-  using tcv::apps::parse_int;
   tcv::data::PoseSceneSetOptions o;
   std::string out;
   bool json = false;
-  while (a.next()) {
-    auto& s = o.scene;
-    if (a.is("--out"))
-      out = a.value("--out");
-    else if (a.is("--train"))
-      o.train = parse_int("--train", a.value("--train"), 0);
-    else if (a.is("--val"))
-      o.val = parse_int("--val", a.value("--val"), 0);
-    else if (a.is("--size"))
-      s.width = s.height = parse_int("--size", a.value("--size"), 16);
-    else if (a.is("--width"))
-      s.width = parse_int("--width", a.value("--width"), 16);
-    else if (a.is("--height"))
-      s.height = parse_int("--height", a.value("--height"), 16);
-    else if (a.is("--seed"))
-      o.seed = static_cast<uint64_t>(parse_int("--seed", a.value("--seed"), 0));
-    else if (a.is("--min-people"))
-      s.min_people = parse_int("--min-people", a.value("--min-people"), 0);
-    else if (a.is("--max-people"))
-      s.max_people = parse_int("--max-people", a.value("--max-people"), 0);
-    else if (a.is("--min-height"))
-      s.min_height = parse_double("--min-height", a.value("--min-height"));
-    else if (a.is("--max-height"))
-      s.max_height = parse_double("--max-height", a.value("--max-height"));
-    else if (a.is("--min-visible"))
-      s.min_visible = parse_double("--min-visible", a.value("--min-visible"));
-    else if (a.is("--crowd-p"))
-      s.crowd_p = parse_double("--crowd-p", a.value("--crowd-p"));
-    else if (a.is("--max-occluders"))
-      s.max_occluders = parse_int("--max-occluders", a.value("--max-occluders"), 0);
-    else if (a.is("--noise"))
-      s.noise = static_cast<int>(parse_int("--noise", a.value("--noise"), 0));
-    else if (a.is("--jpeg-quality"))
-      o.jpeg_quality = static_cast<int>(parse_int("--jpeg-quality", a.value("--jpeg-quality"), 1));
-    else if (a.arg() == "--json")
-      json = true;
-    else
-      throw tcv::apps::UsageError{"unknown option '" + a.arg() + "'"};
-  }
+  auto& sc = o.scene;
+  scene_set_flags(o, out, json)
+      .integer("--min-people", sc.min_people, 0)
+      .integer("--max-people", sc.max_people, 0)
+      .number("--min-height", sc.min_height)
+      .number("--max-height", sc.max_height)
+      .number("--min-visible", sc.min_visible)
+      .number("--crowd-p", sc.crowd_p)
+      .integer("--max-occluders", sc.max_occluders, 0)
+      .parse(a);
   if (out.empty()) throw tcv::apps::UsageError{"pose-scenes needs --out DIR"};
   const auto t0 = std::chrono::steady_clock::now();
   const tcv::data::PoseSceneSetSummary s = tcv::data::write_pose_scene_set(o, out);

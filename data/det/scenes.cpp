@@ -1,12 +1,9 @@
 #include "data/det/scenes.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <numbers>
 
 #include "data/dataset.h"
@@ -14,6 +11,7 @@
 #include "data/det/voc.h"
 #include "data/idx.h"
 #include "data/image.h"
+#include "data/scene_set.h"
 
 namespace tcv::data {
 
@@ -382,24 +380,6 @@ std::vector<int64_t> rle_of(const Tensor& ids, uint8_t value) {
   return counts;
 }
 
-namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  TCV_CHECK(f.good(), path, ": cannot open for writing");
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  TCV_CHECK(f.good(), path, ": write failed");
-}
-
-std::string image_name(int64_t i, int digits) {
-  std::string s = std::to_string(i + 1);
-  if (static_cast<int>(s.size()) < digits) s.insert(0, static_cast<size_t>(digits) - s.size(), '0');
-  return s;
-}
-
-}  // namespace
-
 SceneSetSummary write_scene_set(const SceneSetOptions& opts, const std::string& out_dir) {
   check_scene_options(opts.scene);
   TCV_CHECK(opts.train >= 0 && opts.val >= 0 && opts.test >= 0,
@@ -419,61 +399,46 @@ SceneSetSummary write_scene_set(const SceneSetOptions& opts, const std::string& 
                                              read_idx(files.test_labels), opts.scene);
 
   const fs::path root(out_dir);
-  for (const char* d : {"JPEGImages", "Annotations", "SegmentationClass", "SegmentationObject",
-                        "ImageSets/Main", "ImageSets/Segmentation", "annotations"}) {
-    std::error_code ec;
-    fs::create_directories(root / d, ec);
-    TCV_CHECK(!ec, (root / d).string(), ": cannot create directory: ", ec.message());
-  }
-  const int digits = std::max(6, static_cast<int>(std::to_string(N).size()));
+  create_set_dirs(root, {"JPEGImages", "Annotations", "SegmentationClass", "SegmentationObject",
+                         "ImageSets/Main", "ImageSets/Segmentation", "annotations"});
+  const SceneNames image_name(N);
   const auto& classes = fashion_mnist_classes();
 
   std::vector<std::vector<SceneObject>> objects(static_cast<size_t>(N));
   std::vector<std::vector<std::vector<int64_t>>> rles(static_cast<size_t>(N));
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  std::string error;
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < N; ++i) {
-    if (failed.load()) continue;
-    try {
-      Rng rng(opts.seed, static_cast<uint64_t>(i));
-      const SceneRenderer& r = i < opts.train ? *train_r : *test_r;
-      Scene s = r.render(rng);
-      const std::string id = image_name(i, digits);
-      write_image((root / "JPEGImages" / (id + ".jpg")).string(), s.image, opts.jpeg_quality);
-      write_png_indexed((root / "SegmentationClass" / (id + ".png")).string(), s.classes,
-                        voc_palette());
-      write_png_indexed((root / "SegmentationObject" / (id + ".png")).string(), s.instances,
-                        voc_palette());
-      VocAnnotation a;
-      a.folder = root.filename().string();
-      a.filename = id + ".jpg";
-      a.width = opts.scene.width;
-      a.height = opts.scene.height;
-      a.segmented = true;
-      auto& rle = rles[static_cast<size_t>(i)];
-      for (size_t k = 0; k < s.objects.size(); ++k) {
-        const SceneObject& o = s.objects[k];
-        VocObject v;
-        v.name = classes[static_cast<size_t>(o.label - 1)];
-        v.truncated = o.truncated;
-        v.difficult = o.difficult;
-        v.xmin = o.box[0] + 1;
-        v.ymin = o.box[1] + 1;
-        v.xmax = o.box[2];
-        v.ymax = o.box[3];
-        a.objects.push_back(v);
-        rle.push_back(rle_of(s.owner, static_cast<uint8_t>(k + 1)));
-      }
-      write_text((root / "Annotations" / (id + ".xml")).string(), format_voc_annotation(a));
-      objects[static_cast<size_t>(i)] = std::move(s.objects);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> l(err_mu);
-      if (!failed.exchange(true)) error = e.what();
+  parallel_for_scenes(N, [&](int64_t i) {
+    Rng rng(opts.seed, static_cast<uint64_t>(i));
+    const SceneRenderer& r = i < opts.train ? *train_r : *test_r;
+    Scene s = r.render(rng);
+    const std::string id = image_name(i);
+    write_image((root / "JPEGImages" / (id + ".jpg")).string(), s.image, opts.jpeg_quality);
+    write_png_indexed((root / "SegmentationClass" / (id + ".png")).string(), s.classes,
+                      voc_palette());
+    write_png_indexed((root / "SegmentationObject" / (id + ".png")).string(), s.instances,
+                      voc_palette());
+    VocAnnotation a;
+    a.folder = root.filename().string();
+    a.filename = id + ".jpg";
+    a.width = opts.scene.width;
+    a.height = opts.scene.height;
+    a.segmented = true;
+    auto& rle = rles[static_cast<size_t>(i)];
+    for (size_t k = 0; k < s.objects.size(); ++k) {
+      const SceneObject& o = s.objects[k];
+      VocObject v;
+      v.name = classes[static_cast<size_t>(o.label - 1)];
+      v.truncated = o.truncated;
+      v.difficult = o.difficult;
+      v.xmin = o.box[0] + 1;
+      v.ymin = o.box[1] + 1;
+      v.xmax = o.box[2];
+      v.ymax = o.box[3];
+      a.objects.push_back(v);
+      rle.push_back(rle_of(s.owner, static_cast<uint8_t>(k + 1)));
     }
-  }
-  TCV_CHECK(!failed.load(), error);
+    write_file((root / "Annotations" / (id + ".xml")).string(), format_voc_annotation(a));
+    objects[static_cast<size_t>(i)] = std::move(s.objects);
+  });
 
   // Lists and COCO files per split.
   struct Split {
@@ -501,7 +466,7 @@ SceneSetSummary write_scene_set(const SceneSetOptions& opts, const std::string& 
     std::string list;
     std::vector<std::string> per_class(classes.size());
     for (int64_t i = sp.begin; i < sp.end; ++i) {
-      const std::string id = image_name(i, digits);
+      const std::string id = image_name(i);
       list += id + "\n";
       for (size_t c = 0; c < classes.size(); ++c) {
         int flag = -1;
@@ -512,18 +477,17 @@ SceneSetSummary write_scene_set(const SceneSetOptions& opts, const std::string& 
         per_class[c] += buf;
       }
     }
-    write_text((root / "ImageSets/Main" / (std::string(sp.name) + ".txt")).string(), list);
-    write_text((root / "ImageSets/Segmentation" / (std::string(sp.name) + ".txt")).string(), list);
+    write_file((root / "ImageSets/Main" / (std::string(sp.name) + ".txt")).string(), list);
+    write_file((root / "ImageSets/Segmentation" / (std::string(sp.name) + ".txt")).string(), list);
     for (size_t c = 0; c < classes.size(); ++c)
-      write_text((root / "ImageSets/Main" / (classes[c] + "_" + sp.name + ".txt")).string(),
+      write_file((root / "ImageSets/Main" / (classes[c] + "_" + sp.name + ".txt")).string(),
                  per_class[c]);
     if (std::string(sp.name) == "trainval") continue;
     CocoFile f;
     for (size_t c = 0; c < classes.size(); ++c)
       f.categories.push_back({static_cast<int64_t>(c) + 1, classes[c], "fashion"});
     for (int64_t i = sp.begin; i < sp.end; ++i) {
-      f.images.push_back(
-          {i + 1, image_name(i, digits) + ".jpg", opts.scene.width, opts.scene.height});
+      f.images.push_back({i + 1, image_name(i) + ".jpg", opts.scene.width, opts.scene.height});
       const auto& objs = objects[static_cast<size_t>(i)];
       for (size_t k = 0; k < objs.size(); ++k) {
         const SceneObject& o = objs[k];
@@ -537,12 +501,12 @@ SceneSetSummary write_scene_set(const SceneSetOptions& opts, const std::string& 
         f.annotations.push_back(std::move(c));
       }
     }
-    write_text((root / "annotations" / ("instances_" + std::string(sp.name) + ".json")).string(),
+    write_file((root / "annotations" / ("instances_" + std::string(sp.name) + ".json")).string(),
                format_coco(f));
   }
   std::string names;
   for (const auto& c : classes) names += c + "\n";
-  write_text((root / "classes.txt").string(), names);
+  write_file((root / "classes.txt").string(), names);
   return sum;
 }
 

@@ -1,17 +1,15 @@
 #include "data/pose/scenes.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <mutex>
 #include <numbers>
 #include <optional>
 #include <tuple>
 
 #include "data/det/scenes.h"
 #include "data/image.h"
+#include "data/scene_set.h"
 
 namespace tcv::data {
 
@@ -364,24 +362,6 @@ PoseScene render_pose_scene(const PoseSceneOptions& o, Rng& rng) {
   return sc;
 }
 
-namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  TCV_CHECK(f.good(), path, ": cannot open for writing");
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  TCV_CHECK(f.good(), path, ": write failed");
-}
-
-std::string image_name(int64_t i, int digits) {
-  std::string s = std::to_string(i + 1);
-  if (static_cast<int>(s.size()) < digits) s.insert(0, static_cast<size_t>(digits) - s.size(), '0');
-  return s;
-}
-
-}  // namespace
-
 PoseSceneSetSummary write_pose_scene_set(const PoseSceneSetOptions& opts,
                                          const std::string& out_dir) {
   check_options(opts.scene);
@@ -390,32 +370,16 @@ PoseSceneSetSummary write_pose_scene_set(const PoseSceneSetOptions& opts,
   TCV_CHECK(opts.jpeg_quality >= 1 && opts.jpeg_quality <= 100,
             "[pose scenes] jpeg_quality must be in [1, 100], got ", opts.jpeg_quality);
   const fs::path root(out_dir);
-  for (const char* d : {"images", "annotations"}) {
-    std::error_code ec;
-    fs::create_directories(root / d, ec);
-    TCV_CHECK(!ec, (root / d).string(), ": cannot create directory: ", ec.message());
-  }
+  create_set_dirs(root, {"images", "annotations"});
   const int64_t N = opts.train + opts.val;
-  const int digits = std::max(6, static_cast<int>(std::to_string(N).size()));
+  const SceneNames image_name(N);
   std::vector<std::vector<CocoPersonAnnotation>> people(static_cast<size_t>(N));
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  std::string error;
-#pragma omp parallel for schedule(dynamic, 4)
-  for (int64_t i = 0; i < N; ++i) {
-    if (failed.load()) continue;
-    try {
-      Rng rng(opts.seed, static_cast<uint64_t>(i));
-      PoseScene s = render_pose_scene(opts.scene, rng);
-      write_image((root / "images" / (image_name(i, digits) + ".jpg")).string(), s.image,
-                  opts.jpeg_quality);
-      people[static_cast<size_t>(i)] = std::move(s.people);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> l(err_mu);
-      if (!failed.exchange(true)) error = e.what();
-    }
-  }
-  TCV_CHECK(!failed.load(), error);
+  parallel_for_scenes(N, [&](int64_t i) {
+    Rng rng(opts.seed, static_cast<uint64_t>(i));
+    PoseScene s = render_pose_scene(opts.scene, rng);
+    write_image((root / "images" / (image_name(i) + ".jpg")).string(), s.image, opts.jpeg_quality);
+    people[static_cast<size_t>(i)] = std::move(s.people);
+  });
 
   PoseSceneSetSummary sum;
   sum.images = N;
@@ -425,8 +389,7 @@ PoseSceneSetSummary write_pose_scene_set(const PoseSceneSetOptions& opts,
     CocoKeypointFile f;
     f.categories.push_back({1, "person", "person"});
     for (int64_t i = begin; i < end; ++i) {
-      f.images.push_back(
-          {i + 1, image_name(i, digits) + ".jpg", opts.scene.width, opts.scene.height});
+      f.images.push_back({i + 1, image_name(i) + ".jpg", opts.scene.width, opts.scene.height});
       for (CocoPersonAnnotation& a : people[static_cast<size_t>(i)]) {
         a.id = ++ann_id;
         a.image_id = i + 1;
@@ -441,7 +404,7 @@ PoseSceneSetSummary write_pose_scene_set(const PoseSceneSetOptions& opts,
         f.annotations.push_back(std::move(a));
       }
     }
-    write_text(
+    write_file(
         (root / "annotations" / ("person_keypoints_" + std::string(name) + ".json")).string(),
         format_coco_keypoints(f));
   }

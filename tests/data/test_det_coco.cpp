@@ -16,11 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
+using tcv::testing::put_file;
 
 // Three images (ids 10, 20, 30; 60x40), categories 3 "cat", 1 "dog", 7 "cow".
 CocoFile sample() {
@@ -55,7 +51,7 @@ TEST(Coco, RoundTripAndCategoryMap) {
   tcv::testing::TempDir tmp("coco");
   CocoFile f = sample();
   f.annotations[0].rle_counts = {3, 4, 2393};
-  write_file(tmp.path("ann/instances_val.json"), format_coco(f));
+  put_file(tmp.path("ann/instances_val.json"), format_coco(f));
   write_images(tmp.path("img"));
   const CocoFile g = parse_coco(format_coco(f), "x.json");
   ASSERT_EQ(g.annotations.size(), 4u);
@@ -147,7 +143,7 @@ TEST(Coco, CorruptImagesAreAnErrorOrSkippedAndCounted) {
       fs::remove(tmp.path("img/c.jpg"));
       expect = "c.jpg: image file not found (listed in ";
     }
-    write_file(tmp.path("inst.json"), format_coco(f));
+    put_file(tmp.path("inst.json"), format_coco(f));
     const CocoOptions o{.annotation_file = tmp.path("inst.json"), .image_dir = tmp.path("img")};
     const std::string e = tcv::testing::error_of([&] { read_coco(o); });
     EXPECT_NE(e.find(expect), std::string::npos) << e;

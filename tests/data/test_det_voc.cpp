@@ -17,11 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
+using tcv::testing::put_file;
 
 VocObject obj(const std::string& name, double xmin, double ymin, double xmax, double ymax,
               bool difficult = false) {
@@ -47,13 +43,13 @@ void make_root(const std::string& root, const std::vector<std::string>& ids,
     a.width = width;
     a.height = height;
     a.objects = objects[i];
-    write_file(root + "/Annotations/" + ids[i] + ".xml", format_voc_annotation(a));
+    put_file(root + "/Annotations/" + ids[i] + ".xml", format_voc_annotation(a));
     fs::create_directories(root + "/JPEGImages");
     write_image(root + "/JPEGImages/" + ids[i] + ".jpg",
                 full({3, height, width}, 40.0 * static_cast<double>(i + 1), {.dtype = DType::u8}));
     list += ids[i] + "\n";
   }
-  write_file(root + "/ImageSets/Main/" + split + ".txt", list);
+  put_file(root + "/ImageSets/Main/" + split + ".txt", list);
 }
 
 std::string err(const VocOptions& o) {
@@ -174,35 +170,34 @@ TEST(Voc, CorruptInputIsAnErrorOrSkippedAndCounted) {
     const char* expect;                              // in the error
   };
   const std::vector<Case> cases = {
-      {"bad XML",
-       [](const std::string& r) { write_file(r + "/Annotations/b.xml", "<annotation>"); },
+      {"bad XML", [](const std::string& r) { put_file(r + "/Annotations/b.xml", "<annotation>"); },
        "b.xml: bad XML at line 1"},
       {"unknown class",
        [](const std::string& r) {
          VocAnnotation a;
          a.width = 40, a.height = 30, a.objects = {obj("unicorn", 1, 1, 2, 2)};
-         write_file(r + "/Annotations/b.xml", format_voc_annotation(a));
+         put_file(r + "/Annotations/b.xml", format_voc_annotation(a));
        },
        "b.xml: object 0 has unknown class 'unicorn'"},
       {"box outside",
        [](const std::string& r) {
          VocAnnotation a;
          a.width = 40, a.height = 30, a.objects = {obj("cat", 5, 5, 41, 10)};
-         write_file(r + "/Annotations/b.xml", format_voc_annotation(a));
+         put_file(r + "/Annotations/b.xml", format_voc_annotation(a));
        },
        "b.xml: object 0 (cat) box (xmin 5, ymin 5, xmax 41, ymax 10) is outside the image"},
       {"zero corner",
        [](const std::string& r) {
          VocAnnotation a;
          a.width = 40, a.height = 30, a.objects = {obj("cat", 0, 5, 10, 10)};
-         write_file(r + "/Annotations/b.xml", format_voc_annotation(a));
+         put_file(r + "/Annotations/b.xml", format_voc_annotation(a));
        },
        "is outside the image or its corners are out of order"},
       {"corners swapped",
        [](const std::string& r) {
          VocAnnotation a;
          a.width = 40, a.height = 30, a.objects = {obj("cat", 9, 5, 4, 10)};
-         write_file(r + "/Annotations/b.xml", format_voc_annotation(a));
+         put_file(r + "/Annotations/b.xml", format_voc_annotation(a));
        },
        "corners are out of order"},
       {"missing annotation", [](const std::string& r) { fs::remove(r + "/Annotations/b.xml"); },
@@ -229,7 +224,7 @@ TEST(Voc, CorruptInputIsAnErrorOrSkippedAndCounted) {
   tcv::testing::TempDir tmp("voc_img");
   const std::string root = tmp.path("VOC");
   make_root(root, {"a", "b"}, {{obj("cat", 1, 1, 10, 10)}, {obj("dog", 1, 1, 5, 5)}}, "test");
-  write_file(root + "/JPEGImages/a.jpg", "\xFF\xD8 not a jpeg");
+  put_file(root + "/JPEGImages/a.jpg", "\xFF\xD8 not a jpeg");
   write_image(root + "/JPEGImages/b.jpg", zeros({3, 31, 40}, {.dtype = DType::u8}));
   const DetDataset d = read_voc({.roots = {root}, .split = "test"});
   EXPECT_NE(tcv::testing::error_of([&] { d.load(0); }).find("a.jpg: cannot decode image"),
@@ -245,7 +240,7 @@ TEST(Voc, CorruptInputIsAnErrorOrSkippedAndCounted) {
   // A missing list, and a list line with two fields.
   EXPECT_NE(err({.roots = {root}, .split = "train"}).find("Main/train.txt: no such image list"),
             std::string::npos);
-  write_file(root + "/ImageSets/Main/two.txt", "a\nb 1\n");
+  put_file(root + "/ImageSets/Main/two.txt", "a\nb 1\n");
   EXPECT_NE(err({.roots = {root}, .split = "two"}).find("two.txt:2: expected one image id"),
             std::string::npos);
 }

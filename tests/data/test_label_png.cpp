@@ -16,6 +16,8 @@ using tcv::testing::PngSpec;
 
 namespace {
 
+using tcv::testing::put_file;
+
 // Values v(x, y) = (x * 7 + y * 3) mod n, a pattern every bit depth can hold.
 std::vector<uint16_t> pattern(uint32_t w, uint32_t h, uint32_t n) {
   std::vector<uint16_t> v;
@@ -35,10 +37,6 @@ std::string message_of(const std::function<void()>& f) {
     return e.what();
   }
   return "";
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
 }
 
 }  // namespace
@@ -145,7 +143,7 @@ TEST(LabelPng, CorruptFilesNameTheFile) {
 TEST(LabelPng, FilesOnDisk) {
   tcv::testing::TempDir dir("label_png");
   PngSpec s{.width = 5, .height = 3, .bit_depth = 4, .color_type = 3, .samples = pattern(5, 3, 16)};
-  write_file(dir.path("a.png"), build_png(s));
+  put_file(dir.path("a.png"), build_png(s));
   EXPECT_EQ(read_label_png(dir.path("a.png")).labels.to_vector<uint8_t>(), as_u8(s.samples));
   const std::string msg = message_of([&] { read_label_png(dir.path("missing.png")); });
   EXPECT_NE(msg.find("missing.png: label file not found"), std::string::npos) << msg;

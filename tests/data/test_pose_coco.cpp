@@ -18,11 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-}
+using tcv::testing::put_file;
 
 // 17 keypoints as a file writes them: (x, y, v) with x = 10 + k, y = 20 + k.
 std::string kp_json(int labelled) {
@@ -161,10 +157,10 @@ TEST(PoseCoco, ReadsADataSet) {
   PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
   o.selection.min_area = 0;
   // Keypoints 11.. lie below the 30-pixel-high image.
-  write_file(tmp.path("kp.json"), doc(ann("", 17)));
+  put_file(tmp.path("kp.json"), doc(ann("", 17)));
   expect_has(tcv::testing::error_of([&] { read_coco_keypoints(o); }),
              "keypoint left_hip at (21, 31) lies more than one pixel outside the 40x30 image");
-  write_file(tmp.path("kp.json"), doc(ann(R"(,"segmentation":[[2,3,22,3,22,23,2,23]])", 8)));
+  put_file(tmp.path("kp.json"), doc(ann(R"(,"segmentation":[[2,3,22,3,22,23,2,23]])", 8)));
   const PoseDataset ds = read_coco_keypoints(o);
   ASSERT_EQ(ds.size(), 1);
   const PoseSample s = ds.load(0);

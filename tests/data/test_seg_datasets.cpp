@@ -23,10 +23,7 @@ using tcv::testing::error_of;
 
 namespace {
 
-void write_file(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
+using tcv::testing::put_file;
 
 // u8 (H, W) from row-major values.
 Tensor label_map(int64_t H, int64_t W, const std::vector<int>& values) {
@@ -94,7 +91,7 @@ void make_cityscapes(const std::string& root) {
                    label_map(5, 7, v));
   }
   // Files beside the images that are not images of the data set.
-  write_file(root + "/leftImg8bit/train/aachen/readme.txt", "x");
+  put_file(root + "/leftImg8bit/train/aachen/readme.txt", "x");
   write_gray_png(root + "/gtFine/train/aachen/aachen_000000_000019_gtFine_instanceIds.png",
                  label_map(5, 7, std::vector<int>(35, 0)));
 }
@@ -215,12 +212,12 @@ void make_voc(const std::string& root) {
       write_gray_png(root + "/SegmentationClassAug/" + id + ".png", l);
     ++seed;
   }
-  write_file(root + "/ImageSets/Segmentation/train.txt", "a\nb\n\n");
-  write_file(root + "/ImageSets/Segmentation/val.txt", "c\n");
-  write_file(root + "/ImageSets/Segmentation/aug.txt", "d\ne\n");
-  write_file(root + "/ImageSets/SegmentationAug/train_aug.txt",
-             "/JPEGImages/e.jpg /SegmentationClassAug/e.png\nJPEGImages/b.jpg "
-             "SegmentationClass/b.png\n");
+  put_file(root + "/ImageSets/Segmentation/train.txt", "a\nb\n\n");
+  put_file(root + "/ImageSets/Segmentation/val.txt", "c\n");
+  put_file(root + "/ImageSets/Segmentation/aug.txt", "d\ne\n");
+  put_file(root + "/ImageSets/SegmentationAug/train_aug.txt",
+           "/JPEGImages/e.jpg /SegmentationClassAug/e.png\nJPEGImages/b.jpg "
+           "SegmentationClass/b.png\n");
 }
 
 }  // namespace
@@ -258,7 +255,7 @@ TEST(SegVoc, SplitsAugListsAndPaletteMasks) {
   EXPECT_EQ(deeplab.record(0).label_path, tmp.path("SegmentationClassAug/e.png"));
   EXPECT_EQ(deeplab.load(1).label.to_vector<uint8_t>()[23], 1);
   // Class names from classes.txt (as generated scenes have): background first.
-  write_file(tmp.path("classes.txt"), "cat\ndog\n");
+  put_file(tmp.path("classes.txt"), "cat\ndog\n");
   const SegDataset named = read_voc_seg({.root = tmp.path(), .split = "val"});
   EXPECT_EQ(named.class_names(), (std::vector<std::string>{"background", "cat", "dog"}));
   // ... whose masks now hold values that are not classes.
@@ -279,18 +276,18 @@ TEST(SegVoc, Errors) {
       contains(msg, tmp.path("SegmentationClass/c.png") + ": label value 21 at (row 2, column 1)"))
       << msg;
   // A label that is not a PNG.
-  write_file(tmp.path("SegmentationClass/c.png"), "not a png");
+  put_file(tmp.path("SegmentationClass/c.png"), "not a png");
   msg = error_of([&] { read_voc_seg({.root = tmp.path(), .split = "val"}).load(0); });
   EXPECT_TRUE(contains(msg, tmp.path("SegmentationClass/c.png") + ": not a PNG")) << msg;
   // A corrupt image.
-  write_file(tmp.path("JPEGImages/a.jpg"), "\xFF\xD8 truncated");
+  put_file(tmp.path("JPEGImages/a.jpg"), "\xFF\xD8 truncated");
   msg = error_of([&] { read_voc_seg({.root = tmp.path()}).load(0); });
   EXPECT_TRUE(contains(msg, tmp.path("JPEGImages/a.jpg"))) << msg;
   // Lines: three fields; a listed image without a file.
-  write_file(tmp.path("ImageSets/Segmentation/bad.txt"), "a\nb c d\n");
+  put_file(tmp.path("ImageSets/Segmentation/bad.txt"), "a\nb c d\n");
   msg = error_of([&] { read_voc_seg({.root = tmp.path(), .split = "bad"}); });
   EXPECT_TRUE(contains(msg, "bad.txt:2: expected an image id")) << msg;
-  write_file(tmp.path("ImageSets/Segmentation/gone.txt"), "b\nzz\na\n");
+  put_file(tmp.path("ImageSets/Segmentation/gone.txt"), "b\nzz\na\n");
   msg = error_of([&] { read_voc_seg({.root = tmp.path(), .split = "gone"}); });
   EXPECT_TRUE(contains(msg, tmp.path("JPEGImages/zz.jpg") + ": image file not found (listed in"))
       << msg;

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
 
 namespace tcv::testing {
@@ -33,5 +35,15 @@ class TempDir {
  private:
   std::filesystem::path root_;
 };
+
+/// Writes `bytes` to `path`, creating its parent directories; a test's fixture
+/// files (the library's own writer is tcv::data::write_file).
+inline void put_file(const std::string& path, const std::string& bytes) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f.good()) throw std::runtime_error(path + ": cannot write the test's file");
+}
 
 }  // namespace tcv::testing
