@@ -11,7 +11,12 @@ each a fresh process (so peak RSS is that of one run), and the medians of images
 peak RSS are printed with their ratios.
 
     /usr/bin/python3 bench/compare/openpose_step.py [--build build] [--rounds 3]
-        [--models openpose,openpose_lite] [--conv-algo auto|direct]
+        [--models openpose,openpose_lite] [--conv-algo auto|direct] [--omp-wait-policy passive]
+
+--omp-wait-policy sets OMP_WAIT_POLICY for both (both run their kernels on OpenMP): on a
+machine whose cores other jobs share, threads that spin at every barrier while the other
+thread waits for a core slow both down (OpenPose's tcv step took 17-20 s spinning and
+11-12 s passive at a load of 6-7 on 2 cores).
 """
 import argparse
 import json
@@ -30,15 +35,22 @@ def shape_args(args):
             str(args.steps), "--warmup", str(args.warmup)]
 
 
+def base_env(args):
+    env = dict(os.environ)
+    if args.omp_wait_policy:
+        env["OMP_WAIT_POLICY"] = args.omp_wait_policy
+    return env
+
+
 def run_tcv(args, model):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    env = dict(base_env(args), OMP_NUM_THREADS=str(args.threads))
     cmd = [os.path.join(args.build, "apps", "tcv-bench"), "train", "--model", model,
            *shape_args(args), "--conv-algo", args.conv_algo, "--json"]
     return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
 
 
 def run_torch(args, model):
-    env = dict(os.environ, **TORCH_ENV)
+    env = dict(base_env(args), **TORCH_ENV)
     cmd = ["/usr/bin/python3", os.path.join(HERE, "openpose_step_torch.py"), "--model", model,
            "--threads", str(args.threads), *shape_args(args)]
     return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
@@ -49,6 +61,8 @@ def main():
     p.add_argument("--build", default="build")
     p.add_argument("--models", default="openpose")
     p.add_argument("--conv-algo", default="auto", choices=["auto", "direct"])
+    p.add_argument("--omp-wait-policy", choices=["active", "passive"],
+                   help="OMP_WAIT_POLICY for both (default: unset, OpenMP's own)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=2)
@@ -79,7 +93,8 @@ def main():
     print(f"OpenPose train step, batch {args.batch} of 3x{args.image_size}x{args.image_size}, "
           f"staged masked L2, {args.threads} threads, tcv conv {args.conv_algo}, median of "
           f"{args.rounds} interleaved rounds ({args.steps} timed steps after {args.warmup} "
-          f"warm-up each), 1-min load {statistics.median(loads):.2f} (median)")
+          f"warm-up each), OMP_WAIT_POLICY {args.omp_wait_policy or 'unset'}, 1-min load "
+          f"{statistics.median(loads):.2f} (median)")
     print(f"  {'model':14s} {'':8s} {'images/s':>9s} {'ms/step':>9s} {'peak RSS MiB':>13s} "
           f"{'params':>10s}")
     summary = []
@@ -98,6 +113,7 @@ def main():
                         "speed_ratio": it / ip, "tcv_peak_rss_mib": rt, "torch_peak_rss_mib": rp})
     print(json.dumps({"batch": args.batch, "image_size": args.image_size, "threads": args.threads,
                       "rounds": args.rounds, "conv_algo": args.conv_algo,
+                      "omp_wait_policy": args.omp_wait_policy,
                       "load_median": statistics.median(loads), "models": summary}))
 
 
