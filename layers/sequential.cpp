@@ -4,6 +4,7 @@
 
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
+#include "layers/conv.h"
 #include "layers/sync_batch_norm.h"
 
 namespace tcv::nn {
@@ -28,17 +29,32 @@ BatchNorm2d* bn_act_pair(Module& m, const Module& next) {
   return bn && act ? static_cast<BatchNorm2d*>(&m) : nullptr;
 }
 
+/// A Conv2d followed by a plain ReLU runs as one op (Conv2d::forward_relu: on
+/// the CPU the ReLU is a post-op of the convolution, with no pre-activation
+/// tensor and no separate pass; its node frees the output once it has masked
+/// the gradient, as a relu node would); null otherwise.
+Conv2d* conv_relu_pair(Module& m, const Module& next) {
+  return typeid(m) == typeid(Conv2d) && typeid(next) == typeid(ReLU) ? static_cast<Conv2d*>(&m)
+                                                                     : nullptr;
+}
+
 }  // namespace
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    if (i + 1 < modules_.size())
+    if (i + 1 < modules_.size()) {
       if (BatchNorm2d* bn = bn_act_pair(*modules_[i], *modules_[i + 1])) {
         y = typeid(*modules_[i + 1]) == typeid(ReLU) ? bn->forward_relu(y) : bn->forward_relu6(y);
         ++i;
         continue;
       }
+      if (Conv2d* conv = conv_relu_pair(*modules_[i], *modules_[i + 1])) {
+        y = conv->forward_relu(y);
+        ++i;
+        continue;
+      }
+    }
     y = modules_[i]->forward(y);
   }
   return y;

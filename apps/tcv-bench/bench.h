@@ -31,6 +31,7 @@
 #include "engine/rng.h"
 #include "models/det/multibox_loss.h"
 #include "models/det/ssd.h"
+#include "models/pose/openpose.h"
 #include "models/registry.h"
 #include "models/seg/loss.h"
 #include "models/seg/segmentation.h"
@@ -197,7 +198,10 @@ inline std::vector<models::det::DetTarget> synthetic_boxes(int64_t batch, int64_
 /// for classifiers, the MultiBox loss against synthetic boxes for SSD, and for
 /// a segmentation model (models/seg) on (B, S, S) masks its own loss,
 /// cross-entropy (ignore 255) on the main output plus 0.4 times that of the
-/// auxiliary one.
+/// auxiliary one. An OpenPose model (models/pose) trains with its staged masked
+/// L2 loss against synthetic targets at stride 8: heatmaps uniform in [0, 1),
+/// PAFs uniform in [-1, 1), a (B, 1, S/8, S/8) mask with 5% of its pixels 0,
+/// and SGD at a learning rate of 1e-5.
 inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   models::register_builtin_models();
   const Device device = Device::parse(o.device);
@@ -210,7 +214,6 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
   model->train();
   TrainBenchResult r;
   for (const auto& [name, p] : model->named_parameters()) r.parameters += p.numel();
-  train::SGD opt(model->named_parameters(), {.lr = 0.01, .momentum = 0.9});
   // A segmentation model trains on masks with its own loss (CE(out) + 0.4·CE(aux)).
   auto seg = std::dynamic_pointer_cast<models::seg::SegmentationModel>(model);
   // (B, C, S, S) and (B) labels or (B, S, S) masks with 5% of the pixels 255
@@ -231,6 +234,20 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     boxes = synthetic_boxes(o.batch, o.image_size, o.classes, device);
     anchors = ssd->default_boxes(o.image_size, o.image_size, device);
   }
+  auto* pose = dynamic_cast<models::pose::OpenPose*>(model.get());
+  // OpenPose's loss is a sum over every output value (about 10^5 per image):
+  // a learning rate of 1e-5 keeps its steps finite.
+  train::SGD opt(model->named_parameters(), {.lr = pose ? 1e-5 : 0.01, .momentum = 0.9});
+  Tensor paf_target, heatmap_target, pose_mask;
+  if (pose) {
+    const int64_t h = o.image_size / models::pose::OpenPose::stride;
+    TCV_CHECK(h >= 1, "[tcv-bench train] ", o.model, " needs --image-size of at least ",
+              models::pose::OpenPose::stride, ", got ", o.image_size);
+    heatmap_target = rand({o.batch, pose->options.heatmap_channels, h, h}).to(device);
+    paf_target =
+        ops::add(ops::mul(rand({o.batch, pose->options.paf_channels, h, h}), 2.0), -1.0).to(device);
+    pose_mask = ops::gt(rand({o.batch, 1, h, h}), 0.05).to(DType::f32).to(device);
+  }
   DType amp_dtype = DType::bf16;
   const bool amp = autocast::parse_mode(o.dtype == "f32" ? "off" : o.dtype, amp_dtype);
   std::unique_ptr<train::GradScaler> scaler;
@@ -245,6 +262,11 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
         out.out = autocast::to_f32(out.out);
         if (out.aux.defined()) out.aux = autocast::to_f32(out.aux);
         loss = models::seg::seg_loss(out, y).total;
+      } else if (pose) {
+        models::pose::PoseOutput out = pose->forward_stages(x);
+        for (Tensor& t : out.pafs) t = autocast::to_f32(t);
+        for (Tensor& t : out.heatmaps) t = autocast::to_f32(t);
+        loss = models::pose::openpose_loss(out, paf_target, heatmap_target, pose_mask).total;
       } else if (ssd) {
         const models::det::SsdOutput out = ssd->forward_heads(x);
         loss = models::det::multibox_loss(autocast::to_f32(out.loc), autocast::to_f32(out.conf),
@@ -303,7 +325,9 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
   j["bench"] = "train";
   j["impl"] = "tcv";
   j["model"] = o.model;
-  j["loss"] = o.model.rfind("ssd", 0) == 0 ? "multibox" : "cross_entropy";
+  j["loss"] = o.model.rfind("ssd", 0) == 0        ? "multibox"
+              : o.model.rfind("openpose", 0) == 0 ? "openpose_masked_l2"
+                                                  : "cross_entropy";
   j["device"] = o.device;
   j["dtype"] = o.dtype;
   j["conv_algo"] = ops::get_conv_algo() == ops::ConvAlgo::direct ? "direct" : "auto";

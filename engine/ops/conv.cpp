@@ -94,7 +94,9 @@ using kernels::cpu::ConvAct;
 
 // conv2d, and with act = relu conv2d_relu on the CPU: the activation runs as
 // the convolution writes y, and backward masks dy with the saved y (as relu's
-// backward does) before the convolution's backward.
+// backward does) before the convolution's backward. The node lets go of y as
+// soon as dy is masked, so y is freed before the convolution's backward
+// allocates dx and dweight, as when a separate relu node held it.
 Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dParams& p,
                    ConvAct act) {
   const kernels::Conv2dGeom g = conv_geom(x, weight, bias, p);
@@ -127,14 +129,15 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   if (y.numel() > 0) {
     const kernels::KTensor bk = bc.defined() ? bc.strided_desc() : kernels::KTensor{};
     if (act == ConvAct::none) {
-      TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(), wc.strided_desc(),
-                 bc.defined() ? &bk : nullptr, y.desc_as_stored());
+      TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
+                 wc.strided_desc(), bc.defined() ? &bk : nullptr, y.desc_as_stored());
     } else {
       TCV_CHECK(x.device().is_cpu(), "[conv2d_relu] the fused kernel is CPU-only, got ",
                 x.device().str());
       profiler::Scope prof("conv2d_forward", x.device());
-      kernels::cpu::conv2d_forward(g, bl.src ? xc.desc_as_stored() : xc.strided_desc(), wc.strided_desc(),
-                                   bc.defined() ? &bk : nullptr, y.desc_as_stored(), act);
+      kernels::cpu::conv2d_forward(g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
+                                   wc.strided_desc(), bc.defined() ? &bk : nullptr,
+                                   y.desc_as_stored(), act);
     }
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {
@@ -146,9 +149,13 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
         act == ConvAct::relu ? "conv2d_relu" : "conv2d", {x, weight, bias}, {y},
         [g, need_dx, need_dw, need_db, sx = SavedTensor(need_dw ? xc : Tensor()),
          sw = SavedTensor(need_dx ? wc : Tensor()),
-         sy = SavedTensor(act == ConvAct::relu ? y : Tensor())](std::vector<Tensor>& grads) {
-          Tensor dy = sy.defined() ? unary_grad_consume(kernels::UnaryOp::relu, grads[0], sy.get())
-                                   : std::move(grads[0]);
+         sy =
+             SavedTensor(act == ConvAct::relu ? y : Tensor())](std::vector<Tensor>& grads) mutable {
+          Tensor dy = std::move(grads[0]);
+          if (sy.defined()) {
+            dy = unary_grad_consume(kernels::UnaryOp::relu, dy, sy.get());
+            sy = SavedTensor();  // y is not read again
+          }
           dy = dy.contiguous();  // (N, K, OH, OW)
           const Tensor xv = sx.defined() ? sx.get() : Tensor();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();

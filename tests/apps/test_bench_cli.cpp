@@ -89,6 +89,28 @@ TEST(BenchCli, SsdStepUsesTheMultiBoxLoss) {
   }
 }
 
+TEST(BenchCli, OpenPoseStepUsesTheStagedMaskedL2Loss) {
+  // One step of the small OpenPose on one 64x64 image: 8x8 targets at stride 8.
+  auto o = parse_train_args({"--model", "openpose_lite", "--batch", "1", "--image-size", "64",
+                             "--steps", "1", "--warmup", "0", "--json"});
+  const TrainBenchResult r = run_train_bench(o);
+  const Json j = json_parse(json_dump(train_result_json(o, r)));
+  EXPECT_EQ(json_string(j, "loss"), "openpose_masked_l2");
+  EXPECT_EQ(json_int(j, "parameters"), 1901179);
+  EXPECT_GT(json_double(j, "images_per_sec"), 0.0);
+  EXPECT_GT(json_int(j, "peak_rss_bytes"), 0);
+  // Three stages of 38 + 19 channels over 8x8 pixels, 95% unmasked, of targets
+  // whose squares average 1/3: a loss of about 3 * 57 * 64 * 0.95 / 3 = 3466
+  // while the outputs are near 0 (the stages start at std 0.01).
+  EXPECT_TRUE(std::isfinite(r.final_loss));
+  EXPECT_GT(r.final_loss, 1500.0);
+  EXPECT_LT(r.final_loss, 6000.0);
+  // An input smaller than the stride leaves no output pixel: a clear error.
+  EXPECT_THROW(run_train_bench(parse_train_args({"--model", "openpose_lite", "--batch", "1",
+                                                 "--image-size", "4", "--steps", "1"})),
+               Error);
+}
+
 TEST(BenchCli, ProfileListsTheKernelsOfAStep) {
   auto o =
       parse_train_args({"--model", "fmnist_cnn", "--batch", "4", "--image-size", "28", "--channels",

@@ -250,6 +250,20 @@ TEST(Conv2d, WinogradMatchesReference) {
   EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(1, 32, 8)).find("wino"), std::string::npos);
 }
 
+TEST(Conv2d, BlockedWeightsWithPartialChannelBlocks) {
+  // OpenPose's refinement layers: 7x7 over 185 = 38 + 19 + 128 input channels,
+  // 1x1 heads of 38 and 19 outputs. On AVX-512 the weights and activations go
+  // to 16-channel-blocked layouts zero-padded to whole blocks, forward,
+  // backward-data and the weight gradient back; every result within conv2d's
+  // bound of the exact one.
+  for (const Layer& c :
+       {Layer{"c185_k32_7x7", {2, 185, 9, 8}, {32, 185, 7, 7}, {.padding = {3, 3}}},
+        Layer{"c128_k38_1x1", {2, 128, 5, 6}, {38, 128, 1, 1}, {}},
+        Layer{"c40_k19_3x3", {1, 40, 6, 6}, {19, 40, 3, 3}, {.padding = {1, 1}}},
+        Layer{"c32_k48_7x7", {1, 32, 8, 8}, {48, 32, 7, 7}, {.padding = {3, 3}}}})
+    EXPECT_LE(f32_against_exact(c, 77), 1.0) << c.name;
+}
+
 TEST(Conv2d, DirectAlgorithmIsSelectable) {
   const Layer c{"n32_c32_3x3", {32, 32, 8, 8}, {32, 32, 3, 3}, {.padding = {1, 1}}};
   double worst_auto = 0, worst_direct = 0;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allocator.h"
 #include "layers/layers.h"
 #include "support/gradcheck.h"
 
@@ -293,6 +294,46 @@ TEST(Conv2d, ForwardReluIsReluOfForward) {
   ops::relu(conv->forward(xr)).backward(dy);
   expect_close(x.grad(), xr.grad(), 0, 0, "dx");
   expect_close(gw, conv->weight.grad(), 0, 0, "dweight");
+}
+
+TEST(Sequential, FusesConv2dThenReLU) {
+  auto conv = std::make_shared<nn::Conv2d>(3, 5, 3, nn::Conv2dOptions{.padding = 1});
+  nn::Sequential fused{conv, std::make_shared<nn::ReLU>()};
+  Tensor x = randn({2, 3, 6, 7});
+  x.set_requires_grad(true);
+  EXPECT_EQ(fused(x).grad_fn()->name(), "conv2d_relu");  // one node for both layers
+  // A Conv2d alone, or a ReLU after anything else, runs as before.
+  nn::Sequential alone{conv};
+  EXPECT_EQ(alone(x).grad_fn()->name(), "conv2d");
+  nn::Sequential other{std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::ReLU>()};
+  EXPECT_EQ(other(x).grad_fn()->name(), "relu");
+}
+
+// The bytes allocated at the high-water mark of backward() above what was live
+// when it started, for 2 * relu(conv(x)) fused or not, with nothing but the
+// graph holding the activation.
+int64_t backward_peak_growth(nn::Conv2d& conv, const Tensor& x, bool fused) {
+  Tensor y = fused ? conv.forward_relu(x) : ops::relu(conv.forward(x));
+  const Tensor dz = ones(y.shape());
+  Tensor z = ops::mul(y, 2.0);
+  y = Tensor();
+  CpuAllocator::instance().reset_peak();
+  const int64_t before = CpuAllocator::instance().stats().allocated;
+  z.backward(dz);
+  return CpuAllocator::instance().stats().peak_allocated - before;
+}
+
+TEST(Sequential, FusedConvReluFreesItsOutputBeforeTheConvolutionsBackward) {
+  // A separate relu node frees the activation after its backward, before the
+  // convolution's backward allocates dx and dweight; the fused node must not
+  // hold it longer (it would add a whole activation to every step's peak).
+  auto conv = std::make_shared<nn::Conv2d>(16, 16, 3, nn::Conv2dOptions{.padding = 1});
+  Tensor x = randn({2, 16, 32, 32});
+  x.set_requires_grad(true);
+  const int64_t unfused = backward_peak_growth(*conv, x, false);
+  const int64_t fused = backward_peak_growth(*conv, x, true);
+  EXPECT_GT(unfused, 0);
+  EXPECT_LE(fused, unfused) << "the activation is " << 2 * 16 * 32 * 32 * 4 << " bytes";
 }
 
 // ---------------------------------------------------------------- printing
