@@ -66,11 +66,13 @@ TCV_VM_INLINE float log(float x) {
   using namespace detail;
   constexpr float kMinNormal = 1.17549435e-38f;
   const bool sub = x < kMinNormal;
-  const int32_t bits = std::bit_cast<int32_t>(sub ? x * 8388608.0f : x);  // 2^23 lifts subnormals
+  const uint32_t bits = std::bit_cast<uint32_t>(sub ? x * 8388608.0f : x);  // 2^23 lifts subnormals
   // Exponent and mantissa split at sqrt(1/2) (0x3f3504f3) rather than at 1, so
-  // m = x 2^-e lands in [sqrt(1/2), sqrt(2)) without a compare.
-  const int32_t e = (bits - 0x3f3504f3) >> 23;
-  const float m = std::bit_cast<float>(bits - (e << 23));
+  // m = x 2^-e lands in [sqrt(1/2), sqrt(2)) without a compare. Unsigned
+  // arithmetic: a negative x (sign bit set) wraps where int32_t would overflow
+  // (undefined), and its result is replaced by NaN below.
+  const int32_t e = static_cast<int32_t>(bits - 0x3f3504f3u) >> 23;
+  const float m = std::bit_cast<float>(bits - (static_cast<uint32_t>(e) << 23));
   const float f = m - 1.0f;
   const float z = f * f;
   const float poly =

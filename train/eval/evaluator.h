@@ -94,7 +94,7 @@ class ByteReader {
     TCV_CHECK(n <= (b_.size() - at_) / sizeof(T), what_, ": truncated state (a vector of ", n,
               " entries at byte ", at_, " of ", b_.size(), ")");
     std::vector<T> v(n);
-    std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));
+    if (n > 0) std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));  // an empty v has no data()
     at_ += n * sizeof(T);
     return v;
   }
