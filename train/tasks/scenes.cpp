@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "data/det/scenes.h"
+#include "data/pose/scenes.h"
 #include "engine/json.h"
 #include "train/task.h"
 
@@ -36,9 +37,11 @@ void validate_scene_keys(const Config& cfg) {
     check.required("data.data_dir", "with data.dataset \"scenes\" (where the scenes are made)");
 }
 
-std::string ensure_scenes(const Config& cfg) {
+std::string ensure_scenes(const Config& cfg, SceneKind kind) {
+  const bool people = kind == SceneKind::people;
   const fs::path dir = cfg.get_string("data.data_dir");
   Json want = Json::object();
+  if (people) want["kind"] = "people";
   want["train"] = cfg.get_int("data.scenes.train");
   want["val"] = cfg.get_int("data.scenes.val");
   want["size"] = cfg.get_int("data.scenes.size");
@@ -63,20 +66,35 @@ std::string ensure_scenes(const Config& cfg) {
                         "; delete it or choose another data.data_dir");
     return dir.string();
   }
-  if (fs::exists(dir / "classes.txt", ec)) return dir.string();  // written by tcv-data scenes
+  // A tree written by tcv-data scenes or tcv-data pose-scenes.
+  const fs::path marker =
+      people ? fs::path("annotations") / "person_keypoints_train.json" : fs::path("classes.txt");
+  if (fs::exists(dir / marker, ec)) return dir.string();
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     throw ConfigError(at_key(cfg, "data.data_dir") + ": " + dir.string() +
-                      " is neither empty nor a scene tree (no classes.txt); choose another "
-                      "directory for data.dataset \"scenes\"");
-  data::SceneSetOptions o;
-  o.scene.width = o.scene.height = cfg.get_int("data.scenes.size");
-  o.train = cfg.get_int("data.scenes.train");
-  o.val = cfg.get_int("data.scenes.val");
-  o.seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
+                      " is neither empty nor a scene tree (no " + marker.string() +
+                      "); choose another directory for data.dataset \"scenes\"");
+  const int64_t size = cfg.get_int("data.scenes.size");
+  const int64_t train = cfg.get_int("data.scenes.train"), val = cfg.get_int("data.scenes.val");
+  const auto seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
   const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   for_key(cfg, "data.data_dir", [&] {
-    data::write_scene_set(o, tmp.string());
+    if (people) {
+      data::PoseSceneSetOptions o;
+      o.scene.width = o.scene.height = size;
+      o.train = train;
+      o.val = val;
+      o.seed = seed;
+      data::write_pose_scene_set(o, tmp.string());
+    } else {
+      data::SceneSetOptions o;
+      o.scene.width = o.scene.height = size;
+      o.train = train;
+      o.val = val;
+      o.seed = seed;
+      data::write_scene_set(o, tmp.string());
+    }
     return 0;
   });
   std::ofstream(tmp / "scenes.json") << json_dump(want) << "\n";
