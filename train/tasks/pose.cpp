@@ -337,12 +337,12 @@ class PoseEvaluator final : public TaskEvaluator {
     const data::PoseBatch& b = batch_of<data::PoseBatch>(batch);
     mpose::OpenPose& net = openpose_of(model);
     const mpose::PoseOutput o = net.forward_stages(b.images.to(device));
-    int64_t owned = 0;
-    for (int64_t i = 0; i < b.size(); ++i) owned += this->owned(b.indices[static_cast<size_t>(i)]);
+    int64_t mine = 0;
+    for (int64_t i = 0; i < b.size(); ++i) mine += owned(b.indices[static_cast<size_t>(i)]);
     // The batch's mean loss, weighted by the images this rank owns.
     const mpose::OpenPoseLossTerms l = mpose::openpose_loss(
         o, b.pafs.to(device), b.heatmaps.to(device), b.masks.to(device), loss_opts_);
-    if (owned > 0) loss_.update(l.total.item(), owned);
+    if (mine > 0) loss_.update(l.total.item(), mine);
     const bool ms = multi_scale(cfg_);
     Tensor heat, paf;
     if (!ms) {  // the last stage's maps at the input's size
@@ -372,6 +372,7 @@ class PoseEvaluator final : public TaskEvaluator {
         found.push_back(skeleton_of(p, sx, sy));
         dets.push_back({coco_keypoints(found.back()), p.score});
       }
+      if (owned(b.indices[idx])) people_ += static_cast<int64_t>(dets.size());
       const int64_t id = b.image_ids[idx];
       const auto t = truth_->find(id);
       static const std::vector<KeypointTruth> none;
@@ -383,6 +384,7 @@ class PoseEvaluator final : public TaskEvaluator {
   void reset() override {
     eval_.reset();
     loss_.reset();
+    people_ = 0;
     figures_.clear();
   }
 
@@ -390,6 +392,7 @@ class PoseEvaluator final : public TaskEvaluator {
     ByteWriter w;
     w.put<double>(loss_.sum());
     w.put<int64_t>(loss_.count());
+    w.put<int64_t>(people_);
     w.put_string(eval_.serialize());
     return w.take();
   }
@@ -398,9 +401,11 @@ class PoseEvaluator final : public TaskEvaluator {
     ByteReader r(bytes, "pose evaluator");
     const auto sum = r.get<double>();
     const auto n = r.get<int64_t>();
+    const auto people = r.get<int64_t>();
     const std::string inner = r.get_string();
-    TCV_CHECK(r.done() && n >= 0, "pose evaluator: malformed state");
+    TCV_CHECK(r.done() && n >= 0 && people >= 0, "pose evaluator: malformed state");
     loss_.add(sum, n);
+    people_ += people;
     eval_.merge(inner);
   }
 
@@ -415,6 +420,7 @@ class PoseEvaluator final : public TaskEvaluator {
     if (!j["ap"].is_number()) j["ap"] = 0.0;
     j["loss"] = loss_.mean();
     j["images"] = eval_.images();
+    j["people"] = people_;
     return j;
   }
 
@@ -486,6 +492,7 @@ class PoseEvaluator final : public TaskEvaluator {
   DrawStyle style_;
   KeypointEvaluator eval_;
   AverageMeter loss_;
+  int64_t people_ = 0;  // people found in the images this rank owns
   std::vector<ReportFigure> figures_;
 };
 
