@@ -145,7 +145,7 @@ workers = 1
 [data.scenes]
 train = 8
 val = 4
-size = 96
+size = 128
 seed = 3
 [data.normalize]
 div_value = 255.0
@@ -156,9 +156,9 @@ batch_size = 4
 [train.aug_trans.random_resize]
 scale_range = [0.8, 1.2]
 [train.aug_trans.random_focus_crop]
-crop_size = [96, 96]
+crop_size = [128, 128]
 [test]
-input_size = [96, 96]
+input_size = [128, 128]
 [val]
 batch_size = 3
 [network]
@@ -413,8 +413,8 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   ASSERT_EQ(j.at("predictions").size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     const Json& e = j.at("predictions")[i];
-    EXPECT_EQ(e.at("height").get<int64_t>(), 96);
-    EXPECT_EQ(e.at("width").get<int64_t>(), 96);
+    EXPECT_EQ(e.at("height").get<int64_t>(), 128);
+    EXPECT_EQ(e.at("width").get<int64_t>(), 128);
     ASSERT_TRUE(e.at("people").is_array());
     const std::string stem = files[i].stem().string();
     EXPECT_EQ(e.at("picture").get<std::string>(),
@@ -431,8 +431,8 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
         EXPECT_TRUE(v == 0 || v == 1) << v;
         if (v == 0) continue;
         ++found;
-        EXPECT_TRUE(kp[3 * k].get<double>() >= -0.5 && kp[3 * k].get<double>() < 96);
-        EXPECT_TRUE(kp[3 * k + 1].get<double>() >= -0.5 && kp[3 * k + 1].get<double>() < 96);
+        EXPECT_TRUE(kp[3 * k].get<double>() >= -0.5 && kp[3 * k].get<double>() < 128);
+        EXPECT_TRUE(kp[3 * k + 1].get<double>() >= -0.5 && kp[3 * k + 1].get<double>() < 128);
       }
       // The neck is found but is not one of COCO's keypoints.
       EXPECT_LE(found, person.at("num_keypoints").get<int64_t>());
@@ -444,7 +444,7 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   const Tensor pic =
       data::read_image((tmp.root() / "pred" / (files[0].stem().string() + "_pose.png")).string(),
                        data::ImageMode::rgb);
-  EXPECT_EQ(pic.shape(), (Shape{3, 96, 96}));
+  EXPECT_EQ(pic.shape(), (Shape{3, 128, 128}));
   // Text output names the people.
   const auto t = tcv::testing::run_process({TCV_PREDICT, "--checkpoint", run.string(), "--config",
                                             (run / "config.toml").string(), files[0].string()},
