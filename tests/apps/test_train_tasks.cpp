@@ -143,7 +143,7 @@ device = "cpu"
 dataset = "scenes"
 workers = 1
 [data.scenes]
-train = 8
+train = 16
 val = 4
 size = 128
 seed = 3

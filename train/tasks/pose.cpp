@@ -85,6 +85,9 @@ std::vector<KeySpec> pose_keys() {
        "ms_test, mscrop_test: the image scales averaged"},
       {"network.stride", VT::integer, int64_t{8},
        "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4); pose: 8"},
+      {"network.init", VT::string, std::string("torchcv"),
+       "pose: torchcv (the backbone kaiming_normal_ as torchvision's VGG, the stages "
+       "normal_(0, 0.01), TorchCV's) | pytorch (the layers' PyTorch defaults)"},
       {"res.part_threshold", VT::floating, 0.1,
        "pose: a heatmap peak counts from this (smoothed) value"},
       {"res.limb_threshold", VT::floating, 0.05, "pose: a PAF sample supports a limb above this"},
@@ -98,11 +101,13 @@ std::vector<KeySpec> pose_keys() {
   };
   for (int64_t s = 0; s < kMaxStages; ++s) {
     keys.push_back({weight_key("paf", s), VT::floating, 1.0,
-                    "pose: weight of stage " + std::to_string(s) + "'s PAF loss"});
+                    "pose: weight of stage " + std::to_string(s) +
+                        "'s PAF loss (1 for a stage the model lacks)"});
     keys.push_back({weight_key("heatmap", s), VT::floating, 1.0,
                     "pose: weight of stage " + std::to_string(s) + "'s heatmap loss"});
   }
   for (auto& k : scene_keys()) keys.push_back(k);
+  for (auto& k : people_scene_keys()) keys.push_back(k);
   return keys;
 }
 
@@ -123,6 +128,7 @@ void validate_pose(const Config& c) {
                           "data.val_images"})
       check.required(k, "with data.dataset \"coco\"");
   validate_scene_keys(c);
+  validate_people_scene_keys(c);
   check.probability("train.aug_trans.random_hflip.ratio");
   check.range_pair("train.aug_trans.random_resize.scale_range", 1e-3, 1e3);
   check.range_pair("train.aug_trans.random_resize.aspect_range", 1e-2, 1e2);
@@ -144,6 +150,7 @@ void validate_pose(const Config& c) {
     if (!(s > 0 && s <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
   if (const int64_t s = c.get_int("network.stride"); s != 8)
     check.fail("network.stride", "OpenPose's output stride is 8, got " + std::to_string(s));
+  check.choice("network.init", {"torchcv", "pytorch"});
   check.in_unit("res.part_threshold");
   check.non_negative("res.limb_threshold");
   check.at_least("res.mid_point_num", 1);
@@ -659,7 +666,11 @@ class PoseTask final : public Task {
 
   std::shared_ptr<nn::Module> make_model() override {
     const std::string& name = cfg_.get_string("network.model_name");
-    auto model = for_key(cfg_, "network.model_name", [&] { return mpose::create_openpose(name); });
+    const mpose::OpenPoseOptions o{.init = cfg_.get_string("network.init") == "pytorch"
+                                               ? mpose::PoseInit::pytorch_default
+                                               : mpose::PoseInit::torchcv};
+    auto model =
+        for_key(cfg_, "network.model_name", [&] { return mpose::create_openpose(name, o); });
     if (!model) {
       std::string known;
       for (const auto& n : mpose::openpose_model_names()) known += (known.empty() ? "" : ", ") + n;
@@ -669,7 +680,7 @@ class PoseTask final : public Task {
     const auto stages = static_cast<int64_t>(model->stages.size());
     for (int64_t s = stages; s < kMaxStages; ++s)
       for (const char* branch : {"paf", "heatmap"})
-        if (cfg_.source(weight_key(branch, s)) != "default")
+        if (cfg_.get_double(weight_key(branch, s)) != 1.0)  // the default: no stage to weigh
           throw ConfigError(at_key(cfg_, weight_key(branch, s)) + ": " + name + " has " +
                             std::to_string(stages) + " stages (0.." + std::to_string(stages - 1) +
                             "); this weight has no stage");

@@ -27,6 +27,34 @@ std::vector<KeySpec> scene_keys() {
   };
 }
 
+std::vector<KeySpec> people_scene_keys() {
+  using VT = ValueType;
+  return {
+      {"data.scenes.min_people", VT::integer, int64_t{1},
+       "pose scenes: figures tried per scene, at least"},
+      {"data.scenes.max_people", VT::integer, int64_t{4}, "pose scenes: ... at most"},
+      {"data.scenes.min_height", VT::floating, 0.4,
+       "pose scenes: a figure's height / the image's side, at least"},
+      {"data.scenes.max_height", VT::floating, 0.95, "pose scenes: ... at most"},
+  };
+}
+
+void validate_people_scene_keys(const Config& cfg) {
+  const ConfigChecks check(cfg);
+  check.at_least("data.scenes.min_people", 0);
+  if (cfg.get_int("data.scenes.max_people") < cfg.get_int("data.scenes.min_people"))
+    check.fail("data.scenes.max_people", "must be at least data.scenes.min_people (" +
+                                             std::to_string(cfg.get_int("data.scenes.min_people")) +
+                                             ")");
+  const double lo = cfg.get_double("data.scenes.min_height"),
+               hi = cfg.get_double("data.scenes.max_height");
+  if (!(lo > 0 && lo <= 1))
+    check.fail("data.scenes.min_height", "must be in (0, 1], got " + format_double(lo));
+  if (!(hi >= lo && hi <= 1))
+    check.fail("data.scenes.max_height",
+               "must be in [data.scenes.min_height, 1], got " + format_double(hi));
+}
+
 void validate_scene_keys(const Config& cfg) {
   const ConfigChecks check(cfg);
   check.at_least("data.scenes.train", 1);
@@ -41,7 +69,13 @@ std::string ensure_scenes(const Config& cfg, SceneKind kind) {
   const bool people = kind == SceneKind::people;
   const fs::path dir = cfg.get_string("data.data_dir");
   Json want = Json::object();
-  if (people) want["kind"] = "people";
+  if (people) {
+    want["kind"] = "people";
+    want["min_people"] = cfg.get_int("data.scenes.min_people");
+    want["max_people"] = cfg.get_int("data.scenes.max_people");
+    want["min_height"] = cfg.get_double("data.scenes.min_height");
+    want["max_height"] = cfg.get_double("data.scenes.max_height");
+  }
   want["train"] = cfg.get_int("data.scenes.train");
   want["val"] = cfg.get_int("data.scenes.val");
   want["size"] = cfg.get_int("data.scenes.size");
@@ -83,6 +117,10 @@ std::string ensure_scenes(const Config& cfg, SceneKind kind) {
     if (people) {
       data::PoseSceneSetOptions o;
       o.scene.width = o.scene.height = size;
+      o.scene.min_people = cfg.get_int("data.scenes.min_people");
+      o.scene.max_people = cfg.get_int("data.scenes.max_people");
+      o.scene.min_height = cfg.get_double("data.scenes.min_height");
+      o.scene.max_height = cfg.get_double("data.scenes.max_height");
       o.train = train;
       o.val = val;
       o.seed = seed;

@@ -25,6 +25,13 @@ std::vector<KeySpec> scene_keys();
 /// Checks them.
 void validate_scene_keys(const Config& cfg);
 
+/// The pose task's keys of its people: data.scenes.min_people, .max_people,
+/// .min_height, .max_height (data/pose/scenes.h's options).
+std::vector<KeySpec> people_scene_keys();
+
+/// Checks them.
+void validate_people_scene_keys(const Config& cfg);
+
 /// The scene tree of the config: data.data_dir, written there first when it is
 /// missing (what `tcv-data scenes --out DIR --train N --val N --size S --seed X`
 /// writes, or `tcv-data pose-scenes ...` for people, plus scenes.json naming
