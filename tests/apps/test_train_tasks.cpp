@@ -488,7 +488,7 @@ TEST(TrainTasks, AKeyOfAnotherTaskNamesItsTask) {
       << msg;
   Config d = Config::from_string(kDet, "det.toml");
   d.set_override("test.mode=\"ms_test\"");
-  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task seg"));
+  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to tasks seg and pose"));
   d = Config::from_string(kDet, "det.toml");
   d.set_override("loss.label_smoothing=0.1");
   EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task cls"));
