@@ -155,6 +155,45 @@ void draw_box(Tensor& image, const std::array<double, 4>& box, Rgb color, int th
   cv.fill(std::max(x2 - t, x1), y1, x2, y2, color);
 }
 
+void draw_line(Tensor& image, double x0, double y0, double x1, double y1, Rgb color, double width,
+               double alpha) {
+  const Canvas cv = canvas_of(image, "draw_line");
+  if (!(std::isfinite(x0) && std::isfinite(y0) && std::isfinite(x1) && std::isfinite(y1) &&
+        std::isfinite(width) && width > 0))
+    return;
+  const double r = width / 2, dx = x1 - x0, dy = y1 - y0, len2 = dx * dx + dy * dy;
+  const double a = std::clamp(alpha, 0.0, 1.0);
+  const auto lo = [&](double v) { return static_cast<int64_t>(std::floor(v - r - 0.5)); };
+  const auto hi = [&](double v) { return static_cast<int64_t>(std::ceil(v + r + 0.5)); };
+  const int64_t xa = std::max<int64_t>(lo(std::min(x0, x1)), 0);
+  const int64_t xb = std::min(hi(std::max(x0, x1)), cv.w);
+  const int64_t ya = std::max<int64_t>(lo(std::min(y0, y1)), 0);
+  const int64_t yb = std::min(hi(std::max(y0, y1)), cv.h);
+  const int64_t plane = cv.h * cv.w;
+  const uint8_t c[3] = {color.r, color.g, color.b};
+  for (int64_t y = ya; y < yb; ++y)
+    for (int64_t x = xa; x < xb; ++x) {
+      const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
+      const double t =
+          len2 > 0 ? std::clamp(((px - x0) * dx + (py - y0) * dy) / len2, 0.0, 1.0) : 0.0;
+      const double ex = px - (x0 + t * dx), ey = py - (y0 + t * dy);
+      if (ex * ex + ey * ey > r * r) continue;
+      if (a >= 1) {
+        cv.set(x, y, color);
+        continue;
+      }
+      for (int64_t ch = 0; ch < cv.c; ++ch) {
+        uint8_t& p = cv.px[ch * plane + y * cv.w + x];
+        const double want = cv.c == 1 ? 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2] : c[ch];
+        p = static_cast<uint8_t>(std::lround(a * want + (1 - a) * p));
+      }
+    }
+}
+
+void draw_disc(Tensor& image, double x, double y, double radius, Rgb color) {
+  draw_line(image, x, y, x, y, color, 2 * radius, 1);
+}
+
 std::array<int64_t, 2> text_size(const std::string& text, int scale) {
   const int64_t s = std::max(scale, 1);
   return {static_cast<int64_t>(text.size()) * 6 * s + s, 9 * s};

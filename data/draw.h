@@ -21,6 +21,15 @@ struct Rgb {
 /// luma.
 void draw_box(Tensor& image, const std::array<double, 4>& box, Rgb color, int thickness = 2);
 
+/// A segment from (x0, y0) to (x1, y1) (continuous coordinates) `width`
+/// pixels wide with round ends: the pixels whose centres lie within width / 2
+/// of it, clipped to the image; blended as alpha * color + (1 - alpha) * pixel.
+void draw_line(Tensor& image, double x0, double y0, double x1, double y1, Rgb color,
+               double width = 2, double alpha = 1);
+
+/// A filled disc: the pixels whose centres lie within `radius` of (x, y).
+void draw_disc(Tensor& image, double x, double y, double radius, Rgb color);
+
 /// Text with its top left corner at (x, y): each character a 5x7 glyph (6x9
 /// with spacing) scaled by `scale`, on a filled rectangle of `background`,
 /// clipped to the image. Printable ASCII; lower-case letters are drawn as

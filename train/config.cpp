@@ -25,7 +25,7 @@ using Ints = std::vector<int64_t>;
 std::vector<KeySpec> common_keys() {
   return {
       {"task", VT::string, std::string("cls"),
-       "cls (classification) | det (detection) | seg (semantic segmentation)"},
+       "cls (classification) | det (detection) | seg (semantic segmentation) | pose (keypoints)"},
       {"seed", VT::integer, int64_t{0}, "seeds parameter init, shuffling and dropout"},
       {"device", VT::string, std::string("auto"), "cpu | cuda | auto"},
       {"data.dataset", VT::string, std::string("fashion_mnist"),

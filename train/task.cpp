@@ -8,6 +8,7 @@
 #include "train/checkpoint.h"
 #include "train/tasks/cls.h"
 #include "train/tasks/det.h"
+#include "train/tasks/pose.h"
 #include "train/tasks/seg.h"
 
 namespace tcv::train {
@@ -53,6 +54,7 @@ void register_builtin_tasks() {
   register_task(cls_task_info());
   register_task(det_task_info());
   register_task(seg_task_info());
+  register_task(pose_task_info());
 }
 
 const TaskInfo& task_info(const std::string& name) {

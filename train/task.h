@@ -1,5 +1,5 @@
-// The task seam of tcv-train: what classification, detection and segmentation
-// plug into one training loop. The config key `task` ("cls" | "det" | "seg",
+// The task seam of tcv-train: what classification, detection, segmentation and pose
+// plug into one training loop. The config key `task` ("cls" | "det" | "seg" | "pose",
 // TorchCV's name) picks a Task, which supplies
 //
 //   - its data: loaders of batches (images with labels, boxes or masks),
@@ -172,7 +172,7 @@ class Task {
   /// An empty evaluator for one pass over the val split.
   virtual std::unique_ptr<TaskEvaluator> make_evaluator() = 0;
   /// The val metric that picks the `best` checkpoint (higher is better):
-  /// "top1", "map", "miou".
+  /// "top1", "map", "miou", "ap".
   virtual std::string best_metric() const = 0;
   /// tcv-predict's side: the model of `checkpoint` (a file, stem or run
   /// directory), on the CPU in eval mode.
@@ -197,7 +197,7 @@ struct TaskInfo {
 /// Adds a task (STYLE: registries filled by an explicit call). A name taken
 /// twice is an error.
 void register_task(TaskInfo info);
-/// Registers cls, det and seg (idempotent).
+/// Registers cls, det, seg and pose (idempotent).
 void register_builtin_tasks();
 /// The task of that name; an unknown one is an error listing the known ones.
 const TaskInfo& task_info(const std::string& name);

@@ -1,6 +1,6 @@
 // tcv-predict: a trained model of any task applied to images: the top classes
 // (classification), boxes with labels and scores (detection), class maps
-// (segmentation).
+// (segmentation), people's keypoints and skeletons (pose).
 //
 //   tcv-predict --checkpoint CKPT --config CFG [--set key=value]... [--json] [--top K]
 //               [--out DIR] [--score-threshold T] [--label-ids] [--idx-index N]...
@@ -40,17 +40,20 @@ constexpr const char* kUsage =
     "Applies a model trained by tcv-train to images, as the config's task does:\n"
     "classification prints the top classes of each image; detection prints the boxes\n"
     "(original image pixels) with labels and scores and draws them; segmentation\n"
-    "writes each image's class map as a colour overlay and as a label PNG.\n"
+    "writes each image's class map as a colour overlay and as a label PNG; pose prints\n"
+    "the people found (COCO keypoints, original pixels) and draws their skeletons.\n"
     "\n"
     "  --checkpoint CKPT  a checkpoint (e.g. RUN/checkpoints/best.safetensors)\n"
     "                     or a run directory (its latest checkpoint)\n"
     "  --config CFG       the training config (RUN/config.toml is the resolved one)\n"
     "  --set key=value    overrides one config key (repeatable)\n"
-    "  --json             one JSON document instead of text\n"
+    "  --json             one JSON document instead of text (pose: each image's\n"
+    "                     \"people\" in COCO's results format)\n"
     "  --top K            classification: classes per image (default 5)\n"
-    "  --out DIR          detection and segmentation: where pictures go (created;\n"
-    "                     default: none): <stem>_det.png (boxes drawn), or\n"
-    "                     <stem>_overlay.png and <stem>_label.png\n"
+    "  --out DIR          detection, segmentation and pose: where pictures go\n"
+    "                     (created; default: none): <stem>_det.png (boxes drawn),\n"
+    "                     <stem>_overlay.png and <stem>_label.png, or\n"
+    "                     <stem>_pose.png (skeletons drawn)\n"
     "  --score-threshold T  detection: boxes from this score on (default:\n"
     "                     res.vis_conf_thre)\n"
     "  --label-ids        segmentation: label PNGs hold Cityscapes label ids (for\n"

@@ -1,16 +1,18 @@
-// Detection and segmentation end to end on tiny generated scenes: a few
+// Detection, segmentation and pose end to end on tiny generated scenes: a few
 // iterations of tcv-train (val rows with the task's metrics, `best` by the
 // task's metric, report pictures), a resume that ends bit for bit where an
 // uninterrupted run does, tcv-predict's pictures and JSON, and an evaluation
 // of the same weights by two processes under tcv-run equal to one process's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "apps/process.h"
+#include "data/image.h"
 #include "data/label_png.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
@@ -132,6 +134,48 @@ display_iter = 1
 test_interval = 1
 [solver.lr]
 base_lr = 0.01
+)";
+
+const char* kPose = R"(
+task = "pose"
+device = "cpu"
+[data]
+dataset = "scenes"
+workers = 1
+[data.scenes]
+train = 16
+val = 4
+size = 128
+seed = 3
+[data.normalize]
+div_value = 255.0
+mean = [0.485, 0.456, 0.406]
+std = [0.229, 0.224, 0.225]
+[train]
+batch_size = 4
+[train.aug_trans.random_resize]
+scale_range = [0.8, 1.2]
+[train.aug_trans.random_focus_crop]
+crop_size = [128, 128]
+[test]
+input_size = [128, 128]
+[val]
+batch_size = 3
+[network]
+model_name = "openpose_lite"
+[res]
+part_threshold = 0.02
+limb_threshold = 0.0
+limb_pos_ratio = 0.0
+num_threshold = 1
+avg_threshold = 0.0
+[solver]
+display_iter = 1
+test_interval = 1
+[solver.lr]
+base_lr = 0.01
+[solver.optim]
+optim_method = "adam"
 )";
 
 // Runs 2 iterations, resumes to 3 and checks the resumed weights against 3
@@ -324,6 +368,116 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   }
 }
 
+TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
+  tcv::testing::TempDir tmp("pose_task");
+  const fs::path run = train_and_resume(kPose, tmp.root());
+
+  // Val rows: COCO's keypoint AP and AR, the loss, images and people found.
+  const auto rows = val_rows(run);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& j : rows) {
+    for (const char* k : {"ap", "ap50", "ap75", "ar", "ar50", "ar75", "loss"})
+      EXPECT_TRUE(j.contains(k) && j.at(k).is_number()) << k << " in " << j.dump();
+    for (const char* k : {"ap_medium", "ap_large", "ar_medium", "ar_large"})
+      EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_EQ(j.at("images").get<int64_t>(), 4);
+    EXPECT_GE(j.at("people").get<int64_t>(), 0);
+    for (const char* k : {"ap", "ap50", "ar"}) {
+      const double v = j.at(k).get<double>();
+      EXPECT_TRUE(v >= 0 && v <= 1) << k << " " << v;
+    }
+    EXPECT_GE(j.at("ap50").get<double>(), j.at("ap75").get<double>());
+    EXPECT_GT(j.at("loss").get<double>(), 0);
+  }
+  expect_best_by(run, "ap");
+  EXPECT_EQ(load_trainer_state((run / "checkpoints/latest").string()).task, "pose");
+  const std::string html = tcv::testing::read_text((run / "report.html").string());
+  EXPECT_TRUE(has(html, "validation keypoint AP") && has(html, "Validation skeletons"))
+      << html.size();
+  EXPECT_TRUE(has(html, "<figcaption>ground truth</figcaption>"));
+
+#ifdef TCV_PREDICT
+  // tcv-predict draws the skeletons and lists the people in COCO's results format.
+  const fs::path images = tmp.root() / "scenes" / "images";
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(images)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 2u);
+  const auto p = tcv::testing::run_process(
+      {TCV_PREDICT, "--checkpoint", (run / "checkpoints/best.safetensors").string(), "--config",
+       (run / "config.toml").string(), "--json", "--out", (tmp.root() / "pred").string(),
+       files[0].string(), files[1].string()},
+      tmp.path("predict.log"));
+  ASSERT_EQ(p.status, 0) << p.output;
+  const Json j = json_parse(p.output.substr(p.output.find("{\n")));
+  ASSERT_EQ(j.at("predictions").size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const Json& e = j.at("predictions")[i];
+    EXPECT_EQ(e.at("height").get<int64_t>(), 128);
+    EXPECT_EQ(e.at("width").get<int64_t>(), 128);
+    ASSERT_TRUE(e.at("people").is_array());
+    const std::string stem = files[i].stem().string();
+    EXPECT_EQ(e.at("picture").get<std::string>(),
+              (tmp.root() / "pred" / (stem + "_pose.png")).string());
+    EXPECT_TRUE(fs::exists(e.at("picture").get<std::string>()));
+    for (const auto& person : e.at("people")) {
+      EXPECT_EQ(person.at("image_id").get<int64_t>(), std::stoll(stem));
+      EXPECT_EQ(person.at("category_id").get<int64_t>(), 1);
+      const Json& kp = person.at("keypoints");
+      ASSERT_EQ(kp.size(), 51u);
+      int64_t found = 0;
+      for (size_t k = 0; k < 17; ++k) {
+        const double v = kp[3 * k + 2].get<double>();
+        EXPECT_TRUE(v == 0 || v == 1) << v;
+        if (v == 0) continue;
+        ++found;
+        EXPECT_TRUE(kp[3 * k].get<double>() >= -0.5 && kp[3 * k].get<double>() < 128);
+        EXPECT_TRUE(kp[3 * k + 1].get<double>() >= -0.5 && kp[3 * k + 1].get<double>() < 128);
+      }
+      // The neck is found but is not one of COCO's keypoints.
+      EXPECT_LE(found, person.at("num_keypoints").get<int64_t>());
+      EXPECT_GE(person.at("num_keypoints").get<int64_t>(), 1);
+      EXPECT_TRUE(person.at("score").is_number());
+    }
+  }
+  // The picture is the image with skeletons drawn over it, at its size.
+  const Tensor pic =
+      data::read_image((tmp.root() / "pred" / (files[0].stem().string() + "_pose.png")).string(),
+                       data::ImageMode::rgb);
+  EXPECT_EQ(pic.shape(), (Shape{3, 128, 128}));
+  // Text output names the people.
+  const auto t = tcv::testing::run_process({TCV_PREDICT, "--checkpoint", run.string(), "--config",
+                                            (run / "config.toml").string(), files[0].string()},
+                                           tmp.path("predict_text.log"));
+  ASSERT_EQ(t.status, 0) << t.output;
+  EXPECT_TRUE(has(t.output, files[0].string() + ": ")) << t.output;
+  EXPECT_TRUE(has(t.output, "(ss_test)")) << t.output;
+#endif
+
+  // Multi-scale inference: a number between 0 and 1.
+  Config ms = tiny(kPose, tmp.root() / "scenes", 3);
+  ms.set_override("network.resume=\"" + run.string() + "\"");
+  ms.set_override("test.mode=\"ms_test\"");
+  ms.set_override("test.scale_search=[0.75, 1.0]");
+  run_training(ms, tmp.root() / "ms");
+  const Json msrow = val_rows(tmp.root() / "ms").at(0);
+  EXPECT_TRUE(msrow.at("ap").get<double>() >= 0 && msrow.at("ap").get<double>() <= 1);
+  EXPECT_EQ(msrow.at("images").get<int64_t>(), 4);
+
+  // The people of both ranks combined: the same numbers as one process.
+  const auto [one, two] = evaluate_1_and_2(kPose, tmp.root(), run, 3);
+  EXPECT_EQ(one.at("images").get<int64_t>(), 4);
+  if (!two.is_null()) {
+    EXPECT_EQ(two.at("images").get<int64_t>(), 4);
+    EXPECT_EQ(two.at("people").get<int64_t>(), one.at("people").get<int64_t>());
+    for (const char* k : {"ap", "ap50", "ap75", "ar", "ar50", "ar75"})
+      EXPECT_NEAR(two.at(k).get<double>(), one.at(k).get<double>(), 1e-12) << k;
+    // Mean of the per-image losses: f32 sums of different batches.
+    EXPECT_NEAR(two.at("loss").get<double>(), one.at("loss").get<double>(),
+                1e-5 * one.at("loss").get<double>());
+  }
+}
+
 TEST(TrainTasks, AKeyOfAnotherTaskNamesItsTask) {
   Config c = Config::from_string(kSeg, "seg.toml");
   c.set_override("anchor.iou_threshold=0.4");
@@ -334,7 +488,7 @@ TEST(TrainTasks, AKeyOfAnotherTaskNamesItsTask) {
       << msg;
   Config d = Config::from_string(kDet, "det.toml");
   d.set_override("test.mode=\"ms_test\"");
-  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task seg"));
+  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to tasks seg and pose"));
   d = Config::from_string(kDet, "det.toml");
   d.set_override("loss.label_smoothing=0.1");
   EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task cls"));

@@ -116,6 +116,131 @@ TEST(Tasks, TwoTasksDeclaringOneKeyMustAgreeOnIt) {
                   "every task reads"));
 }
 
+namespace {
+
+const char* kPoseToml = R"(
+task = "pose"
+[data]
+dataset = "scenes"
+data_dir = "scenes"
+[network]
+model_name = "openpose_lite"
+)";
+
+// The message of validating the pose config with one key set.
+std::string pose_error(const std::string& set) {
+  Config c = Config::from_string(kPoseToml, "pose.toml");
+  return error_of([&] {
+    c.set_override(set);
+    c.validate();
+  });
+}
+
+}  // namespace
+
+TEST(Tasks, PoseIsRegisteredWithItsKeys) {
+  const auto names = task_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "pose"), names.end());
+  const Config c = Config::from_string(kPoseToml, "pose.toml");
+  EXPECT_NO_THROW(c.validate());
+  // TorchCV's OpenPose defaults.
+  EXPECT_DOUBLE_EQ(c.get_double("target.heatmap.sigma"), 7.0);
+  EXPECT_DOUBLE_EQ(c.get_double("target.paf.theta"), 1.0);
+  EXPECT_EQ(c.get_ints("train.aug_trans.random_focus_crop.crop_size"),
+            (std::vector<int64_t>{368, 368}));
+  EXPECT_DOUBLE_EQ(c.get_double("train.aug_trans.random_rotate.max_degree"), 40.0);
+  EXPECT_DOUBLE_EQ(c.get_double("res.limb_pos_ratio"), 0.8);
+  EXPECT_EQ(c.get_int("res.mid_point_num"), 10);
+  EXPECT_DOUBLE_EQ(c.get_double("loss.loss_weights.openpose_loss.heatmap_loss5"), 1.0);
+  // The resolved config holds pose's keys and none of detection's.
+  const std::string toml = c.to_toml();
+  EXPECT_TRUE(has(toml, "[target.heatmap]\nsigma = 7.0")) << toml;
+  EXPECT_FALSE(has(toml, "[anchor]")) << toml;
+}
+
+TEST(Tasks, BadPoseKeysNameTheKey) {
+  std::string msg = pose_error("data.dataset=\"voc\"");
+  EXPECT_TRUE(has(msg, "--set: data.dataset: unknown value 'voc' (valid: coco, scenes)")) << msg;
+  msg = pose_error("data.dataset=\"coco\"");
+  EXPECT_TRUE(has(msg, "data.train_ann: must be set with data.dataset \"coco\"")) << msg;
+  msg = pose_error("test.input_size=[100, 100]");
+  EXPECT_TRUE(has(msg, "test.input_size: expected [s, s] with s >= 32 a multiple of 8")) << msg;
+  msg = pose_error("train.aug_trans.random_focus_crop.crop_size=[368, 256]");
+  EXPECT_TRUE(has(msg, "train.aug_trans.random_focus_crop.crop_size: expected [s, s]")) << msg;
+  msg = pose_error("network.stride=16");
+  EXPECT_TRUE(has(msg, "network.stride: OpenPose's output stride is 8, got 16")) << msg;
+  msg = pose_error("test.mode=\"sscrop_test\"");
+  EXPECT_TRUE(has(msg, "test.mode: unknown value 'sscrop_test' (valid: ss_test, ms_test)")) << msg;
+  msg = pose_error("train.aug_trans.random_resize.method=\"bound\"");
+  EXPECT_TRUE(has(msg, "train.aug_trans.random_resize.method: unknown value 'bound'")) << msg;
+  msg = pose_error("train.aug_trans.random_rotate.max_degree=200.0");
+  EXPECT_TRUE(has(msg, "train.aug_trans.random_rotate.max_degree: must be in [0, 180]")) << msg;
+  msg = pose_error("target.heatmap.sigma=0.0");
+  EXPECT_TRUE(has(msg, "target.heatmap.sigma")) << msg;
+  msg = pose_error("res.part_threshold=1.5");
+  EXPECT_TRUE(has(msg, "res.part_threshold")) << msg;
+  msg = pose_error("loss.loss_weights.openpose_loss.paf_loss2=-1.0");
+  EXPECT_TRUE(has(msg, "loss.loss_weights.openpose_loss.paf_loss2")) << msg;
+  msg = pose_error("test.scale_search=[]");
+  EXPECT_TRUE(has(msg, "test.scale_search: must not be empty")) << msg;
+  // Other tasks' keys say whose they are.
+  msg = pose_error("anchor.iou_threshold=0.4");
+  EXPECT_TRUE(has(msg,
+                  "anchor.iou_threshold: the key belongs to task det; this config has task "
+                  "= \"pose\""))
+      << msg;
+  msg = pose_error("loss.loss_type=\"seg_auxce_loss\"");
+  EXPECT_TRUE(has(msg, "belongs to task seg")) << msg;
+  // A misspelt key is named with its closest match.
+  msg = pose_error("target.heatmap.sigm=3.0");
+  EXPECT_TRUE(has(msg, "unknown key 'target.heatmap.sigm' (did you mean 'target.heatmap.sigma'?)"))
+      << msg;
+  // A stage weight for a stage the model lacks (openpose_lite has three).
+  Config c = Config::from_string(kPoseToml, "pose.toml");
+  c.set_override("loss.loss_weights.openpose_loss.heatmap_loss4=0.5");
+  c.validate();
+  msg = error_of([&] { make_task(c)->make_model(); });
+  EXPECT_TRUE(has(msg,
+                  "--set: loss.loss_weights.openpose_loss.heatmap_loss4: openpose_lite has 3 "
+                  "stages (0..2)"))
+      << msg;
+  // A classifier named as the model names the pose models.
+  c = Config::from_string(kPoseToml, "pose.toml");
+  c.set_override("network.model_name=\"resnet18\"");
+  c.validate();
+  msg = error_of([&] { make_task(c)->make_model(); });
+  EXPECT_TRUE(has(msg,
+                  "network.model_name: \"resnet18\" is not a pose model (task = \"pose\" "
+                  "trains openpose, openpose_lite)"))
+      << msg;
+}
+
+TEST(Tasks, ShippedPoseConfigsAreValid) {
+  const std::string root = tcv::testing::source_dir() + "/configs/pose/";
+  const Config scenes = Config::from_file(root + "scenes_openpose.toml");
+  EXPECT_NO_THROW(scenes.validate());
+  EXPECT_EQ(scenes.get_string("task"), "pose");
+  EXPECT_EQ(scenes.get_string("data.dataset"), "scenes");
+  EXPECT_EQ(scenes.get_string("network.model_name"), "openpose_lite");
+  // TorchCV's COCO recipe (configs/pose/coco/openpose_vgg19_coco_pose.conf).
+  const Config coco = Config::from_file(root + "coco_openpose.toml");
+  EXPECT_NO_THROW(coco.validate());
+  EXPECT_EQ(coco.get_string("network.model_name"), "openpose");
+  EXPECT_EQ(coco.get_string("data.dataset"), "coco");
+  EXPECT_EQ(coco.get_int("train.batch_size"), 16);
+  EXPECT_EQ(coco.get_ints("train.aug_trans.random_focus_crop.crop_size"),
+            (std::vector<int64_t>{368, 368}));
+  EXPECT_EQ(coco.get_doubles("train.aug_trans.random_resize.scale_range"),
+            (std::vector<double>{0.5, 1.1}));
+  EXPECT_EQ(coco.get_doubles("test.scale_search"), (std::vector<double>{0.5, 1.0, 1.5, 2.0, 2.5}));
+  EXPECT_DOUBLE_EQ(coco.get_double("solver.lr.base_lr"), 0.0001);
+  EXPECT_EQ(coco.get_string("solver.lr.lr_policy"), "step");
+  EXPECT_DOUBLE_EQ(coco.get_double("solver.lr.step.gamma"), 0.333);
+  EXPECT_EQ(coco.get_int("solver.lr.step.step_size"), 50);
+  EXPECT_EQ(coco.get_int("solver.max_epoch"), 200);
+  EXPECT_EQ(coco.get_int("network.stride"), 8);
+}
+
 TEST(Tasks, ShippedDetectionAndSegmentationConfigsAreValid) {
   const std::string root = tcv::testing::source_dir() + "/configs/";
   std::map<std::string, Config> by_name;

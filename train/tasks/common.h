@@ -34,12 +34,14 @@ const Batch& batch_of(const TaskBatch& batch) {
 
 /// A TaskLoader over a data/ loader (DetDataLoader, SegDataLoader, ...) of a
 /// data set that can name the first sample it skipped.
-template <class Dataset, class Loader, class Batch, class Transform>
+template <class Dataset, class Loader, class Batch>
 class TaskLoaderOf final : public TaskLoader {
  public:
-  TaskLoaderOf(std::shared_ptr<const Dataset> dataset, Transform transform,
-               const data::LoaderOptions& opts)
-      : dataset_(dataset), loader_(std::move(dataset), std::move(transform), opts) {}
+  /// The loader of `dataset`, made with the rest of its constructor's
+  /// arguments (transform, options, ...).
+  template <class... LoaderArgs>
+  explicit TaskLoaderOf(std::shared_ptr<const Dataset> dataset, LoaderArgs&&... args)
+      : dataset_(dataset), loader_(std::move(dataset), std::forward<LoaderArgs>(args)...) {}
   int64_t num_batches() const override { return loader_.num_batches(); }
   int64_t size() const override { return loader_.size(); }
   int64_t skipped() const override { return loader_.skipped(); }

@@ -49,8 +49,9 @@ std::vector<KeySpec> det_keys() {
        "data.data_dir itself"},
       {"data.val_roots", VT::string_array, Strings{}, "VOC: as data.train_roots"},
       {"data.train_ann", VT::string, std::string(""),
-       "COCO: instances file under data.data_dir (annotations/instances_train2017.json)"},
-      {"data.val_ann", VT::string, std::string(""), "COCO: instances file for evaluation"},
+       "COCO: annotation file under data.data_dir (det: annotations/instances_train2017.json, "
+       "pose: annotations/person_keypoints_train2017.json)"},
+      {"data.val_ann", VT::string, std::string(""), "COCO: annotation file for evaluation"},
       {"data.train_images", VT::string, std::string(""),
        "COCO: image directory under data.data_dir (train2017)"},
       {"data.val_images", VT::string, std::string(""), "COCO: image directory (val2017)"},
@@ -254,8 +255,7 @@ BoxList box_list(const mdet::Detections& d, double threshold, double sx, double 
 
 // ---- data --------------------------------------------------------------------------
 
-using DetLoader =
-    TaskLoaderOf<data::DetDataset, data::DetDataLoader, data::DetBatch, data::DetTransform>;
+using DetLoader = TaskLoaderOf<data::DetDataset, data::DetDataLoader, data::DetBatch>;
 
 // ---- evaluation ----------------------------------------------------------------------
 

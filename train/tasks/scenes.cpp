@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "data/det/scenes.h"
+#include "data/pose/scenes.h"
 #include "engine/json.h"
 #include "train/task.h"
 
@@ -26,6 +27,34 @@ std::vector<KeySpec> scene_keys() {
   };
 }
 
+std::vector<KeySpec> people_scene_keys() {
+  using VT = ValueType;
+  return {
+      {"data.scenes.min_people", VT::integer, int64_t{1},
+       "pose scenes: figures tried per scene, at least"},
+      {"data.scenes.max_people", VT::integer, int64_t{4}, "pose scenes: ... at most"},
+      {"data.scenes.min_height", VT::floating, 0.4,
+       "pose scenes: a figure's height / the image's side, at least"},
+      {"data.scenes.max_height", VT::floating, 0.95, "pose scenes: ... at most"},
+  };
+}
+
+void validate_people_scene_keys(const Config& cfg) {
+  const ConfigChecks check(cfg);
+  check.at_least("data.scenes.min_people", 0);
+  if (cfg.get_int("data.scenes.max_people") < cfg.get_int("data.scenes.min_people"))
+    check.fail("data.scenes.max_people", "must be at least data.scenes.min_people (" +
+                                             std::to_string(cfg.get_int("data.scenes.min_people")) +
+                                             ")");
+  const double lo = cfg.get_double("data.scenes.min_height"),
+               hi = cfg.get_double("data.scenes.max_height");
+  if (!(lo > 0 && lo <= 1))
+    check.fail("data.scenes.min_height", "must be in (0, 1], got " + format_double(lo));
+  if (!(hi >= lo && hi <= 1))
+    check.fail("data.scenes.max_height",
+               "must be in [data.scenes.min_height, 1], got " + format_double(hi));
+}
+
 void validate_scene_keys(const Config& cfg) {
   const ConfigChecks check(cfg);
   check.at_least("data.scenes.train", 1);
@@ -36,9 +65,17 @@ void validate_scene_keys(const Config& cfg) {
     check.required("data.data_dir", "with data.dataset \"scenes\" (where the scenes are made)");
 }
 
-std::string ensure_scenes(const Config& cfg) {
+std::string ensure_scenes(const Config& cfg, SceneKind kind) {
+  const bool people = kind == SceneKind::people;
   const fs::path dir = cfg.get_string("data.data_dir");
   Json want = Json::object();
+  if (people) {
+    want["kind"] = "people";
+    want["min_people"] = cfg.get_int("data.scenes.min_people");
+    want["max_people"] = cfg.get_int("data.scenes.max_people");
+    want["min_height"] = cfg.get_double("data.scenes.min_height");
+    want["max_height"] = cfg.get_double("data.scenes.max_height");
+  }
   want["train"] = cfg.get_int("data.scenes.train");
   want["val"] = cfg.get_int("data.scenes.val");
   want["size"] = cfg.get_int("data.scenes.size");
@@ -63,20 +100,39 @@ std::string ensure_scenes(const Config& cfg) {
                         "; delete it or choose another data.data_dir");
     return dir.string();
   }
-  if (fs::exists(dir / "classes.txt", ec)) return dir.string();  // written by tcv-data scenes
+  // A tree written by tcv-data scenes or tcv-data pose-scenes.
+  const fs::path marker =
+      people ? fs::path("annotations") / "person_keypoints_train.json" : fs::path("classes.txt");
+  if (fs::exists(dir / marker, ec)) return dir.string();
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     throw ConfigError(at_key(cfg, "data.data_dir") + ": " + dir.string() +
-                      " is neither empty nor a scene tree (no classes.txt); choose another "
-                      "directory for data.dataset \"scenes\"");
-  data::SceneSetOptions o;
-  o.scene.width = o.scene.height = cfg.get_int("data.scenes.size");
-  o.train = cfg.get_int("data.scenes.train");
-  o.val = cfg.get_int("data.scenes.val");
-  o.seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
+                      " is neither empty nor a scene tree (no " + marker.string() +
+                      "); choose another directory for data.dataset \"scenes\"");
+  const int64_t size = cfg.get_int("data.scenes.size");
+  const int64_t train = cfg.get_int("data.scenes.train"), val = cfg.get_int("data.scenes.val");
+  const auto seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
   const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   for_key(cfg, "data.data_dir", [&] {
-    data::write_scene_set(o, tmp.string());
+    if (people) {
+      data::PoseSceneSetOptions o;
+      o.scene.width = o.scene.height = size;
+      o.scene.min_people = cfg.get_int("data.scenes.min_people");
+      o.scene.max_people = cfg.get_int("data.scenes.max_people");
+      o.scene.min_height = cfg.get_double("data.scenes.min_height");
+      o.scene.max_height = cfg.get_double("data.scenes.max_height");
+      o.train = train;
+      o.val = val;
+      o.seed = seed;
+      data::write_pose_scene_set(o, tmp.string());
+    } else {
+      data::SceneSetOptions o;
+      o.scene.width = o.scene.height = size;
+      o.train = train;
+      o.val = val;
+      o.seed = seed;
+      data::write_scene_set(o, tmp.string());
+    }
     return 0;
   });
   std::ofstream(tmp / "scenes.json") << json_dump(want) << "\n";

@@ -1,9 +1,11 @@
-// The generated scenes a detection or segmentation config trains on when
+// The generated scenes a detection, segmentation or pose config trains on when
 // data.dataset = "scenes": a data set drawn from Fashion-MNIST items
-// (data/det/scenes.h), made on first use in data.data_dir and reused after,
-// so a fresh machine trains without a download.
+// (data/det/scenes.h) or of stick-figure people (data/pose/scenes.h), made on
+// first use in data.data_dir and reused after, so a fresh machine trains
+// without a download.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,19 +13,34 @@
 
 namespace tcv::train {
 
-/// The keys both tasks read for it: data.scenes.train, .val, .size, .seed.
+/// What a scene tree holds.
+enum class SceneKind : uint8_t {
+  objects,  ///< Fashion-MNIST items: VOC tree and COCO instances (det, seg)
+  people,   ///< stick figures: images/ and COCO person keypoints (pose)
+};
+
+/// The keys the tasks read for it for it: data.scenes.train, .val, .size, .seed.
 std::vector<KeySpec> scene_keys();
 
 /// Checks them.
 void validate_scene_keys(const Config& cfg);
 
+/// The pose task's keys of its people: data.scenes.min_people, .max_people,
+/// .min_height, .max_height (data/pose/scenes.h's options).
+std::vector<KeySpec> people_scene_keys();
+
+/// Checks them.
+void validate_people_scene_keys(const Config& cfg);
+
 /// The scene tree of the config: data.data_dir, written there first when it is
 /// missing (what `tcv-data scenes --out DIR --train N --val N --size S --seed X`
-/// writes, plus scenes.json naming those options). A tree made with other
-/// options (its scenes.json) is an error naming data.data_dir; a tree without
-/// scenes.json (written by tcv-data) is taken as it is. Several processes may
-/// call it at once: each writes to its own temporary directory and the first
-/// rename wins.
-std::string ensure_scenes(const Config& cfg);
+/// writes, or `tcv-data pose-scenes ...` for people, plus scenes.json naming
+/// those options, with "kind": "people" for people). A tree made with other
+/// options or of the other kind (its scenes.json) is an error naming
+/// data.data_dir; a tree without scenes.json (written by tcv-data: classes.txt,
+/// or annotations/person_keypoints_train.json for people) is taken as it is.
+/// Several processes may call it at once: each writes to its own temporary
+/// directory and the first rename wins.
+std::string ensure_scenes(const Config& cfg, SceneKind kind = SceneKind::objects);
 
 }  // namespace tcv::train

@@ -46,7 +46,8 @@ std::vector<KeySpec> seg_keys() {
       {"data.reduce_zero_label", VT::boolean, true,
        "ADE20K: label 0 (\"other\") is ignored and 1..150 become 0..149 (mmsegmentation's)"},
       {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
-       "random scale of image and label map, relative to base_size (or the image as read)"},
+       "random scale of image and label map, relative to base_size (or the image as read); "
+       "pose: of the person-focused scale"},
       {"train.aug_trans.random_resize.base_size", VT::int_array, Ints{0, 0},
        "[long, short] the image is fitted into before the random scale (mmsegmentation's "
        "Resize scale, e.g. [2048, 1024] for Cityscapes); [0, 0] = the image as read"},
@@ -60,7 +61,8 @@ std::vector<KeySpec> seg_keys() {
        "mmsegmentation's PhotoMetricDistortion (brightness, contrast, saturation, hue)"},
       {"test.mode", VT::string, std::string("ss_test"),
        "evaluation and tcv-predict: ss_test (whole image) | sscrop_test (sliding window) | "
-       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding)"},
+       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding); pose: ss_test "
+       "(test.input_size) | ms_test (test.scale_search x its height)"},
       {"test.crop_size", VT::int_array, Ints{512, 512}, "sliding window [h, w]"},
       {"test.crop_stride_ratio", VT::floating, 0.667, "window stride / crop_size"},
       {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
@@ -81,7 +83,7 @@ std::vector<KeySpec> seg_keys() {
        "OHEM: pixels whose target probability is below this are kept"},
       {"loss.params.ohem_minkeep", VT::integer, int64_t{100000}, "OHEM: at least this many"},
       {"network.stride", VT::integer, int64_t{8},
-       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4)"},
+       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4); pose: 8"},
   };
   for (auto& k : scene_keys()) keys.push_back(k);
   return keys;
@@ -174,8 +176,7 @@ Json number_or_null(double v) {
 
 // ---- data --------------------------------------------------------------------------
 
-using SegLoader =
-    TaskLoaderOf<data::SegDataset, data::SegDataLoader, data::SegBatch, data::SegTransform>;
+using SegLoader = TaskLoaderOf<data::SegDataset, data::SegDataLoader, data::SegBatch>;
 
 // ---- evaluation ----------------------------------------------------------------------
 

@@ -1,0 +1,784 @@
+#include "train/tasks/pose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+#include <unordered_map>
+
+#include "data/dataset.h"
+#include "data/draw.h"
+#include "data/idx.h"
+#include "data/image.h"
+#include "data/pose/coco.h"
+#include "data/pose/loader.h"
+#include "data/pose/skeleton.h"
+#include "data/pose/targets.h"
+#include "data/pose/transforms.h"
+#include "engine/autocast.h"
+#include "engine/autograd.h"
+#include "engine/device.h"
+#include "engine/ops.h"
+#include "models/pose/openpose.h"
+#include "models/pose/parse.h"
+#include "train/eval/keypoint_ap.h"
+#include "train/metrics.h"
+#include "train/report.h"
+#include "train/tasks/common.h"
+#include "train/tasks/scenes.h"
+
+namespace tcv::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace mpose = models::pose;
+using VT = ValueType;
+using Doubles = std::vector<double>;
+using Ints = std::vector<int64_t>;
+
+// OpenPose's stage count is at most six: an initial and five refinement stages.
+constexpr int64_t kMaxStages = 6;
+
+std::string weight_key(const char* branch, int64_t stage) {
+  return std::string("loss.loss_weights.openpose_loss.") + branch + "_loss" + std::to_string(stage);
+}
+
+std::vector<KeySpec> pose_keys() {
+  std::vector<KeySpec> keys = {
+      {"data.train_ann", VT::string, std::string(""),
+       "COCO: annotation file under data.data_dir (det: annotations/instances_train2017.json, "
+       "pose: annotations/person_keypoints_train2017.json)"},
+      {"data.val_ann", VT::string, std::string(""), "COCO: annotation file for evaluation"},
+      {"data.train_images", VT::string, std::string(""),
+       "COCO: image directory under data.data_dir (train2017)"},
+      {"data.val_images", VT::string, std::string(""), "COCO: image directory (val2017)"},
+      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
+      {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
+       "random scale of image and label map, relative to base_size (or the image as read); "
+       "pose: of the person-focused scale"},
+      {"train.aug_trans.random_resize.aspect_range", VT::float_array, Doubles{0.9, 1.1},
+       "pose: width/height stretch a, the width scaled by sqrt(a), the height by 1/sqrt(a)"},
+      {"train.aug_trans.random_resize.method", VT::string, std::string("focus"),
+       "pose: focus (the largest person's box fills 0.6 of the crop, times the random scale, "
+       "TorchCV's) | random (the random scale alone)"},
+      {"train.aug_trans.random_rotate.ratio", VT::floating, 0.5, "pose: rotation probability"},
+      {"train.aug_trans.random_rotate.max_degree", VT::floating, 40.0,
+       "pose: rotation angle, uniform in [-max, max] degrees"},
+      {"train.aug_trans.random_focus_crop.crop_size", VT::int_array, Ints{368, 368},
+       "pose: [s, s] training crop around the largest person, padded with the mean colour"},
+      {"train.aug_trans.random_focus_crop.center_jitter", VT::integer, int64_t{20},
+       "pose: the crop centre moves by up to this many pixels per axis"},
+      {"target.heatmap.sigma", VT::floating, 7.0,
+       "pose: keypoint Gaussian standard deviation in input pixels"},
+      {"target.paf.theta", VT::floating, 1.0,
+       "pose: part-affinity-field half-width in output cells"},
+      {"test.input_size", VT::int_array, Ints{368, 368},
+       "pose: [s, s] validation images are resized to (ss_test), the base height of the scales "
+       "(ms_test) and of tcv-predict"},
+      {"test.mode", VT::string, std::string("ss_test"),
+       "evaluation and tcv-predict: ss_test (whole image) | sscrop_test (sliding window) | "
+       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding); pose: ss_test "
+       "(test.input_size) | ms_test (test.scale_search x its height)"},
+      {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
+       "ms_test, mscrop_test: the image scales averaged"},
+      {"network.stride", VT::integer, int64_t{8},
+       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4); pose: 8"},
+      {"network.init", VT::string, std::string("torchcv"),
+       "pose: torchcv (the backbone kaiming_normal_ as torchvision's VGG, the stages "
+       "normal_(0, 0.01), TorchCV's) | pytorch (the layers' PyTorch defaults)"},
+      {"res.part_threshold", VT::floating, 0.1,
+       "pose: a heatmap peak counts from this (smoothed) value"},
+      {"res.limb_threshold", VT::floating, 0.05, "pose: a PAF sample supports a limb above this"},
+      {"res.mid_point_num", VT::integer, int64_t{10}, "pose: PAF samples along a candidate limb"},
+      {"res.limb_pos_ratio", VT::floating, 0.8,
+       "pose: a limb needs more than this share of its samples above limb_threshold"},
+      {"res.num_threshold", VT::integer, int64_t{3}, "pose: a person needs this many keypoints"},
+      {"res.avg_threshold", VT::floating, 0.2, "pose: ... and at least this score per keypoint"},
+      {"res.vis_stick_width", VT::floating, 4.0, "pose: limb width in drawn pictures (pixels)"},
+      {"res.vis_circle_radius", VT::floating, 4.0, "pose: keypoint radius in drawn pictures"},
+  };
+  for (int64_t s = 0; s < kMaxStages; ++s) {
+    keys.push_back({weight_key("paf", s), VT::floating, 1.0,
+                    "pose: weight of stage " + std::to_string(s) +
+                        "'s PAF loss (1 for a stage the model lacks)"});
+    keys.push_back({weight_key("heatmap", s), VT::floating, 1.0,
+                    "pose: weight of stage " + std::to_string(s) + "'s heatmap loss"});
+  }
+  for (auto& k : scene_keys()) keys.push_back(k);
+  for (auto& k : people_scene_keys()) keys.push_back(k);
+  return keys;
+}
+
+// A square size [s, s] with s >= lo and s a multiple of 8.
+void validate_square(const ConfigChecks& check, const Config& c, const std::string& key) {
+  const auto v = c.get_ints(key);
+  if (v.size() != 2 || v[0] != v[1] || v[0] < 32 || v[0] % 8 != 0)
+    check.fail(key, "expected [s, s] with s >= 32 a multiple of 8 (OpenPose's stride), got " +
+                        format_value(v));
+}
+
+void validate_pose(const Config& c) {
+  const ConfigChecks check(c);
+  check.choice("data.dataset", {"coco", "scenes"});
+  const std::string& dataset = c.get_string("data.dataset");
+  if (dataset == "coco")
+    for (const char* k : {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
+                          "data.val_images"})
+      check.required(k, "with data.dataset \"coco\"");
+  validate_scene_keys(c);
+  validate_people_scene_keys(c);
+  check.probability("train.aug_trans.random_hflip.ratio");
+  check.range_pair("train.aug_trans.random_resize.scale_range", 1e-3, 1e3);
+  check.range_pair("train.aug_trans.random_resize.aspect_range", 1e-2, 1e2);
+  check.choice("train.aug_trans.random_resize.method", {"focus", "random"});
+  check.probability("train.aug_trans.random_rotate.ratio");
+  if (const double d = c.get_double("train.aug_trans.random_rotate.max_degree");
+      !(d >= 0 && d <= 180))
+    check.fail("train.aug_trans.random_rotate.max_degree",
+               "must be in [0, 180], got " + format_double(d));
+  validate_square(check, c, "train.aug_trans.random_focus_crop.crop_size");
+  check.at_least("train.aug_trans.random_focus_crop.center_jitter", 0);
+  check.positive("target.heatmap.sigma");
+  check.positive("target.paf.theta");
+  validate_square(check, c, "test.input_size");
+  check.choice("test.mode", {"ss_test", "ms_test"});
+  const auto scales = c.get_doubles("test.scale_search");
+  if (scales.empty()) check.fail("test.scale_search", "must not be empty");
+  for (double s : scales)
+    if (!(s > 0 && s <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
+  if (const int64_t s = c.get_int("network.stride"); s != 8)
+    check.fail("network.stride", "OpenPose's output stride is 8, got " + std::to_string(s));
+  check.choice("network.init", {"torchcv", "pytorch"});
+  check.in_unit("res.part_threshold");
+  check.non_negative("res.limb_threshold");
+  check.at_least("res.mid_point_num", 1);
+  check.probability("res.limb_pos_ratio");
+  check.at_least("res.num_threshold", 1);
+  check.non_negative("res.avg_threshold");
+  check.positive("res.vis_stick_width");
+  check.positive("res.vis_circle_radius");
+  for (int64_t s = 0; s < kMaxStages; ++s) {
+    check.non_negative(weight_key("paf", s));
+    check.non_negative(weight_key("heatmap", s));
+  }
+  if (const auto m = c.get_doubles("data.normalize.mean"); m.size() != 1 && m.size() != 3)
+    check.fail("data.normalize.mean", "pose images have 3 channels; give 1 or 3 values");
+  if (const auto s = c.get_doubles("data.normalize.std"); s.size() != 1 && s.size() != 3)
+    check.fail("data.normalize.std", "pose images have 3 channels; give 1 or 3 values");
+}
+
+// ---- settings read from the config --------------------------------------------------
+
+mpose::OpenPose& openpose_of(nn::Module& m) {
+  return dynamic_cast<mpose::OpenPose&>(m);
+}
+
+int64_t test_side(const Config& cfg) {
+  return cfg.get_ints("test.input_size")[0];
+}
+
+bool multi_scale(const Config& cfg) {
+  return cfg.get_string("test.mode") == "ms_test";
+}
+
+mpose::PoseParseOptions parse_options(const Config& cfg) {
+  mpose::PoseParseOptions o;
+  o.part_threshold = cfg.get_double("res.part_threshold");
+  o.limb_threshold = cfg.get_double("res.limb_threshold");
+  o.mid_points = cfg.get_int("res.mid_point_num");
+  o.limb_pos_ratio = cfg.get_double("res.limb_pos_ratio");
+  o.min_parts = cfg.get_int("res.num_threshold");
+  o.min_mean_score = cfg.get_double("res.avg_threshold");
+  return o;
+}
+
+// Inference on one normalised image (1, 3, H, W) as tcv-predict and ms_test
+// run it: at test.input_size's height (keeping the aspect), or averaged over
+// test.scale_search times it.
+mpose::PoseMaps image_maps(const Config& cfg, mpose::OpenPose& net, const Tensor& x) {
+  mpose::MultiScaleOptions o;
+  o.base_height = test_side(cfg);
+  o.scales = multi_scale(cfg) ? cfg.get_doubles("test.scale_search") : Doubles{1.0};
+  return mpose::infer_maps(net, x, o);
+}
+
+// A keypoint in pixel-index coordinates (COCO's: a keypoint on pixel c has x = c).
+struct Point {
+  double x = 0, y = 0;
+  bool found = false;
+};
+using Skeleton = std::array<Point, data::kOpenposeKeypoints>;
+
+// A person of the parser in (sx, sy)-scaled pixel-index coordinates: the maps'
+// pixel c (continuous c + 0.5) lands on continuous (c + 0.5) s.
+Skeleton skeleton_of(const mpose::PersonPose& p, double sx, double sy) {
+  Skeleton s;
+  for (size_t k = 0; k < s.size(); ++k) {
+    const auto& q = p.keypoints[k];
+    if (q.found) s[k] = {(q.x + 0.5) * sx - 0.5, (q.y + 0.5) * sy - 0.5, true};
+  }
+  return s;
+}
+
+// Ground truth (17, 3) rows (x, y, v) in continuous coordinates as a skeleton.
+Skeleton skeleton_of_truth(const float* kp) {
+  data::PosePerson p;
+  for (int64_t k = 0; k < data::kCocoKeypoints; ++k)
+    p.keypoints[static_cast<size_t>(k)] = {kp[3 * k], kp[3 * k + 1],
+                                           static_cast<int>(kp[3 * k + 2])};
+  const auto op = data::openpose_keypoints(p);
+  Skeleton s;
+  for (size_t k = 0; k < s.size(); ++k)
+    if (op[k].labelled()) s[k] = {op[k].x - 0.5, op[k].y - 0.5, true};
+  return s;
+}
+
+// COCO's 17 keypoints (x, y, 1) of a skeleton, (0, 0, 0) where missing.
+std::vector<double> coco_keypoints(const Skeleton& s) {
+  std::vector<double> out;
+  out.reserve(3 * data::kCocoKeypoints);
+  for (const int o : data::coco_to_openpose()) {
+    const Point& p = s[static_cast<size_t>(o)];
+    if (p.found)
+      out.insert(out.end(), {p.x, p.y, 1.0});
+    else
+      out.insert(out.end(), {0.0, 0.0, 0.0});
+  }
+  return out;
+}
+
+// OpenPose's colours (TorchCV's details.color_list), one per limb and keypoint.
+data::Rgb pose_color(size_t i) {
+  static const std::array<data::Rgb, 20> colors = {
+      {{255, 0, 0},   {255, 85, 0},  {255, 170, 0}, {255, 255, 0}, {170, 255, 0},
+       {85, 255, 0},  {0, 255, 0},   {0, 255, 85},  {0, 255, 170}, {0, 255, 255},
+       {0, 170, 255}, {0, 85, 255},  {0, 0, 255},   {85, 0, 255},  {170, 0, 255},
+       {255, 0, 255}, {255, 0, 170}, {255, 0, 85},  {255, 0, 170}, {255, 0, 85}}};
+  return colors[i % colors.size()];
+}
+
+struct DrawStyle {
+  double stick_width = 4, circle_radius = 4;
+};
+
+DrawStyle draw_style(const Config& cfg) {
+  return {cfg.get_double("res.vis_stick_width"), cfg.get_double("res.vis_circle_radius")};
+}
+
+// Draws people as OpenPose does: each limb in its colour (blended 0.6 over
+// the image), then each keypoint as a dot in its colour.
+void draw_skeletons(Tensor& image, const std::vector<Skeleton>& people, const DrawStyle& st) {
+  const auto& limbs = data::openpose_limbs();
+  for (const Skeleton& s : people)
+    for (size_t l = 0; l < limbs.size(); ++l) {
+      const Point& a = s[static_cast<size_t>(limbs[l][0])];
+      const Point& b = s[static_cast<size_t>(limbs[l][1])];
+      if (a.found && b.found)
+        data::draw_line(image, a.x + 0.5, a.y + 0.5, b.x + 0.5, b.y + 0.5, pose_color(l),
+                        st.stick_width, 0.6);
+    }
+  for (const Skeleton& s : people)
+    for (size_t k = 0; k < s.size(); ++k)
+      if (s[k].found)
+        data::draw_disc(image, s[k].x + 0.5, s[k].y + 0.5, st.circle_radius, pose_color(k));
+}
+
+// ---- data --------------------------------------------------------------------------
+
+using PoseLoader = TaskLoaderOf<data::PoseDataset, data::PoseDataLoader, data::PoseBatch>;
+
+// The ground truth of the evaluation: every annotation of each val image
+// (crowds and people not trained on included), in COCO's pixel-index
+// coordinates, by image id.
+using TruthMap = std::unordered_map<int64_t, std::vector<KeypointTruth>>;
+
+TruthMap read_truth(const std::string& file) {
+  const data::CocoKeypointFile f = data::parse_coco_keypoints(data::read_maybe_gzip(file), file);
+  TruthMap truth;
+  for (const auto& im : f.images) truth[im.id];
+  for (const data::CocoPersonAnnotation& a : f.annotations) {
+    KeypointTruth t;
+    t.keypoints.reserve(3 * data::kCocoKeypoints);
+    for (const data::Keypoint& k : a.keypoints)
+      t.keypoints.insert(t.keypoints.end(),
+                         {k.labelled() ? k.x - 0.5 : 0.0, k.labelled() ? k.y - 0.5 : 0.0,
+                          static_cast<double>(k.v)});
+    t.num_keypoints = a.num_keypoints;
+    t.bbox = a.bbox;
+    t.area = a.area;
+    t.crowd = a.iscrowd;
+    truth[a.image_id].push_back(std::move(t));
+  }
+  return truth;
+}
+
+// ---- evaluation ----------------------------------------------------------------------
+
+constexpr int64_t kReportFigures = 6;
+
+const char* const kStatNames[10] = {"ap", "ap50", "ap75", "ap_medium", "ap_large",
+                                    "ar", "ar50", "ar75", "ar_medium", "ar_large"};
+
+class PoseEvaluator final : public TaskEvaluator {
+ public:
+  // This process is rank `rank` of `world`: the val loader's sampler pads the
+  // last ranks' shares with the first images, which the AP takes once (by
+  // image id) and the loss on the rank that owns them (index mod world).
+  PoseEvaluator(const Config& cfg, const data::PoseDataset& val,
+                std::shared_ptr<const TruthMap> truth, mpose::OpenPoseLossOptions loss_opts,
+                int64_t rank, int64_t world)
+      : cfg_(cfg),
+        val_(val),
+        truth_(std::move(truth)),
+        loss_opts_(std::move(loss_opts)),
+        rank_(rank),
+        world_(world),
+        side_(test_side(cfg)),
+        parse_(parse_options(cfg)),
+        norm_(normalize_of(cfg)),
+        style_(draw_style(cfg)) {}
+
+  void add(nn::Module& model, const TaskBatch& batch, Device device) override {
+    const data::PoseBatch& b = batch_of<data::PoseBatch>(batch);
+    mpose::OpenPose& net = openpose_of(model);
+    const mpose::PoseOutput o = net.forward_stages(b.images.to(device));
+    int64_t mine = 0;
+    for (int64_t i = 0; i < b.size(); ++i) mine += owned(b.indices[static_cast<size_t>(i)]);
+    // The batch's mean loss, weighted by the images this rank owns.
+    const mpose::OpenPoseLossTerms l = mpose::openpose_loss(
+        o, b.pafs.to(device), b.heatmaps.to(device), b.masks.to(device), loss_opts_);
+    if (mine > 0) loss_.update(l.total.item(), mine);
+    const bool ms = multi_scale(cfg_);
+    Tensor heat, paf;
+    if (!ms) {  // the last stage's maps at the input's size
+      const int64_t H = b.images.size(2), W = b.images.size(3);
+      const ops::UpsampleOptions up{.mode = ops::InterpMode::bilinear};
+      heat = ops::upsample(o.heatmaps.back(), {H, W}, up);
+      paf = ops::upsample(o.pafs.back(), {H, W}, up);
+    }
+    for (int64_t i = 0; i < b.size(); ++i) {
+      const auto idx = static_cast<size_t>(i);
+      const auto [h0, w0] = b.sizes[idx];
+      std::vector<mpose::PersonPose> people;
+      double sx = 1, sy = 1;
+      if (ms) {  // the image as read, at each scale
+        const data::PoseSample s = val_.load(b.indices[idx]);
+        const mpose::PoseMaps m =
+            image_maps(cfg_, net, normalized_image(s.image, norm_).to(device));
+        people = mpose::parse_poses(m.heatmaps, m.pafs, parse_);
+      } else {
+        people = mpose::parse_poses(heat.select(0, i), paf.select(0, i), parse_);
+        sx = static_cast<double>(w0) / static_cast<double>(b.images.size(3));
+        sy = static_cast<double>(h0) / static_cast<double>(b.images.size(2));
+      }
+      std::vector<KeypointDetection> dets;
+      std::vector<Skeleton> found;
+      for (const auto& p : people) {
+        found.push_back(skeleton_of(p, sx, sy));
+        dets.push_back({coco_keypoints(found.back()), p.score});
+      }
+      if (owned(b.indices[idx])) people_ += static_cast<int64_t>(dets.size());
+      const int64_t id = b.image_ids[idx];
+      const auto t = truth_->find(id);
+      static const std::vector<KeypointTruth> none;
+      eval_.add(id, t == truth_->end() ? none : t->second, dets);
+      if (static_cast<int64_t>(figures_.size()) < kReportFigures) add_figure(b, i, found);
+    }
+  }
+
+  void reset() override {
+    eval_.reset();
+    loss_.reset();
+    people_ = 0;
+    figures_.clear();
+  }
+
+  std::string serialize() const override {
+    ByteWriter w;
+    w.put<double>(loss_.sum());
+    w.put<int64_t>(loss_.count());
+    w.put<int64_t>(people_);
+    w.put_string(eval_.serialize());
+    return w.take();
+  }
+
+  void merge(const std::string& bytes) override {
+    ByteReader r(bytes, "pose evaluator");
+    const auto sum = r.get<double>();
+    const auto n = r.get<int64_t>();
+    const auto people = r.get<int64_t>();
+    const std::string inner = r.get_string();
+    TCV_CHECK(r.done() && n >= 0 && people >= 0, "pose evaluator: malformed state");
+    loss_.add(sum, n);
+    people_ += people;
+    eval_.merge(inner);
+  }
+
+  Metrics finish() const override { return eval_.finish(); }
+
+  Json row() const override {
+    const KeypointSummary s = eval_.coco();
+    Json j = Json::object();
+    for (size_t k = 0; k < s.stats.size(); ++k)
+      j[kStatNames[k]] = s.stats[k] < 0 ? Json() : Json(s.stats[k]);  // null: no ground truth
+    // AP 0 when nothing had ground truth, so that `best` compares numbers.
+    if (!j["ap"].is_number()) j["ap"] = 0.0;
+    j["loss"] = loss_.mean();
+    j["images"] = eval_.images();
+    j["people"] = people_;
+    return j;
+  }
+
+  std::string describe(const Json& row) const override {
+    auto num = [&](const char* k) {
+      const Json& v = row.at(k);
+      return v.is_number() ? v.get<double>() : NAN;
+    };
+    char buf[192];
+    std::snprintf(buf, sizeof(buf), "ap %.4f ap50 %.4f ar %.4f loss %.4f (%s, %lld images)",
+                  num("ap"), num("ap50"), num("ar"), row.at("loss").get<double>(),
+                  cfg_.get_string("test.mode").c_str(),
+                  static_cast<long long>(row.at("images").get<int64_t>()));
+    return buf;
+  }
+
+  void fill_report(ReportInputs& report) const override {
+    report.headline = {
+        {"ap", "keypoint AP (OKS .50:.95, " + cfg_.get_string("test.mode") + ")", ""},
+        {"ap50", "AP50", ""},
+        {"ar", "AR", ""}};
+    report.val_charts = {
+        {"validation keypoint AP", {{"ap", "AP"}, {"ap50", "AP50"}, {"ap75", "AP75"}}},
+        {"validation keypoint AR", {{"ar", "AR"}, {"ar50", "AR50"}, {"ar75", "AR75"}}}};
+    report.figures = figures_;
+    report.figures_title = "Validation skeletons";
+  }
+
+ private:
+  // The val image as the network saw it, predicted people (in its pixels) and
+  // the ground truth drawn side by side.
+  void add_figure(const data::PoseBatch& b, int64_t i, const std::vector<Skeleton>& found) {
+    const auto idx = static_cast<size_t>(i);
+    const int64_t H = b.images.size(2), W = b.images.size(3);
+    Tensor pred = denormalized_image(b.images, i, {H, W}, norm_), truth = pred.clone();
+    const auto [h0, w0] = b.sizes[idx];
+    const double fx = static_cast<double>(W) / static_cast<double>(w0);
+    const double fy = static_cast<double>(H) / static_cast<double>(h0);
+    std::vector<Skeleton> p;
+    for (const Skeleton& s : found) {
+      Skeleton q;
+      for (size_t k = 0; k < s.size(); ++k)
+        if (s[k].found) q[k] = {(s[k].x + 0.5) * fx - 0.5, (s[k].y + 0.5) * fy - 0.5, true};
+      p.push_back(q);
+    }
+    draw_skeletons(pred, p, style_);
+    const Tensor kp = b.keypoints[idx].contiguous();  // (n, 17, 3), input pixels
+    std::vector<Skeleton> t;
+    for (int64_t n = 0; n < kp.size(0); ++n)
+      t.push_back(skeleton_of_truth(kp.data<float>() + n * 3 * data::kCocoKeypoints));
+    draw_skeletons(truth, t, style_);
+    ReportFigure f;
+    f.pictures = {picture_of(pred), picture_of(truth)};
+    f.labels = {"prediction", "ground truth"};
+    f.caption = val_.record(b.indices[idx]).image_path + ": " + std::to_string(p.size()) +
+                " people found, " + std::to_string(t.size()) + " annotated";
+    figures_.push_back(std::move(f));
+  }
+
+  bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
+
+  const Config& cfg_;
+  const data::PoseDataset& val_;
+  std::shared_ptr<const TruthMap> truth_;
+  mpose::OpenPoseLossOptions loss_opts_;
+  int64_t rank_, world_, side_;
+  mpose::PoseParseOptions parse_;
+  data::Normalize norm_;
+  DrawStyle style_;
+  KeypointEvaluator eval_;
+  AverageMeter loss_;
+  int64_t people_ = 0;  // people found in the images this rank owns
+  std::vector<ReportFigure> figures_;
+};
+
+// ---- prediction ----------------------------------------------------------------------
+
+class PosePredictor final : public TaskPredictor {
+ public:
+  PosePredictor(const Config& cfg, std::shared_ptr<mpose::OpenPose> model, std::string stem,
+                const PredictOptions& opts)
+      : cfg_(cfg),
+        model_(std::move(model)),
+        stem_(std::move(stem)),
+        parse_(parse_options(cfg)),
+        norm_(normalize_of(cfg)),
+        style_(draw_style(cfg)),
+        out_dir_(opts.out_dir) {}
+
+  data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
+  const std::string& checkpoint() const override { return stem_; }
+
+  Json predict(const Tensor& image, const std::string& name, int64_t) override {
+    NoGradGuard no_grad;
+    const mpose::PoseMaps m = image_maps(cfg_, *model_, normalized_image(image, norm_));
+    const auto people = mpose::parse_poses(m.heatmaps, m.pafs, parse_);
+    // COCO's results format; the image id is the file name's number (COCO's and
+    // the scenes' names), left out for other names.
+    const std::string stem = fs::path(name).stem().string();
+    const bool numeric =
+        !stem.empty() && stem.size() < 18 &&
+        std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; });
+    std::vector<Skeleton> found;
+    Json list = Json::array();
+    for (const auto& p : people) {
+      found.push_back(skeleton_of(p, 1.0, 1.0));
+      Json kp = Json::array();
+      for (double v : coco_keypoints(found.back())) kp.push_back(std::round(v * 100) / 100);
+      Json j = Json::object();
+      if (numeric) j["image_id"] = std::stoll(stem);
+      j["category_id"] = 1;
+      j["keypoints"] = std::move(kp);
+      j["score"] = p.score;
+      j["num_keypoints"] = p.parts;
+      list.push_back(std::move(j));
+    }
+    Json j = Json::object();
+    j["height"] = image.size(1);
+    j["width"] = image.size(2);
+    j["people"] = std::move(list);
+    if (!out_dir_.empty()) {
+      Tensor pic = image.contiguous().clone();
+      draw_skeletons(pic, found, style_);
+      fs::create_directories(out_dir_);
+      const std::string file = (fs::path(out_dir_) / (stem + "_pose.png")).string();
+      data::write_image(file, pic);
+      j["picture"] = file;
+    }
+    return j;
+  }
+
+  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
+    const Json& list = entry.at("people");
+    os << name << ": " << list.size() << (list.size() == 1 ? " person" : " people") << " ("
+       << cfg_.get_string("test.mode") << ")";
+    if (const auto p = entry.find("picture"); p != entry.end())
+      os << ", drawn in " << p->get<std::string>();
+    os << "\n";
+    const auto& names = data::coco_keypoint_names();
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Json& d = list[k];
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "  %zu. score %.3f, %lld keypoints:", k + 1,
+                    d.at("score").get<double>(),
+                    static_cast<long long>(d.at("num_keypoints").get<int64_t>()));
+      os << buf;
+      const Json& kp = d.at("keypoints");
+      for (size_t c = 0; c < names.size(); ++c) {
+        if (kp[3 * c + 2].get<double>() <= 0) continue;
+        std::snprintf(buf, sizeof(buf), " %s (%.1f, %.1f)", names[c].c_str(),
+                      kp[3 * c].get<double>(), kp[3 * c + 1].get<double>());
+        os << buf;
+      }
+      os << "\n";
+    }
+  }
+
+ private:
+  Config cfg_;
+  std::shared_ptr<mpose::OpenPose> model_;
+  std::string stem_;
+  mpose::PoseParseOptions parse_;
+  data::Normalize norm_;
+  DrawStyle style_;
+  std::string out_dir_;
+};
+
+// ---- the task --------------------------------------------------------------------------
+
+class PoseTask final : public Task {
+ public:
+  explicit PoseTask(const Config& cfg) : cfg_(cfg) {}
+
+  TaskData make_data(int64_t rank, int64_t world) override {
+    rank_ = rank;
+    world_ = world;
+    const data::OnCorrupt on_corrupt =
+        cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    std::shared_ptr<const data::PoseDataset> train = read(true, on_corrupt);
+    std::shared_ptr<const data::PoseDataset> val = read(false, on_corrupt);
+    if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
+      std::vector<data::PoseRecord> head(val->records().begin(), val->records().begin() + n);
+      val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name());
+    }
+    const std::string val_ann = annotation(false);
+    truth_ = std::make_shared<const TruthMap>(for_key(
+        cfg_, cfg_.get_string("data.dataset") == "scenes" ? "data.data_dir" : "data.val_ann",
+        [&] { return read_truth(val_ann); }));
+    const data::Normalize norm = normalize_of(cfg_);
+    data::PoseAugmentOptions aug;
+    aug.size = cfg_.get_ints("train.aug_trans.random_focus_crop.crop_size")[0];
+    aug.flip_p = cfg_.get_double("train.aug_trans.random_hflip.ratio");
+    aug.focus = cfg_.get_string("train.aug_trans.random_resize.method") == "focus" ? 0.6 : 0.0;
+    const auto scale = cfg_.get_doubles("train.aug_trans.random_resize.scale_range");
+    aug.scale_range = {scale[0], scale[1]};
+    const auto aspect = cfg_.get_doubles("train.aug_trans.random_resize.aspect_range");
+    aug.aspect_range = {aspect[0], aspect[1]};
+    aug.rotate_p = cfg_.get_double("train.aug_trans.random_rotate.ratio");
+    aug.max_degrees = cfg_.get_double("train.aug_trans.random_rotate.max_degree");
+    aug.centre_jitter = cfg_.get_int("train.aug_trans.random_focus_crop.center_jitter");
+    aug.fill = mean_color(norm);
+    const data::PoseTargetOptions targets{.stride = cfg_.get_int("network.stride"),
+                                          .sigma = cfg_.get_double("target.heatmap.sigma"),
+                                          .limb_width = cfg_.get_double("target.paf.theta")};
+    const int workers = static_cast<int>(cfg_.get_int("data.workers"));
+    const auto seed = static_cast<uint64_t>(cfg_.get_int("seed"));
+    const bool pin = cfg_.get_string("device") != "cpu" && cuda_is_available();
+    data::LoaderOptions to{.batch_size = cfg_.get_int("train.batch_size"),
+                           .shuffle = true,
+                           .drop_last = cfg_.get_bool("train.drop_last"),
+                           .workers = workers,
+                           .seed = seed,
+                           .normalize = norm,
+                           .world_size = world,
+                           .rank = rank,
+                           .pin_memory = pin};
+    data::LoaderOptions vo = to;
+    vo.batch_size = cfg_.get_int("val.batch_size");
+    vo.shuffle = false;
+    vo.drop_last = false;
+    int64_t people = 0;
+    for (const auto& r : train->records()) people += static_cast<int64_t>(r.people.size());
+    TaskData d;
+    d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
+                " val images (" + cfg_.get_string("data.dataset") + ", " + std::to_string(people) +
+                " training people, crops " + std::to_string(aug.size) + "x" +
+                std::to_string(aug.size) + ", val " + std::to_string(test_side(cfg_)) + "x" +
+                std::to_string(test_side(cfg_)) + ")";
+    d.train = std::make_unique<PoseLoader>(train, data::pose_train_transform(aug), targets, to);
+    auto v =
+        std::make_unique<PoseLoader>(val, data::pose_eval_transform(test_side(cfg_)), targets, vo);
+    val_ = v.get();
+    d.val = std::move(v);
+    return d;
+  }
+
+  std::shared_ptr<nn::Module> make_model() override {
+    const std::string& name = cfg_.get_string("network.model_name");
+    const mpose::OpenPoseOptions o{.init = cfg_.get_string("network.init") == "pytorch"
+                                               ? mpose::PoseInit::pytorch_default
+                                               : mpose::PoseInit::torchcv};
+    auto model =
+        for_key(cfg_, "network.model_name", [&] { return mpose::create_openpose(name, o); });
+    if (!model) {
+      std::string known;
+      for (const auto& n : mpose::openpose_model_names()) known += (known.empty() ? "" : ", ") + n;
+      throw ConfigError(at_key(cfg_, "network.model_name") + ": \"" + name +
+                        "\" is not a pose model (task = \"pose\" trains " + known + ")");
+    }
+    const auto stages = static_cast<int64_t>(model->stages.size());
+    for (int64_t s = stages; s < kMaxStages; ++s)
+      for (const char* branch : {"paf", "heatmap"})
+        if (cfg_.get_double(weight_key(branch, s)) != 1.0)  // the default: no stage to weigh
+          throw ConfigError(at_key(cfg_, weight_key(branch, s)) + ": " + name + " has " +
+                            std::to_string(stages) + " stages (0.." + std::to_string(stages - 1) +
+                            "); this weight has no stage");
+    loss_opts_ = {};
+    for (int64_t s = 0; s < stages; ++s) {
+      loss_opts_.paf_weights.push_back(cfg_.get_double(weight_key("paf", s)));
+      loss_opts_.heatmap_weights.push_back(cfg_.get_double(weight_key("heatmap", s)));
+    }
+    return model;
+  }
+
+  Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
+    const data::PoseBatch& b = batch_of<data::PoseBatch>(batch);
+    const Tensor x = b.images.to(ctx.device);  // (B, 3, S, S)
+    const std::vector<Tensor> out = model.forward_with([&](nn::Module& m) {
+      const mpose::PoseOutput o = openpose_of(m).forward_stages(x);
+      std::vector<Tensor> v = o.pafs;
+      v.insert(v.end(), o.heatmaps.begin(), o.heatmaps.end());
+      return v;
+    });
+    const size_t stages = out.size() / 2;
+    mpose::PoseOutput o;
+    for (size_t s = 0; s < stages; ++s) {
+      o.pafs.push_back(autocast::to_f32(out[s]));
+      o.heatmaps.push_back(autocast::to_f32(out[stages + s]));
+    }
+    // TorchCV's sum over cells divided by the batch: with equal batches on every
+    // rank, the averaged gradients are those of the global batch.
+    const Tensor total = mpose::openpose_loss(o, b.pafs.to(ctx.device), b.heatmaps.to(ctx.device),
+                                              b.masks.to(ctx.device), loss_opts_)
+                             .total;
+    if (ctx.world == 1) return total;
+    const double local = static_cast<double>(b.size());
+    const double global = ctx.sum_over_ranks(local);
+    const double scale = local * static_cast<double>(ctx.world) / std::max(1.0, global);
+    return scale == 1.0 ? total : ops::mul(total, scale);
+  }
+
+  std::unique_ptr<TaskEvaluator> make_evaluator() override {
+    TCV_CHECK(val_, "[pose] make_evaluator before make_data");
+    return std::make_unique<PoseEvaluator>(cfg_, val_->dataset(), truth_, loss_opts_, rank_,
+                                           world_);
+  }
+
+  std::string best_metric() const override { return "ap"; }
+
+  std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
+                                                const PredictOptions& opts) override {
+    auto model = std::dynamic_pointer_cast<mpose::OpenPose>(make_model());
+    const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
+    return std::make_unique<PosePredictor>(cfg_, model, stem, opts);
+  }
+
+ private:
+  std::string path(const std::string& key) const {
+    return (fs::path(cfg_.get_string("data.data_dir")) / cfg_.get_string(key)).string();
+  }
+
+  // The keypoint file of a split: COCO's from the config, the scenes' own.
+  std::string annotation(bool train) const {
+    if (cfg_.get_string("data.dataset") == "scenes")
+      return (fs::path(ensure_scenes(cfg_, SceneKind::people)) / "annotations" /
+              (train ? "person_keypoints_train.json" : "person_keypoints_val.json"))
+          .string();
+    return path(train ? "data.train_ann" : "data.val_ann");
+  }
+
+  std::shared_ptr<const data::PoseDataset> read(bool train, data::OnCorrupt on_corrupt) const {
+    const bool scenes = cfg_.get_string("data.dataset") == "scenes";
+    const std::string ann = annotation(train);
+    const std::string images =
+        scenes ? (fs::path(cfg_.get_string("data.data_dir")) / "images").string()
+               : path(train ? "data.train_images" : "data.val_images");
+    return for_key(cfg_, scenes ? "data.data_dir" : (train ? "data.train_ann" : "data.val_ann"),
+                   [&] {
+                     return std::make_shared<const data::PoseDataset>(data::read_coco_keypoints(
+                         {.annotation_file = ann,
+                          .image_dir = images,
+                          .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
+                          .on_corrupt = on_corrupt}));
+                   });
+  }
+
+  Config cfg_;
+  PoseLoader* val_ = nullptr;
+  std::shared_ptr<const TruthMap> truth_;
+  mpose::OpenPoseLossOptions loss_opts_;
+  int64_t rank_ = 0, world_ = 1;
+};
+
+}  // namespace
+
+TaskInfo pose_task_info() {
+  return {.name = "pose",
+          .description = "multi-person pose estimation (OpenPose)",
+          .keys = pose_keys(),
+          .validate = validate_pose,
+          .make = [](const Config& cfg) { return std::make_unique<PoseTask>(cfg); }};
+}
+
+}  // namespace tcv::train
