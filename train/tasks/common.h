@@ -59,6 +59,15 @@ class TaskLoaderOf final : public TaskLoader {
 /// data.normalize.{div_value, mean, std} of the config.
 data::Normalize normalize_of(const Config& cfg);
 
+/// The loader options of a task's two splits: train.batch_size, shuffled,
+/// train.drop_last; val.batch_size, in order, every image; both with
+/// data.workers, seed, data.normalize, this rank's share of world, and pinned
+/// host memory when the run may use a GPU.
+struct SplitLoaderOptions {
+  data::LoaderOptions train, val;
+};
+SplitLoaderOptions split_loader_options(const Config& cfg, int64_t world, int64_t rank);
+
 /// The model input for one u8 (3, H, W) image: f32 (1, 3, H, W) holding
 /// (pixel / div_value - mean[c]) / std[c].
 Tensor normalized_image(const Tensor& u8, const data::Normalize& n);

@@ -536,22 +536,7 @@ class DetTask final : public Task {
       data::det_resize(s, aug.size, aug.size);
       data::det_drop_objects(s, true, true);  // boxes a crop left without area
     };
-    const int workers = static_cast<int>(cfg_.get_int("data.workers"));
-    const auto seed = static_cast<uint64_t>(cfg_.get_int("seed"));
-    const bool pin = cfg_.get_string("device") != "cpu" && cuda_is_available();
-    data::LoaderOptions to{.batch_size = cfg_.get_int("train.batch_size"),
-                           .shuffle = true,
-                           .drop_last = cfg_.get_bool("train.drop_last"),
-                           .workers = workers,
-                           .seed = seed,
-                           .normalize = normalize_of(cfg_),
-                           .world_size = world,
-                           .rank = rank,
-                           .pin_memory = pin};
-    data::LoaderOptions vo = to;
-    vo.batch_size = cfg_.get_int("val.batch_size");
-    vo.shuffle = false;
-    vo.drop_last = false;
+    const auto [to, vo] = split_loader_options(cfg_, world, rank);
     TaskData d;
     d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
                 " val images (" + cfg_.get_string("data.dataset") + ", " +

@@ -632,22 +632,7 @@ class PoseTask final : public Task {
     const data::PoseTargetOptions targets{.stride = cfg_.get_int("network.stride"),
                                           .sigma = cfg_.get_double("target.heatmap.sigma"),
                                           .limb_width = cfg_.get_double("target.paf.theta")};
-    const int workers = static_cast<int>(cfg_.get_int("data.workers"));
-    const auto seed = static_cast<uint64_t>(cfg_.get_int("seed"));
-    const bool pin = cfg_.get_string("device") != "cpu" && cuda_is_available();
-    data::LoaderOptions to{.batch_size = cfg_.get_int("train.batch_size"),
-                           .shuffle = true,
-                           .drop_last = cfg_.get_bool("train.drop_last"),
-                           .workers = workers,
-                           .seed = seed,
-                           .normalize = norm,
-                           .world_size = world,
-                           .rank = rank,
-                           .pin_memory = pin};
-    data::LoaderOptions vo = to;
-    vo.batch_size = cfg_.get_int("val.batch_size");
-    vo.shuffle = false;
-    vo.drop_last = false;
+    const auto [to, vo] = split_loader_options(cfg_, world, rank);
     int64_t people = 0;
     for (const auto& r : train->records()) people += static_cast<int64_t>(r.people.size());
     TaskData d;
