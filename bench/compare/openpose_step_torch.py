@@ -27,12 +27,11 @@ ms/step, peak RSS (getrusage maxrss).
 import argparse
 import json
 import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
+from common import median_step_ms
 
 
 def conv_relu(layers, cin, cout, k, bn=False, relu=True):
@@ -161,14 +160,7 @@ def main():
         opt.step()
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    ms = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        loss = step()
-        ms.append(1000.0 * (time.perf_counter() - t0))
-    med = statistics.median(ms)
+    med, loss = median_step_ms(step, args.warmup, args.steps)
     print(json.dumps({
         "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
         "loss": "openpose_masked_l2", "threads": torch.get_num_threads(), "batch": b,

@@ -16,12 +16,11 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+from common import median_step_ms
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from make_golden_seg import PSPNet  # noqa: E402
@@ -67,14 +66,7 @@ def main():
         opt.step()
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    ms = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        loss = step()
-        ms.append(1000.0 * (time.perf_counter() - t0))
-    med = statistics.median(ms)
+    med, loss = median_step_ms(step, args.warmup, args.steps)
     print(json.dumps({
         "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
         "threads": torch.get_num_threads(), "batch": args.batch, "image_size": s,

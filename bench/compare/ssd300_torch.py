@@ -16,13 +16,12 @@ median step time), ms/step, peak RSS (getrusage maxrss).
 import argparse
 import json
 import resource
-import statistics
-import time
 
 import torch
 from torchvision.models.detection import ssd300_vgg16
 from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import boxes as box_ops
+from common import median_step_ms
 
 
 def synthetic_targets(batch, size, classes, gen):
@@ -69,14 +68,7 @@ def main():
         opt.step()
         return loss
 
-    for _ in range(args.warmup):
-        step()
-    ms = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        loss = step()
-        ms.append(1000.0 * (time.perf_counter() - t0))
-    med = statistics.median(ms)
+    med, loss = median_step_ms(step, args.warmup, args.steps)
     print(json.dumps({
         "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": "ssd300_vgg16",
         "threads": torch.get_num_threads(), "batch": args.batch, "image_size": s,
