@@ -75,6 +75,13 @@ BENCHMARK(BM_Conv2dFwdBwd)
     ->Args({4, 2048, 56, 56, 256, 3, 0, 12})
     ->Args({16, 256, 16, 16, 256, 3, 1, 1})
     ->Args({64, 512, 8, 8, 512, 3, 1, 1})
+    // VGG layers at the batches the detection and pose steps train with:
+    // SSD300's conv3 (batch 4), OpenPose's conv2 and conv4 (batch 2, 368x368).
+    ->Args({4, 256, 75, 75, 256, 3, 1, 1})
+    ->Args({2, 128, 184, 184, 128, 3, 1, 1})
+    ->Args({2, 512, 46, 46, 512, 3, 1, 1})
+    // SSD's last extra layers: 3x3 maps, where Winograd would be slower.
+    ->Args({4, 128, 5, 5, 256, 3, 0, 1})
     // PSPNet's head: 3x3 conv over the 4096 channels of the pyramid pooling.
     ->Args({4, 4096, 32, 32, 512, 3, 1, 1})
     ->Unit(benchmark::kMillisecond)

@@ -250,8 +250,12 @@ void backward_gemm(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* 
 
 // ------------------------------------------------------------- oneDNN
 
-/// The largest scratchpad a Winograd pass may ask for (see make_entry).
-constexpr size_t kWinogradScratchpadLimit = size_t(256) << 20;
+/// The largest scratchpad a Winograd pass may ask for (see make_entry): PSPNet's
+/// 3x3 conv over 4096 channels at 32x32 (batch 4) asks 456 MiB forward and
+/// backward-data (1.4x and 3x faster than direct), 1 GiB backward-weights.
+constexpr size_t kWinogradScratchpadLimit = size_t(512) << 20;
+/// The smallest output height and width that run Winograd (see make_entry).
+constexpr int64_t kWinogradMinOutput = 8;
 
 struct ConvEntry {
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -288,8 +292,6 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   const auto any = memory::format_tag::any;
   const memory::desc x_any(x_dims, f32, any), y_any(y_dims, f32, any), w_any(w_dims, f32, any);
   const memory::desc b_md = g.has_bias ? plain_md({g.k}) : memory::desc();
-  const auto algo = algo_choice == ConvAlgo::direct ? dnnl::algorithm::convolution_direct
-                                                    : dnnl::algorithm::convolution_auto;
   const dnnl::primitive_attr attr = default_attr();
   // The forward pass may end in an activation, applied as oneDNN writes y.
   dnnl::primitive_attr fwd_attr = default_attr();
@@ -299,28 +301,38 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
     fwd_attr.set_post_ops(po);
   }
 
-  // Winograd where oneDNN picks it, unless its scratchpad (a grow-only
-  // buffer, so resident from then on) passes kWinogradScratchpadLimit, or the
-  // channels are not whole 16-channel blocks: then that pass runs direct.
-  // PSPNet's 3x3 conv over 4096 channels at 32x32 asks 1 GiB for Winograd's
-  // backward-weights pass, which saves 9% of that conv's time; SSD's box heads
-  // (24, 84 or 126 output channels) ran Winograd's backward-weights pass at a
-  // small fraction of the direct kernels' speed.
-  const bool whole_blocks = g.c % kChannelBlock == 0 && g.k % kChannelBlock == 0;
-  auto too_big = [&](const dnnl::primitive_desc_base& pd) {
-    return algo_choice == ConvAlgo::automatic &&
-           std::string(pd.impl_info_str()).find("wino") != std::string::npos &&
-           (!whole_blocks || pd.scratchpad_desc().get_size() > kWinogradScratchpadLimit);
+  // Winograd F(4x4, 3x3) for every pass of a 3x3 stride-1 layer on whole
+  // 16-channel blocks with at least 8x8 outputs, chosen here rather than by
+  // oneDNN's convolution_auto, whose heuristic keeps training batches of up
+  // to 8 images on direct kernels although Winograd runs those passes 1.4-2.6x
+  // faster (bench/bench_conv.cpp). Direct where oneDNN has no Winograd kernel
+  // (CPUs without AVX-512), where the pass's scratchpad (a grow-only buffer,
+  // so resident from then on) would pass kWinogradScratchpadLimit, and on
+  // smaller maps (5x5 and below: 2-8x slower). Other channel counts stay
+  // direct: SSD's box heads (24, 84 or 126 output channels) ran Winograd's
+  // backward-weights pass at a small fraction of the direct kernels' speed.
+  const bool winograd = algo_choice == ConvAlgo::automatic && g.r == 3 && g.s == 3 &&
+                        g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 &&
+                        g.dilation[1] == 1 && g.groups == 1 && g.c % kChannelBlock == 0 &&
+                        g.k % kChannelBlock == 0 && g.oh >= kWinogradMinOutput &&
+                        g.ow >= kWinogradMinOutput;
+  auto choose = [&](auto make) {
+    if (winograd) try {
+        auto pd = make(dnnl::algorithm::convolution_winograd);
+        if (pd.scratchpad_desc().get_size() <= kWinogradScratchpadLimit) return pd;
+      } catch (const dnnl::error&) {
+        // No Winograd implementation for this shape or CPU: direct below.
+      }
+    return make(dnnl::algorithm::convolution_direct);
   };
   auto e = std::make_unique<ConvEntry>();
   e->bias_md = b_md;
-  for (const auto a : {algo, dnnl::algorithm::convolution_direct}) {
-    e->fwd_pd = dnnl::convolution_forward::primitive_desc(
+  e->fwd_pd = choose([&](dnnl::algorithm a) {
+    return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, a, x_any, w_any, b_md,
                                         y_any, strides, dil, pad_l, pad_r),
         fwd_attr, engine());
-    if (!too_big(e->fwd_pd)) break;
-  }
+  });
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
   const memory::desc x_plain = plain_md(x_dims), y_plain = plain_md(y_dims),
                      w_plain = plain_md(w_dims);
@@ -337,24 +349,22 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   // activation's, then the plain convolution's (another entry).
   if (act != ConvAct::none) return e;
 
-  for (const auto a : {algo, dnnl::algorithm::convolution_direct}) {
-    e->bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
+  e->bwd_data_pd = choose([&](dnnl::algorithm a) {
+    return dnnl::convolution_backward_data::primitive_desc(
         dnnl::convolution_backward_data::desc(a, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
         attr, engine(), e->fwd_pd);
-    if (!too_big(e->bwd_data_pd)) break;
-  }
+  });
   e->bwd_data = dnnl::convolution_backward_data(e->bwd_data_pd);
   e->dy_bd = Layout(y_plain, e->bwd_data_pd.diff_dst_desc(), true, false);
   e->w_bd = Layout(w_plain, e->bwd_data_pd.weights_desc(), true, false);
   e->dx_bd = Layout(x_plain, e->bwd_data_pd.diff_src_desc(), false, true);
 
-  for (const auto a : {algo, dnnl::algorithm::convolution_direct}) {
-    e->bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+  e->bwd_weights_pd = choose([&](dnnl::algorithm a) {
+    return dnnl::convolution_backward_weights::primitive_desc(
         dnnl::convolution_backward_weights::desc(a, x_any, w_any, b_md, y_any, strides, dil, pad_l,
                                                  pad_r),
         attr, engine(), e->fwd_pd);
-    if (!too_big(e->bwd_weights_pd)) break;
-  }
+  });
   e->bwd_weights = dnnl::convolution_backward_weights(e->bwd_weights_pd);
   e->x_bw = Layout(x_plain, e->bwd_weights_pd.src_desc(), true, false);
   e->dy_bw = Layout(y_plain, e->bwd_weights_pd.diff_dst_desc(), true, false);

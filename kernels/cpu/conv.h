@@ -74,14 +74,16 @@ ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act = Con
 size_t conv2d_cache_size();
 
 /// How f32 convolutions choose oneDNN's algorithm.
-///  - automatic: oneDNN picks Winograd F(4x4, 3x3) where its heuristic expects it
-///    to win (3x3 kernels, stride 1, enough images per batch; about 2x faster on
-///    AVX-512, results within about 1e-6 relative of direct), direct elsewhere,
-///    for any pass whose Winograd scratchpad would pass 256 MiB, and where the
-///    input or output channels are not whole 16-channel blocks (SSD's box
-///    heads, 1024 -> 24 channels at 19x19: Winograd's backward-weights pass
-///    took 1.2-1.4 s of a training step, where direct kernels of that size
-///    take milliseconds).
+///  - automatic: Winograd F(4x4, 3x3) for each pass of a 3x3 stride-1
+///    undilated layer whose input and output channels are whole 16-channel
+///    blocks and whose output is at least 8x8 (1.4-2.6x faster than direct on
+///    AVX-512 at training batches of 1-4 images; results within about 1e-6
+///    relative of direct), unless that pass's Winograd scratchpad would pass
+///    512 MiB or oneDNN has no Winograd kernel for it (CPUs without AVX-512);
+///    direct everywhere else. (On SSD's box heads, 1024 -> 24 channels at
+///    19x19, Winograd's backward-weights pass took 1.2-1.4 s of a training
+///    step, where direct kernels of that size take milliseconds; on 5x5 maps
+///    and smaller it is 2-8x slower than direct.)
 ///  - direct: always direct convolution, as PyTorch's CPU path does.
 /// The default is automatic, or the value of TCV_CONV_ALGO (auto | direct).
 enum class ConvAlgo { automatic, direct };
