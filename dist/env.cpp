@@ -1,5 +1,6 @@
 #include "dist/env.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@ namespace {
 constexpr const char* kNames[] = {"RANK",
                                   "LOCAL_RANK",
                                   "WORLD_SIZE",
+                                  "LOCAL_WORLD_SIZE",
                                   "MASTER_ADDR",
                                   "MASTER_PORT",
                                   "SLURM_PROCID",
@@ -289,6 +291,15 @@ DistTimeouts timeouts_from_env(const EnvMap& env, DistTimeouts t) {
   read("TCV_DIST_TIMEOUT", false, t.timeout);
   read("TCV_DIST_WAIT_LOG_INTERVAL", true, t.wait_log_interval);
   return t;
+}
+
+int threads_per_local_process(const EnvMap& env, int cpus) {
+  cpus = std::max(cpus, 1);
+  const std::string* local = find(env, "LOCAL_WORLD_SIZE");
+  if (!local) return cpus;
+  const int n = parse_int("LOCAL_WORLD_SIZE", *local);
+  TCV_CHECK(n >= 1, "[dist env] LOCAL_WORLD_SIZE='", *local, "' must be at least 1");
+  return std::max(1, cpus / n);
 }
 
 }  // namespace tcv::dist

@@ -69,6 +69,15 @@ std::string first_host(const std::string& list, const std::string& what = "host 
 /// the env:// ones, Slurm's, and TCV_DIST_TIMEOUT / TCV_DIST_WAIT_LOG_INTERVAL.
 EnvMap process_dist_env();
 
+/// OpenMP threads for each of the LOCAL_WORLD_SIZE processes that share this
+/// node's `cpus`: the cpus divided evenly among them (at least 1), or all of
+/// them without LOCAL_WORLD_SIZE. (Each of 2 ranks on 2 cores taking both
+/// made a segmentation run 2.3x slower than one process: 4 threads spinning at
+/// barriers on 2 cores. torchrun sets one thread per process instead, which
+/// leaves cores idle on larger nodes.) Throws tcv::Error naming the variable
+/// when it is not a positive decimal integer.
+int threads_per_local_process(const EnvMap& env, int cpus);
+
 /// resolve_dist_env(process_dist_env()).
 DistEnv read_dist_env();
 

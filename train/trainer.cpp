@@ -17,6 +17,7 @@
 #include <ostream>
 #include <system_error>
 
+#include "dist/env.h"
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops.h"
@@ -247,7 +248,10 @@ struct Trainer::Impl {
     device = pick_device(cfg);
     dist = init_distributed(cfg, device);
     if (dist) device = dist->device();  // cuda:LOCAL_RANK on a node with several GPUs
-    if (!std::getenv("OMP_NUM_THREADS")) omp_set_num_threads(omp_get_num_procs());
+    // All cores, shared evenly among the ranks of a node; OMP_NUM_THREADS wins.
+    if (!std::getenv("OMP_NUM_THREADS"))
+      omp_set_num_threads(
+          dist::threads_per_local_process(dist::process_dist_env(), omp_get_num_procs()));
     manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
     task = make_task(cfg);
 

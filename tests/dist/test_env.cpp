@@ -242,3 +242,20 @@ TEST(DistEnv, TimeoutsFromEnvironment) {
     EXPECT_NE(msg.find("TCV_DIST_TIMEOUT"), std::string::npos) << bad << ": " << msg;
   }
 }
+
+TEST(DistEnv, ThreadsSharedAmongLocalProcesses) {
+  EXPECT_EQ(threads_per_local_process({}, 16), 16);  // no launcher: every core
+  EXPECT_EQ(threads_per_local_process({{"LOCAL_WORLD_SIZE", "2"}}, 2), 1);
+  EXPECT_EQ(threads_per_local_process({{"LOCAL_WORLD_SIZE", "4"}}, 16), 4);
+  EXPECT_EQ(threads_per_local_process({{"LOCAL_WORLD_SIZE", "3"}}, 16), 5);  // the rest idle
+  EXPECT_EQ(threads_per_local_process({{"LOCAL_WORLD_SIZE", "8"}}, 2), 1);   // at least one
+  EXPECT_EQ(threads_per_local_process({{"LOCAL_WORLD_SIZE", "1"}}, 0), 1);
+  EXPECT_EQ(error_of([] {
+              threads_per_local_process({{"LOCAL_WORLD_SIZE", "two"}}, 2);
+            }),
+            "[dist env] LOCAL_WORLD_SIZE='two' is not a decimal integer");
+  EXPECT_EQ(error_of([] {
+              threads_per_local_process({{"LOCAL_WORLD_SIZE", "0"}}, 2);
+            }),
+            "[dist env] LOCAL_WORLD_SIZE='0' must be at least 1");
+}
