@@ -62,10 +62,14 @@ Tensor BatchNorm2d::apply(const Tensor& x, Fused act) {
     num_batches_tracked.add_(one_);
   }
   if (training_ && sync_group && sync_group->size > 1) {
-    Tensor y = ops::sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
-                                    track ? running_var : Tensor(), *sync_group,
-                                    {.momentum = options.momentum, .eps = options.eps});
-    return act == Fused::relu ? ops::relu(y) : act == Fused::relu6 ? ops::relu6(y) : y;
+    using SyncAct = ops::SyncBatchNormParams::Act;
+    return ops::sync_batch_norm(x, weight, bias, track ? running_mean : Tensor(),
+                                track ? running_var : Tensor(), *sync_group,
+                                {.momentum = options.momentum,
+                                 .eps = options.eps,
+                                 .act = act == Fused::relu    ? SyncAct::relu
+                                        : act == Fused::relu6 ? SyncAct::relu6
+                                                              : SyncAct::none});
   }
   // Without running statistics every forward normalises with the batch's own.
   return (act == Fused::relu    ? ops::batch_norm_relu

@@ -196,67 +196,158 @@ Tensor batch_norm_relu6(const Tensor& x, const Tensor& weight, const Tensor& bia
 Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor running_mean, Tensor running_var, const SyncBNGroup& group,
                        const SyncBatchNormParams& p) {
-  const double momentum = p.momentum, eps = p.eps;
   TCV_CHECK(x.dim() == 4, "[sync_batch_norm] expects (N, C, H, W), got ", x.shape_str());
   TCV_CHECK(group.all_reduce_sum != nullptr, "[sync_batch_norm] the group has no all-reduce");
   // f16/bf16 inputs (mixed precision): statistics and normalisation in f32, like batch_norm.
   if (x.dtype() == DType::f16 || x.dtype() == DType::bf16)
     return sync_batch_norm(x.to(DType::f32), weight, bias, running_mean, running_var, group, p)
         .to(x.dtype());
-  const int64_t c = x.size(1);
-  const Shape bc = {1, c, 1, 1};
-  const Shape dims = {0, 2, 3};
-  Tensor y, xhat, invstd, count;
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
+            "[sync_batch_norm] supports f32, f64, f16 and bf16, got ", dtype_name(x.dtype()));
+  check_param("weight", weight, x);
+  check_param("bias", bias, x);
+  check_param("running_mean", running_mean, x);
+  check_param("running_var", running_var, x);
+  TCV_CHECK(running_mean.defined() == running_var.defined(),
+            "[sync_batch_norm] running_mean and running_var must be both defined or both "
+            "undefined");
+  for (const Tensor* t : {&weight, &bias})
+    TCV_CHECK(!t->defined() || t->dtype() == x.dtype(), "[sync_batch_norm] weight/bias are ",
+              dtype_name(t->dtype()), " but input ", dtype_name(x.dtype()));
+  TCV_CHECK(p.eps > 0, "[sync_batch_norm] eps must be positive, got ", p.eps);
+  backend::require_device("sync_batch_norm", x.device(),
+                          {&weight, &bias, &running_mean, &running_var});
+  using Act = SyncBatchNormParams::Act;
+  kernels::BatchNormGeom g;
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.l = x.size(2) * x.size(3);
+  g.eps = p.eps;
+  g.act = p.act == Act::relu    ? kernels::BnAct::relu
+          : p.act == Act::relu6 ? kernels::BnAct::relu6
+                                : kernels::BnAct::none;
+  const int64_t c = g.c;
+  const Tensor xc = x.detach().contiguous();
+  // One look at the layout (see batch_norm_impl): a blocked input stays blocked.
+  const kernels::KTensor xs = xc.desc_as_stored();
+  g.blocked = xs.blocked;
+  const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
+  const TensorOptions o64{.dtype = DType::f64, .device = x.device()};
+
+  // This rank's mean m (with the part its rounding lost: f64 precision) and
+  // variance v about m, with its count n, summed over the group in f64 as
+  // (n·m, n·m², n·v, n): one collective. The group's variance is then
+  // mean(v) + (mean(m²) - M²), the spread within ranks and between them; only
+  // the second term cancels, in f64, where E[x²] - M² in the data's precision
+  // would lose the variance of data with |mean| >> std.
+  Tensor mean = zeros({c}, opts), var = zeros({c}, opts), mean_rest = zeros({c}, opts);
+  const double n_local = static_cast<double>(g.n * g.l);
+  if (x.numel() > 0) {
+    const kernels::KTensor rk = mean_rest.strided_desc();
+    TCV_KERNEL(x.device(), batch_norm_stats, g, xs, mean.strided_desc(), var.strided_desc(), &rk);
+  }
+  Tensor y, bias_eff, rest, invstd;
+  double count = 0;
   {
     NoGradGuard no_grad;
-    const Tensor xd = x.detach();
-    // (2C + 1): sum x, sum x², count, summed over the group in one collective.
-    Tensor stats = ops::cat({ops::sum(xd, dims), ops::sum(ops::square(xd), dims),
-                             full({1}, static_cast<double>(x.numel() / c),
-                                  {.dtype = x.dtype(), .device = x.device()})})
+    const Tensor m64 = mean.to(DType::f64) + mean_rest.to(DType::f64), v64 = var.to(DType::f64);
+    Tensor stats = ops::cat({m64 * n_local, ops::square(m64) * n_local, v64 * n_local,
+                             full({1}, n_local, o64)})
                        .contiguous();
     group.all_reduce_sum(stats);
-    count = stats.narrow(0, 2 * c, 1);
-    const double m = count.item();
-    TCV_CHECK(m > 1,
+    count = stats.narrow(0, 3 * c, 1).item();
+    TCV_CHECK(count > 1,
               "[sync_batch_norm] expected more than 1 value per channel over the group, "
               "got input ",
               x.shape_str());
-    const Tensor mean = stats.narrow(0, 0, c) / m;
-    const Tensor var = ops::clamp(stats.narrow(0, c, c) / m - ops::square(mean), 0.0, 1e300);
-    invstd = ops::rsqrt(var + eps);
-    xhat = (xd - mean.view(bc)) * invstd.view(bc);
-    y = xhat;
-    if (weight.defined()) y = y * weight.detach().view(bc);
-    if (bias.defined()) y = y + bias.detach().view(bc);
+    const Tensor gmean = stats.narrow(0, 0, c) / count;
+    const Tensor between =
+        ops::clamp(stats.narrow(0, c, c) / count - ops::square(gmean), 0.0, 1e300);
+    const Tensor gvar = stats.narrow(0, 2 * c, c) / count + between;
+    mean = gmean.to(x.dtype()).contiguous();
+    var = gvar.to(x.dtype()).contiguous();
+    // The kernels take x - mean about the mean rounded to x's dtype; the rest
+    // goes into the shift (forward) and into dx's constant (backward), as
+    // batch_norm does with its own batch's mean.
+    rest = gmean - mean.to(DType::f64);
+    invstd = ops::rsqrt(var.to(DType::f64) + p.eps);
+    Tensor shift = bias.defined() ? bias.detach().to(DType::f64) : zeros({c}, o64);
+    shift = shift -
+            rest * invstd * (weight.defined() ? weight.detach().to(DType::f64) : ones({c}, o64));
+    bias_eff = shift.to(x.dtype()).contiguous();
     if (running_mean.defined()) {
-      running_mean.mul_(1.0 - momentum);
-      running_mean.add_(mean.to(running_mean.dtype()), momentum);
-      running_var.mul_(1.0 - momentum);
-      running_var.add_(var.to(running_var.dtype()), momentum * m / (m - 1));
+      running_mean.mul_(1.0 - p.momentum);
+      running_mean.add_(gmean.to(running_mean.dtype()), p.momentum);
+      running_var.mul_(1.0 - p.momentum);
+      running_var.add_(gvar.to(running_var.dtype()), p.momentum * count / (count - 1));
     }
   }
+  const Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+  const kernels::KTensor wk = opt_k(wc), bk = bias_eff.strided_desc();
+  y = g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), opts);
+  if (x.numel() > 0)
+    TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xs, wc.defined() ? &wk : nullptr, &bk,
+               mean.strided_desc(), var.strided_desc(), y.desc_as_stored());
+
   if (autograd::needs_grad({&x, &weight, &bias})) {
-    const double m = count.item();
     autograd::record(
-        "sync_batch_norm", {x, weight, bias}, {y},
-        [xhat, invstd, m, bc, dims, group, w = weight.defined() ? weight.detach() : Tensor(),
+        p.act == Act::relu    ? "sync_batch_norm_relu"
+        : p.act == Act::relu6 ? "sync_batch_norm_relu6"
+                              : "sync_batch_norm",
+        {x, weight, bias}, {y},
+        [g, count, group, mean, var, rest, invstd, rest_x = rest.to(x.dtype()).contiguous(),
+         need_dx = x.requires_grad(), sx = SavedTensor(xc), sw = SavedTensor(wc),
+         sy = SavedTensor(g.act != kernels::BnAct::none ? y : Tensor()),
          need_dw = weight.defined() && weight.requires_grad(),
          need_db = bias.defined() && bias.requires_grad()](std::vector<Tensor>& grads) {
-          const Tensor dy = grads[0];
-          const int64_t ch = xhat.size(1);
-          const Tensor sum_dy = ops::sum(dy, dims);
-          const Tensor sum_dy_xhat = ops::sum(dy * xhat, dims);
-          Tensor dweight = need_dw ? sum_dy_xhat : Tensor();
-          Tensor dbias = need_db ? sum_dy : Tensor();
+          const auto op =
+              g.act == kernels::BnAct::relu ? kernels::UnaryOp::relu : kernels::UnaryOp::relu6;
+          Tensor dy =
+              sy.defined() ? unary_grad_consume(op, grads[0], sy.get()) : std::move(grads[0]);
+          dy = dy.to(mean.dtype()).contiguous();
+          const Tensor xv = sx.get(), wv = sw.defined() ? sw.get() : Tensor();
+          kernels::BatchNormGeom gb = g;
+          const kernels::KTensor xvs = xv.desc_as_stored();
+          gb.blocked = xvs.blocked;
+          if (gb.blocked) dy = to_blocked(dy);
+          const kernels::KTensor dys = gb.blocked ? dy.desc_as_stored() : dy.strided_desc();
+          const TensorOptions o{.dtype = mean.dtype(), .device = dy.device()};
+          const kernels::KTensor wk2 = opt_k(wv);
+          // This rank's Σdy and Σdy·(x - m)·invstd (training = false: the
+          // statistics are not this batch's), then Σdy·x̂ with the rest of the mean.
+          Tensor sum_dy = zeros({g.c}, o), sum_dy_xm = zeros({g.c}, o);
+          const kernels::KTensor sdk = sum_dy.strided_desc(), sxk = sum_dy_xm.strided_desc();
+          if (dy.numel() > 0)
+            TCV_KERNEL(dy.device(), batch_norm_backward, gb, false, xvs, dys,
+                       wv.defined() ? &wk2 : nullptr, mean.strided_desc(), var.strided_desc(),
+                       nullptr, &sxk, &sdk);
+          Tensor sums;  // (Σdy, Σdy·x̂), this rank's then the group's
+          {
+            NoGradGuard no_grad;
+            const Tensor sdy64 = sum_dy.to(DType::f64);
+            sums = ops::cat({sdy64, sum_dy_xm.to(DType::f64) - rest * invstd * sdy64})
+                       .to(mean.dtype())
+                       .contiguous();
+          }
+          Tensor dweight = need_dw ? sums.narrow(0, g.c, g.c).clone() : Tensor();
+          Tensor dbias = need_db ? sums.narrow(0, 0, g.c).clone() : Tensor();
           // Every rank reduces here, needed or not, so the collectives stay matched.
-          Tensor g = ops::cat({sum_dy, sum_dy_xhat}).contiguous();
-          group.all_reduce_sum(g);
-          const Tensor mean_dy = g.narrow(0, 0, ch) / m;
-          const Tensor mean_dy_xhat = g.narrow(0, ch, ch) / m;
-          Tensor scale = invstd;
-          if (w.defined()) scale = scale * w;
-          Tensor dx = (dy - mean_dy.view(bc) - xhat * mean_dy_xhat.view(bc)) * scale.view(bc);
+          group.all_reduce_sum(sums);
+          Tensor dx;
+          if (need_dx) {
+            const Tensor gdy = sums.narrow(0, 0, g.c).contiguous();
+            const Tensor gdyx = sums.narrow(0, g.c, g.c).contiguous();
+            const kernels::KTensor gdk = gdy.strided_desc(), gxk = gdyx.strided_desc(),
+                                   rk = rest_x.strided_desc();
+            dx = gb.blocked ? empty_blocked(xv.shape()) : empty(xv.shape(), o);
+            const kernels::KTensor dxk = dx.desc_as_stored();
+            const kernels::GroupGradSums gs{
+                .sum_dy = &gdk, .sum_dy_xhat = &gxk, .mean_rest = &rk, .count = count};
+            if (dy.numel() > 0)
+              TCV_KERNEL(dy.device(), batch_norm_backward, gb, true, xvs, dys,
+                         wv.defined() ? &wk2 : nullptr, mean.strided_desc(), var.strided_desc(),
+                         &dxk, nullptr, nullptr, &gs);
+          }
           return std::vector<Tensor>{dx, dweight, dbias};
         });
   }

@@ -84,14 +84,19 @@ struct SyncBNGroup {
 };
 
 /// Batch norm over (N, C, H, W) with training statistics over the whole group,
-/// as torch.nn.SyncBatchNorm: the sums of x, x² and the element count are
-/// all-reduced in forward, the sums of dy and dy·x̂ in backward (so dx is the
-/// gradient of the union-batch normalisation). weight/bias gradients are the
-/// local ones (DDP averages them). Running stats (when defined) are updated with
-/// the group's mean and unbiased variance.
+/// as torch.nn.SyncBatchNorm: each rank's count, Σx and Σx² (from its own mean
+/// and variance, in f64) are all-reduced in forward, Σdy and Σdy·x̂ in backward
+/// (so dx is the gradient of the union-batch normalisation). weight/bias
+/// gradients are the local ones (DDP averages them). Running stats (when
+/// defined) are updated with the group's mean and unbiased variance. The data
+/// passes are batch_norm's kernels (a blocked CPU input stays blocked, a fused
+/// relu/relu6 clamps as the output is written).
 struct SyncBatchNormParams {
   double momentum = 0.1;
   double eps = 1e-5;
+  enum class Act : uint8_t { none, relu, relu6 };
+  /// An activation fused into the output, as batch_norm_relu and batch_norm_relu6.
+  Act act = Act::none;
 };
 Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                        Tensor running_mean, Tensor running_var, const SyncBNGroup& group,

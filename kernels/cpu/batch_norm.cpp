@@ -48,9 +48,11 @@ constexpr int64_t kSmallPlane = 8;
 // leaving out d loses about |mean| / std ulps: 1e-3 relative in f32 for a mean
 // of 1000 and a std of 0.01 (BatchNorm.F32LargeMeanSmallSpreadMatchesF64). Here
 // x - m is computed without loss for x near m, for one more add per element.
+// y null: statistics only (and `rest`, when given, the part of each mean its
+// rounding to T lost).
 template <typename T>
 void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w, const T* b, T* y,
-                   T* mean, T* var) {
+                   T* mean, T* var, T* rest = nullptr) {
   const int64_t count = g.n * g.l, l = g.l;
   parallel_for(
       g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
@@ -99,7 +101,10 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
             d = s1 / static_cast<double>(count);
             mean[c] = static_cast<T>(static_cast<double>(m) + d);
             var[c] = static_cast<T>(std::max(0.0, s2 / static_cast<double>(count) - d * d));
+            if (rest)
+              rest[c] = static_cast<T>(static_cast<double>(m) + d - static_cast<double>(mean[c]));
           }
+          if (!y) continue;  // statistics only
           const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
           const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
           const T scale_t = static_cast<T>(scale);
@@ -123,10 +128,14 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
 // The saved mean is the batch mean rounded to T; in training the part it lost,
 // d = mean(x - mean), is measured again and taken out of sum(dy * (x - mean))
 // and of dx, as in the forward.
+// With the group's sums (gdy, gdyx: Σdy, Σdy·xhat over gcount values) there is
+// no reduction pass, and d is the group's (grest, the part of the group's mean
+// that `mean` lost; null: 0).
 template <typename T>
 void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* dy, const T* w,
-                    const T* mean, const T* var, T* dx, T* dw, T* db) {
-  const double count = static_cast<double>(g.n * g.l);
+                    const T* mean, const T* var, T* dx, T* dw, T* db, const T* gdy = nullptr,
+                    const T* gdyx = nullptr, const T* grest = nullptr, double gcount = 0) {
+  const double count = gdy ? gcount : static_cast<double>(g.n * g.l);
   const int64_t l = g.l;
   parallel_for(g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
                [&](int64_t lo, int64_t hi) {
@@ -134,7 +143,7 @@ void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* 
                    const T m = mean[c];
                    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
                    double sum_dy = 0, sum_dy_xc = 0, sum_xc = 0;
-                   for (int64_t n = 0; n < g.n; ++n) {
+                   for (int64_t n = 0; n < (gdy ? 0 : g.n); ++n) {
                      const T* xp = x + (n * g.c + c) * l;
                      const T* dyp = dy + (n * g.c + c) * l;
                      if (l < kSmallPlane) {
@@ -159,8 +168,12 @@ void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* 
                      sum_dy_xc += bsum;
                      sum_xc += xsum;
                    }
-                   const double d = training ? sum_xc / count : 0.0;
-                   const double sum_dy_xhat = (sum_dy_xc - d * sum_dy) * invstd;
+                   const double d = gdy        ? (grest ? static_cast<double>(grest[c]) : 0.0)
+                                    : training ? sum_xc / count
+                                               : 0.0;
+                   if (gdy) sum_dy = static_cast<double>(gdy[c]);
+                   const double sum_dy_xhat =
+                       gdy ? static_cast<double>(gdyx[c]) : (sum_dy_xc - d * sum_dy) * invstd;
                    if (dw) dw[c] = static_cast<T>(sum_dy_xhat);
                    if (db) db[c] = static_cast<T>(sum_dy);
                    if (!dx) continue;
@@ -210,7 +223,7 @@ void plane_sums(int64_t l, double (&acc)[K][kB], F f) {
 }
 
 void forward_blocked(const BatchNormGeom& g, bool training, const float* x, const float* w,
-                     const float* b, float* y, float* mean, float* var) {
+                     const float* b, float* y, float* mean, float* var, float* rest = nullptr) {
   const int64_t blocks = g.c / kB, l = g.l;
   const double count = static_cast<double>(g.n * l);
   parallel_for(
@@ -218,7 +231,6 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
       [&](int64_t lo, int64_t hi) {
         for (int64_t cb = lo; cb < hi; ++cb) {
           const float* xb = x + cb * l * kB;
-          float* yb = y + cb * l * kB;
           const int64_t image = blocks * l * kB;  // one image's elements
           float m[kB];
           double d[kB] = {};
@@ -245,10 +257,13 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
             }
             for (int64_t j = 0; j < kB; ++j) {
               d[j] = s12[0][j] / count;
-              mean[cb * kB + j] = static_cast<float>(static_cast<double>(m[j]) + d[j]);
+              const double mu = static_cast<double>(m[j]) + d[j];
+              mean[cb * kB + j] = static_cast<float>(mu);
               var[cb * kB + j] = static_cast<float>(std::max(0.0, s12[1][j] / count - d[j] * d[j]));
+              if (rest) rest[cb * kB + j] = static_cast<float>(mu - mean[cb * kB + j]);
             }
           }
+          if (!y) continue;  // statistics only
           float scale[kB], shift[kB];
           for (int64_t j = 0; j < kB; ++j) {
             const int64_t c = cb * kB + j;
@@ -260,7 +275,7 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
           const bool relu = g.act == BnAct::relu, relu6 = g.act == BnAct::relu6;
           for (int64_t n = 0; n < g.n; ++n) {
             const float* xp = xb + n * image;
-            float* yp = yb + n * image;
+            float* yp = y + cb * l * kB + n * image;
             for (int64_t i = 0; i < l; ++i)
 #pragma omp simd
               for (int64_t j = 0; j < kB; ++j) {
@@ -275,9 +290,10 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
 
 void backward_blocked(const BatchNormGeom& g, bool training, const float* x, const float* dy,
                       const float* w, const float* mean, const float* var, float* dx, float* dw,
-                      float* db) {
+                      float* db, const float* gdy, const float* gdyx, const float* grest,
+                      double gcount) {
   const int64_t blocks = g.c / kB, l = g.l;
-  const double count = static_cast<double>(g.n * l);
+  const double count = gdy ? gcount : static_cast<double>(g.n * l);
   parallel_for(blocks, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * l * kB, 1)),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t cb = lo; cb < hi; ++cb) {
@@ -285,7 +301,7 @@ void backward_blocked(const BatchNormGeom& g, bool training, const float* x, con
                    float m[kB];
                    for (int64_t j = 0; j < kB; ++j) m[j] = mean[cb * kB + j];
                    double s[3][kB] = {};  // sum dy, sum dy * (x - m), sum (x - m)
-                   for (int64_t n = 0; n < g.n; ++n) {
+                   for (int64_t n = 0; n < (gdy ? 0 : g.n); ++n) {
                      const float* xp = x + base + n * image;
                      const float* dyp = dy + base + n * image;
                      plane_sums<3>(l, s, [&](int64_t i, float(&v)[3][kB]) {
@@ -301,8 +317,12 @@ void backward_blocked(const BatchNormGeom& g, bool training, const float* x, con
                    for (int64_t j = 0; j < kB; ++j) {
                      const int64_t c = cb * kB + j;
                      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
-                     const double d = training ? s[2][j] / count : 0.0;
-                     const double sum_dy_xhat = (s[1][j] - d * s[0][j]) * invstd;
+                     const double d = gdy        ? (grest ? static_cast<double>(grest[c]) : 0.0)
+                                      : training ? s[2][j] / count
+                                                 : 0.0;
+                     if (gdy) s[0][j] = static_cast<double>(gdy[c]);
+                     const double sum_dy_xhat =
+                         gdy ? static_cast<double>(gdyx[c]) : (s[1][j] - d * s[0][j]) * invstd;
                      if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
                      if (db) db[c] = static_cast<float>(s[0][j]);
                      const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
@@ -436,6 +456,20 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
   });
 }
 
+void batch_norm_stats(const BatchNormGeom& g, const KTensor& x, const KTensor& mean,
+                      const KTensor& var, const KTensor* mean_rest) {
+  if (g.blocked) {
+    check_blocked(g, x);
+    return forward_blocked(g, true, x.ptr<float>(), nullptr, nullptr, nullptr, mean.ptr<float>(),
+                           var.ptr<float>(), opt_mut<float>(mean_rest));
+  }
+  TCV_DISPATCH_FLOAT(x.dtype, "batch_norm_stats", {
+    forward_loops<scalar_t>(g, true, x.ptr<scalar_t>(), nullptr, nullptr, nullptr,
+                            mean.ptr<scalar_t>(), var.ptr<scalar_t>(),
+                            opt_mut<scalar_t>(mean_rest));
+  });
+}
+
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                              const KTensor* bias, const KTensor& mean, const KTensor& var,
                              const KTensor& y) {
@@ -453,20 +487,30 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
 
 void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
-                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
+                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias,
+                         const GroupGradSums* group) {
+  TCV_CHECK(!group || (training && !dweight && !dbias && group->sum_dy && group->sum_dy_xhat),
+            "[batch_norm_backward] the group's sums serve dx in training only");
+  const double gcount = group ? group->count : 0.0;
   if (g.blocked) {
     check_blocked(g, x);
     TCV_CHECK(dy.blocked && (!dx || dx->blocked),
               "[batch_norm_backward] x, dy and dx must all be in the blocked layout");
     return backward_blocked(g, training, x.ptr<float>(), dy.ptr<float>(), opt_ptr<float>(weight),
                             mean.ptr<float>(), var.ptr<float>(), opt_mut<float>(dx),
-                            opt_mut<float>(dweight), opt_mut<float>(dbias));
+                            opt_mut<float>(dweight), opt_mut<float>(dbias),
+                            group ? opt_ptr<float>(group->sum_dy) : nullptr,
+                            group ? opt_ptr<float>(group->sum_dy_xhat) : nullptr,
+                            group ? opt_ptr<float>(group->mean_rest) : nullptr, gcount);
   }
   TCV_DISPATCH_FLOAT(x.dtype, "batch_norm_backward", {
     backward_loops<scalar_t>(g, training, x.ptr<scalar_t>(), dy.ptr<scalar_t>(),
                              opt_ptr<scalar_t>(weight), mean.ptr<scalar_t>(), var.ptr<scalar_t>(),
                              opt_mut<scalar_t>(dx), opt_mut<scalar_t>(dweight),
-                             opt_mut<scalar_t>(dbias));
+                             opt_mut<scalar_t>(dbias),
+                             group ? opt_ptr<scalar_t>(group->sum_dy) : nullptr,
+                             group ? opt_ptr<scalar_t>(group->sum_dy_xhat) : nullptr,
+                             group ? opt_ptr<scalar_t>(group->mean_rest) : nullptr, gcount);
   });
 }
 

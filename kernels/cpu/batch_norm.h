@@ -37,6 +37,19 @@ struct RunningStats {
   double momentum = 0.1;
 };
 
+/// SyncBatchNorm's backward: the per-channel sums of dy and dy·xhat over every
+/// rank's batch (`count` values per channel), xhat = (x - mean - rest)·invstd
+/// with the group's mean (`mean` its rounding to the data's dtype, `rest` what
+/// that rounding lost; null: 0) and var. Given to batch_norm_backward
+/// (training), dx takes these in place of the local batch's sums; contiguous
+/// (c) in the statistics' dtype.
+struct GroupGradSums {
+  const KTensor* sum_dy = nullptr;
+  const KTensor* sum_dy_xhat = nullptr;
+  const KTensor* mean_rest = nullptr;
+  double count = 0;
+};
+
 }  // namespace tcv::kernels
 
 namespace tcv::kernels::cpu {
@@ -48,6 +61,14 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
                               const KTensor& var, const RunningStats& running = {});
 
+/// The batch statistics alone: mean and biased var (c) of x, as the training
+/// forward computes them, without writing an output (SyncBatchNorm combines
+/// them over the group first). `mean_rest` (c, optional) receives what the
+/// mean lost to its rounding to x's dtype: mean + mean_rest is the mean to
+/// about the precision of a double.
+void batch_norm_stats(const BatchNormGeom& g, const KTensor& x, const KTensor& mean,
+                      const KTensor& var, const KTensor* mean_rest = nullptr);
+
 /// Eval forward with given (running) mean and var, all in x's dtype.
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                              const KTensor* bias, const KTensor& mean, const KTensor& var,
@@ -55,9 +76,13 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
 
 /// Backward. `training` says whether mean/var were batch statistics (their
 /// dependence on x enters dx) or constants. Any output pointer may be null.
+/// With `group` (training, dx only) the statistics were the group's and dx
+/// takes the group's gradient sums; local sums come from a call with
+/// training = false and dweight, dbias (Σdy·xhat, Σdy) requested.
 void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
-                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias);
+                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias,
+                         const GroupGradSums* group = nullptr);
 
 /// oneDNN versions of the three functions above (contiguous f32 only).
 void batch_norm_forward_train_onednn(const BatchNormGeom& g, const KTensor& x,

@@ -134,7 +134,7 @@ __global__ void forward_coeffs(const double* __restrict__ partial, int chunks,
                                const T* __restrict__ x, int64_t l, double count, const acc_t<T>* w,
                                const acc_t<T>* b, double eps, int64_t c, acc_t<T>* mean,
                                acc_t<T>* var, acc_t<T>* coef, acc_t<T>* run_mean, acc_t<T>* run_var,
-                               double momentum) {
+                               double momentum, acc_t<T>* rest) {
   using A = acc_t<T>;
   TCV_CUDA_GRID_STRIDE(ch, c) {
     double d = 0;
@@ -149,6 +149,7 @@ __global__ void forward_coeffs(const double* __restrict__ partial, int chunks,
       mean[ch] = static_cast<A>(mu);
       var[ch] = static_cast<A>(::fmax(0.0, s2 / count - d1 * d1));
       d = mu - static_cast<double>(mean[ch]);
+      if (rest) rest[ch] = static_cast<A>(d);
       if (run_mean) {  // as the CPU's update_running
         const double unbias = count > 1 ? count / (count - 1) : 1.0;
         run_mean[ch] = static_cast<A>((1 - momentum) * static_cast<double>(run_mean[ch]) +
@@ -168,11 +169,14 @@ __global__ void forward_coeffs(const double* __restrict__ partial, int chunks,
 // dweight, dbias and coef = {m, k_dy, k_x, k_0} of dx = dy·k_dy - (x - m)·k_x - k_0.
 // In training the part of the mean that m lost, d = mean(x - m), is taken out
 // as on the CPU. Without partial (eval, only dx wanted) the sums are not needed.
+// With the group's sums (gdy, gdyx: SyncBatchNorm) count is the group's and
+// d is grest, the part of the group's mean that `mean` lost (null: 0).
 template <typename T>
 __global__ void backward_coeffs(const double* __restrict__ partial, int chunks, const acc_t<T>* w,
                                 const acc_t<T>* mean, const acc_t<T>* var, double eps, int64_t c,
                                 double count, bool training, acc_t<T>* dw, acc_t<T>* db,
-                                acc_t<T>* coef) {
+                                acc_t<T>* coef, const acc_t<T>* gdy, const acc_t<T>* gdyx,
+                                const acc_t<T>* grest) {
   using A = acc_t<T>;
   TCV_CUDA_GRID_STRIDE(ch, c) {
     double sum_dy = 0, sum_dy_xc = 0, sum_xc = 0;
@@ -184,8 +188,12 @@ __global__ void backward_coeffs(const double* __restrict__ partial, int chunks, 
       }
     }
     const double invstd = 1.0 / ::sqrt(static_cast<double>(var[ch]) + eps);
-    const double d = training ? sum_xc / count : 0.0;
-    const double sum_dy_xhat = (sum_dy_xc - d * sum_dy) * invstd;
+    const double d = gdy        ? (grest ? static_cast<double>(grest[ch]) : 0.0)
+                     : training ? sum_xc / count
+                                : 0.0;
+    if (gdy) sum_dy = static_cast<double>(gdy[ch]);
+    const double sum_dy_xhat =
+        gdy ? static_cast<double>(gdyx[ch]) : (sum_dy_xc - d * sum_dy) * invstd;
     if (dw) dw[ch] = static_cast<A>(sum_dy_xhat);
     if (db) db[ch] = static_cast<A>(sum_dy);
     const double scale = invstd * (w ? static_cast<double>(w[ch]) : 1.0);
@@ -298,7 +306,7 @@ const acc_t<T>* opt(const KTensor* t) {
 template <typename T>
 void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor* weight,
                    const KTensor* bias, const KTensor& y, const KTensor& mean, const KTensor& var,
-                   const RunningStats& running) {
+                   const RunningStats& running, const KTensor* mean_rest = nullptr) {
   using A = acc_t<T>;
   cudaStream_t st = cur_stream();
   const int64_t total = g.n * g.c * g.l;
@@ -324,8 +332,10 @@ void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, cons
         training ? static_cast<const double*>(part.get()) : nullptr, chunks, x.ptr<const T>(), g.l,
         static_cast<double>(g.n * g.l), opt<T>(weight), opt<T>(bias), g.eps, g.c, mean.ptr<A>(),
         var.ptr<A>(), coef, training && running.mean ? running.mean->ptr<A>() : nullptr,
-        training && running.var ? running.var->ptr<A>() : nullptr, running.momentum);
+        training && running.var ? running.var->ptr<A>() : nullptr, running.momentum,
+        mean_rest ? mean_rest->ptr<A>() : nullptr);
     TCV_CUDA_LAUNCH_CHECK();
+    if (!y.data) return;  // statistics only
     const int64_t packs = total / V;
     normalize<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
         x.ptr<const T>(), y.ptr<T>(), coef, static_cast<index_of<Div>>(packs),
@@ -337,14 +347,15 @@ void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, cons
 template <typename T>
 void backward_typed(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
                     const KTensor* weight, const KTensor& mean, const KTensor& var,
-                    const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
+                    const KTensor* dx, const KTensor* dweight, const KTensor* dbias,
+                    const GroupGradSums* group) {
   using A = acc_t<T>;
   cudaStream_t st = cur_stream();
   const int64_t total = g.n * g.c * g.l;
   if (g.c == 0) return;
   TCV_CHECK(g.c <= INT32_MAX, "[batch_norm] too many channels: ", g.c);
   // The sums feed dweight, dbias and, with batch statistics, dx.
-  const bool sums = dweight || dbias || training;
+  const bool sums = !group && (dweight || dbias || training);
   const Plan plan = plan_for<T>(g, {x.data, dy.data, dx ? dx->data : nullptr});
   Workspace cw(static_cast<size_t>(g.c) * 4 * sizeof(A));
   A* coef = static_cast<A*>(cw.get());
@@ -364,8 +375,11 @@ void backward_typed(const BatchNormGeom& g, bool training, const KTensor& x, con
     }
     backward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
         chunks > 0 ? static_cast<const double*>(part.get()) : nullptr, chunks, opt<T>(weight),
-        mean.ptr<const A>(), var.ptr<const A>(), g.eps, g.c, static_cast<double>(g.n * g.l),
-        training, dweight ? dweight->ptr<A>() : nullptr, dbias ? dbias->ptr<A>() : nullptr, coef);
+        mean.ptr<const A>(), var.ptr<const A>(), g.eps, g.c,
+        group ? group->count : static_cast<double>(g.n * g.l), training,
+        dweight ? dweight->ptr<A>() : nullptr, dbias ? dbias->ptr<A>() : nullptr, coef,
+        group ? opt<T>(group->sum_dy) : nullptr, group ? opt<T>(group->sum_dy_xhat) : nullptr,
+        group ? opt<T>(group->mean_rest) : nullptr);
     TCV_CUDA_LAUNCH_CHECK();
     if (!dx || total == 0) return;
     const int64_t packs = total / V;
@@ -385,6 +399,13 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
                           forward_typed<scalar_t>(g, true, x, weight, bias, y, mean, var, running));
 }
 
+void batch_norm_stats(const BatchNormGeom& g, const KTensor& x, const KTensor& mean,
+                      const KTensor& var, const KTensor* mean_rest) {
+  TCV_CUDA_DISPATCH_FLOAT(
+      x.dtype, "batch_norm_stats",
+      forward_typed<scalar_t>(g, true, x, nullptr, nullptr, KTensor{}, mean, var, {}, mean_rest));
+}
+
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                              const KTensor* bias, const KTensor& mean, const KTensor& var,
                              const KTensor& y) {
@@ -394,10 +415,13 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
 
 void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor& dy,
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
-                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias) {
+                         const KTensor* dx, const KTensor* dweight, const KTensor* dbias,
+                         const GroupGradSums* group) {
+  TCV_CHECK(!group || (training && !dweight && !dbias && group->sum_dy && group->sum_dy_xhat),
+            "[batch_norm_backward] the group's sums serve dx in training only");
   TCV_CUDA_DISPATCH_FLOAT(
       x.dtype, "batch_norm_backward",
-      backward_typed<scalar_t>(g, training, x, dy, weight, mean, var, dx, dweight, dbias));
+      backward_typed<scalar_t>(g, training, x, dy, weight, mean, var, dx, dweight, dbias, group));
 }
 
 }  // namespace tcv::kernels::cuda

@@ -21,6 +21,11 @@ TCV_CUDA_API void batch_norm_forward_train(const BatchNormGeom& g, const KTensor
                                            const KTensor& var, const RunningStats& running = {})
     TCV_CUDA_ENTRY;
 
+/// The batch statistics alone (mean and biased var), no output written.
+TCV_CUDA_API void batch_norm_stats(const BatchNormGeom& g, const KTensor& x, const KTensor& mean,
+                                   const KTensor& var, const KTensor* mean_rest = nullptr)
+    TCV_CUDA_ENTRY;
+
 /// Eval forward with the given (running) mean and var.
 TCV_CUDA_API void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x,
                                           const KTensor* weight, const KTensor* bias,
@@ -28,10 +33,12 @@ TCV_CUDA_API void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor&
     TCV_CUDA_ENTRY;
 
 /// Backward; `training` says whether mean/var were batch statistics. Any output may be null.
+/// `group`: dx from the group's gradient sums (SyncBatchNorm), as on the CPU.
 TCV_CUDA_API void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x,
                                       const KTensor& dy, const KTensor* weight, const KTensor& mean,
                                       const KTensor& var, const KTensor* dx, const KTensor* dweight,
-                                      const KTensor* dbias) TCV_CUDA_ENTRY;
+                                      const KTensor* dbias, const GroupGradSums* group = nullptr)
+    TCV_CUDA_ENTRY;
 
 }  // namespace tcv::kernels::cuda
 TCV_CUDA_HEADER_END

@@ -12,6 +12,7 @@
 #include "layers/conv.h"
 #include "layers/sequential.h"
 #include "layers/sync_batch_norm.h"
+#include "support/error_bound.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
@@ -59,44 +60,132 @@ TEST(SyncBatchNorm, GradCheck) {
                   {rand_f64({3, 2, 3, 2}, 4), rand_f64({2}, 5), rand_f64({2}, 6)});
 }
 
+using Act = ops::SyncBatchNormParams::Act;
+
+struct RankOut {
+  Tensor y, dx, dweight, dbias, running_mean, running_var;
+};
+
+// sync_batch_norm on `world` thread-ranks over the FakeGroup: rank r takes its
+// equal share of the rows of x and dy (f64 or f32), in the blocked layout if
+// asked, and backpropagates dy.
+std::vector<RankOut> run_ranks(int world, const Tensor& x, const Tensor& dy, const Tensor& w,
+                               const Tensor& b, Act act, bool blocked) {
+  auto fw = std::make_shared<dist::testing::FakeWorld>(world);
+  const int64_t rows = x.size(0) / world, c = x.size(1);
+  std::vector<RankOut> out(world);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      auto g = dist::sync_bn_group(std::make_shared<dist::testing::FakeGroup>(fw, r));
+      Tensor xi = x.narrow(0, r * rows, rows).clone();
+      if (blocked) xi = to_blocked(xi);
+      xi.set_requires_grad(true);
+      Tensor wi = w.clone().set_requires_grad(true), bi = b.clone().set_requires_grad(true);
+      RankOut& o = out[r];
+      o.running_mean = zeros({c}, {.dtype = x.dtype()});
+      o.running_var = ones({c}, {.dtype = x.dtype()});
+      o.y = ops::sync_batch_norm(xi, wi, bi, o.running_mean, o.running_var, *g, {.act = act});
+      o.y.backward(dy.narrow(0, r * rows, rows).contiguous());
+      o.dx = xi.grad();
+      o.dweight = wi.grad();
+      o.dbias = bi.grad();
+    });
+  for (auto& t : ts) t.join();
+  return out;
+}
+
 TEST(SyncBatchNorm, TwoRanksEqualBatchNormOnTheUnionBatch) {
   const int world = 2;
   const Tensor x = rand_f64({6, 3, 4, 4}, 7, -1, 1, false);
   const Tensor dy = rand_f64({6, 3, 4, 4}, 8, -1, 1, false);
   const Tensor w0 = rand_f64({3}, 9, 0.5, 1.5, false), b0 = rand_f64({3}, 10, -1, 1, false);
-  // Reference on the union batch.
-  Tensor xr = x.clone().set_requires_grad(true), wr = w0.clone().set_requires_grad(true),
-         br = b0.clone().set_requires_grad(true);
-  Tensor rm = zeros({3}, {.dtype = DType::f64}), rv = ones({3}, {.dtype = DType::f64});
-  Tensor yr = ops::batch_norm(xr, wr, br, rm, rv, {.training = true});
-  ops::sum(yr * dy).backward();
-
-  auto fw = std::make_shared<dist::testing::FakeWorld>(world);
-  std::vector<Tensor> ys(world), dxs(world), dws(world), dbs(world), rms(world), rvs(world);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < world; ++r)
-    ts.emplace_back([&, r] {
-      auto g = dist::sync_bn_group(std::make_shared<dist::testing::FakeGroup>(fw, r));
-      Tensor xi = x.narrow(0, r * 3, 3).clone().set_requires_grad(true);
-      Tensor wi = w0.clone().set_requires_grad(true), bi = b0.clone().set_requires_grad(true);
-      rms[r] = zeros({3}, {.dtype = DType::f64});
-      rvs[r] = ones({3}, {.dtype = DType::f64});
-      ys[r] = ops::sync_batch_norm(xi, wi, bi, rms[r], rvs[r], *g);
-      ops::sum(ys[r] * dy.narrow(0, r * 3, 3)).backward();
-      dxs[r] = xi.grad();
-      dws[r] = wi.grad();
-      dbs[r] = bi.grad();
-    });
-  for (auto& t : ts) t.join();
-  for (int r = 0; r < world; ++r) {
-    expect_close(ys[r], yr.narrow(0, r * 3, 3), 1e-10, 1e-8, "y");
-    expect_close(dxs[r], xr.grad().narrow(0, r * 3, 3), 1e-10, 1e-8, "dx");
-    expect_close(rms[r], rm, 1e-12, 1e-10, "running_mean");
-    expect_close(rvs[r], rv, 1e-12, 1e-10, "running_var");
+  for (const Act act : {Act::none, Act::relu, Act::relu6}) {
+    SCOPED_TRACE(static_cast<int>(act));
+    // Reference on the union batch: batch_norm with the same fused activation
+    // (relu6 where some outputs pass 6: weight ×4).
+    const double wscale = act == Act::relu6 ? 4.0 : 1.0;
+    const Tensor w = w0 * wscale;
+    Tensor xr = x.clone().set_requires_grad(true), wr = w.clone().set_requires_grad(true),
+           br = b0.clone().set_requires_grad(true);
+    Tensor rm = zeros({3}, {.dtype = DType::f64}), rv = ones({3}, {.dtype = DType::f64});
+    const auto bn = act == Act::none   ? ops::batch_norm
+                    : act == Act::relu ? ops::batch_norm_relu
+                                       : ops::batch_norm_relu6;
+    Tensor yr = bn(xr, wr, br, rm, rv, {.training = true});
+    yr.backward(dy);
+    if (act == Act::relu6) {
+      EXPECT_GT(ops::sum(ops::gt(yr.detach(), 5.999).to(DType::f64)).item(), 0);
+    }
+    const std::vector<RankOut> out = run_ranks(world, x, dy, w, b0, act, false);
+    for (int r = 0; r < world; ++r) {
+      expect_close(out[r].y, yr.narrow(0, r * 3, 3), 1e-10, 1e-8, "y");
+      expect_close(out[r].dx, xr.grad().narrow(0, r * 3, 3), 1e-10, 1e-8, "dx");
+      expect_close(out[r].running_mean, rm, 1e-12, 1e-10, "running_mean");
+      expect_close(out[r].running_var, rv, 1e-12, 1e-10, "running_var");
+    }
+    // weight/bias gradients are local: their sum over ranks is the union's.
+    expect_close(out[0].dweight + out[1].dweight, wr.grad(), 1e-10, 1e-8, "dweight");
+    expect_close(out[0].dbias + out[1].dbias, br.grad(), 1e-10, 1e-8, "dbias");
   }
-  // weight/bias gradients are local: their sum over ranks is the union's.
-  expect_close(dws[0] + dws[1], wr.grad(), 1e-10, 1e-8, "dweight");
-  expect_close(dbs[0] + dbs[1], br.grad(), 1e-10, 1e-8, "dbias");
+}
+
+// f32 on 2 ranks, a blocked input (what the CPU convolutions write), against
+// the exact (f64) union-batch result within the f32 batch-norm bound
+// (support/error_bound.h: any summation order, which the split over ranks is);
+// the output keeps the layout.
+TEST(SyncBatchNorm, BlockedF32TwoRanksWithinTheBoundOfTheUnionBatch) {
+  const Shape shape{4, 32, 5, 6};
+  const Tensor x64 = rand_f64(shape, 30, -2, 3, false).to(DType::f32).to(DType::f64);
+  const Tensor dy64 = rand_f64(shape, 31, -1, 1, false).to(DType::f32).to(DType::f64);
+  const Tensor w64 = rand_f64({32}, 32, 0.5, 1.5, false).to(DType::f32).to(DType::f64);
+  const Tensor b64 = rand_f64({32}, 33, -0.5, 0.5, false).to(DType::f32).to(DType::f64);
+  Tensor xr = x64.clone().set_requires_grad(true), wr = w64.clone().set_requires_grad(true),
+         br = b64.clone().set_requires_grad(true);
+  Tensor yr = ops::batch_norm(xr, wr, br, Tensor(), Tensor(), {.training = true});
+  yr.backward(dy64);
+  const testing::BatchNormBounds bound =
+      testing::batch_norm_f32_bounds({.x = x64, .weight = w64, .bias = b64, .dy = dy64});
+  const std::vector<RankOut> out =
+      run_ranks(2, x64.to(DType::f32), dy64.to(DType::f32), w64.to(DType::f32), b64.to(DType::f32),
+                Act::none, true);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(out[r].y.is_blocked());
+    testing::expect_within(out[r].y.to(DType::f64), yr.narrow(0, r * 2, 2),
+                           bound.y.narrow(0, r * 2, 2), "y");
+    testing::expect_within(out[r].dx.to(DType::f64), xr.grad().narrow(0, r * 2, 2),
+                           bound.dx.narrow(0, r * 2, 2), "dx");
+  }
+  testing::expect_within(out[0].dweight.to(DType::f64) + out[1].dweight.to(DType::f64), wr.grad(),
+                         bound.dweight, "dweight");
+  testing::expect_within(out[0].dbias.to(DType::f64) + out[1].dbias.to(DType::f64), br.grad(),
+                         bound.dbias, "dbias");
+}
+
+// Values 1000 ± 0.01 (f32 holds them to 6e-5), as BatchNorm.F32LargeMean-
+// SmallSpreadMatchesF64: f32 on 2 ranks within 1e-5 of the same f64 run.
+// Combining the ranks' means as rounded to f32 (without the part the rounding
+// lost) left y 1.6e-3, dx 1.9e-4 and dweight 2.7e-3 away.
+TEST(SyncBatchNorm, F32LargeMeanSmallSpreadMatchesF64) {
+  const Shape shape{8, 4, 6, 6};
+  const Tensor x = rand_f64(shape, 61, 1000.0 - 0.01, 1000.0 + 0.01, false).to(DType::f32);
+  const Tensor dy = rand_f64(shape, 62, -1, 1, false).to(DType::f32);
+  const Tensor w = rand_f64({4}, 63, 0.5, 1.5, false).to(DType::f32);
+  const Tensor b = rand_f64({4}, 64, -0.1, 0.1, false).to(DType::f32);
+  std::vector<std::vector<RankOut>> runs;
+  for (const DType dt : {DType::f32, DType::f64})
+    runs.push_back(run_ranks(2, x.to(dt), dy.to(dt), w.to(dt), b.to(dt), Act::none, false));
+  const auto max_rel = [](const Tensor& a, const Tensor& ref) {
+    const Tensor r = ref.to(DType::f64);
+    return ops::max(ops::abs(a.to(DType::f64) - r)).item() / ops::max(ops::abs(r)).item();
+  };
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_LT(max_rel(runs[0][r].y, runs[1][r].y), 1e-5);
+    EXPECT_LT(max_rel(runs[0][r].dx, runs[1][r].dx), 1e-5);
+    EXPECT_LT(max_rel(runs[0][r].dweight, runs[1][r].dweight), 1e-5);
+    EXPECT_LT(max_rel(runs[0][r].dbias, runs[1][r].dbias), 1e-5);
+    EXPECT_LT(max_rel(runs[0][r].running_var, runs[1][r].running_var), 1e-5);
+  }
 }
 
 TEST(SyncBatchNorm, ConvertKeepsStateAndHandles) {

@@ -10,10 +10,12 @@
 // clip_grad_norm_ scales each gradient by max_norm / (norm + 1e-6), a factor
 // whose relative error is that of the sum (γ_n / 2 after the square root) plus
 // three roundings, then one more rounding per element.
-// sync_batch_norm's statistics are sums over the n = N·H·W values of a
-// channel and the variance E[x²] − mean² cancels by at most E[x²]/var ≤ 3 for
-// inputs in [−1, 3]: each output is within (8n)·u·(|y| + 4), each gradient
-// within (16n)·u·(|dx| + 4).
+// sync_batch_norm runs batch_norm's kernels on statistics combined over the
+// group in f64 (mean(v) + mean(m²) − M², which for a group of one is the
+// rank's own v): sums over the n = N·H·W values of a channel, so each output is
+// within (8n)·u·(|y| + 4), each gradient within (16n)·u·(|dx| + 4), as for
+// batch_norm on inputs in [−1, 3]. With a fused relu the mask may differ where
+// y is within that of 0 (the kink allowance of the gradient check).
 #include "ops/cases.h"
 
 namespace tcv::testing {
@@ -135,23 +137,28 @@ void register_optim_cases(OpRegistry& r) {
 
   // A group of one: the op's own backward against finite differences, and the
   // devices against the exact result.
-  for (const bool running : {false, true}) {
+  using SyncAct = ops::SyncBatchNormParams::Act;
+  for (const auto& [running, act] :
+       {std::pair{false, SyncAct::none}, {true, SyncAct::none}, {true, SyncAct::relu}}) {
     const Shape x = {2, 3, 4, 5};
     const double nc = 2 * 4 * 5;
+    const bool relu = act == SyncAct::relu;
     OpCase c{.op = "sync_batch_norm",
-             .name = running ? "group_of_one_running" : "group_of_one",
+             .name = relu      ? "group_of_one_relu"
+                     : running ? "group_of_one_running"
+                               : "group_of_one",
              .inputs = {{.shape = x, .lo = -1, .hi = 3},
                         {.shape = {3}, .lo = 0.5, .hi = 1.5},
                         {.shape = {3}, .lo = -0.5, .hi = 0.5}},
              .fn =
-                 [running](const In& v) {
+                 [running, act](const In& v) {
                    const ops::SyncBNGroup one{.size = 1, .all_reduce_sum = [](const Tensor&) {}};
                    Tensor rm = running ? v[3] : Tensor(), rv = running ? v[4] : Tensor();
-                   Tensor y = ops::sync_batch_norm(v[0], v[1], v[2], rm, rv, one, {});
+                   Tensor y = ops::sync_batch_norm(v[0], v[1], v[2], rm, rv, one, {.act = act});
                    if (!running) return std::vector<Tensor>{y};
                    return std::vector<Tensor>{y, rm.clone(), rv.clone()};
                  },
-             .grad = {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5},
+             .grad = {.eps = 1e-6, .atol = 1e-7, .rtol = 1e-5, .kink = relu ? 1e-4 : 0.0},
              .tol = {.ulps = 8 * nc, .scale = 4, .grad_ulps = 16 * nc, .grad_scale = 4}};
     if (running) {
       c.inputs.push_back({.shape = {3}, .lo = -0.5, .hi = 0.5, .grad = false});
