@@ -1,5 +1,7 @@
 // SyncBatchNorm: its gradient (f64 finite differences), and with 2 thread-ranks
-// over the in-process FakeGroup, equality with BatchNorm on the union batch.
+// over the in-process FakeGroup, equality with BatchNorm on the union batch:
+// the op (f64, fused activations, f32 blocked within the batch-norm bound,
+// large means) and a whole network converted to it.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -12,6 +14,7 @@
 #include "layers/conv.h"
 #include "layers/sequential.h"
 #include "layers/sync_batch_norm.h"
+#include "models/pose/openpose.h"
 #include "support/error_bound.h"
 #include "support/gradcheck.h"
 
@@ -135,31 +138,37 @@ TEST(SyncBatchNorm, TwoRanksEqualBatchNormOnTheUnionBatch) {
 // (support/error_bound.h: any summation order, which the split over ranks is);
 // the output keeps the layout.
 TEST(SyncBatchNorm, BlockedF32TwoRanksWithinTheBoundOfTheUnionBatch) {
-  const Shape shape{4, 32, 5, 6};
-  const Tensor x64 = rand_f64(shape, 30, -2, 3, false).to(DType::f32).to(DType::f64);
-  const Tensor dy64 = rand_f64(shape, 31, -1, 1, false).to(DType::f32).to(DType::f64);
-  const Tensor w64 = rand_f64({32}, 32, 0.5, 1.5, false).to(DType::f32).to(DType::f64);
-  const Tensor b64 = rand_f64({32}, 33, -0.5, 0.5, false).to(DType::f32).to(DType::f64);
-  Tensor xr = x64.clone().set_requires_grad(true), wr = w64.clone().set_requires_grad(true),
-         br = b64.clone().set_requires_grad(true);
-  Tensor yr = ops::batch_norm(xr, wr, br, Tensor(), Tensor(), {.training = true});
-  yr.backward(dy64);
-  const testing::BatchNormBounds bound =
-      testing::batch_norm_f32_bounds({.x = x64, .weight = w64, .bias = b64, .dy = dy64});
-  const std::vector<RankOut> out =
-      run_ranks(2, x64.to(DType::f32), dy64.to(DType::f32), w64.to(DType::f32), b64.to(DType::f32),
-                Act::none, true);
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(out[r].y.is_blocked());
-    testing::expect_within(out[r].y.to(DType::f64), yr.narrow(0, r * 2, 2),
-                           bound.y.narrow(0, r * 2, 2), "y");
-    testing::expect_within(out[r].dx.to(DType::f64), xr.grad().narrow(0, r * 2, 2),
-                           bound.dx.narrow(0, r * 2, 2), "dx");
+  for (const Act act : {Act::none, Act::relu}) {
+    SCOPED_TRACE(act == Act::relu ? "relu" : "none");
+    const Shape shape{4, 32, 5, 6};
+    const Tensor x64 = rand_f64(shape, 30, -2, 3, false).to(DType::f32).to(DType::f64);
+    const Tensor dy64 = rand_f64(shape, 31, -1, 1, false).to(DType::f32).to(DType::f64);
+    const Tensor w64 = rand_f64({32}, 32, 0.5, 1.5, false).to(DType::f32).to(DType::f64);
+    const Tensor b64 = rand_f64({32}, 33, -0.5, 0.5, false).to(DType::f32).to(DType::f64);
+    Tensor xr = x64.clone().set_requires_grad(true), wr = w64.clone().set_requires_grad(true),
+           br = b64.clone().set_requires_grad(true);
+    Tensor yr = (act == Act::relu ? ops::batch_norm_relu : ops::batch_norm)(
+        xr, wr, br, Tensor(), Tensor(), {.training = true});
+    yr.backward(dy64);
+    // The relu masks dy by the exact output; the bounds are those of batch norm
+    // on the masked dy (no output here is within its bound of 0).
+    const Tensor dy_eff = act == Act::relu ? dy64 * ops::gt(yr.detach(), 0.0).to(DType::f64) : dy64;
+    const testing::BatchNormBounds bound =
+        testing::batch_norm_f32_bounds({.x = x64, .weight = w64, .bias = b64, .dy = dy_eff});
+    const std::vector<RankOut> out = run_ranks(2, x64.to(DType::f32), dy64.to(DType::f32),
+                                               w64.to(DType::f32), b64.to(DType::f32), act, true);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_TRUE(out[r].y.is_blocked());
+      testing::expect_within(out[r].y.to(DType::f64), yr.narrow(0, r * 2, 2),
+                             bound.y.narrow(0, r * 2, 2), "y");
+      testing::expect_within(out[r].dx.to(DType::f64), xr.grad().narrow(0, r * 2, 2),
+                             bound.dx.narrow(0, r * 2, 2), "dx");
+    }
+    testing::expect_within(out[0].dweight.to(DType::f64) + out[1].dweight.to(DType::f64), wr.grad(),
+                           bound.dweight, "dweight");
+    testing::expect_within(out[0].dbias.to(DType::f64) + out[1].dbias.to(DType::f64), br.grad(),
+                           bound.dbias, "dbias");
   }
-  testing::expect_within(out[0].dweight.to(DType::f64) + out[1].dweight.to(DType::f64), wr.grad(),
-                         bound.dweight, "dweight");
-  testing::expect_within(out[0].dbias.to(DType::f64) + out[1].dbias.to(DType::f64), br.grad(),
-                         bound.dbias, "dbias");
 }
 
 // Values 1000 ± 0.01 (f32 holds them to 6e-5), as BatchNorm.F32LargeMean-
@@ -185,6 +194,56 @@ TEST(SyncBatchNorm, F32LargeMeanSmallSpreadMatchesF64) {
     EXPECT_LT(max_rel(runs[0][r].dweight, runs[1][r].dweight), 1e-5);
     EXPECT_LT(max_rel(runs[0][r].dbias, runs[1][r].dbias), 1e-5);
     EXPECT_LT(max_rel(runs[0][r].running_var, runs[1][r].running_var), 1e-5);
+  }
+}
+
+// A whole network: openpose_lite (BatchNorm + ReLU pairs fused, blocked
+// activations on the CPU) converted to SyncBatchNorm on 2 thread-ranks, each
+// with half the batch, against the unconverted network on the whole batch:
+// the outputs, and the gradients summed over the ranks (what DDP all-reduces).
+TEST(SyncBatchNorm, TwoRankNetworkMatchesOneProcess) {
+  const int64_t batch = 4;
+  const Tensor x = rand_f64({batch, 3, 48, 48}, 40, -1, 1, false).to(DType::f32);
+  auto reference = models::pose::openpose_lite();
+  reference->train();
+  const models::pose::PoseOutput ro = reference->forward_stages(x);
+  const auto loss_of = [](const models::pose::PoseOutput& o) {
+    Tensor l = ops::sum(ops::square(o.pafs.back())) + ops::sum(ops::square(o.heatmaps.back()));
+    for (size_t s = 0; s + 1 < o.pafs.size(); ++s)
+      l = l + ops::sum(o.pafs[s]) + ops::sum(o.heatmaps[s]);
+    return l;
+  };
+  loss_of(ro).backward();
+  auto fw = std::make_shared<dist::testing::FakeWorld>(2);
+  std::vector<std::shared_ptr<models::pose::OpenPose>> replicas(2);
+  std::vector<Tensor> outs(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r) {
+    replicas[r] = models::pose::openpose_lite();
+    replicas[r]->load_state_dict(reference->state_dict());
+    nn::convert_sync_batchnorm(
+        *replicas[r], dist::sync_bn_group(std::make_shared<dist::testing::FakeGroup>(fw, r)));
+    replicas[r]->train();
+  }
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      const models::pose::PoseOutput o =
+          replicas[r]->forward_stages(x.narrow(0, r * batch / 2, batch / 2).contiguous());
+      outs[r] = o.heatmaps.back().detach();
+      loss_of(o).backward();
+    });
+  for (auto& t : ts) t.join();
+  const Tensor want = ro.heatmaps.back().detach();
+  for (int r = 0; r < 2; ++r)
+    expect_close(outs[r], want.narrow(0, r * batch / 2, batch / 2), 1e-4, 1e-3, "heatmaps");
+  const auto params = reference->named_parameters();
+  const auto p0 = replicas[0]->named_parameters(), p1 = replicas[1]->named_parameters();
+  ASSERT_EQ(p0.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE(params[i].first);
+    const Tensor g = params[i].second.grad();
+    const double scale = ops::max(ops::abs(g)).item();
+    expect_close(p0[i].second.grad() + p1[i].second.grad(), g, 1e-3 * scale, 1e-3, "grad");
   }
 }
 
