@@ -116,6 +116,10 @@ struct TrainBenchResult {
   int64_t allocator_peak = 0;   ///< CpuAllocator peak_allocated, bytes
   int64_t allocator_reserved = 0;
   double final_loss = 0.0;
+  /// What the model predicts: "K classes", or an OpenPose model's
+  /// "H heatmaps + P PAFs" (it has no classes; --classes does not apply).
+  std::string outputs;
+  int64_t heatmaps = 0, pafs = 0;      ///< OpenPose models only
   std::vector<profiler::Row> profile;  ///< totals over opts.profile_steps steps
 };
 
@@ -235,6 +239,13 @@ inline TrainBenchResult run_train_bench(const TrainBenchOptions& o) {
     anchors = ssd->default_boxes(o.image_size, o.image_size, device);
   }
   auto* pose = dynamic_cast<models::pose::OpenPose*>(model.get());
+  if (pose) {
+    r.heatmaps = pose->options.heatmap_channels;
+    r.pafs = pose->options.paf_channels;
+    r.outputs = std::to_string(r.heatmaps) + " heatmaps + " + std::to_string(r.pafs) + " PAFs";
+  } else {
+    r.outputs = std::to_string(o.classes) + " classes";
+  }
   // OpenPose's loss is a sum over every output value (about 10^5 per image):
   // a learning rate of 1e-5 keeps its steps finite.
   train::SGD opt(model->named_parameters(), {.lr = pose ? 1e-5 : 0.01, .momentum = 0.9});
@@ -334,7 +345,12 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
   j["batch"] = o.batch;
   j["image_size"] = o.image_size;
   j["channels"] = o.channels;
-  j["classes"] = o.classes;
+  if (r.heatmaps > 0) {
+    j["heatmaps"] = r.heatmaps;
+    j["pafs"] = r.pafs;
+  } else {
+    j["classes"] = o.classes;
+  }
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;
   j["threads"] = omp_get_max_threads();

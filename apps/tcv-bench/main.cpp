@@ -33,7 +33,7 @@ constexpr const char* kUsage =
     "  --batch B          batch size (64)\n"
     "  --image-size S     input S x S (32)\n"
     "  --channels C       input channels (3)\n"
-    "  --classes K        classes (10)\n"
+    "  --classes K        classes (10; OpenPose models predict their heatmaps and PAFs)\n"
     "  --steps N          timed steps (20)\n"
     "  --warmup W         untimed steps first (5)\n"
     "  --device D         cpu | cuda | cuda:N (cpu)\n"
@@ -89,11 +89,11 @@ int run(int argc, char** argv) {
     if (opts.json) {
       std::cout << tcv::json_dump(tcv::bench::train_result_json(opts, r)) << "\n";
     } else {
-      std::printf("%s, batch %lld of %lldx%lldx%lld, %lld classes, %s %s, %lld parameters\n",
+      std::printf("%s, batch %lld of %lldx%lldx%lld, %s, %s %s, %lld parameters\n",
                   opts.model.c_str(), static_cast<long long>(opts.batch),
                   static_cast<long long>(opts.channels), static_cast<long long>(opts.image_size),
-                  static_cast<long long>(opts.image_size), static_cast<long long>(opts.classes),
-                  opts.device.c_str(), opts.dtype.c_str(), static_cast<long long>(r.parameters));
+                  static_cast<long long>(opts.image_size), r.outputs.c_str(), opts.device.c_str(),
+                  opts.dtype.c_str(), static_cast<long long>(r.parameters));
       std::printf("  %.1f images/s, %.2f ms/step (median of %lld steps after %lld warm-up)\n",
                   r.images_per_sec, r.ms_per_step, static_cast<long long>(opts.steps),
                   static_cast<long long>(opts.warmup));

@@ -97,6 +97,11 @@ TEST(BenchCli, OpenPoseStepUsesTheStagedMaskedL2Loss) {
   const Json j = json_parse(json_dump(train_result_json(o, r)));
   EXPECT_EQ(json_string(j, "loss"), "openpose_masked_l2");
   EXPECT_EQ(json_int(j, "parameters"), 1901179);
+  // It predicts heatmaps and PAFs, not classes.
+  EXPECT_EQ(r.outputs, "19 heatmaps + 38 PAFs");
+  EXPECT_EQ(json_int(j, "heatmaps"), 19);
+  EXPECT_EQ(json_int(j, "pafs"), 38);
+  EXPECT_FALSE(j.contains("classes"));
   EXPECT_GT(json_double(j, "images_per_sec"), 0.0);
   EXPECT_GT(json_int(j, "peak_rss_bytes"), 0);
   // Three stages of 38 + 19 channels over 8x8 pixels, 95% unmasked, of targets
