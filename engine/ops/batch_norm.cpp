@@ -11,12 +11,41 @@ namespace tcv::ops {
 
 namespace {
 
-void check_param(const char* what, const Tensor& t, const Tensor& x) {
+void check_param(const char* op, const char* what, const Tensor& t, const Tensor& x) {
   if (!t.defined()) return;
-  TCV_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "[batch_norm] ", what, " ", t.shape_str(),
+  TCV_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "[", op, "] ", what, " ", t.shape_str(),
             " must be (", x.size(1), ") for input ", x.shape_str());
-  TCV_CHECK(t.device() == x.device(), "[batch_norm] ", what, " on ", t.device().str(),
+  TCV_CHECK(t.device() == x.device(), "[", op, "] ", what, " on ", t.device().str(),
             " but input on ", x.device().str());
+}
+
+// What batch_norm and sync_batch_norm check alike: per-channel parameters for
+// x's channels on x's device, weight and bias in the computation dtype `cd`,
+// running statistics both given or neither, a positive eps.
+void check_inputs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, DType cd, double eps) {
+  check_param(op, "weight", weight, x);
+  check_param(op, "bias", bias, x);
+  check_param(op, "running_mean", running_mean, x);
+  check_param(op, "running_var", running_var, x);
+  TCV_CHECK(running_mean.defined() == running_var.defined(), "[", op,
+            "] running_mean and running_var must be both defined or both undefined");
+  for (const Tensor* t : {&weight, &bias})
+    TCV_CHECK(!t->defined() || t->dtype() == cd, "[", op, "] weight/bias are ",
+              dtype_name(t->dtype()), " but input ", dtype_name(x.dtype()), " needs ",
+              dtype_name(cd));
+  TCV_CHECK(eps > 0, "[", op, "] eps must be positive, got ", eps);
+  backend::require_device(op, x.device(), {&weight, &bias, &running_mean, &running_var});
+}
+
+// The upstream gradient as the backward kernels take it: masked by a fused
+// activation's saved output (sy), in the kernels' dtype kd, and blocked where
+// x as stored now is (nothing read it row-major since the forward).
+Tensor kernel_dy(Tensor& grad, const SavedTensor& sy, kernels::BnAct act, DType kd, bool blocked) {
+  const auto op = act == kernels::BnAct::relu ? kernels::UnaryOp::relu : kernels::UnaryOp::relu6;
+  Tensor dy = sy.defined() ? unary_grad_consume(op, grad, sy.get()) : std::move(grad);
+  dy = dy.to(kd).contiguous();
+  return blocked ? to_blocked(dy) : dy;
 }
 
 kernels::KTensor opt_k(const Tensor& t) {
@@ -41,18 +70,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   const DType cd = half_in ? DType::f32 : x.dtype();
   const bool widen = half_in && x.device().is_cpu();
   const DType kd = widen ? cd : x.dtype();  // the kernels' data dtype
-  check_param("weight", weight, x);
-  check_param("bias", bias, x);
-  check_param("running_mean", running_mean, x);
-  check_param("running_var", running_var, x);
-  TCV_CHECK(running_mean.defined() == running_var.defined(),
-            "[batch_norm] running_mean and running_var must be both defined or both undefined");
-  for (const Tensor* t : {&weight, &bias})
-    TCV_CHECK(!t->defined() || t->dtype() == cd, "[batch_norm] weight/bias are ",
-              dtype_name(t->dtype()), " but input ", dtype_name(x.dtype()), " needs ",
-              dtype_name(cd));
-  TCV_CHECK(eps > 0, "[batch_norm] eps must be positive, got ", eps);
-  backend::require_device("batch_norm", x.device(), {&weight, &bias, &running_mean, &running_var});
+  check_inputs("batch_norm", x, weight, bias, running_mean, running_var, cd, eps);
 
   kernels::BatchNormGeom g;
   g.n = x.size(0);
@@ -134,19 +152,14 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
          sx = SavedTensor(xc), sw = SavedTensor(wc),
          sy = SavedTensor(act != kernels::BnAct::none ? y : Tensor()), mean,
          var](std::vector<Tensor>& grads) {
-          const auto op =
-              g.act == kernels::BnAct::relu ? kernels::UnaryOp::relu : kernels::UnaryOp::relu6;
-          Tensor dy =
-              sy.defined() ? unary_grad_consume(op, grads[0], sy.get()) : std::move(grads[0]);
-          dy = dy.to(kd).contiguous();
           const Tensor xv = widen ? sx.get().to(cd) : sx.get();
           const Tensor wv = sw.defined() ? sw.get() : Tensor();
-          const TensorOptions o{.dtype = cd, .device = dy.device()};
           // x still blocked (nothing read it row-major since): dy and dx follow it.
           kernels::BatchNormGeom gb = g;
           const kernels::KTensor xvs = xv.desc_as_stored();
           gb.blocked = xvs.blocked;
-          if (gb.blocked) dy = to_blocked(dy);
+          const Tensor dy = kernel_dy(grads[0], sy, g.act, kd, gb.blocked);
+          const TensorOptions o{.dtype = cd, .device = dy.device()};
           Tensor dx = need_dx
                           ? (gb.blocked ? empty_blocked(xv.shape())
                                         : empty(xv.shape(), {.dtype = kd, .device = dy.device()}))
@@ -204,19 +217,7 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
         .to(x.dtype());
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
             "[sync_batch_norm] supports f32, f64, f16 and bf16, got ", dtype_name(x.dtype()));
-  check_param("weight", weight, x);
-  check_param("bias", bias, x);
-  check_param("running_mean", running_mean, x);
-  check_param("running_var", running_var, x);
-  TCV_CHECK(running_mean.defined() == running_var.defined(),
-            "[sync_batch_norm] running_mean and running_var must be both defined or both "
-            "undefined");
-  for (const Tensor* t : {&weight, &bias})
-    TCV_CHECK(!t->defined() || t->dtype() == x.dtype(), "[sync_batch_norm] weight/bias are ",
-              dtype_name(t->dtype()), " but input ", dtype_name(x.dtype()));
-  TCV_CHECK(p.eps > 0, "[sync_batch_norm] eps must be positive, got ", p.eps);
-  backend::require_device("sync_batch_norm", x.device(),
-                          {&weight, &bias, &running_mean, &running_var});
+  check_inputs("sync_batch_norm", x, weight, bias, running_mean, running_var, x.dtype(), p.eps);
   using Act = SyncBatchNormParams::Act;
   kernels::BatchNormGeom g;
   g.n = x.size(0);
@@ -300,16 +301,11 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
          sy = SavedTensor(g.act != kernels::BnAct::none ? y : Tensor()),
          need_dw = weight.defined() && weight.requires_grad(),
          need_db = bias.defined() && bias.requires_grad()](std::vector<Tensor>& grads) {
-          const auto op =
-              g.act == kernels::BnAct::relu ? kernels::UnaryOp::relu : kernels::UnaryOp::relu6;
-          Tensor dy =
-              sy.defined() ? unary_grad_consume(op, grads[0], sy.get()) : std::move(grads[0]);
-          dy = dy.to(mean.dtype()).contiguous();
           const Tensor xv = sx.get(), wv = sw.defined() ? sw.get() : Tensor();
           kernels::BatchNormGeom gb = g;
           const kernels::KTensor xvs = xv.desc_as_stored();
           gb.blocked = xvs.blocked;
-          if (gb.blocked) dy = to_blocked(dy);
+          const Tensor dy = kernel_dy(grads[0], sy, g.act, mean.dtype(), gb.blocked);
           const kernels::KTensor dys = gb.blocked ? dy.desc_as_stored() : dy.strided_desc();
           const TensorOptions o{.dtype = mean.dtype(), .device = dy.device()};
           const kernels::KTensor wk2 = opt_k(wv);
