@@ -25,6 +25,10 @@ constexpr const char* kNames[] = {"RANK",
                                   "SLURM_STEP_NODELIST",
                                   "SLURM_JOB_NODELIST",
                                   "SLURM_NODELIST",
+                                  "TCV_STORE_PREFIX",
+                                  "TCV_GLOO_HOSTNAME",
+                                  "GLOO_SOCKET_IFNAME",
+                                  "NCCL_SOCKET_IFNAME",
                                   "TCV_DIST_TIMEOUT",
                                   "TCV_DIST_WAIT_LOG_INTERVAL"};
 
@@ -176,6 +180,10 @@ DistEnv parse_dist_env(const EnvMap& env) {
   TCV_CHECK(!d.master_addr.empty(), "[dist env] MASTER_ADDR is set but empty");
   d.master_port = parse_port("MASTER_PORT", require(env, "MASTER_PORT"));
   d.source = DistSource::env;
+  if (auto p = env.find("TCV_STORE_PREFIX"); p != env.end()) {
+    TCV_CHECK(!p->second.empty(), "[dist env] TCV_STORE_PREFIX is set but empty");
+    d.store_prefix = p->second;
+  }
   return d;
 }
 

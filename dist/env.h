@@ -22,6 +22,10 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";  // MASTER_ADDR: host of rank 0's store
   int master_port = 29500;                // MASTER_PORT: port of rank 0's store
   DistSource source = DistSource::env;
+  /// TCV_STORE_PREFIX: set by tcv-run, whose agent hosts the store at
+  /// MASTER_ADDR:MASTER_PORT for the whole job; this start's keys live under
+  /// it. Empty: rank 0 hosts the store (torchrun's, srun's or a hand launch).
+  std::string store_prefix{};
 };
 
 /// Environment variables by name (a test's stand-in for the process environment).

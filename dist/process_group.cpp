@@ -10,7 +10,12 @@
 #include "engine/error.h"
 
 #ifdef TCV_WITH_CUDA
+#include <cstdlib>
+#include <mutex>
+
+#include "dist/log.h"
 #include "dist/nccl_group.h"
+#include "dist/net.h"
 #include "engine/cuda.h"
 #endif
 
@@ -44,6 +49,23 @@ class NcclWork : public Work {
   std::shared_ptr<detail::NcclPending> p_;
 };
 
+// NCCL's bootstrap picks its own interface; on a job that spans machines with
+// no NCCL_SOCKET_IFNAME, hand it the one that routes to MASTER_ADDR (the rule
+// Gloo follows, dist/net.h). Once per process, before the first communicator;
+// the machine's first local rank says what NCCL was given.
+void configure_nccl_interface(const std::string& master, int rank) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const EnvMap env = process_dist_env();
+    BindChoice choice;
+    const std::string ifname = nccl_socket_ifname(master, env, system_net_probe(), &choice);
+    if (!ifname.empty()) ::setenv("NCCL_SOCKET_IFNAME", ifname.c_str(), 0);
+    const auto local = env.find("LOCAL_RANK");
+    const bool first_local = local != env.end() ? local->second == "0" : rank == 0;
+    if (first_local && !choice.address.empty()) log_line(choice.describe("nccl"));
+  });
+}
+
 detail::NcclOp to_nccl(ReduceOp op) {
   return static_cast<detail::NcclOp>(static_cast<uint8_t>(op));
 }
@@ -60,6 +82,7 @@ class NcclGroup : public ProcessGroup {
     TCV_CHECK(cuda::device_count() > 0,
               "[nccl] make_nccl_group: no CUDA device is visible to rank ", rank);
     // Groups made with the same prefix get their own id (ranks make groups in the same order).
+    configure_nccl_interface(store_->host(), rank);
     static std::atomic<int> generation{0};
     key_base_ = prefix + "/" + std::to_string(generation++);
     const std::string key = key_base_ + "/unique_id";

@@ -52,8 +52,11 @@ struct ProcessGroupOptions {
   /// moving data; -1 = every one. TCV_DISTRIBUTED_DEBUG=DETAIL makes it -1,
   /// TCV_DISTRIBUTED_DEBUG=OFF makes it 0.
   int64_t check_collectives = 64;
-  /// Gloo: network interface or host name to bind ("" = the host's name,
-  /// falling back to 127.0.0.1).
+  /// Gloo: the address or host name to bind. "" = chosen as dist/net.h says:
+  /// TCV_GLOO_HOSTNAME, GLOO_SOCKET_IFNAME or NCCL_SOCKET_IFNAME when set; else
+  /// 127.0.0.1 when every rank is on this machine; else the host's name when it
+  /// resolves to one of this machine's non-loopback addresses; else the
+  /// address of the interface that routes to the store's host (MASTER_ADDR).
   std::string gloo_hostname{};
 };
 
@@ -96,7 +99,9 @@ class ProcessGroup {
 /// store that also says which collective it is in, so a failed collective
 /// names the ranks that stopped ticking, and two ranks blocked in different
 /// collectives at the same position are stopped with an error at once.
-/// Environment: TCV_GLOO_HOSTNAME (address to bind, like gloo_hostname);
+/// The machine's first local rank (LOCAL_RANK 0) prints the address it binds
+/// and why, once. Environment: TCV_GLOO_HOSTNAME, GLOO_SOCKET_IFNAME,
+/// NCCL_SOCKET_IFNAME (see gloo_hostname);
 /// for benchmarks TCV_GLOO_ALGO=ring|bcube and TCV_GLOO_SEGMENT=bytes.
 std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TcpStore> store, int rank, int size,
                                               ProcessGroupOptions options = {},
