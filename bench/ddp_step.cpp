@@ -67,10 +67,7 @@ int main(int argc, char** argv) {
   }
   try {
     const dist::DistEnv env = dist::read_dist_env();
-    dist::TcpStoreOptions so;
-    so.is_server = env.rank == 0;
-    so.world_size = env.world_size;
-    auto store = std::make_shared<dist::TcpStore>(env.master_addr, env.master_port, so);
+    auto store = dist::connect_job_store(env);
     auto group = dist::make_gloo_group(store, env.rank, env.world_size);
 
     models::register_builtin_models();

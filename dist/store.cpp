@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "dist/log.h"
+#include "dist/net.h"
 #include "engine/error.h"
 
 namespace tcv::dist {
@@ -29,11 +30,7 @@ using std::chrono::milliseconds;
 using Op = StoreOp;
 using Status = StoreStatus;
 
-// A blocking call that ran out of time (as opposed to a lost connection).
-class StoreTimeout : public Error {
- public:
-  using Error::Error;
-};
+using StoreTimeout = StoreTimeoutError;
 
 std::string errno_str(int err) {
   return std::system_category().message(err);
@@ -82,31 +79,17 @@ class StoreServer {
  public:
   StoreServer(const std::string& host, int port, uint32_t max_frame, milliseconds stalled_timeout)
       : max_frame_(max_frame), stalled_timeout_(stalled_timeout) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* res = nullptr;
-    const std::string port_s = std::to_string(port);
-    const int gai = getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res);
-    TCV_CHECK(gai == 0, "[TcpStore] cannot listen on ", host, ":", port, ": ", gai_strerror(gai));
+    // A loopback host keeps the store on this machine; any other listens on
+    // every address (IPv6 and IPv4), as PyTorch's TCPStore does: MASTER_ADDR
+    // may be a name that resolves to 127.0.0.1 here and to a real address on
+    // the other machines, or an address this machine only reaches through NAT.
+    const bool local_only = is_loopback_address(host);
     std::string err = "no address";
-    for (addrinfo* a = res; a && listen_fd_ < 0; a = a->ai_next) {
-      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (fd < 0) {
-        err = errno_str(errno);
-        continue;
-      }
-      int one = 1;
-      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-      if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-        err = errno_str(errno);
-        close(fd);
-        continue;
-      }
-      listen_fd_ = fd;
+    if (local_only) {
+      listen_on(host.c_str(), AF_UNSPEC, port, false, err);
+    } else if (!listen_on(nullptr, AF_INET6, port, true, err)) {  // no IPv6 here
+      listen_on(nullptr, AF_INET, port, false, err);
     }
-    freeaddrinfo(res);
     TCV_CHECK(listen_fd_ >= 0, "[TcpStore] cannot listen on ", host, ":", port, ": ", err);
 
     sockaddr_storage ss{};
@@ -136,6 +119,40 @@ class StoreServer {
   int port() const { return port_; }
 
  private:
+  // Listens on the first address of `host` (null: every address) in `family`
+  // that binds; false with `err` set when none does.
+  bool listen_on(const char* host, int family, int port, bool dual_stack, std::string& err) {
+    addrinfo hints{};
+    hints.ai_family = family;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    const std::string port_s = std::to_string(port);
+    const int gai = getaddrinfo(host, port_s.c_str(), &hints, &res);
+    if (gai != 0) {
+      err = gai_strerror(gai);
+      return false;
+    }
+    for (addrinfo* a = res; a && listen_fd_ < 0; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        err = errno_str(errno);
+        continue;
+      }
+      int one = 1, zero = 0;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (dual_stack) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+      if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        err = errno_str(errno);
+        close(fd);
+        continue;
+      }
+      listen_fd_ = fd;
+    }
+    freeaddrinfo(res);
+    return listen_fd_ >= 0;
+  }
+
   struct Conn {
     int fd = -1;
     std::string peer;           // host:port, for the log
@@ -429,6 +446,7 @@ std::string TcpStore::where() const {
 }
 
 std::string TcpStore::who() const {
+  if (!options_.client_name.empty()) return options_.client_name;
   return options_.rank >= 0 ? "rank " + std::to_string(options_.rank) : "this process";
 }
 
@@ -483,12 +501,13 @@ void TcpStore::connect(Clock::time_point deadline) {
     if (res) freeaddrinfo(res);
     const int64_t left = ms_left(deadline);
     TCV_CHECK(left > 0, "[TcpStore] ", who(), " could not connect to the store at ", where(),
-              " within ", options_.timeout.count(), " ms (last error: ", last_error,
-              "); rank 0 hosts it: is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?");
+              " within ", options_.timeout.count(), " ms (last error: ", last_error, "); ",
+              options_.server_name, " hosts it: is it running, and are MASTER_ADDR/MASTER_PORT ",
+              "right (a firewall, a wrong address)?");
     if (every.count() > 0 && Clock::now() >= next_log) {
       log_line(
           detail::str_cat("[TcpStore] ", who(), " is still waiting for the store at ", where(),
-                          " (hosted by rank 0) after ",
+                          " (hosted by ", options_.server_name, ") after ",
                           seconds_str(std::chrono::duration_cast<milliseconds>(Clock::now() - t0)),
                           " of ", seconds_str(options_.timeout), ": ", last_error));
       next_log += every;
@@ -517,8 +536,9 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
   };
   auto lost = [&](const std::string& why) {
     disconnect();
-    TCV_THROW("[TcpStore] lost the connection to the store at ", where(), " during ", what, ": ",
-              why, " (has the server on rank 0 exited?)");
+    throw StoreLostError(detail::str_cat("[TcpStore] lost the connection to the store at ", where(),
+                                         " during ", what, ": ", why, " (has ",
+                                         options_.server_name, ", which hosts it, exited?)"));
   };
   // Waits for `events` on the socket until the deadline; false on timeout.
   // Says what it waits for every wait_log_interval.
@@ -585,9 +605,16 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
   return body;
 }
 
+std::string TcpStore::full_key(const std::string& key) const {
+  const std::string& p = options_.key_prefix;
+  if (!p.empty() && p.back() == '/' && !key.empty() && key.front() == '/')
+    return p + key.substr(1);  // "/r0/" + "/tcv/barrier/0": one slash
+  return p + key;
+}
+
 void TcpStore::set(const std::string& key, const Bytes& value) {
   Bytes req{static_cast<uint8_t>(Op::set)};
-  put_str(req, key);
+  put_str(req, full_key(key));
   put_bytes(req, value.data(), value.size());
   roundtrip(req, Clock::now() + options_.timeout, "set('" + key + "')", options_.timeout);
 }
@@ -602,7 +629,7 @@ Bytes TcpStore::get(const std::string& key) {
 
 Bytes TcpStore::get(const std::string& key, milliseconds timeout, const std::string& waiting_for) {
   Bytes req{static_cast<uint8_t>(Op::get)};
-  put_str(req, key);
+  put_str(req, full_key(key));
   return roundtrip(req, Clock::now() + timeout, "get('" + key + "')", timeout, waiting_for);
 }
 
@@ -613,7 +640,7 @@ std::string TcpStore::get_string(const std::string& key) {
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
   Bytes req{static_cast<uint8_t>(Op::add)};
-  put_str(req, key);
+  put_str(req, full_key(key));
   put_i64(req, delta);
   const Bytes rep =
       roundtrip(req, Clock::now() + options_.timeout, "add('" + key + "')", options_.timeout);
@@ -624,7 +651,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 bool TcpStore::check(const std::vector<std::string>& keys) {
   Bytes req{static_cast<uint8_t>(Op::check)};
   put_u32(req, static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) put_str(req, k);
+  for (const auto& k : keys) put_str(req, full_key(k));
   const Bytes rep = roundtrip(req, Clock::now() + options_.timeout, "check(" + keys_str(keys) + ")",
                               options_.timeout);
   TCV_CHECK(rep.size() == 1, "[TcpStore] malformed reply to check (store at ", where(), ")");
@@ -639,13 +666,13 @@ void TcpStore::wait(const std::vector<std::string>& keys, milliseconds timeout,
                     const std::string& waiting_for) {
   Bytes req{static_cast<uint8_t>(Op::wait)};
   put_u32(req, static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) put_str(req, k);
+  for (const auto& k : keys) put_str(req, full_key(k));
   roundtrip(req, Clock::now() + timeout, "wait(" + keys_str(keys) + ")", timeout, waiting_for);
 }
 
 bool TcpStore::delete_key(const std::string& key) {
   Bytes req{static_cast<uint8_t>(Op::del)};
-  put_str(req, key);
+  put_str(req, full_key(key));
   const Bytes rep = roundtrip(req, Clock::now() + options_.timeout, "delete_key('" + key + "')",
                               options_.timeout);
   TCV_CHECK(rep.size() == 1, "[TcpStore] malformed reply to delete_key (store at ", where(), ")");
@@ -680,6 +707,15 @@ void TcpStore::barrier(milliseconds timeout) {
     TCV_THROW("[TcpStore] barrier #", gen, " timed out after ", timeout.count(), " ms: ", arrived,
               " of ", options_.world_size, " ranks arrived (store at ", where(), ")");
   }
+}
+
+std::shared_ptr<TcpStore> connect_job_store(const DistEnv& env, TcpStoreOptions options) {
+  options.is_server = env.rank == 0 && env.store_prefix.empty();
+  options.world_size = env.world_size;
+  options.rank = env.rank;
+  options.key_prefix = env.store_prefix;
+  if (!env.store_prefix.empty()) options.server_name = "tcv-run on the first machine";
+  return std::make_shared<TcpStore>(env.master_addr, env.master_port, options);
 }
 
 }  // namespace tcv::dist

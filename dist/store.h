@@ -39,12 +39,29 @@
 #include <thread>
 #include <vector>
 
+#include "dist/env.h"
+#include "engine/error.h"
+
 namespace tcv::dist {
 
 class StoreServer;
 
 /// Bytes stored under a key.
 using Bytes = std::vector<uint8_t>;
+
+/// A store call that ran out of time; the client dropped its connection and
+/// reconnects on the next call.
+class StoreTimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The server closed or reset a connection that was up (it exited, or its
+/// machine dropped the connection).
+class StoreLostError : public Error {
+ public:
+  using Error::Error;
+};
 
 /// How a TcpStore is set up.
 struct TcpStoreOptions {
@@ -64,6 +81,14 @@ struct TcpStoreOptions {
   uint32_t max_frame_bytes = 64u << 20;
   /// Server: a connection holding part of a frame with no byte for this long is closed.
   std::chrono::milliseconds stalled_frame_timeout{std::chrono::seconds(30)};
+  /// Every key this client names is stored under key_prefix + key, so
+  /// several jobs (or a launcher's restart rounds) share one server without
+  /// seeing each other's keys, as PyTorch's PrefixStore does.
+  std::string key_prefix{};
+  /// Who hosts the server, named in connection errors and wait lines.
+  std::string server_name = "rank 0";
+  /// Who this client is in those lines ("": "rank <rank>").
+  std::string client_name{};
 };
 
 /// A client of rank 0's key-value store, and on rank 0 the server too.
@@ -127,6 +152,7 @@ class TcpStore {
   void disconnect();
   std::string where() const;
   std::string who() const;
+  std::string full_key(const std::string& key) const;
 
   std::string host_;
   int port_ = 0;
@@ -136,5 +162,11 @@ class TcpStore {
   int fd_ = -1;
   int64_t barrier_generation_ = 0;
 };
+
+/// The job's store for a process at `env`: rank 0 hosts it and every rank
+/// connects, or, when the launcher hosts it (env.store_prefix set, as tcv-run
+/// does), every rank is a client whose keys live under the prefix. `options`
+/// gives the timeouts; is_server, world_size, rank and key_prefix are set here.
+std::shared_ptr<TcpStore> connect_job_store(const DistEnv& env, TcpStoreOptions options = {});
 
 }  // namespace tcv::dist

@@ -44,9 +44,7 @@ struct QuadrantNet : nn::Module {
 int main(int argc, char** argv) try {
   const int64_t epochs = argc == 3 && std::string(argv[1]) == "--epochs" ? std::stoll(argv[2]) : 5;
   const dist::DistEnv env = dist::read_dist_env();
-  auto store = std::make_shared<dist::TcpStore>(
-      env.master_addr, env.master_port,
-      dist::TcpStoreOptions{.is_server = env.rank == 0, .world_size = env.world_size});
+  auto store = dist::connect_job_store(env);  // rank 0's, or tcv-run's
   auto group = dist::make_gloo_group(store, env.rank, env.world_size);
 
   // Each rank iterates its share of every epoch (with a DistributedSampler).

@@ -103,12 +103,9 @@ DistContext::DistContext(const Config& cfg, Device device) {
   const auto wait_log = dist::seconds_to_ms(cfg.get_double("network.wait_log_interval"),
                                             "network.wait_log_interval", /*allow_zero=*/true);
   dist::TcpStoreOptions so;
-  so.is_server = env_.rank == 0;
-  so.world_size = env_.world_size;
-  so.rank = env_.rank;
   so.timeout = timeout;
   so.wait_log_interval = wait_log;
-  store_ = std::make_shared<dist::TcpStore>(env_.master_addr, env_.master_port, so);
+  store_ = dist::connect_job_store(env_, so);
   dist::ProcessGroupOptions po;
   po.timeout = timeout;
   po.wait_log_interval = wait_log;

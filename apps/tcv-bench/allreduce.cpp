@@ -9,8 +9,8 @@
 #include "apps/cli.h"
 #include "dist/env.h"
 #include "dist/process_group.h"
-#include "engine/json.h"
 #include "engine/cuda.h"
+#include "engine/json.h"
 
 namespace tcv::bench {
 
@@ -255,13 +255,10 @@ int run_allreduce_bench(const AllreduceOptions& opts) {
   if (launched) env = dist::read_dist_env();
   const dist::DistTimeouts timeouts = dist::timeouts_from_env(dist::process_dist_env());
   dist::TcpStoreOptions so;
-  so.is_server = env.rank == 0;
-  so.world_size = env.world_size;
-  so.rank = env.rank;
   so.timeout = timeouts.timeout;
   so.wait_log_interval = timeouts.wait_log_interval;
-  auto store =
-      std::make_shared<dist::TcpStore>(env.master_addr, launched ? env.master_port : 0, so);
+  if (!launched) env.master_port = 0;  // one process: its own store on a free port
+  auto store = dist::connect_job_store(env, so);
   check_same_args(*store, env.rank, env.world_size, opts, timeouts.timeout);
   dist::ProcessGroupOptions po;
   po.timeout = timeouts.timeout;

@@ -164,6 +164,28 @@ TEST(TcpStore, RanksExchangeValuesCountersAndBarrier) {
   EXPECT_EQ(server->get_string("counter"), "10");  // counters are decimal text
 }
 
+// Clients with a key prefix (tcv-run's rounds) share one server without
+// seeing each other's keys, counters or barriers.
+TEST(TcpStore, KeyPrefixesKeepClientsApart) {
+  auto server = make_server(1);
+  TcpStoreOptions a{.world_size = 1, .timeout = 5s, .key_prefix = "/r0/"};
+  TcpStoreOptions b{.world_size = 1, .timeout = 5s, .key_prefix = "/r1/"};
+  TcpStore r0("127.0.0.1", server->port(), a), r1("127.0.0.1", server->port(), b);
+  r0.set("k", std::string_view("zero"));
+  r1.set("k", std::string_view("one"));
+  EXPECT_EQ(r0.get_string("k"), "zero");
+  EXPECT_EQ(r1.get_string("k"), "one");
+  EXPECT_EQ(server->get_string("/r0/k"), "zero");  // the server holds the full keys
+  EXPECT_EQ(r0.add("n", 2), 2);
+  EXPECT_EQ(r1.add("n", 5), 5);
+  EXPECT_TRUE(r1.delete_key("k"));
+  EXPECT_FALSE(r1.check({"k"}));
+  EXPECT_TRUE(r0.check({"k"}));
+  r0.barrier();  // world 1 each: their own generation counters
+  r1.barrier();
+  EXPECT_TRUE(server->check({"/r0/tcv/barrier/0/done", "/r1/tcv/barrier/0/done"}));
+}
+
 TEST(TcpStore, GetBlocksUntilAnotherRankSets) {
   auto server = make_server(2);
   TcpStore client = make_client(server->port(), 2);
