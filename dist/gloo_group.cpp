@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +32,7 @@
 
 #include "dist/fingerprint.h"
 #include "dist/log.h"
+#include "dist/net.h"
 #include "dist/process_group.h"
 #include "engine/error.h"
 
@@ -44,13 +46,15 @@ using Clock = std::chrono::steady_clock;
 // Gloo's rendezvous store on top of our TcpStore, every key under `prefix/`.
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(TcpStore& store, std::string prefix, milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  StoreAdapter(TcpStore& store, std::string prefix, milliseconds timeout,
+               std::atomic<bool>* in_store = nullptr)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout), in_store_(in_store) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     store_.set(prefix_ + "/" + key, Bytes(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
+    InStore busy(in_store_);
     const Bytes b = store_.get(prefix_ + "/" + key, timeout_, waiting_for({key}));
     return std::vector<char>(b.begin(), b.end());
   }
@@ -59,10 +63,22 @@ class StoreAdapter : public gloo::rendezvous::Store {
     std::vector<std::string> prefixed;
     prefixed.reserve(keys.size());
     for (const auto& k : keys) prefixed.push_back(prefix_ + "/" + k);
+    InStore busy(in_store_);
     store_.wait(prefixed, timeout, waiting_for(keys));
   }
 
  private:
+  // Marks a blocking store call (whose own wait lines say what it waits for).
+  struct InStore {
+    explicit InStore(std::atomic<bool>* f) : f_(f) {
+      if (f_) *f_ = true;
+    }
+    ~InStore() {
+      if (f_) *f_ = false;
+    }
+    std::atomic<bool>* f_;
+  };
+
   // Gloo's full-mesh rendezvous keys are "rank_<r>" and "<r>": rank r joining.
   std::string waiting_for(const std::vector<std::string>& keys) const {
     std::string ranks;
@@ -78,6 +94,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   TcpStore& store_;
   std::string prefix_;
   milliseconds timeout_;
+  std::atomic<bool>* in_store_;
 };
 
 // ---- element-wise reductions, one per (dtype, op) ----------------------------
@@ -298,27 +315,28 @@ class HdCache {
   }
 };
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+// The address Gloo binds (dist/net.h), announced once per process by the
+// machine's first local rank so every machine says what it chose and why.
+BindChoice pick_bind_address(const ProcessGroupOptions& options, const std::string& master,
+                             int rank, int size) {
+  BindRequest req;
+  req.explicit_host = options.gloo_hostname;
+  req.master_addr = master;
+  req.env = process_dist_env();
+  BindChoice c = choose_bind_address(req, system_net_probe());
+  static std::once_flag announced;
+  const auto local = req.env.find("LOCAL_RANK");
+  const bool first_local = local != req.env.end() ? local->second == "0" : rank == 0;
+  if (size > 1 && first_local) std::call_once(announced, [&] { log_line(c.describe("gloo")); });
+  return c;
 }
 
-// The address Gloo binds: the option, else 127.0.0.1 for a local job, else the
-// host's name when it resolves.
-std::string pick_hostname(const ProcessGroupOptions& options, const std::string& master) {
-  if (!options.gloo_hostname.empty()) return options.gloo_hostname;
-  if (const char* env = std::getenv("TCV_GLOO_HOSTNAME"); env && *env) return env;
-  if (is_loopback(master)) return "127.0.0.1";
+// How a rank's machine is named in its peers' errors: its bound address, and
+// the host name when that is what was bound.
+std::string bound_host_label(const std::string& bound) {
   char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (getaddrinfo(name, nullptr, &hints, &res) == 0) {
-      freeaddrinfo(res);
-      return name;
-    }
-  }
-  return "127.0.0.1";
+  if (gethostname(name, sizeof(name) - 1) != 0 || bound == name) return bound;
+  return bound + ", host '" + std::string(name) + "'";
 }
 
 // Groups made with the same prefix on one store get distinct key spaces; every
@@ -367,6 +385,13 @@ class Mismatch : public Error {
 };
 
 constexpr milliseconds kHeartbeatPeriod{200};
+// Each heartbeat store call gives up after this (then the next beat retries):
+// a store that does not answer (the link to its machine down, its host
+// stopped) must not silence the wait lines or delay the diagnosis.
+constexpr milliseconds kHeartbeatStoreTimeout{2000};
+// A collective still blocked this long after the timeout is stopped by the
+// heartbeat thread.
+constexpr milliseconds kDeadlineGrace{500};
 // A collective blocked this long makes the heartbeat thread look at the peers,
 // then once per kProbePeriod; a peer whose heartbeat did not change for
 // kSilent is reported as not answering.
@@ -433,30 +458,111 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     TCV_CHECK(size >= 1 && rank >= 0 && rank < size, "[gloo] rank ", rank,
               " out of range for group size ", size);
     TCV_CHECK(options_.timeout.count() > 0, "[gloo] the timeout must be positive");
-    const std::string host = pick_hostname(options_, store_->host());
+    std::string host;
     try {
-      gloo::transport::tcp::attr attr;
-      attr.hostname = host;
-      auto device = gloo::transport::tcp::CreateDevice(attr);
-      auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-      ctx->setTimeout(options_.timeout);
-      StoreAdapter adapter(*store_, prefix_, options_.timeout);
-      ctx->connectFullMesh(adapter, device);
-      ctx_ = ctx;
+      host = pick_bind_address(options_, store_->host(), rank, size).address;
+    } catch (const std::exception& e) {
+      TCV_THROW("[gloo] rank ", rank, " of ", size, ": ", e.what());
+    }
+    try {
+      ctx_ = connect_mesh(host);
     } catch (const std::exception& e) {
       TCV_THROW("[gloo] rank ", rank, " of ", size, " could not connect to its peers (bound to ",
                 host, ", store ", store_->host(), ":", store_->port(), ", keys '", prefix_,
                 "/'): ", e.what());
     }
     if (size > 1) {
-      TcpStoreOptions so;
-      so.world_size = size;
-      so.rank = rank;
-      so.timeout = std::min(options_.timeout, milliseconds(10000));
+      // The heartbeat's own connection, with a short timeout: a store that
+      // does not answer must not hold up the wait lines or the diagnosis.
+      TcpStoreOptions so = store_->options();
+      so.is_server = false;
+      so.timeout = std::min(options_.timeout, kHeartbeatStoreTimeout);
       so.wait_log_interval = milliseconds(0);
       hb_store_ = std::make_unique<TcpStore>(store_->host(), store_->port(), so);
       tracks_.resize(static_cast<size_t>(size));
+      peer_silent_.assign(static_cast<size_t>(size), Clock::duration::zero());
+      // Every rank's machine, so that errors can name it.
+      peer_hosts_.assign(static_cast<size_t>(size), "");
+      store_->set(prefix_ + "/host/" + std::to_string(rank), bound_host_label(host));
+      for (int r = 0; r < size; ++r)
+        if (r != rank)
+          peer_hosts_[static_cast<size_t>(r)] =
+              store_->get_string(prefix_ + "/host/" + std::to_string(r));
+    } else {
+      peer_hosts_.assign(1, "");
     }
+  }
+
+  // Connects the full mesh on a thread of its own, so that this rank says
+  // what it waits for and gives up at the timeout: Gloo waits up to five
+  // timeouts for a pair to connect, silently. A connect that outlives the
+  // timeout is left to Gloo's own (the process is about to fail anyway).
+  std::shared_ptr<gloo::Context> connect_mesh(const std::string& host) {
+    struct Shared {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      std::shared_ptr<gloo::Context> ctx;
+      std::string error;
+      std::atomic<bool> in_store{false};  // reading the peers' addresses (the store says why)
+    };
+    auto sh = std::make_shared<Shared>();
+    const milliseconds timeout = options_.timeout;
+    std::thread t(
+        [sh, store = store_, host, prefix = prefix_, timeout, rank = rank_, size = size_] {
+          std::shared_ptr<gloo::Context> ctx;
+          std::string error;
+          try {
+            gloo::transport::tcp::attr attr;
+            attr.hostname = host;
+            auto device = gloo::transport::tcp::CreateDevice(attr);
+            auto rctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+            rctx->setTimeout(timeout);
+            StoreAdapter adapter(*store, prefix, timeout, &sh->in_store);
+            rctx->connectFullMesh(adapter, device);
+            ctx = rctx;
+          } catch (const std::exception& e) {
+            error = e.what();
+            ctx.reset();
+          }
+          std::lock_guard<std::mutex> lock(sh->mu);
+          sh->ctx = std::move(ctx);
+          sh->error = std::move(error);
+          sh->done = true;
+          sh->cv.notify_all();
+        });
+    const auto t0 = Clock::now();
+    // A little past the timeout, so that the store's own timeout (which names
+    // the ranks that never joined) ends a wait for peers first.
+    const auto deadline = t0 + timeout + std::max(kDeadlineGrace, milliseconds(1000));
+    auto next_log = options_.wait_log_interval.count() > 0 ? t0 + options_.wait_log_interval
+                                                           : Clock::time_point::max();
+    std::unique_lock<std::mutex> lock(sh->mu);
+    while (!sh->done) {
+      sh->cv.wait_until(lock, std::min(deadline, next_log), [&] { return sh->done; });
+      if (sh->done) break;
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        lock.unlock();
+        t.detach();
+        TCV_THROW("no connection to every peer within the timeout of ", seconds_str(timeout),
+                  " (their addresses came from the store; a peer whose address this machine "
+                  "cannot reach, or that stopped while connecting)");
+      }
+      if (now >= next_log) {
+        next_log += options_.wait_log_interval;
+        if (!sh->in_store)
+          log_line("[gloo] rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+                   " is still connecting to its peers after " + seconds_str(now - t0) + " of " +
+                   seconds_str(timeout) + " (bound to " + host +
+                   "; the peers' addresses came from the store at " + store_->host() + ":" +
+                   std::to_string(store_->port()) + ")");
+      }
+    }
+    lock.unlock();
+    t.join();
+    if (!sh->error.empty()) throw Error(sh->error);
+    return sh->ctx;
   }
 
   int rank() const { return rank_; }
@@ -737,6 +843,12 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
 
   std::string hb_key(int r) const { return prefix_ + "/hb/" + std::to_string(r); }
 
+  // "rank 3 (on 10.0.0.2)": errors name the machine of a rank.
+  std::string rank_name(int r) const {
+    const std::string& h = peer_hosts_[static_cast<size_t>(r)];
+    return "rank " + std::to_string(r) + (h.empty() ? "" : " (on " + h + ")");
+  }
+
   void heartbeat() {
     const std::string key = hb_key(rank());
     int64_t beat = 0;
@@ -749,28 +861,48 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
       const auto since = busy_since_;
       const uint64_t done = done_;
       lock.unlock();
-      try {
-        hb_store_->set(key, PeerState::format(++beat, busy, fp, done));
-        const auto now = Clock::now();
-        if (busy && fp.seq != watched_seq) {  // a new collective: start watching it afresh
-          watched_seq = fp.seq;
-          next_probe = since + kProbeAfter;
-          next_log = options_.wait_log_interval.count() > 0 ? since + options_.wait_log_interval
-                                                            : Clock::time_point::max();
-        }
-        if (busy && now >= next_probe) {
-          next_probe = now + kProbePeriod;
-          probe(fp);
-        }
-        if (busy && now >= next_log) {
-          next_log += options_.wait_log_interval;
-          log_line(wait_report(fp, now - since));
-        }
-      } catch (const std::exception&) {
-        return;  // the store is gone; diagnose() reports it
+      // A store that does not answer is reported in the wait lines, not a
+      // reason to stop beating: it may come back, and until the collective's
+      // timeout this rank must keep saying what it waits for.
+      store_call([&] { hb_store_->set(key, PeerState::format(++beat, busy, fp, done)); });
+      const auto now = Clock::now();
+      if (busy && fp.seq != watched_seq) {  // a new collective: start watching it afresh
+        watched_seq = fp.seq;
+        next_probe = since + kProbeAfter;
+        next_log = options_.wait_log_interval.count() > 0 ? since + options_.wait_log_interval
+                                                          : Clock::time_point::max();
       }
+      if (busy && now >= next_probe) {
+        next_probe = Clock::now() + kProbePeriod;
+        if (store_silent_since_ == Clock::time_point{}) store_call([&] { probe(fp); });
+      }
+      if (busy && Clock::now() >= next_log) {
+        next_log += options_.wait_log_interval;
+        log_line(wait_report(fp, Clock::now() - since));
+      }
+      // Gloo's timeout bounds each send and receive, not the collective, so a
+      // ring of several steps could wait several timeouts: hold the whole
+      // collective to one (Gloo's own error, a little earlier, says more).
+      if (busy && Clock::now() - since >= options_.timeout + kDeadlineGrace)
+        abort(timeout_report(fp, Clock::now() - since));
       lock.lock();
       cv_hb_.wait_for(lock, kHeartbeatPeriod, [&] { return stop_; });
+    }
+  }
+
+  // Runs a heartbeat store call; failures only mark the store silent.
+  template <typename F>
+  void store_call(F&& f) {
+    try {
+      f();
+      store_silent_since_ = Clock::time_point{};
+      store_ok_at_ = Clock::now();
+      store_silent_ = false;
+    } catch (const std::exception& e) {
+      // Silent since the last call that was answered.
+      if (store_silent_since_ == Clock::time_point{}) store_silent_since_ = store_ok_at_;
+      store_error_ = e.what();
+      store_silent_ = true;
     }
   }
 
@@ -791,6 +923,11 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
       }
       t.value = v;
       t.state = PeerState::parse(v);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int r = 0; r < size(); ++r)
+        if (r != rank()) peer_silent_[r] = tracks_[static_cast<size_t>(r)].silent(now);
     }
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
@@ -834,14 +971,46 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
         ++same;
         continue;
       }
-      peers += (peers.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + what;
+      peers += (peers.empty() ? "" : "; ") + rank_name(r) + ": " + what;
     }
     if (peers.empty())
       peers = "every other rank is in it too (a slow network?)";
     else if (same > 0)
       peers += "; " + std::to_string(same) + " other rank(s) are in it too";
+    if (store_silent_since_ != Clock::time_point{})
+      peers = "the store at " + store_->host() + ":" + std::to_string(store_->port()) +
+              " has not answered for " + seconds_str(now - store_silent_since_) +
+              " (the link to its machine down, or its host stopped?), so the peers' state is as "
+              "last seen: " +
+              peers + " (last store error: " + store_error_ + ")";
     return "[gloo] rank " + std::to_string(rank()) + " is still waiting in collective " + fp.str() +
            " after " + seconds_str(waited) + " of " + seconds_str(options_.timeout) + ": " + peers;
+  }
+
+  // The error of a collective stopped at the timeout: the peers whose
+  // heartbeat stopped, or the store that stopped answering, or where the peers are.
+  std::string timeout_report(const detail::Fingerprint& fp, Clock::duration waited) const {
+    const auto now = Clock::now();
+    std::string lost;
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      const Track& t = tracks_[static_cast<size_t>(r)];
+      if (t.first_seen != Clock::time_point{} && t.silent(now) >= kSilent)
+        lost += (lost.empty() ? "" : ", ") + rank_name(r) + ": no heartbeat for " +
+                seconds_str(t.silent(now));
+    }
+    std::string why;
+    if (!lost.empty())
+      why = "lost " + lost;
+    else if (store_silent_since_ != Clock::time_point{})
+      why = "the store at " + store_->host() + ":" + std::to_string(store_->port()) +
+            " has not answered for " + seconds_str(now - store_silent_since_) +
+            " either: the link to its machine is down, or its host stopped";
+    else
+      why = wait_report(fp, waited);
+    return "[gloo] " + fp.str() + " failed on rank " + std::to_string(rank()) + " of " +
+           std::to_string(size()) + " (" + why + "): no progress for " + seconds_str(waited) +
+           ", over the timeout of " + seconds_str(options_.timeout);
   }
 
   // After a failure: which peers stopped beating, and where the others are.
@@ -850,6 +1019,10 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
   // noticed first closed its connections, which is how this one failed).
   std::string diagnose(const detail::Fingerprint& fp, std::string& disagree) {
     if (!hb_store_) return "";
+    // A store the heartbeat already finds silent would only hold this up.
+    if (store_silent_.load())
+      return " (the store at " + store_->host() + ":" + std::to_string(store_->port()) +
+             " does not answer either: the link to its machine is down, or its host stopped)";
     auto read = [&](std::vector<std::string>& v) {
       for (int r = 0; r < size(); ++r) {
         if (r == rank()) continue;
@@ -874,28 +1047,36 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
       }
       std::this_thread::sleep_for(kHeartbeatPeriod * 4);
       read(b);
-    } catch (const std::exception&) {
-      return " (lost rank 0: its store at " + store_->host() + ":" +
-             std::to_string(store_->port()) + " is unreachable)";
+    } catch (const std::exception& e) {
+      return " (the store at " + store_->host() + ":" + std::to_string(store_->port()) +
+             " does not answer either: the link to its machine is down, or its host stopped; " +
+             e.what() + ")";
+    }
+    // How long each lost peer has been silent: as the heartbeat thread last
+    // saw it while this collective waited, else the pause between the reads.
+    std::vector<Clock::duration> silent;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      silent = peer_silent_;
     }
     std::string lost, elsewhere;
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
       if (a[r] == b[r]) {
-        lost += (lost.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r);
+        const Clock::duration quiet = std::max<Clock::duration>(silent[r], kHeartbeatPeriod * 4);
+        lost +=
+            (lost.empty() ? "" : ", ") + rank_name(r) + ": no heartbeat for " + seconds_str(quiet);
         continue;
       }
       const PeerState p = PeerState::parse(b[r]);
       if (!p.valid || (p.busy && p.fp == fp)) continue;
       elsewhere +=
-          "; rank " + std::to_string(r) +
+          "; " + rank_name(r) +
           (p.busy ? " is in collective " + p.fp.str()
                   : " is between collectives (its next is #" + std::to_string(p.fp.seq) + ")");
     }
     std::string out;
-    if (!lost.empty())
-      out = "lost " + lost + ": no heartbeat for " +
-            std::to_string((kHeartbeatPeriod * 4).count()) + " ms";
+    if (!lost.empty()) out = "lost " + lost;
     if (!elsewhere.empty()) out += out.empty() ? elsewhere.substr(2) : elsewhere;
     return out.empty() ? "" : " (" + out + ")";
   }
@@ -908,8 +1089,14 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
   int64_t checks_;
   std::shared_ptr<gloo::Context> ctx_;
   std::unique_ptr<TcpStore> hb_store_;
-  HdCache hd_cache_;           // worker thread only
-  std::vector<Track> tracks_;  // heartbeat thread only
+  HdCache hd_cache_;                          // worker thread only
+  std::vector<Track> tracks_;                 // heartbeat thread only
+  std::vector<std::string> peer_hosts_;       // each rank's machine (set before the threads start)
+  std::vector<Clock::duration> peer_silent_;  // under mu_: as the heartbeat thread last saw
+  Clock::time_point store_silent_since_{};    // heartbeat thread only: {} while the store answers
+  Clock::time_point store_ok_at_ = Clock::now();  // heartbeat thread only: the last answer
+  std::atomic<bool> store_silent_{false};         // the heartbeat's last store call failed
+  std::string store_error_;                       // heartbeat thread only
 
   std::mutex mu_;
   std::condition_variable cv_;
