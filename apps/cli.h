@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -141,21 +142,37 @@ inline std::string usage_synopsis(const std::string& usage) {
   return blank == std::string::npos ? usage : usage.substr(0, blank + 1);
 }
 
+/// Under tcv-run (or any launcher that sets TCV_ERROR_FILE, as torchrun's
+/// TORCHELASTIC_ERROR_FILE), the error that ends this process is also written
+/// there, so the launcher can say on every machine why a rank stopped.
+inline void write_error_file(const std::string& tool, const std::string& msg) {
+  const char* path = std::getenv("TCV_ERROR_FILE");
+  if (!path || !*path) return;
+  if (std::FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%s: error: %s\n", tool.c_str(), msg.c_str());
+    std::fclose(f);
+  }
+}
+
 /// Runs a tool's body: usage and config errors exit 2, anything else 1, each
-/// printed as "<tool>: error: <message>". A usage error is followed by the
-/// synopsis and a pointer to --help, not the whole usage, so it stays in view.
+/// printed as "<tool>: error: <message>" (and written to TCV_ERROR_FILE). A
+/// usage error is followed by the synopsis and a pointer to --help, not the
+/// whole usage, so it stays in view.
 template <typename F>
 int run_tool(const char* tool, const char* usage, F&& body) {
   try {
     return body();
   } catch (const UsageError& e) {
+    write_error_file(tool, e.msg);
     std::cerr << tool << ": error: " << e.msg << "\n"
               << usage_synopsis(usage) << "Run '" << tool << " --help' for the options.\n";
     return 2;
   } catch (const train::ConfigError& e) {
+    write_error_file(tool, e.what());
     std::cerr << tool << ": error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
+    write_error_file(tool, e.what());
     std::cerr << "\n" << tool << ": error: " << e.what() << "\n";
     return 1;
   }

@@ -30,6 +30,9 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   dataset-fashion-mnist  # real data for the default model and the tests
+  # `ip netns`: the multi-machine tests (tests/dist/test_multinode.cpp) make
+  # machines from network namespaces joined by veth pairs and a bridge.
+  iproute2
 )
 
 # Only for scripts/fuzz.sh (installed with --fuzz): libFuzzer comes with clang,

@@ -1,7 +1,7 @@
 // tcv-run: starts the ranks of a data-parallel job on this node, as torchrun does.
 //
 //   tcv-run --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]
-//           [--max-restarts K] [--quiet-others] -- CMD ARGS...
+//           [--max-restarts K] [--rdzv-timeout S] [--quiet-others] -- CMD ARGS...
 //
 // Exit status: that of the first rank that failed (all others are stopped) once
 // no restart is left, 0 when every rank succeeded, 2 for a bad command line.
@@ -19,8 +19,14 @@ constexpr const char* kUsage =
     "\n"
     "Starts N copies of CMD with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR\n"
     "and MASTER_PORT set (env://). When one rank exits non-zero the others are stopped\n"
-    "(SIGTERM, then SIGKILL after 5 s); with --max-restarts K all ranks are started again,\n"
-    "up to K times, else tcv-run exits with that rank's code. The ranks die with tcv-run.\n"
+    "(SIGTERM, then SIGKILL after 5 s), on every machine; with --max-restarts K all ranks\n"
+    "are started again, up to K times, else tcv-run exits with that rank's code, saying\n"
+    "which rank failed, on which machine and why. The ranks die with tcv-run.\n"
+    "\n"
+    "Several machines: run tcv-run on each with the same --nnodes, --nproc-per-node,\n"
+    "--master-addr and --master-port, and its own --node-rank. The first machine's tcv-run\n"
+    "(--node-rank 0) hosts the job's store at MASTER_ADDR:MASTER_PORT; every round of\n"
+    "ranks starts once all machines have joined and agree on the options.\n"
     "\n"
     "  --nproc-per-node N   ranks on this node (one per GPU)\n"
     "  --nnodes M           nodes in the job (1)\n"
@@ -31,6 +37,8 @@ constexpr const char* kUsage =
     "  --max-restarts K     restart every rank after a failure, up to K times (0); the\n"
     "                       ranks see TCV_RESTART_COUNT; with network.resume = \"auto\"\n"
     "                       tcv-train continues from the newest checkpoint in --out\n"
+    "  --rdzv-timeout S     seconds to wait for the other machines to join, and for the\n"
+    "                       store to answer (default TCV_DIST_TIMEOUT, else 300)\n"
     "  --quiet-others       drop the output of ranks other than 0 (default: prefix\n"
     "                       their lines with \"[rank N] \")\n"
     "\n"

@@ -296,7 +296,8 @@ TEST(Launcher, RestartsEveryRankAfterAFailure) {
   const auto r =
       run({TCV_RUN, "--nproc-per-node", "2", "--max-restarts", "2", "--", "/bin/sh", "-c",
            "echo \"start $RANK $TCV_RESTART_COUNT $TCV_MAX_RESTARTS $MASTER_PORT\"; "
-           "if [ \"$RANK\" = 1 ] && [ \"$TCV_RESTART_COUNT\" = 0 ]; then exit 5; fi; "
+           "echo \"prefix $RANK $TCV_STORE_PREFIX\"; "
+           "if [ \"$RANK\" = 1 ] && [ \"$TCV_RESTART_COUNT\" = 0 ]; then sleep 0.3; exit 5; fi; "
            "sleep 0.2"});
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("tcv-run: rank 1 (pid "), std::string::npos) << r.out;
@@ -306,15 +307,68 @@ TEST(Launcher, RestartsEveryRankAfterAFailure) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("restart 2 of 2"), std::string::npos) << r.out;
-  // A new rendezvous: another port the second time.
+  // A new round of tcv-run's store: the same port, the keys under another prefix.
   const std::regex start_re(R"(start 0 (\d) 2 (\d+)\n)");
   std::vector<std::string> ports;
   for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), start_re);
        it != std::sregex_iterator(); ++it)
     ports.push_back((*it)[2]);
   ASSERT_EQ(ports.size(), 2u) << r.out;
-  EXPECT_NE(ports[0], ports[1]) << r.out;
+  EXPECT_EQ(ports[0], ports[1]) << r.out;
+  EXPECT_NE(r.out.find("prefix 0 /r0/\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prefix 0 /r1/\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[rank 1] start 1 1 2 " + ports[1]), std::string::npos) << r.out;
+}
+
+// Two tcv-runs on this host as the two machines of a job (both on 127.0.0.1):
+// a rank failing on the second stops the first, which names it; with a
+// restart, both start their ranks again in the next round.
+TEST(Launcher, TwoMachinesStopAndRestartTogether) {
+  const std::string port = std::to_string(pick_free_port());
+  auto node = [&](int k, const std::string& restarts, const std::string& script) {
+    return test::spawn(
+        {TCV_RUN, "--nnodes", "2", "--node-rank", std::to_string(k), "--nproc-per-node", "1",
+         "--master-addr", "127.0.0.1", "--master-port", port, "--max-restarts", restarts,
+         "--rdzv-timeout", "10", "--", "/bin/sh", "-c", script},
+        {});
+  };
+  // Rank 1 (node 1) fails in round 0: both machines stop; no restart.
+  const std::string fail =
+      "echo \"round $TCV_RESTART_COUNT rank $RANK\"; "
+      "if [ \"$RANK\" = 1 ]; then sleep 0.3; echo boom >&2; exit 3; fi; "
+      "exec sleep 30";
+  std::vector<test::Child> kids = {node(0, "0", fail), node(1, "0", fail)};
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(test::wait_all(kids, 30s));
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string out0 = test::read_file(kids[0].out_path),
+                    out1 = test::read_file(kids[1].out_path);
+  for (auto& k : kids) std::remove(k.out_path.c_str());
+  std::printf("node 0:\n%snode 1:\n%s", out0.c_str(), out1.c_str());
+  EXPECT_EQ(kids[0].status, 3) << out0;
+  EXPECT_EQ(kids[1].status, 3) << out1;
+  EXPECT_LT(took, 8.0);
+  EXPECT_NE(out1.find("tcv-run (node 1): rank 1 (local rank 0, pid "), std::string::npos) << out1;
+  EXPECT_NE(out0.find("tcv-run (node 0): node 1 reports: rank 1 (local rank 0, pid "),
+            std::string::npos)
+      << out0;
+  EXPECT_NE(out0.find(") exited with code 3; stopping the local ranks"), std::string::npos) << out0;
+
+  // The same failure with a restart left: round 1 runs on both machines.
+  const std::string once =
+      "echo \"round $TCV_RESTART_COUNT rank $RANK prefix $TCV_STORE_PREFIX\"; "
+      "if [ \"$RANK\" = 1 ] && [ \"$TCV_RESTART_COUNT\" = 0 ]; then "
+      "sleep 0.3; exit 3; fi; sleep 0.3";
+  kids = {node(0, "1", once), node(1, "1", once)};
+  ASSERT_TRUE(test::wait_all(kids, 30s));
+  const std::string r0 = test::read_file(kids[0].out_path), r1 = test::read_file(kids[1].out_path);
+  for (auto& k : kids) std::remove(k.out_path.c_str());
+  EXPECT_EQ(kids[0].status, 0) << r0;
+  EXPECT_EQ(kids[1].status, 0) << r1;
+  EXPECT_NE(r0.find("round 1 rank 0 prefix /r1/"), std::string::npos) << r0;
+  EXPECT_NE(r1.find("[rank 1] round 1 rank 1 prefix /r1/"), std::string::npos) << r1;
+  EXPECT_NE(r0.find("tcv-run (node 0): restart 1 of 1"), std::string::npos) << r0;
+  EXPECT_NE(r1.find("tcv-run (node 1): restart 1 of 1"), std::string::npos) << r1;
 }
 
 TEST(Launcher, GivesUpWhenNoRestartIsLeft) {
