@@ -815,7 +815,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
         broken_ = aborted.empty() ? error : aborted;
       } else {
         std::string disagree;
-        const std::string why = diagnose(fp, disagree);
+        const std::string why = diagnose(fp, error, disagree);
         broken_ = !disagree.empty()
                       ? disagree + " (then: " + error + ")"
                       : "[gloo] " + fp.str() + " failed on rank " + std::to_string(rank()) +
@@ -842,6 +842,26 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
   }
 
   std::string hb_key(int r) const { return prefix_ + "/hb/" + std::to_string(r); }
+
+  // The ranks on the machine whose address Gloo's error names ("[10.0.0.2]:port"),
+  // as "rank 3 (on 10.0.0.2)" or "ranks 2, 3 (on 10.0.0.2)"; "" when none.
+  std::string ranks_at(const std::string& gloo_error) const {
+    const size_t open = gloo_error.rfind('[');  // the first one is Gloo's source file
+    const size_t close = gloo_error.find(']', open == std::string::npos ? 0 : open);
+    if (open == std::string::npos || close == std::string::npos) return "";
+    const std::string addr = gloo_error.substr(open + 1, close - open - 1);
+    std::string ranks, host;
+    int n = 0;
+    for (int r = 0; r < size(); ++r) {
+      const std::string& h = peer_hosts_[static_cast<size_t>(r)];
+      if (r == rank() || h.rfind(addr, 0) != 0 || (h.size() > addr.size() && h[addr.size()] != ','))
+        continue;
+      ranks += (n++ ? ", " : "") + std::to_string(r);
+      host = h;
+    }
+    if (n == 0) return "";
+    return (n == 1 ? "rank " : "ranks ") + ranks + " (on " + host + ")";
+  }
 
   // "rank 3 (on 10.0.0.2)": errors name the machine of a rank.
   std::string rank_name(int r) const {
@@ -1017,12 +1037,19 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
   // Reads every heartbeat twice, a few periods apart. A peer that was blocked
   // in another collective at the same position sets `disagree` (the peer that
   // noticed first closed its connections, which is how this one failed).
-  std::string diagnose(const detail::Fingerprint& fp, std::string& disagree) {
+  std::string diagnose(const detail::Fingerprint& fp, const std::string& error,
+                       std::string& disagree) {
     if (!hb_store_) return "";
+    // Without the store, Gloo's error still names the peer's address.
+    auto store_gone = [&](const std::string& detail) {
+      const std::string peers = ranks_at(error);
+      return " (" + (peers.empty() ? "" : "lost " + peers + "; ") + "the store at " +
+             store_->host() + ":" + std::to_string(store_->port()) +
+             " does not answer either: the link to its machine is down, or its host stopped" +
+             detail + ")";
+    };
     // A store the heartbeat already finds silent would only hold this up.
-    if (store_silent_.load())
-      return " (the store at " + store_->host() + ":" + std::to_string(store_->port()) +
-             " does not answer either: the link to its machine is down, or its host stopped)";
+    if (store_silent_.load()) return store_gone("");
     auto read = [&](std::vector<std::string>& v) {
       for (int r = 0; r < size(); ++r) {
         if (r == rank()) continue;
@@ -1048,9 +1075,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
       std::this_thread::sleep_for(kHeartbeatPeriod * 4);
       read(b);
     } catch (const std::exception& e) {
-      return " (the store at " + store_->host() + ":" + std::to_string(store_->port()) +
-             " does not answer either: the link to its machine is down, or its host stopped; " +
-             e.what() + ")";
+      return store_gone(std::string("; ") + e.what());
     }
     // How long each lost peer has been silent: as the heartbeat thread last
     // saw it while this collective waited, else the pause between the reads.

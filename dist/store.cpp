@@ -492,11 +492,20 @@ void TcpStore::connect(Clock::time_point deadline) {
       if (err == 0) {
         set_nodelay(fd);
         fd_ = fd;
+        was_lost_ = false;
         freeaddrinfo(res);
         return;
       }
       last_error = errno_str(err);
       close(fd);
+      // A server that closed this client's connection and now refuses new
+      // ones has exited: waiting for it to come back would only delay the error.
+      if (was_lost_ && err == ECONNREFUSED) {
+        if (res) freeaddrinfo(res);
+        throw StoreLostError(detail::str_cat("[TcpStore] ", who(), ": the store at ", where(),
+                                             " closed the connection and now refuses new ones (",
+                                             options_.server_name, ", which hosts it, exited)"));
+      }
     }
     if (res) freeaddrinfo(res);
     const int64_t left = ms_left(deadline);
@@ -536,6 +545,7 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
   };
   auto lost = [&](const std::string& why) {
     disconnect();
+    was_lost_ = true;
     throw StoreLostError(detail::str_cat("[TcpStore] lost the connection to the store at ", where(),
                                          " during ", what, ": ", why, " (has ",
                                          options_.server_name, ", which hosts it, exited?)"));

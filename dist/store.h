@@ -160,6 +160,7 @@ class TcpStore {
   std::unique_ptr<StoreServer> server_;
   std::mutex mu_;
   int fd_ = -1;
+  bool was_lost_ = false;  // the server closed the last connection
   int64_t barrier_generation_ = 0;
 };
 

@@ -348,6 +348,25 @@ TEST_F(MultiMachineFaults, LostMachineStopsTheOtherNamingTheRankAndItsMachine) {
       << r.job.out(0);
 }
 
+// The first machine hosts the job's store in its tcv-run: losing it stops
+// the second machine too, naming what it lost.
+TEST_F(MultiMachineFaults, LostFirstMachineStopsTheOther) {
+  NetnsLab lab(2);
+  if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
+  FaultRun r;
+  run_fault(lab, r, [&] { kill(r.job.kids[0].pid, SIGKILL); });  // machine 0's tcv-run
+  report("machine 0's tcv-run SIGKILLed", r);
+  ASSERT_TRUE(r.in_time) << r.job.out(1);
+  EXPECT_EQ(r.job.kids[0].status, 128 + SIGKILL);
+  EXPECT_NE(r.job.kids[1].status, 0) << r.job.out(1);
+  EXPECT_LT(r.stop_s(1), kTimeout + 3) << r.job.out(1);
+  EXPECT_TRUE(contains(r.job.out(1), "lost rank 0 (on " + NetnsLab::address(0)) ||
+              contains(r.job.out(1), "tcv-run (node 1): lost the job's store"))
+      << r.job.out(1);
+  // The second machine's own error came at once, not at the timeout.
+  EXPECT_LT(r.stop_s(1), 2.5) << r.job.out(1);
+}
+
 TEST_F(MultiMachineFaults, KilledRankStopsEveryMachine) {
   NetnsLab lab(2);
   if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
