@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "dist/launcher.h"
 #include "train/config.h"
 
 namespace tcv::apps {
@@ -160,6 +161,7 @@ inline void write_error_file(const std::string& tool, const std::string& msg) {
 /// whole usage, so it stays in view.
 template <typename F>
 int run_tool(const char* tool, const char* usage, F&& body) {
+  dist::watch_launcher();  // under tcv-run: stop when it is gone, whatever sits between
   try {
     return body();
   } catch (const UsageError& e) {

@@ -863,6 +863,12 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     return (n == 1 ? "rank " : "ranks ") + ranks + " (on " + host + ")";
   }
 
+  // "the store at 10.0.0.1:29500 (hosted by rank 0)".
+  std::string store_name() const {
+    return "the store at " + store_->host() + ":" + std::to_string(store_->port()) +
+           " (hosted by " + store_->options().server_name + ")";
+  }
+
   // "rank 3 (on 10.0.0.2)": errors name the machine of a rank.
   std::string rank_name(int r) const {
     const std::string& h = peer_hosts_[static_cast<size_t>(r)];
@@ -998,8 +1004,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     else if (same > 0)
       peers += "; " + std::to_string(same) + " other rank(s) are in it too";
     if (store_silent_since_ != Clock::time_point{})
-      peers = "the store at " + store_->host() + ":" + std::to_string(store_->port()) +
-              " has not answered for " + seconds_str(now - store_silent_since_) +
+      peers = store_name() + " has not answered for " + seconds_str(now - store_silent_since_) +
               " (the link to its machine down, or its host stopped?), so the peers' state is as "
               "last seen: " +
               peers + " (last store error: " + store_error_ + ")";
@@ -1043,8 +1048,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     // Without the store, Gloo's error still names the peer's address.
     auto store_gone = [&](const std::string& detail) {
       const std::string peers = ranks_at(error);
-      return " (" + (peers.empty() ? "" : "lost " + peers + "; ") + "the store at " +
-             store_->host() + ":" + std::to_string(store_->port()) +
+      return " (" + (peers.empty() ? "" : "lost " + peers + "; ") + store_name() +
              " does not answer either: the link to its machine is down, or its host stopped" +
              detail + ")";
     };

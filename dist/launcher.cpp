@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dist/log.h"
 #include "dist/store.h"
 #include "engine/error.h"
 
@@ -649,6 +651,7 @@ GroupResult run_group(const LaunchOptions& o, int round, Agent& agent) {
     }
     EnvMap extra = rank_env(o, l, visible, round);
     if (!r.error_file.empty()) extra["TCV_ERROR_FILE"] = r.error_file;
+    if (o.launcher_fd >= 0) extra["TCV_LAUNCHER_FD"] = std::to_string(o.launcher_fd);
     auto& e = envs[static_cast<size_t>(l)];
     for (char** p = environ; *p; ++p) {
       const std::string s = *p;
@@ -892,6 +895,22 @@ int launch(LaunchOptions o) {
     }
   } restore{old_int, old_term};
 
+  // The ranks watch the read end (inherited through exec, whatever runs in
+  // between); only this process holds the write end, so its death, even by
+  // SIGKILL, is an end-of-file there (watch_launcher()).
+  int life[2] = {-1, -1};
+  if (::pipe2(life, O_CLOEXEC) == 0) {
+    ::fcntl(life[0], F_SETFD, 0);
+    o.launcher_fd = life[0];
+  }
+  struct ClosePipe {
+    int* fds;
+    ~ClosePipe() {
+      for (int i = 0; i < 2; ++i)
+        if (fds[i] >= 0) ::close(fds[i]);
+    }
+  } close_pipe{life};
+
   std::unique_ptr<Agent> agent;
   const std::string label =
       o.nnodes == 1 ? "tcv-run" : "tcv-run (node " + std::to_string(o.node_rank) + ")";
@@ -965,6 +984,33 @@ int launch(LaunchOptions o) {
     }
   }
   return code;
+}
+
+void watch_launcher() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* v = std::getenv("TCV_LAUNCHER_FD");
+    if (!v || !*v) return;
+    int fd = -1;
+    const auto [p, ec] = std::from_chars(v, v + std::strlen(v), fd);
+    if (ec != std::errc() || *p != '\0' || fd < 0 || ::fcntl(fd, F_GETFD) < 0) return;
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // not for this process's own children
+    std::thread([fd] {
+      for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, -1) < 0 && errno == EINTR) continue;
+        char c;
+        const ssize_t n = ::read(fd, &c, 1);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n != 0) return;  // not tcv-run's pipe after all
+        break;
+      }
+      const char* rank = std::getenv("RANK");
+      log_line(std::string("rank ") + (rank ? rank : "?") +
+               ": tcv-run, which started it, is gone; stopping (with its process group)");
+      ::kill(0, SIGKILL);
+    }).detach();
+  });
 }
 
 }  // namespace tcv::dist

@@ -41,6 +41,8 @@ struct LaunchOptions {
   /// How often a waiting tcv-run says what it waits for (TCV_DIST_WAIT_LOG_INTERVAL, 30 s).
   std::chrono::milliseconds wait_log_interval{std::chrono::seconds(30)};
   std::vector<std::string> command{};  ///< the program and its arguments
+  /// Set by launch(): the read end of the pipe the ranks watch (TCV_LAUNCHER_FD).
+  int launcher_fd = -1;
 };
 
 /// Parses `--nproc-per-node N [--nnodes M --node-rank R --master-addr A
@@ -79,5 +81,13 @@ EnvMap rank_env(const LaunchOptions& o, int local_rank, const std::string& cuda_
 /// (PR_SET_PDEATHSIG), so no rank outlives a `kill -9` of it; the other
 /// machines then stop too. Returns 0 when every rank succeeded.
 int launch(LaunchOptions o);
+
+/// In a process that tcv-run started (TCV_LAUNCHER_FD set: the read end of a
+/// pipe whose write end only tcv-run holds): a thread that notices tcv-run's
+/// death, even by SIGKILL and whatever wrapper sits in between (a shell
+/// script), says so, and kills this rank's process group, wrapper included
+/// (PR_SET_PDEATHSIG reaches only tcv-run's direct children). A no-op
+/// elsewhere; only the first call starts the thread.
+void watch_launcher();
 
 }  // namespace tcv::dist

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <exception>
 #include <list>
 #include <map>
 #include <system_error>
@@ -77,8 +78,9 @@ std::string seconds_str(milliseconds ms) {
 /// connection, so requests are applied one at a time without locks.
 class StoreServer {
  public:
-  StoreServer(const std::string& host, int port, uint32_t max_frame, milliseconds stalled_timeout)
-      : max_frame_(max_frame), stalled_timeout_(stalled_timeout) {
+  StoreServer(const std::string& host, int port, uint32_t max_frame, milliseconds stalled_timeout,
+              milliseconds silent_timeout)
+      : max_frame_(max_frame), stalled_timeout_(stalled_timeout), silent_timeout_(silent_timeout) {
     // A loopback host keeps the store on this machine; any other listens on
     // every address (IPv6 and IPv4), as PyTorch's TCPStore does: MASTER_ADDR
     // may be a name that resolves to 127.0.0.1 here and to a real address on
@@ -157,6 +159,7 @@ class StoreServer {
     int fd = -1;
     std::string peer;           // host:port, for the log
     Clock::time_point last_rx;  // when the last byte arrived
+    bool heard = false;         // any byte yet
     Bytes in;
     Bytes out;
     size_t out_pos = 0;
@@ -189,10 +192,10 @@ class StoreServer {
       for (const Conn& c : conns_) {
         const short ev = static_cast<short>(POLLIN | (c.out_pos < c.out.size() ? POLLOUT : 0));
         fds.push_back({c.fd, ev, 0});
-        if (!c.in.empty()) {
+        if (!c.in.empty() || !c.heard) {
+          const milliseconds limit = c.heard ? stalled_timeout_ : silent_timeout_;
           const int64_t left = std::max<int64_t>(
-              0,
-              std::chrono::duration_cast<milliseconds>(c.last_rx + stalled_timeout_ - now).count());
+              0, std::chrono::duration_cast<milliseconds>(c.last_rx + limit - now).count());
           const int w = static_cast<int>(std::min<int64_t>(left + 1, 1 << 30));
           wait_ms = wait_ms < 0 ? w : std::min(wait_ms, w);
         }
@@ -216,6 +219,13 @@ class StoreServer {
           log_line(detail::str_cat("[TcpStore] server: closing the connection from ", c.peer,
                                    ": it sent ", part, ", then nothing for ",
                                    seconds_str(stalled_timeout_)));
+          c.dead = true;
+        }
+        if (!c.dead && !c.heard && Clock::now() - c.last_rx >= silent_timeout_) {
+          log_line(
+              detail::str_cat("[TcpStore] server: closing the connection from ", c.peer,
+                              ": it sent nothing for ", seconds_str(silent_timeout_),
+                              " after connecting (TcpStoreOptions::silent_connection_timeout)"));
           c.dead = true;
         }
       }
@@ -278,6 +288,7 @@ class StoreServer {
       if (n > 0) {
         c.in.insert(c.in.end(), buf, buf + n);
         c.last_rx = Clock::now();
+        c.heard = true;
         if (!frames_ok(c)) return false;
         continue;
       }
@@ -376,10 +387,22 @@ class StoreServer {
   }
 
   void reply(Conn& c, Status status, const Bytes& payload) {
+    if (c.dead) return;
     put_u32(c.out, static_cast<uint32_t>(payload.size() + 1));
     c.out.push_back(static_cast<uint8_t>(status));
     c.out.insert(c.out.end(), payload.begin(), payload.end());
     flush(c);
+    // A tcv client reads each reply before its next request; one that keeps
+    // asking without reading would make the server hold every reply.
+    const size_t queued = c.out.size() - c.out_pos;
+    if (!c.dead && queued > 2 * static_cast<size_t>(max_frame_)) {
+      log_line(detail::str_cat("[TcpStore] server: closing the connection from ", c.peer, ": ",
+                               queued, " bytes of replies queued that it does not read (limit ",
+                               2 * static_cast<size_t>(max_frame_), ")"));
+      c.dead = true;
+      Bytes().swap(c.out);
+      c.out_pos = 0;
+    }
   }
 
   void flush(Conn& c) {
@@ -396,11 +419,13 @@ class StoreServer {
       return;
     }
     c.out.clear();
+    if (c.out.capacity() > (size_t{1} << 20)) Bytes().swap(c.out);  // a large reply went out
     c.out_pos = 0;
   }
 
   uint32_t max_frame_;
   milliseconds stalled_timeout_;
+  milliseconds silent_timeout_;
   int listen_fd_ = -1;
   int port_ = 0;
   int wake_[2] = {-1, -1};
@@ -425,11 +450,14 @@ TcpStore::TcpStore(std::string host, int port, TcpStoreOptions options)
             "[TcpStore] wait_log_interval must not be negative");
   TCV_CHECK(options_.max_frame_bytes >= 64, "[TcpStore] max_frame_bytes must be at least 64, got ",
             options_.max_frame_bytes);
+  TCV_CHECK(options_.silent_connection_timeout.count() > 0,
+            "[TcpStore] silent_connection_timeout must be positive");
   TCV_CHECK(options_.stalled_frame_timeout.count() > 0,
             "[TcpStore] stalled_frame_timeout must be positive");
   if (options_.is_server) {
     server_ = std::make_unique<StoreServer>(host_, port_, options_.max_frame_bytes,
-                                            options_.stalled_frame_timeout);
+                                            options_.stalled_frame_timeout,
+                                            options_.silent_connection_timeout);
     port_ = server_->port();
   }
   std::lock_guard<std::mutex> l(mu_);
@@ -493,6 +521,7 @@ void TcpStore::connect(Clock::time_point deadline) {
         set_nodelay(fd);
         fd_ = fd;
         was_lost_ = false;
+        used_ = false;
         freeaddrinfo(res);
         return;
       }
@@ -530,6 +559,26 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
                           milliseconds timeout, const std::string& waiting_for) {
   std::lock_guard<std::mutex> l(mu_);
   if (fd_ < 0) connect(Clock::now() + options_.timeout);
+  // A connection not used since it was made may have been closed by the
+  // server as silent (silent_connection_timeout): one new connection, once.
+  if (!used_) {
+    try {
+      return exchange(request, deadline, what, timeout, waiting_for);
+    } catch (const StoreLostError&) {
+      if (Clock::now() >= deadline) throw;
+      const std::exception_ptr lost = std::current_exception();
+      try {
+        connect(Clock::now() + options_.timeout);
+      } catch (const std::exception&) {
+        std::rethrow_exception(lost);  // the server is gone: this call's own error says it best
+      }
+    }
+  }
+  return exchange(request, deadline, what, timeout, waiting_for);
+}
+
+Bytes TcpStore::exchange(const Bytes& request, Clock::time_point deadline, const std::string& what,
+                         milliseconds timeout, const std::string& waiting_for) {
   TCV_CHECK(request.size() <= options_.max_frame_bytes, "[TcpStore] ", what, ": the request is ",
             request.size(), " bytes, over the store's frame limit of ", options_.max_frame_bytes,
             " bytes (TcpStoreOptions::max_frame_bytes)");
@@ -612,6 +661,7 @@ Bytes TcpStore::roundtrip(const Bytes& request, Clock::time_point deadline, cons
   if (static_cast<Status>(body[0]) != Status::ok)
     TCV_THROW(std::string(body.begin() + 1, body.end()), " (store at ", where(), ")");
   body.erase(body.begin());
+  used_ = true;
   return body;
 }
 

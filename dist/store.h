@@ -25,8 +25,10 @@
 //
 // The server protects itself from clients that are not tcv's: a frame that
 // announces more than max_frame_bytes closes its connection before anything is
-// buffered, and a connection that sends part of a frame and then nothing for
-// stalled_frame_timeout is closed; both are logged with the peer's address.
+// buffered; a connection that sends part of a frame and then nothing for
+// stalled_frame_timeout, or nothing at all for silent_connection_timeout, is
+// closed; so is one that leaves more than 2 x max_frame_bytes of replies
+// unread. Each is logged with the peer's address.
 #pragma once
 
 #include <atomic>
@@ -81,6 +83,10 @@ struct TcpStoreOptions {
   uint32_t max_frame_bytes = 64u << 20;
   /// Server: a connection holding part of a frame with no byte for this long is closed.
   std::chrono::milliseconds stalled_frame_timeout{std::chrono::seconds(30)};
+  /// Server: a connection that sends nothing at all for this long after
+  /// connecting is closed (a client's first call on a connection the server
+  /// closed this way reconnects once, transparently).
+  std::chrono::milliseconds silent_connection_timeout{std::chrono::seconds(60)};
   /// Every key this client names is stored under key_prefix + key, so
   /// several jobs (or a launcher's restart rounds) share one server without
   /// seeing each other's keys, as PyTorch's PrefixStore does.
@@ -148,6 +154,9 @@ class TcpStore {
   // the periodic log lines.
   Bytes roundtrip(const Bytes& request, Clock::time_point deadline, const std::string& what,
                   std::chrono::milliseconds timeout, const std::string& waiting_for = "");
+  // One request and its reply on the current connection (roundtrip's body).
+  Bytes exchange(const Bytes& request, Clock::time_point deadline, const std::string& what,
+                 std::chrono::milliseconds timeout, const std::string& waiting_for);
   void connect(Clock::time_point deadline);
   void disconnect();
   std::string where() const;
@@ -161,6 +170,7 @@ class TcpStore {
   std::mutex mu_;
   int fd_ = -1;
   bool was_lost_ = false;  // the server closed the last connection
+  bool used_ = false;      // a reply came on the current connection
   int64_t barrier_generation_ = 0;
 };
 

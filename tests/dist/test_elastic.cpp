@@ -93,7 +93,7 @@ Started start_and_signal(const std::vector<std::string>& argv, const fs::path& m
   }
   s.victim = find_rank(s.launcher.pid, victim);
   EXPECT_GT(s.victim, 0) << "rank " << victim << " not found";
-  if (s.victim > 0) kill(s.victim, sig);
+  if (s.victim > 0 && sig != 0) kill(s.victim, sig);
   s.signalled_at = seconds_since(t0);
   return s;
 }
@@ -185,6 +185,126 @@ TEST(TrainFaults, StoppedRankStopsTheRunNamingIt) {
   EXPECT_TRUE(contains(out, "rank 0 is still waiting in collective #")) << out;
   EXPECT_TRUE(contains(out, "tcv-run: rank 0 (pid ")) << out;
   EXPECT_LT(stop_s, 3.0 + 4.0) << out;
+}
+
+// Every process below `root` (its children, theirs, ...), from /proc.
+std::vector<pid_t> descendants(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> kids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    kids[ppid].push_back(std::stoi(name));
+  }
+  std::vector<pid_t> out, todo = {root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (pid_t c : kids[p]) {
+      out.push_back(c);
+      todo.push_back(c);
+    }
+  }
+  return out;
+}
+
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && line.size() > close + 2 && line[close + 2] != 'Z';
+}
+
+// Ranks started through a wrapper (a shell that runs tcv-train, then more)
+// are not tcv-run's children, so PR_SET_PDEATHSIG does not reach them; they
+// watch the pipe tcv-run holds and stop, wrapper and all, when it is killed.
+// Before, both kept training 23 s after a kill -9 of tcv-run.
+TEST(TrainFaults, RanksBehindAWrapperStopWhenTheLauncherIsKilled) {
+  tcv::testing::TempDir tmp("wrapper");
+  write_small_fmnist(tmp.root() / "data", 2048, 256);
+  const fs::path out_dir = tmp.root() / "out";
+  std::string line;
+  for (const auto& a : train_cmd(tmp.path("data"), out_dir.string(), {"solver.max_iters=100000"}))
+    line += " '" + a + "'";
+  Started s = start_and_signal(under_tcv_run({}, {"/bin/sh", "-c", line + "; echo done"}),
+                               out_dir / "metrics.jsonl", 2, /*victim=*/0, 0);
+  std::vector<pid_t> trainers;
+  for (pid_t p : descendants(s.launcher.pid)) {
+    std::ifstream cmd("/proc/" + std::to_string(p) + "/cmdline");
+    std::string c((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (c.rfind(TCV_TRAIN, 0) == 0) trainers.push_back(p);
+  }
+  ASSERT_EQ(trainers.size(), 2u);
+  ASSERT_EQ(kill(s.launcher.pid, SIGKILL), 0);
+  const auto t0 = Clock::now();
+  bool gone = false;
+  while (!gone && seconds_since(t0) < 10) {
+    gone = !alive(trainers[0]) && !alive(trainers[1]);
+    std::this_thread::sleep_for(10ms);
+  }
+  const double took = seconds_since(t0);
+  for (pid_t p : trainers) kill(p, SIGKILL);  // when the test fails
+  std::vector<test::Child> kids = {s.launcher};
+  test::wait_all(kids, 5s);
+  const std::string out = test::read_file(s.launcher.out_path);
+  std::remove(s.launcher.out_path.c_str());
+  std::printf("both tcv-train ranks behind /bin/sh gone %.2f s after kill -9 of tcv-run\n", took);
+  EXPECT_TRUE(gone) << out;
+  EXPECT_LT(took, 3.0) << out;
+}
+
+// Without tcv-run, rank 0 hosts the store; SIGSTOP of rank 0 stops the
+// store too. Rank 1 keeps saying what it waits for (the store's silence
+// included) and stops within the timeout. Before, it printed nothing for
+// 31 s and stopped after 31 s against a 20 s network.timeout.
+TEST(TrainFaults, StoppedStoreHostIsReportedAndTheOtherRankStopsWithinTheTimeout) {
+  tcv::testing::TempDir tmp("storehost");
+  write_small_fmnist(tmp.root() / "data", 2048, 256);
+  const fs::path out_dir = tmp.root() / "out";
+  const std::string port = std::to_string(dist::pick_free_port());
+  std::vector<test::Child> kids;
+  for (int r = 0; r < 2; ++r)
+    kids.push_back(test::spawn(
+        train_cmd(tmp.path("data"), out_dir.string(),
+                  {"solver.max_iters=100000", "network.timeout=5", "network.wait_log_interval=1"}),
+        {{"RANK", std::to_string(r)},
+         {"WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "127.0.0.1"},
+         {"MASTER_PORT", port},
+         {"OMP_NUM_THREADS", "1"}}));
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < 60 && last_train_iter(out_dir / "metrics.jsonl") < 3)
+    std::this_thread::sleep_for(2ms);
+  ASSERT_GE(last_train_iter(out_dir / "metrics.jsonl"), 3) << test::read_file(kids[0].out_path);
+  ASSERT_EQ(kill(kids[0].pid, SIGSTOP), 0);
+  const auto stopped = Clock::now();
+  std::vector<test::Child> rank1 = {kids[1]};
+  const bool in_time = test::wait_all(rank1, 30s);
+  const double took = seconds_since(stopped);
+  kill(kids[0].pid, SIGKILL);
+  std::vector<test::Child> rank0 = {kids[0]};
+  test::wait_all(rank0, 5s);
+  const std::string out = test::read_file(kids[1].out_path);
+  for (auto& k : kids) std::remove(k.out_path.c_str());
+  std::printf("rank 1 stopped %.1f s after rank 0 (and its store) was stopped:\n%s", took,
+              out.c_str());
+  EXPECT_TRUE(in_time) << out;
+  EXPECT_EQ(rank1[0].status, 1) << out;
+  EXPECT_LT(took, 5.0 + 4.0) << out;
+  EXPECT_TRUE(contains(out, "rank 1 is still waiting in collective #")) << out;
+  EXPECT_TRUE(contains(out, "has not answered for")) << out;
+  EXPECT_TRUE(contains(
+      out, "(the store at 127.0.0.1:" + port + " (hosted by rank 0) does not answer either"))
+      << out;
 }
 
 // Ranks given different configs (solver.max_iters) stop at start-up naming

@@ -419,7 +419,9 @@ TEST_F(MultiMachineFaults, CutLinkStopsEveryMachineWithinTheTimeoutAfterWaitLine
   EXPECT_TRUE(contains(r.job.out(1), "[rank 1] [gloo] rank 1 is still waiting in collective #"))
       << r.job.out(1);
   EXPECT_TRUE(contains(r.job.out(1), "the store at " + NetnsLab::address(0) + ":" +
-                                         std::to_string(kPort) + " has not answered for"))
+                                         std::to_string(kPort) +
+                                         " (hosted by tcv-run on the first machine) has not "
+                                         "answered for"))
       << r.job.out(1);
   EXPECT_TRUE(contains(r.job.out(0), "lost rank 1 (on " + NetnsLab::address(1))) << r.job.out(0);
 }

@@ -18,6 +18,7 @@
 
 #include "dist/log.h"
 #include "dist/store.h"
+#include "dist/store_wire.h"
 #include "kernels/base.h"
 
 using namespace tcv;
@@ -477,6 +478,68 @@ TEST(TcpStore, StalledPartialFrameIsDropped) {
       << log.all();
   // An idle connection between requests is not a stalled frame.
   std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(client.get_string("k"), "v");
+}
+
+// A client that asks for a large value again and again without reading the
+// replies: the server closes it once 2 x max_frame_bytes of replies are
+// queued, instead of holding them all (40 GETs of 32 MiB grew the server by
+// 800 MiB before).
+TEST(TcpStore, ClientThatDoesNotReadItsRepliesIsClosed) {
+  LogCapture log;
+  TcpStore server(kHost, 0, {.is_server = true, .world_size = 1, .max_frame_bytes = 4u << 20});
+  server.set("big", Bytes(3u << 20, 7));
+  const int fd = raw_connect(server.port());
+  ASSERT_GE(fd, 0);
+  Bytes get{static_cast<uint8_t>(StoreOp::get)};
+  put_str(get, "big");
+  Bytes frame;
+  put_u32(frame, static_cast<uint32_t>(get.size()));
+  frame.insert(frame.end(), get.begin(), get.end());
+  const double before = rss_mib();
+  for (int i = 0; i < 40; ++i)
+    if (send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) < 0) break;
+  std::this_thread::sleep_for(500ms);  // not reading
+  // Then read what was sent until the server closes (or 5 s pass).
+  bool dropped = false;
+  size_t got = 0;
+  const auto t0 = Clock::now();
+  std::vector<char> sink(1 << 16);
+  while (!dropped && Clock::now() - t0 < 5000ms) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) != 1) continue;
+    const ssize_t n = recv(fd, sink.data(), sink.size(), 0);
+    dropped = n <= 0;
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  std::printf("read %zu bytes of replies before the server closed\n", got);
+  close(fd);
+  const double grew = rss_mib() - before;
+  std::printf("40 unread GETs of 3 MiB: closed %d, the process grew %.0f MiB\n", dropped, grew);
+  EXPECT_TRUE(dropped);
+  EXPECT_TRUE(contains(log.all(), "bytes of replies queued that it does not read (limit 8388608)"))
+      << log.all();
+  EXPECT_LT(grew, 40.0);  // at most ~3 replies held, not 40 (120 MiB)
+  // The server still serves.
+  TcpStore client = make_client(server.port(), 1);
+  EXPECT_EQ(client.get("big").size(), 3u << 20);
+}
+
+// A connection that never sends a byte is closed after
+// silent_connection_timeout; a client whose connection was closed that way
+// before its first call reconnects transparently.
+TEST(TcpStore, SilentConnectionsAreClosedAndAFreshClientReconnects) {
+  LogCapture log;
+  TcpStore server(kHost, 0,
+                  {.is_server = true, .world_size = 1, .silent_connection_timeout = 300ms});
+  const int fd = raw_connect(server.port());
+  ASSERT_GE(fd, 0);
+  TcpStore client = make_client(server.port(), 1);  // connected, nothing sent yet
+  EXPECT_TRUE(closed_by_server(fd, 3000ms));
+  close(fd);
+  std::this_thread::sleep_for(200ms);  // the client's connection is closed too
+  EXPECT_TRUE(contains(log.all(), "it sent nothing for 0.3 s after connecting")) << log.all();
+  client.set("k", std::string_view("v"));
   EXPECT_EQ(client.get_string("k"), "v");
 }
 
