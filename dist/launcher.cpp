@@ -671,8 +671,10 @@ GroupResult run_group(const LaunchOptions& o, int round, Agent& agent) {
     Rank& r = ranks[static_cast<size_t>(l)];
     r.local = l;
     r.global = o.node_rank * o.nproc_per_node + l;
-    const bool pipe_it = r.global != 0 && !o.quiet_others;
-    const bool silence = r.global != 0 && o.quiet_others;
+    // Quiet or not, each machine's first local rank speaks: its wait lines
+    // and errors are that machine's.
+    const bool silence = o.quiet_others && r.local != 0;
+    const bool pipe_it = r.global != 0 && !silence;
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     if (pipe_it) {
       TCV_CHECK(::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0,

@@ -29,7 +29,8 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";  ///< host of rank 0's store
   /// 0: a free port (single node; a new one for each restart) or 29500.
   int master_port = 0;
-  bool quiet_others = false;  ///< drop the output of every rank but 0
+  /// Drop the output of every rank but each machine's first local rank.
+  bool quiet_others = false;
   /// Times the whole group is restarted after a rank fails (0: none).
   int max_restarts = 0;
   /// Between SIGTERM and SIGKILL when the ranks are being stopped.
@@ -69,7 +70,7 @@ EnvMap rank_env(const LaunchOptions& o, int local_rank, const std::string& cuda_
 
 /// Starts the ranks and waits for them. Output of rank 0 passes through;
 /// other ranks' lines get a "[rank N] " prefix, or are dropped with
-/// quiet_others. When a rank exits non-zero (or is killed), the others get
+/// quiet_others (but those of each machine's first local rank). When a rank exits non-zero (or is killed), the others get
 /// SIGTERM (and SIGCONT, so a stopped rank sees it), then SIGKILL after
 /// kill_grace, on every machine; then, while restarts are left, every machine
 /// starts its ranks again in a new round, saying on stderr which rank failed,

@@ -39,8 +39,9 @@ constexpr const char* kUsage =
     "                       tcv-train continues from the newest checkpoint in --out\n"
     "  --rdzv-timeout S     seconds to wait for the other machines to join, and for the\n"
     "                       store to answer (default TCV_DIST_TIMEOUT, else 300)\n"
-    "  --quiet-others       drop the output of ranks other than 0 (default: prefix\n"
-    "                       their lines with \"[rank N] \")\n"
+    "  --quiet-others       drop the output of every rank but each machine's first\n"
+    "                       local rank (rank 0 on one machine); default: prefix the\n"
+    "                       lines of ranks other than 0 with \"[rank N] \"\n"
     "\n"
     "GPUs: with CUDA_VISIBLE_DEVICES set, rank i sees only the i-th listed device;\n"
     "without it every rank sees all devices and uses cuda:LOCAL_RANK.\n";

@@ -371,6 +371,27 @@ TEST(Launcher, TwoMachinesStopAndRestartTogether) {
   EXPECT_NE(r1.find("tcv-run (node 1): restart 1 of 1"), std::string::npos) << r1;
 }
 
+// --quiet-others keeps each machine's first local rank: its wait lines and
+// errors are all that machine says.
+TEST(Launcher, QuietOthersKeepsEachMachinesFirstRank) {
+  const std::string port = std::to_string(pick_free_port());
+  std::vector<test::Child> kids;
+  for (int k = 0; k < 2; ++k)
+    kids.push_back(
+        test::spawn({TCV_RUN, "--nnodes", "2", "--node-rank", std::to_string(k), "--nproc-per-node",
+                     "2", "--master-addr", "127.0.0.1", "--master-port", port, "--quiet-others",
+                     "--", "/bin/sh", "-c", "echo \"hello from $RANK\""},
+                    {}));
+  ASSERT_TRUE(test::wait_all(kids, 30s));
+  const std::string out0 = test::read_file(kids[0].out_path),
+                    out1 = test::read_file(kids[1].out_path);
+  for (auto& k : kids) std::remove(k.out_path.c_str());
+  EXPECT_NE(out0.find("hello from 0\n"), std::string::npos) << out0;
+  EXPECT_EQ(out0.find("hello from 1"), std::string::npos) << out0;
+  EXPECT_NE(out1.find("[rank 2] hello from 2\n"), std::string::npos) << out1;
+  EXPECT_EQ(out1.find("hello from 3"), std::string::npos) << out1;
+}
+
 TEST(Launcher, GivesUpWhenNoRestartIsLeft) {
   const auto r = run({TCV_RUN, "--nproc-per-node", "2", "--max-restarts", "1", "--", "/bin/sh",
                       "-c", "if [ \"$RANK\" = 1 ]; then exit 5; fi; sleep 30"});

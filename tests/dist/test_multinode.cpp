@@ -254,9 +254,9 @@ distributed = true
 sync_bn = true
 timeout = 60
 [solver]
-max_iters = 4
+max_iters = 12
 display_iter = 1
-test_interval = 4
+test_interval = 12
 [solver.lr]
 base_lr = 0.01
 )";
