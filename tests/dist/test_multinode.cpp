@@ -276,7 +276,7 @@ base_lr = 0.01
   test::expect_bitwise_equal(tmp_.root() / "one/checkpoints/latest.safetensors",
                              tmp_.root() / "two/checkpoints/latest.safetensors");
   std::printf(
-      "2 machines x 1 rank vs 1 x 2, pspnet_resnet18 + SyncBatchNorm, 4 iterations: "
+      "2 machines x 1 rank vs 1 x 2, pspnet_resnet18 + SyncBatchNorm, 12 iterations: "
       "bit-equal\n");
 }
 
