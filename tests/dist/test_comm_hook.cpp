@@ -20,6 +20,7 @@
 #include "layers/conv.h"
 #include "layers/linear.h"
 #include "layers/sync_batch_norm.h"
+#include "support/cuda_compare.h"
 #include "support/gradcheck.h"
 
 namespace tcv::dist {
@@ -133,8 +134,9 @@ TEST(ProcessGroupStats, CountsEachCollectivesPayload) {
 
 // ---- hooks on buckets, called directly -----------------------------------------
 
-// A bucket with these parameter shapes over a fresh buffer.
-GradBucket make_bucket(int64_t index, const std::vector<Shape>& shapes, bool is_last) {
+// A bucket with these parameter shapes over a fresh buffer on `device`.
+GradBucket make_bucket(int64_t index, const std::vector<Shape>& shapes, bool is_last,
+                       Device device = kCPU) {
   std::vector<std::string> names;
   std::vector<int64_t> offsets;
   int64_t n = 0;
@@ -143,7 +145,7 @@ GradBucket make_bucket(int64_t index, const std::vector<Shape>& shapes, bool is_
     offsets.push_back(n);
     n += shape_numel(s);
   }
-  return GradBucket(index, zeros({n}), names, shapes, offsets, is_last);
+  return GradBucket(index, zeros({n}, {.device = device}), names, shapes, offsets, is_last);
 }
 
 // Values over six decades (so relative bounds are exercised), per rank and step.
@@ -172,7 +174,7 @@ TEST(CommHooks, AllreduceIsTheExactMean) {
 }
 
 // bf16 / fp16 within the bound of hook_reference.h (compression_bound).
-void check_compression(DType wire, int world) {
+void check_compression(DType wire, int world, Device device = kCPU) {
   const double u = wire == DType::bf16 ? kUbf16 : kUf16;
   const double abs = wire == DType::f16 ? testing::kF16Subnormal : 0.0;
   const std::vector<Shape> shapes = {{64, 9}, {64}, {10, 64}, {10}};
@@ -180,8 +182,8 @@ void check_compression(DType wire, int world) {
   std::vector<Vec> in(world), out(world);
   for (int r = 0; r < world; ++r) in[r] = spread_values(n, 100 + r).to_vector<double>();
   run_ranks(world, [&](int r, std::shared_ptr<FakeGroup> g) {
-    GradBucket b = make_bucket(0, shapes, true);
-    Tensor(b.buffer()).copy_(from_vector(in[r]));
+    GradBucket b = make_bucket(0, shapes, true, device);
+    Tensor(b.buffer()).copy_(from_vector(in[r]).to(device));
     auto hook = wire == DType::bf16 ? bf16_compress_hook() : fp16_compress_hook();
     hook->run(*g, b)->wait();
     out[r] = b.buffer().to_vector<double>();
@@ -217,7 +219,7 @@ struct PowerSGDCase {
 // Calls the hook on two buckets for `steps` steps on thread ranks and
 // compares the buckets, P, Q and each rank's error with the reference after
 // every step. Returns the largest error / bound seen.
-double check_powersgd(const PowerSGDCase& c, int steps) {
+double check_powersgd(const PowerSGDCase& c, int steps, Device device = kCPU) {
   // Bucket 0 repeats a shape (grouped, in first-appearance order) and has
   // vectors; bucket 1 has a matrix too small to compress at rank >= 2.
   const std::vector<std::vector<Shape>> buckets = {
@@ -258,8 +260,9 @@ double check_powersgd(const PowerSGDCase& c, int steps) {
       std::vector<CommFuturePtr> futures;
       std::vector<GradBucket> bs;
       for (size_t b = 0; b < buckets.size(); ++b) {
-        bs.push_back(make_bucket(static_cast<int64_t>(b), buckets[b], b + 1 == buckets.size()));
-        Tensor(bs.back().buffer()).copy_(from_vector(in[s][b][r]));
+        bs.push_back(
+            make_bucket(static_cast<int64_t>(b), buckets[b], b + 1 == buckets.size(), device));
+        Tensor(bs.back().buffer()).copy_(from_vector(in[s][b][r]).to(device));
       }
       // As the reducer drives them: each bucket's collectives issued in full
       // before the next bucket starts, then everything waited for.
@@ -349,6 +352,24 @@ TEST(PowerSGD, NoStateFromTheFirstStepWithEpsilonAndLowCompressionRate) {
   o.min_compression_rate = 1.0;
   o.orthogonalization_epsilon = 1e-8;
   check_powersgd({o, 2}, 3);
+}
+
+// The same hooks on CUDA buckets (engine ops only: cuBLAS GEMMs in f32, no
+// TF32), against the same reference and bounds.
+TEST(CommHooks, CudaBf16AndFp16WithinTheirBounds) {
+  TCV_REQUIRE_CUDA();
+  check_compression(DType::bf16, 2, Device(DeviceType::CUDA, 0));
+  check_compression(DType::f16, 3, Device(DeviceType::CUDA, 0));
+}
+TEST(PowerSGD, CudaMatchesTheF64Reference) {
+  TCV_REQUIRE_CUDA();
+  PowerSGDOptions o;
+  o.matrix_approximation_rank = 2;
+  o.start_powerSGD_iter = 2;
+  check_powersgd({o, 2}, 6, Device(DeviceType::CUDA, 0));
+  o.warm_start = false;
+  o.matrix_approximation_rank = 3;
+  check_powersgd({o, 3}, 4, Device(DeviceType::CUDA, 0));
 }
 
 TEST(PowerSGD, StateRulesAreNamedErrors) {
@@ -600,6 +621,26 @@ TEST(DDPHooks, AllreduceHookEqualsTheDefault) {
     EXPECT_EQ(with.stats[0][s].bytes, without.stats[0][s].bytes);
     EXPECT_EQ(without.stats[0][s].bytes, without.stats[0][s].bucket_bytes);
   }
+}
+
+// docs/api.md's example of a hook of one's own: equals the default on thread ranks.
+TEST(DDPHooks, ALambdaHookAsInTheDocs) {
+  const DdpRun f64 = run_ddp(
+      2,
+      [] {
+        return make_comm_hook("f64", [](ProcessGroup& g, const GradBucket& b) {
+          Tensor wire = b.buffer().to(DType::f64);
+          auto f = std::make_shared<CommFuture>(g.all_reduce(wire, ReduceOp::avg));
+          f->then([buf = b.buffer(), wire]() mutable { buf.copy_(wire); });
+          return f;
+        });
+      },
+      false, 2, 3);
+  const DdpRun plain = run_ddp(
+      2, [] { return std::shared_ptr<CommHook>(); }, false, 2, 3);
+  check_consistent(f64);
+  EXPECT_EQ(f64.params, plain.params);  // the FakeGroup sums in f64 either way
+  EXPECT_EQ(f64.stats[0].back().bytes, 2 * f64.stats[0].back().bucket_bytes);
 }
 
 TEST(DDPHooks, RegisterOnceAndBeforeTheFirstBackward) {
