@@ -246,11 +246,11 @@ std::string PowerSGDHook::name() const {
   return "powersgd rank " + std::to_string(opts_.matrix_approximation_rank);
 }
 
-PowerSGDHook::Memory& PowerSGDHook::memory(int64_t bucket) {
+std::shared_ptr<PowerSGDHook::Memory> PowerSGDHook::memory(int64_t bucket) {
   if (static_cast<int64_t>(memory_.size()) <= bucket)
     memory_.resize(static_cast<size_t>(bucket) + 1);
   if (!memory_[bucket]) memory_[bucket] = std::make_shared<Memory>();
-  return *memory_[bucket];
+  return memory_[bucket];
 }
 
 Tensor PowerSGDHook::error(int64_t bucket) const {
@@ -277,8 +277,7 @@ CommFuturePtr PowerSGDHook::run(ProcessGroup& group, const GradBucket& bucket) {
   }
   const TensorOptions like{.dtype = input.dtype(), .device = input.device()};
   const int64_t total = input.numel();
-  memory(bucket.index());
-  const std::shared_ptr<Memory> mem = memory_[bucket.index()];
+  const std::shared_ptr<Memory> mem = memory(bucket.index());  // the steps below hold it
 
   Tensor input_cp;
   if (opts_.use_error_feedback) {

@@ -197,7 +197,7 @@ class PowerSGDHook final : public CommHook {
   struct Memory {
     Tensor error, p, q;
   };
-  Memory& memory(int64_t bucket);
+  std::shared_ptr<Memory> memory(int64_t bucket);
 
   PowerSGDOptions opts_;
   std::mt19937_64 rng_;
