@@ -6,7 +6,11 @@
 //
 // Rank 0 prints one JSON line: global images/s (median over repeats) and the
 // reducer's per-step stats (buckets, comm time, the part hidden behind
-// backward). TCV_TIMELINE=trace.json writes one step's Chrome trace.
+// backward) and the bytes its gradients put on the wire per step, counted
+// by the process group: with --comm-hook bf16 | fp16 | powersgd (as
+// network.comm_hook; PowerSGD from step --powersgd-start, default 2, at rank
+// --powersgd-rank, default 4) beside the buckets' own bytes.
+// TCV_TIMELINE=trace.json writes one step's Chrome trace.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,9 +32,13 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   std::string model_name = "fmnist_resnet";
-  int64_t batch = 64, steps = 20, warmup = 5, repeats = 3, size = 28, channels = 1;
+  int64_t batch = 64, steps = 20, warmup = 5, repeats = 3, size = 28, channels = 1, classes = 10;
   double cap_mb = 25.0;
   bool sync_bn = false;
+  std::string comm_hook = "none";
+  dist::PowerSGDOptions psgd;
+  psgd.matrix_approximation_rank = 4;
+  psgd.start_powerSGD_iter = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] {
@@ -54,14 +62,24 @@ int main(int argc, char** argv) {
       size = std::stoll(next());
     else if (a == "--channels")
       channels = std::stoll(next());
+    else if (a == "--classes")
+      classes = std::stoll(next());
     else if (a == "--bucket-cap-mb")
       cap_mb = std::stod(next());
     else if (a == "--sync-bn")
       sync_bn = true;
+    else if (a == "--comm-hook")
+      comm_hook = next();
+    else if (a == "--powersgd-rank")
+      psgd.matrix_approximation_rank = std::stoll(next());
+    else if (a == "--powersgd-start")
+      psgd.start_powerSGD_iter = std::stoll(next());
     else {
-      std::cerr << "usage: tcv-ddp-bench [--model NAME] [--batch B] [--steps N] [--warmup N] "
-                   "[--repeats N] [--image-size S] [--channels C] [--bucket-cap-mb MB] "
-                   "[--sync-bn]\n";
+      std::cerr
+          << "usage: tcv-ddp-bench [--model NAME] [--batch B] [--steps N] [--warmup N] "
+             "[--repeats N] [--image-size S] [--channels C] [--classes K] [--bucket-cap-mb MB] "
+             "[--sync-bn] [--comm-hook none|bf16|fp16|powersgd] [--powersgd-rank R] "
+             "[--powersgd-start N]\n";
       return 2;
     }
   }
@@ -72,28 +90,36 @@ int main(int argc, char** argv) {
 
     models::register_builtin_models();
     manual_seed(0);
-    auto model = models::create_model(model_name, {10, channels});
+    auto model = models::create_model(model_name, {classes, channels});
     if (sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group));
     dist::DDPOptions o;
     o.bucket_cap_mb = cap_mb;
     dist::DDP ddp(model, group, o);
+    if (auto hook = dist::make_builtin_comm_hook(comm_hook, psgd))
+      ddp.register_comm_hook(std::move(hook));
     train::SGDOptions so2;
     so2.lr = 0.01;
     so2.momentum = 0.9;
     train::SGD sgd(model->named_parameters(), so2);
     manual_seed(1 + env.rank);
     const Tensor x = randn({batch, channels, size, size});
-    const Tensor y = ops::cast(ops::clamp(uniform({batch}, 0, 10), 0, 9.99), DType::i64);
+    const Tensor y =
+        ops::cast(ops::clamp(uniform({batch}, 0, static_cast<double>(classes)), 0, classes - 0.01),
+                  DType::i64);
 
     std::vector<dist::StepStats> stats;
+    std::vector<int64_t> group_bytes;  // everything the group carried per step
     auto step = [&] {
+      const int64_t before = group->stats().bytes;
       sgd.zero_grad(false);
       ops::cross_entropy(ddp.forward(x), y).backward();
       sgd.step();
       stats.push_back(ddp.reducer().last_stats());
+      group_bytes.push_back(group->stats().bytes - before);
     };
     for (int64_t i = 0; i < warmup; ++i) step();
     stats.clear();
+    group_bytes.clear();
     std::vector<double> rates;
     for (int64_t r = 0; r < repeats; ++r) {
       group->barrier()->wait();
@@ -126,6 +152,16 @@ int main(int argc, char** argv) {
       j["wait_ms"] = round_to(1e3 * wait / n, 1e-3);
       j["hidden_fraction"] = round_to(comm > 0 ? hidden / comm : 0.0, 1e-3);
       j["params"] = model->num_parameters();
+      // Gradient bytes per step as the hook put them on the wire (the last
+      // timed step; every timed step moves the same), the buckets' own bytes,
+      // and everything the group carried (with the buffers' broadcast).
+      j["comm_hook"] = ddp.reducer().comm_hook() ? ddp.reducer().comm_hook()->name() : "none";
+      j["bytes_per_step"] = stats.back().bytes;
+      j["bucket_bytes_per_step"] = stats.back().bucket_bytes;
+      j["wire_ratio"] = round_to(static_cast<double>(stats.back().bucket_bytes) /
+                                     static_cast<double>(std::max<int64_t>(stats.back().bytes, 1)),
+                                 1e-3);
+      j["group_bytes_per_step"] = group_bytes.back();
       std::printf("%s\n", json_dump(j).c_str());
       std::fflush(stdout);
     }

@@ -51,8 +51,19 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   ro.bucket_cap_mb = opts_.bucket_cap_mb;
   ro.first_bucket_mb = opts_.first_bucket_mb;
   ro.find_unused_parameters = opts_.find_unused_parameters;
-  ro.comm_hook = opts_.comm_hook;
   reducer_ = std::make_unique<Reducer>(std::move(params), group_, ro);
+}
+
+void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  TCV_CHECK(hook != nullptr, "[DistributedDataParallel] register_comm_hook: the hook is null");
+  TCV_CHECK(reducer_->comm_hook() == nullptr, "[DistributedDataParallel] register_comm_hook('",
+            hook->name(), "'): a hook ('", reducer_->comm_hook()->name(),
+            "') is registered already; register_comm_hook can only be called once (as in PyTorch)");
+  reducer_->set_comm_hook(std::move(hook));
+}
+
+void DistributedDataParallel::register_comm_hook(std::string name, CommHookFn fn) {
+  register_comm_hook(make_comm_hook(std::move(name), std::move(fn)));
 }
 
 void DistributedDataParallel::verify_same_model() {

@@ -1,7 +1,8 @@
 // DistributedDataParallel: wraps a Module so that backward all-reduces the
 // gradients across a process group while it runs (see dist/reducer.h), after
 // checking that every rank holds the same model and broadcasting rank 0's
-// parameters and buffers.
+// parameters and buffers. A communication hook (register_comm_hook) can
+// replace the all-reduce: compression to bf16/fp16, PowerSGD.
 #pragma once
 
 #include <functional>
@@ -21,7 +22,6 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   /// Broadcast rank 0's buffers (BatchNorm running statistics) at each forward.
   bool broadcast_buffers = true;
-  CommHook comm_hook = CommHook::none;
   /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
   /// environment variable, unset = none).
   std::string timeline_path{};
@@ -49,6 +49,15 @@ class DistributedDataParallel : public nn::Module {
   nn::Module& module() { return *module_; }
   const std::shared_ptr<nn::Module>& module_ptr() const { return module_; }
   Reducer& reducer() { return *reducer_; }
+
+  /// Makes `hook` reduce each bucket of gradients instead of the default
+  /// all-reduce (PyTorch's register_comm_hook; built-in hooks in
+  /// dist/comm_hook.h: allreduce_hook, bf16_compress_hook, fp16_compress_hook,
+  /// powersgd_hook). Before the first backward, at most once; every rank
+  /// registers the same hook.
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
+  /// The same with a function: `fn(group, bucket)` returns the bucket's future.
+  void register_comm_hook(std::string name, CommHookFn fn);
   ProcessGroup& group() { return *group_; }
   const DDPOptions& options() const { return opts_; }
 

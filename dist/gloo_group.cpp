@@ -1155,17 +1155,26 @@ class GlooGroup : public ProcessGroup {
   ~GlooGroup() override { core_->shutdown(); }
 
   std::string backend_name() const override { return "gloo"; }
-  WorkPtr all_reduce(const Tensor& t, ReduceOp op) override { return core_->all_reduce(t, op); }
-  WorkPtr broadcast(const Tensor& t, int root) override { return core_->broadcast(t, root); }
+  // Counted once the core accepted the call (a rejected one moved nothing).
+  WorkPtr all_reduce(const Tensor& t, ReduceOp op) override {
+    return counted(core_->all_reduce(t, op), t.nbytes());
+  }
+  WorkPtr broadcast(const Tensor& t, int root) override {
+    return counted(core_->broadcast(t, root), t.nbytes());
+  }
   WorkPtr all_gather(const Tensor& out, const Tensor& in) override {
-    return core_->all_gather(out, in);
+    return counted(core_->all_gather(out, in), in.nbytes());
   }
   WorkPtr reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
-    return core_->reduce_scatter(out, in, op);
+    return counted(core_->reduce_scatter(out, in, op), in.nbytes());
   }
-  WorkPtr barrier() override { return core_->barrier(); }
+  WorkPtr barrier() override { return counted(core_->barrier(), 0); }
 
  private:
+  WorkPtr counted(WorkPtr w, size_t bytes) {
+    count_collective(static_cast<int64_t>(bytes));
+    return w;
+  }
   std::shared_ptr<GlooCore> core_;
 };
 

@@ -102,8 +102,9 @@ class NcclGroup : public ProcessGroup {
   WorkPtr all_reduce(const Tensor& t, ReduceOp op) override {
     check(t, "all_reduce");
     compare(fingerprint(detail::CollectiveKind::all_reduce, t, op));
-    return wrap(comm_->all_reduce(t.data_ptr(), static_cast<size_t>(t.numel()), t.dtype(),
-                                  to_nccl(op), base(t), describe("all_reduce", t)));
+    return counted(comm_->all_reduce(t.data_ptr(), static_cast<size_t>(t.numel()), t.dtype(),
+                                     to_nccl(op), base(t), describe("all_reduce", t)),
+                   t.nbytes());
   }
   WorkPtr broadcast(const Tensor& t, int root) override {
     check(t, "broadcast");
@@ -112,8 +113,9 @@ class NcclGroup : public ProcessGroup {
     detail::Fingerprint fp = fingerprint(detail::CollectiveKind::broadcast, t);
     fp.root = root;
     compare(fp);
-    return wrap(
-        comm_->broadcast(t.data_ptr(), t.nbytes(), root, base(t), describe("broadcast", t)));
+    return counted(
+        comm_->broadcast(t.data_ptr(), t.nbytes(), root, base(t), describe("broadcast", t)),
+        t.nbytes());
   }
   WorkPtr all_gather(const Tensor& out, const Tensor& in) override {
     check(out, "all_gather");
@@ -122,8 +124,9 @@ class NcclGroup : public ProcessGroup {
               "[nccl] all_gather: out ", dtype_name(out.dtype()), " ", out.shape_str(),
               " must hold size() x in ", dtype_name(in.dtype()), " ", in.shape_str());
     compare(fingerprint(detail::CollectiveKind::all_gather, in));
-    return wrap(comm_->all_gather(out.data_ptr(), in.data_ptr(), in.nbytes(), base(out), base(in),
-                                  describe("all_gather", in)));
+    return counted(comm_->all_gather(out.data_ptr(), in.data_ptr(), in.nbytes(), base(out),
+                                     base(in), describe("all_gather", in)),
+                   in.nbytes());
   }
   WorkPtr reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
     check(out, "reduce_scatter");
@@ -132,17 +135,19 @@ class NcclGroup : public ProcessGroup {
               "[nccl] reduce_scatter: in ", dtype_name(in.dtype()), " ", in.shape_str(),
               " must hold size() x out ", dtype_name(out.dtype()), " ", out.shape_str());
     compare(fingerprint(detail::CollectiveKind::reduce_scatter, in, op));
-    return wrap(comm_->reduce_scatter(out.data_ptr(), in.data_ptr(),
-                                      static_cast<size_t>(out.numel()), in.dtype(), to_nccl(op),
-                                      base(out), base(in), describe("reduce_scatter", in)));
+    return counted(comm_->reduce_scatter(out.data_ptr(), in.data_ptr(),
+                                         static_cast<size_t>(out.numel()), in.dtype(), to_nccl(op),
+                                         base(out), base(in), describe("reduce_scatter", in)),
+                   in.nbytes());
   }
   WorkPtr barrier() override {
     compare(detail::Fingerprint{});
-    return wrap(comm_->barrier());
+    return counted(comm_->barrier(), 0);
   }
 
  private:
-  static WorkPtr wrap(std::shared_ptr<detail::NcclPending> p) {
+  WorkPtr counted(std::shared_ptr<detail::NcclPending> p, size_t bytes) {
+    count_collective(static_cast<int64_t>(bytes));
     return std::make_shared<NcclWork>(std::move(p));
   }
   static void* base(const Tensor& t) { return t.storage()->data(); }

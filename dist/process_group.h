@@ -14,6 +14,7 @@
 // collectives fail with a message naming them and their calls.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -60,6 +61,17 @@ struct ProcessGroupOptions {
   std::string gloo_hostname{};
 };
 
+/// What a group's collectives have carried since it was made (or since
+/// reset_stats()), counted when each collective is issued.
+struct CommStats {
+  /// Collectives issued (barriers included).
+  int64_t collectives = 0;
+  /// Payload bytes: the bytes of the tensor each collective was handed (an
+  /// all_gather's or reduce_scatter's input). What this rank contributes;
+  /// a ring all-reduce of n bytes sends 2(W-1)/W n from each of W ranks.
+  int64_t bytes = 0;
+};
+
 /// A group of `size()` processes; this one is `rank()`.
 /// Tensors passed to collectives must be contiguous and must stay alive (and
 /// unmodified) until wait() returns.
@@ -83,12 +95,26 @@ class ProcessGroup {
                                  ReduceOp op = ReduceOp::sum) = 0;
   virtual WorkPtr barrier() = 0;
 
+  /// Collectives and payload bytes issued on this group so far (any thread).
+  CommStats stats() const { return {collectives_.load(), bytes_.load()}; }
+  void reset_stats() {
+    collectives_ = 0;
+    bytes_ = 0;
+  }
+
  protected:
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+  /// Backends call this once per collective they accept, with its payload bytes.
+  void count_collective(int64_t bytes) {
+    collectives_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
 
  private:
   int rank_;
   int size_;
+  std::atomic<int64_t> collectives_{0};
+  std::atomic<int64_t> bytes_{0};
 };
 
 /// Gloo over TCP; rendezvous through `store` (keys prefixed with `prefix` and

@@ -82,6 +82,7 @@ Reducer::Reducer(nn::StateDict params, std::shared_ptr<ProcessGroup> group, Redu
     : params_(std::move(params)),
       group_(std::move(group)),
       opts_(opts),
+      default_hook_(allreduce_hook()),
       t0_(std::chrono::steady_clock::now()) {
   TCV_CHECK(group_ != nullptr, "[Reducer] needs a process group");
   TCV_CHECK(opts_.bucket_cap_mb > 0 && opts_.first_bucket_mb > 0,
@@ -109,13 +110,15 @@ Reducer::Reducer(nn::StateDict params, std::shared_ptr<ProcessGroup> group, Redu
 Reducer::~Reducer() {
   for (size_t i = 0; i < params_.size(); ++i)
     params_[i].second.remove_post_accumulate_grad_hook(hook_ids_[i]);
-  for (Bucket& b : buckets_) {
-    if (!b.work) continue;
-    try {
-      b.work->wait();
-    } catch (...) {  // NOLINT: a destructor must not throw; the error was reported already
-    }
-  }
+  for (Bucket& b : buckets_)
+    if (b.future) b.future->abandon();
+}
+
+void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
+  TCV_CHECK(!backward_seen_, "[DistributedDataParallel] register_comm_hook",
+            hook ? " ('" + hook->name() + "')" : std::string(),
+            " must be called before the first backward (as in PyTorch)");
+  hook_ = std::move(hook);
 }
 
 double Reducer::now_us() const {
@@ -173,11 +176,12 @@ void Reducer::reset_pending() {
   std::fill(ready_.begin(), ready_.end(), 0);
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int64_t>(b.params.size());
-    b.work.reset();
-    b.wire = Tensor();
+    b.future.reset();
+    b.collectives = b.bytes = 0;
     b.done_us = -1;
   }
   next_launch_ = 0;
+  issued_ = 0;
   launch_order_.clear();
   ready_order_.clear();
   callback_queued_ = false;
@@ -195,6 +199,7 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   expect_hooks_ = true;
   // Decided at forward, as PyTorch does: no_sync() must cover the forward.
   sync_backward_ = require_sync_;
+  backward_seen_ = true;
   if (!sync_backward_) return;
   reset_pending();
   if (!opts_.find_unused_parameters) return;
@@ -249,28 +254,65 @@ void Reducer::launch_ready_buckets() {
     launch(next_launch_++);
 }
 
-void Reducer::launch(int64_t bi) {
+template <typename F>
+void Reducer::counted(int64_t bi, F&& fn) {
   Bucket& b = buckets_[bi];
-  switch (opts_.comm_hook) {
-    case CommHook::none:
-      b.wire = b.buffer;
-      break;
-    case CommHook::bf16:
-      b.wire = b.buffer.to(DType::bf16);
-      break;
-    case CommHook::f16:
-      b.wire = b.buffer.to(DType::f16);
-      break;
+  const CommStats before = group_->stats();
+  fn(b);
+  const CommStats after = group_->stats();
+  b.collectives += after.collectives - before.collectives;
+  b.bytes += after.bytes - before.bytes;
+}
+
+void Reducer::issue_collectives_before(int64_t bi) {
+  // One order on every rank: a bucket's chain of collectives (PowerSGD's P,
+  // then Q) is issued in full before the next bucket's first, blocking on its
+  // own collectives where it must. This point (a launch, or the end of
+  // backward) is the same on every rank, so collectives others issue on the
+  // group in between (SyncBatchNorm's) keep one order too.
+  for (; issued_ < bi; ++issued_)
+    counted(issued_, [](Bucket& b) { b.future->issue_collectives(); });
+}
+
+void Reducer::launch(int64_t bi) {
+  issue_collectives_before(bi);
+  CommHook& hook = hook_ ? *hook_ : *default_hook_;
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (size_t i : buckets_[bi].params) {
+    names.push_back(params_[i].first);
+    shapes.push_back(params_[i].second.shape());
   }
-  b.launch_us = now_us();
-  b.work = group_->all_reduce(b.wire, ReduceOp::avg);
+  const GradBucket gb(bi, buckets_[bi].buffer, std::move(names), std::move(shapes),
+                      buckets_[bi].offsets, bi + 1 == num_buckets());
+  buckets_[bi].launch_us = now_us();
+  counted(bi, [&](Bucket& b) {
+    NoGradGuard no_grad;
+    b.future = hook.run(*group_, gb);
+  });
+  TCV_CHECK(buckets_[bi].future != nullptr, "[DistributedDataParallel] comm hook '", hook.name(),
+            "' returned no future for bucket ", bi);
   launch_order_.push_back(bi);
+}
+
+template <typename F>
+void Reducer::local_steps(int64_t bi, F&& fn) {
+  const int64_t issued = buckets_[bi].collectives;
+  counted(bi, std::forward<F>(fn));
+  TCV_CHECK(buckets_[bi].collectives == issued, "[DistributedDataParallel] comm hook '",
+            (hook_ ? *hook_ : *default_hook_).name(), "' started a collective in a then() step ",
+            "of bucket ", bi, "; steps that start collectives must be then_collective(), so ",
+            "that every rank issues them at the same point");
 }
 
 void Reducer::poll_done() {
   for (int64_t bi = 0; bi < next_launch_; ++bi) {
     Bucket& b = buckets_[bi];
-    if (b.done_us < 0 && b.work && b.work->is_completed()) b.done_us = now_us();
+    if (b.done_us >= 0 || !b.future) continue;
+    // Local steps only (decompression): they may run at any time.
+    bool done = false;
+    local_steps(bi, [&](Bucket& bb) { done = bb.future->poll(); });
+    if (done) b.done_us = now_us();
   }
 }
 
@@ -282,12 +324,7 @@ void Reducer::finalize() {
   for (size_t i = 0; i < params_.size(); ++i)
     if (!ready_[i]) missing.push_back(params_[i].first);
   if (!missing.empty()) {
-    for (int64_t bi = 0; bi < next_launch_; ++bi) {
-      try {
-        buckets_[bi].work->wait();
-      } catch (...) {  // NOLINT: the missing gradients are the error to report
-      }
-    }
+    for (int64_t bi = 0; bi < next_launch_; ++bi) buckets_[bi].future->abandon();
     std::string names;
     for (size_t k = 0; k < missing.size() && k < 20; ++k) names += (k ? ", " : "") + missing[k];
     if (missing.size() > 20) names += ", ... (" + std::to_string(missing.size()) + " in all)";
@@ -302,27 +339,28 @@ void Reducer::finalize() {
   }
   launch_ready_buckets();
   const double w0 = now_us();
+  issue_collectives_before(num_buckets());
   for (int64_t bi = 0; bi < num_buckets(); ++bi) {
-    Bucket& b = buckets_[bi];
-    b.work->wait();
-    if (b.done_us < 0) b.done_us = now_us();
-    if (!b.wire.same(b.buffer)) {
+    local_steps(bi, [](Bucket& b) {
       NoGradGuard no_grad;
-      b.buffer.copy_(b.wire);
-    }
-    b.work.reset();
-    b.wire = Tensor();
+      b.future->wait();
+    });
+    Bucket& b = buckets_[bi];
+    if (b.done_us < 0) b.done_us = now_us();
+    b.future.reset();
   }
   const double w1 = now_us();
 
   // Stats and timeline.
   std::vector<std::pair<double, double>> iv;
+  stats_.collectives = stats_.bytes = stats_.bucket_bytes = 0;
   for (int64_t bi = 0; bi < num_buckets(); ++bi) {
     const Bucket& b = buckets_[bi];
     iv.emplace_back(b.launch_us, b.done_us);
-    const size_t wire_elem = opts_.comm_hook == CommHook::none ? b.buffer.element_size() : 2;
-    events_.push_back({"allreduce", b.launch_us, b.done_us, bi,
-                       static_cast<int64_t>(wire_elem) * b.buffer.numel()});
+    events_.push_back({"allreduce", b.launch_us, b.done_us, bi, b.bytes});
+    stats_.collectives += b.collectives;
+    stats_.bytes += b.bytes;
+    stats_.bucket_bytes += static_cast<int64_t>(b.buffer.nbytes());
   }
   const auto [comm, hidden] = union_length(iv, bwd_begin_us_, bwd_end_us_);
   events_.push_back({"backward", bwd_begin_us_, bwd_end_us_, -1, 0});

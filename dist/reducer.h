@@ -4,7 +4,8 @@
 // marks each parameter ready, a bucket whose parameters are all ready launches
 // its all-reduce at once (buckets launch in index order on every rank), and an
 // end-of-backward callback launches what is left and waits for everything, so
-// the optimizer step sees averaged gradients.
+// the optimizer step sees averaged gradients. What a launch does with a
+// bucket is a communication hook (dist/comm_hook.h): all-reduce by default.
 #pragma once
 
 #include <chrono>
@@ -13,17 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm_hook.h"
 #include "dist/process_group.h"
 #include "layers/module.h"
 
 namespace tcv::dist {
-
-/// What happens to a bucket on the wire.
-enum class CommHook : uint8_t {
-  none,  ///< all-reduce the bucket in its own dtype
-  bf16,  ///< cast to bf16, all-reduce, cast back (half the bytes)
-  f16,   ///< cast to f16, all-reduce, cast back
-};
 
 struct ReducerOptions {
   /// Size of every bucket after the first (PyTorch's bucket_cap_mb).
@@ -34,7 +29,6 @@ struct ReducerOptions {
   /// Traverse the graph after forward and mark parameters it does not reach
   /// ready (with their current, usually zero, gradients).
   bool find_unused_parameters = false;
-  CommHook comm_hook = CommHook::none;
   /// Rebuild the buckets once, after the first backward, in the order the
   /// gradients became ready there (rank 0's order, broadcast).
   bool rebuild_buckets = true;
@@ -55,7 +49,7 @@ struct TimelineEvent {
   std::string name;  ///< "forward", "backward", "allreduce"
   double begin_us = 0, end_us = 0;
   int64_t bucket = -1;  ///< allreduce: the bucket index
-  int64_t bytes = 0;    ///< allreduce: bytes on the wire
+  int64_t bytes = 0;    ///< allreduce: payload bytes of the bucket's collectives
 };
 
 /// What one synchronised step did.
@@ -66,6 +60,12 @@ struct StepStats {
   double comm_s = 0;      ///< union of the all-reduces' [launch, done] intervals
   double hidden_s = 0;    ///< the part of comm_s that overlapped backward
   double wait_s = 0;      ///< time the end-of-backward callback blocked on comm
+  /// Collectives the comm hook issued for the buckets, and their payload bytes
+  /// (ProcessGroup::stats(); SyncBatchNorm's and the buffers' are not counted).
+  int64_t collectives = 0;
+  int64_t bytes = 0;
+  /// The buckets' own bytes: what the default all-reduce moves.
+  int64_t bucket_bytes = 0;
 };
 
 class Reducer {
@@ -86,6 +86,11 @@ class Reducer {
   /// Whether the next backward all-reduces (false under DDP::no_sync()).
   void set_require_sync(bool sync) { require_sync_ = sync; }
   bool require_sync() const { return require_sync_; }
+  /// Replaces the default all-reduce with `hook` (null: back to the default).
+  /// Only before the first backward.
+  void set_comm_hook(std::shared_ptr<CommHook> hook);
+  /// The registered hook (null: the default all-reduce).
+  const std::shared_ptr<CommHook>& comm_hook() const { return hook_; }
 
   // ---- introspection (tests, reports) ----
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
@@ -111,9 +116,9 @@ class Reducer {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;  // element offset of each param in buffer
     Tensor buffer;                 // (numel) flat gradients
-    Tensor wire;                   // what the all-reduce runs on (buffer, or its cast)
     int64_t pending = 0;
-    WorkPtr work;
+    CommFuturePtr future;                // the hook's result, this step
+    int64_t collectives = 0, bytes = 0;  // what the hook issued for it, this step
     double launch_us = 0, done_us = -1;
   };
 
@@ -123,6 +128,13 @@ class Reducer {
   void mark_ready(size_t i);
   void launch_ready_buckets();
   void launch(int64_t b);
+  void issue_collectives_before(int64_t b);
+  // Runs fn (which drives bucket b's future) and counts what it issued.
+  template <typename F>
+  void counted(int64_t b, F&& fn);
+  // counted(), for steps that must not start collectives (a named error if they do).
+  template <typename F>
+  void local_steps(int64_t b, F&& fn);
   void poll_done();
   void finalize();
   void rebuild();
@@ -138,6 +150,10 @@ class Reducer {
   std::vector<size_t> ready_order_;
   std::vector<int64_t> launch_order_;
   int64_t next_launch_ = 0;
+  int64_t issued_ = 0;  // buckets before this one have issued all their collectives
+  std::shared_ptr<CommHook> hook_;
+  std::shared_ptr<CommHook> default_hook_;
+  bool backward_seen_ = false;
   bool require_sync_ = true;
   bool expect_hooks_ = false;
   bool sync_backward_ = true;  // require_sync_ as it was at forward (no_sync scope)

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "dist/comm_hook.h"
 #include "train/task.h"
 
 namespace tcv::train {
@@ -56,6 +57,20 @@ std::vector<KeySpec> common_keys() {
       {"network.bucket_cap_mb", VT::floating, 25.0, "distributed: gradient bucket size (MiB)"},
       {"network.find_unused_parameters", VT::boolean, false,
        "distributed: allow parameters that get no gradient in a step"},
+      {"network.comm_hook", VT::string, std::string("none"),
+       "distributed: what each gradient bucket sends, as PyTorch DDP's comm hooks: none (its own "
+       "dtype) | bf16 | fp16 (cast, half the bytes) | powersgd (low rank, network.powersgd.*)"},
+      {"network.powersgd.rank", VT::integer, int64_t{1},
+       "powersgd: matrix_approximation_rank r (a tensor viewed as n x m sends (n + m) r values)"},
+      {"network.powersgd.start_iter", VT::integer, int64_t{1000},
+       "powersgd: plain all-reduce for the first N synchronised steps (start_powerSGD_iter; > 1 "
+       "with error_feedback or warm_start)"},
+      {"network.powersgd.min_compression_rate", VT::floating, 2.0,
+       "powersgd: compress a tensor only when n m > rate x (n + m) r; others go as they are"},
+      {"network.powersgd.error_feedback", VT::boolean, true,
+       "powersgd: add each rank's last compression error to its next gradient"},
+      {"network.powersgd.warm_start", VT::boolean, true,
+       "powersgd: start each step's power iteration from the last step's Q"},
       {"network.timeout", VT::floating, 300.0,
        "distributed: seconds the rendezvous or one collective may wait for the other ranks "
        "before the run stops with an error naming them"},
@@ -719,6 +734,17 @@ void Config::validate() const {
   check.at_least("val.max_images", 0);
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
   if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
+  check.choice("network.comm_hook", dist::comm_hook_names());
+  check.at_least("network.powersgd.rank", 1);
+  check.at_least("network.powersgd.start_iter", 0);
+  check.positive("network.powersgd.min_compression_rate");
+  if (get_string("network.comm_hook") == "powersgd" &&
+      get_int("network.powersgd.start_iter") <= 1 &&
+      (get_bool("network.powersgd.error_feedback") || get_bool("network.powersgd.warm_start")))
+    fail("network.powersgd.start_iter",
+         "must be > 1 when network.powersgd.error_feedback or network.powersgd.warm_start is true "
+         "(as PyTorch's PowerSGDState: DDP rebuilds its buckets after the first step), got " +
+             std::to_string(get_int("network.powersgd.start_iter")));
   if (const double t = get_double("network.timeout"); !(t >= 0.001 && t < 1e9))
     fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(t));
   if (const double t = get_double("network.wait_log_interval"); !(t >= 0 && t < 1e9))

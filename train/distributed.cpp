@@ -178,7 +178,16 @@ std::shared_ptr<dist::DistributedDataParallel> DistContext::wrap(
   dist::DDPOptions o;
   o.bucket_cap_mb = cfg.get_double("network.bucket_cap_mb");
   o.find_unused_parameters = cfg.get_bool("network.find_unused_parameters");
-  return std::make_shared<dist::DistributedDataParallel>(std::move(model), group_, o);
+  auto ddp = std::make_shared<dist::DistributedDataParallel>(std::move(model), group_, o);
+  dist::PowerSGDOptions ps;
+  ps.matrix_approximation_rank = cfg.get_int("network.powersgd.rank");
+  ps.start_powerSGD_iter = cfg.get_int("network.powersgd.start_iter");
+  ps.min_compression_rate = cfg.get_double("network.powersgd.min_compression_rate");
+  ps.use_error_feedback = cfg.get_bool("network.powersgd.error_feedback");
+  ps.warm_start = cfg.get_bool("network.powersgd.warm_start");
+  if (auto hook = dist::make_builtin_comm_hook(cfg.get_string("network.comm_hook"), ps))
+    ddp->register_comm_hook(std::move(hook));
+  return ddp;
 }
 
 void DistContext::all_reduce_sum(std::vector<double>& values) {
@@ -194,15 +203,34 @@ void DistContext::barrier() {
   group_->barrier()->wait();
 }
 
+namespace {
+
+std::string mib_text(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
 std::string ddp_summary(dist::DistributedDataParallel& ddp) {
   const dist::StepStats& s = ddp.reducer().last_stats();
-  char buf[256];
+  const auto& hook = ddp.reducer().comm_hook();
+  char buf[320];
   std::snprintf(buf, sizeof(buf),
                 "ddp: %lld buckets; last step: backward %.1f ms, all-reduce %.1f ms (%.0f%% hidden "
-                "behind backward), end-of-backward wait %.1f ms",
+                "behind backward), end-of-backward wait %.1f ms; gradients %s/step on the wire",
                 static_cast<long long>(s.num_buckets), 1e3 * s.backward_s, 1e3 * s.comm_s,
-                s.comm_s > 0 ? 100.0 * s.hidden_s / s.comm_s : 0.0, 1e3 * s.wait_s);
-  return buf;
+                s.comm_s > 0 ? 100.0 * s.hidden_s / s.comm_s : 0.0, 1e3 * s.wait_s,
+                mib_text(s.bytes).c_str());
+  std::string out = buf;
+  if (hook && s.bytes > 0) {
+    std::snprintf(buf, sizeof(buf), " (%s: %.1fx fewer than the buckets' %s)", hook->name().c_str(),
+                  static_cast<double>(s.bucket_bytes) / static_cast<double>(s.bytes),
+                  mib_text(s.bucket_bytes).c_str());
+    out += buf;
+  }
+  return out;
 }
 
 std::unique_ptr<DistContext> init_distributed(const Config& cfg, Device device) {

@@ -41,7 +41,8 @@ class DistContext {
 
   /// Wraps `model` in DDP (converting its BatchNorm2d layers to SyncBatchNorm
   /// first when network.sync_bn), with network.bucket_cap_mb and
-  /// network.find_unused_parameters.
+  /// network.find_unused_parameters, and registers network.comm_hook (with
+  /// network.powersgd.*) unless it is "none".
   std::shared_ptr<dist::DistributedDataParallel> wrap(const Config& cfg,
                                                       std::shared_ptr<nn::Module> model);
 
@@ -65,7 +66,8 @@ class DistContext {
 };
 
 /// One line on the reducer's last step: buckets, all-reduce time and the part
-/// of it hidden behind backward.
+/// of it hidden behind backward, and the gradient bytes on the wire (with a
+/// comm hook: how many times fewer than the buckets' own bytes).
 std::string ddp_summary(dist::DistributedDataParallel& ddp);
 
 /// A DistContext when cfg says network.distributed, else null. Without

@@ -1,9 +1,11 @@
 // Data-parallel training, namespace tcv::dist: the env:// variables tcv-run
 // and torchrun set (read_dist_env), rank 0's TcpStore, ProcessGroup (Gloo for
-// CPU tensors, NCCL for CUDA ones), the bucketed Reducer and
-// DistributedDataParallel. Includes the layers.
+// CPU tensors, NCCL for CUDA ones), the bucketed Reducer,
+// DistributedDataParallel and its communication hooks (bf16, fp16, PowerSGD).
+// Includes the layers.
 #pragma once
 
+#include "dist/comm_hook.h"
 #include "dist/ddp.h"
 #include "dist/env.h"
 #include "dist/process_group.h"

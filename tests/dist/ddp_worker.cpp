@@ -6,7 +6,11 @@
 // CNN with DDP over Gloo on its slice of a batch, then compares its parameters
 // and buffers with one model trained on the union batch. Exit status 0 and
 // "ok" on stdout when they match (or, for "unused_error", when backward fails
-// with the expected message); 1 and a message on stderr otherwise.
+// with the expected message); 1 and a message on stderr otherwise. The
+// "hook_*" scenarios register a comm hook, record every bucket it gets and
+// gives in DIR/hooks_rank<R>.safetensors (DIR: the rendezvous file's folder)
+// for the test to check against the f64 reference, and check that the ranks
+// end with the same parameters.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,16 +19,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "dist/ddp.h"
+#include "dist/hook_reference.h"
 #include "dist/store.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "engine/serialize.h"
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
@@ -64,6 +72,36 @@ struct SmallCnn : nn::Module {
 int fail(const std::string& msg) {
   std::cerr << msg << std::endl;
   return 1;
+}
+
+// What a hook got and gave, per call "k<N>": tensors k<N>.in and k<N>.out, and
+// metadata k<N> = "<bucket index> <is_last> <ndim> <dims...> <ndim> ...".
+struct HookLog {
+  NamedTensors tensors;
+  std::map<std::string, std::string> meta;
+  int64_t calls = 0;
+};
+
+std::shared_ptr<dist::CommHook> recording(std::shared_ptr<dist::CommHook> inner, HookLog& log) {
+  return dist::make_comm_hook(
+      inner->name(), [inner, &log](dist::ProcessGroup& g, const dist::GradBucket& b) {
+        const std::string k = "k" + std::to_string(log.calls++);
+        std::string desc = std::to_string(b.index()) + (b.is_last() ? " 1" : " 0");
+        for (const Shape& sh : b.shapes()) {
+          desc += ' ';
+          desc += std::to_string(sh.size());
+          for (int64_t d : sh) {
+            desc += ' ';
+            desc += std::to_string(d);
+          }
+        }
+        log.meta[k] = desc;
+        log.tensors.emplace_back(k + ".in", b.buffer().clone());
+        const Tensor buf = b.buffer();
+        dist::CommFuturePtr f = inner->run(g, b);
+        f->then([&log, k, buf] { log.tensors.emplace_back(k + ".out", buf.clone()); });
+        return f;
+      });
 }
 
 // "trainer": the whole tcv-train path (network.distributed = true) with the
@@ -143,11 +181,16 @@ int main(int argc, char** argv) {
     dist::ProcessGroupOptions po;
     po.timeout = std::chrono::seconds(30);
     po.gloo_hostname = "127.0.0.1";
+    const bool hook_scenario = scenario.rfind("hook_", 0) == 0;
+    // A chain of collectives per bucket beside SyncBatchNorm's: every rank
+    // must issue them in one order, so compare every fingerprint.
+    if (hook_scenario) po.check_collectives = -1;
     auto group = dist::make_gloo_group(store, rank, world, po);
 
     const bool unused = scenario == "unused" || scenario == "unused_error";
-    const bool no_sync = scenario == "nosync";
-    const int64_t b = 3, steps = 3, micro = no_sync ? 2 : 1;
+    const bool no_sync = scenario == "nosync" ||
+                         (scenario.size() > 7 && scenario.substr(scenario.size() - 7) == "_nosync");
+    const int64_t b = 3, steps = hook_scenario ? 5 : 3, micro = no_sync ? 2 : 1;
     // The union batches, the same on every rank.
     manual_seed(42);
     std::vector<Tensor> xs, ys;
@@ -182,8 +225,16 @@ int main(int argc, char** argv) {
     o.bucket_cap_mb = 0.0005;  // a few buckets even for this small model
     o.first_bucket_mb = 0.0002;
     o.find_unused_parameters = scenario == "unused";
-    if (scenario == "bf16") o.comm_hook = dist::CommHook::bf16;
     dist::DDP ddp(model, group, o);
+    if (scenario == "bf16") ddp.register_comm_hook(dist::bf16_compress_hook());
+    HookLog log;
+    if (scenario.rfind("hook_powersgd", 0) == 0)
+      ddp.register_comm_hook(
+          recording(dist::powersgd_hook(dist::testing::gloo_test_powersgd()), log));
+    else if (scenario.rfind("hook_fp16", 0) == 0)
+      ddp.register_comm_hook(recording(dist::fp16_compress_hook(), log));
+    else if (hook_scenario)
+      return fail("unknown scenario " + scenario);
     train::SGD sgd(model->named_parameters(), opt);
     for (int64_t s = 0; s < steps; ++s) {
       sgd.zero_grad(false);
@@ -211,6 +262,31 @@ int main(int argc, char** argv) {
         }
       }
       sgd.step();
+      log.meta["bytes.s" + std::to_string(s)] = std::to_string(ddp.reducer().last_stats().bytes);
+    }
+    if (hook_scenario) {
+      save_safetensors((std::filesystem::path(rdv).parent_path() /
+                        ("hooks_rank" + std::to_string(rank) + ".safetensors"))
+                           .string(),
+                       log.tensors, log.meta);
+      // Every rank applied the same averaged gradients: the same parameters, bit for bit.
+      std::vector<int64_t> hash = {0};
+      uint64_t h = 1469598103934665603ULL;
+      for (const auto& [name, p] : model->state_dict())
+        for (double v : p.to_vector<double>()) {
+          uint64_t bits = 0;
+          std::memcpy(&bits, &v, sizeof(bits));
+          h = (h ^ bits) * 1099511628211ULL;
+        }
+      hash[0] = static_cast<int64_t>(h >> 1);
+      Tensor all = empty({world}, {.dtype = DType::i64});
+      group->all_gather(all, from_vector(hash))->wait();
+      for (int64_t v : all.to_vector<int64_t>())
+        if (v != hash[0])
+          return fail("rank " + std::to_string(rank) + ": parameters differ between ranks");
+      std::cout << "ok rank " << rank << std::endl;
+      group->barrier()->wait();
+      return 0;
     }
     const auto got = model->state_dict(), want = ref->state_dict();
     double worst = 0;

@@ -1,7 +1,7 @@
 // An in-process ProcessGroup for tests: `size` ranks are threads of one
 // process sharing a FakeWorld; each collective blocks until every rank has
 // called it (so it is synchronous: Work is complete at once), reduces in f64,
-// and records what was called.
+// and records what was called (and counts it in ProcessGroup::stats()).
 #pragma once
 
 #include <algorithm>
@@ -109,6 +109,7 @@ class FakeGroup final : public ProcessGroup {
     TCV_THROW("[FakeGroup] reduce_scatter is not implemented");
   }
   WorkPtr barrier() override {
+    count_collective(0);
     world_->exchange(seq_++, rank(), {});
     return std::make_shared<DoneWork>();
   }
@@ -118,6 +119,7 @@ class FakeGroup final : public ProcessGroup {
  private:
   void record(const char* op, const Tensor& t) {
     calls.push_back({op, t.numel(), t.dtype(), t.data_ptr()});
+    count_collective(static_cast<int64_t>(t.nbytes()));
   }
   static void write(const Tensor& t, const std::vector<double>& v) {
     Tensor src = from_vector<double>(v, t.shape()).to(t.dtype());

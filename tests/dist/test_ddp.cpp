@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "data/dataset.h"
+#include "dist/hook_reference.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
 #include "support/temp_dir.h"
@@ -109,6 +112,130 @@ TEST(DDPGloo, FindUnusedParameters) {
 }
 TEST(DDPGloo, UnusedParameterWithoutFlagIsAClearError) {
   EXPECT_EQ(run_workers("unused_error", 2), "");
+}
+
+// ---- comm hooks on Gloo ranks ------------------------------------------------
+//
+// Real Gloo ranks with SyncBatchNorm: collectives finish at different times on
+// each rank, and PowerSGD's chain (the rest and P, then Q) runs beside
+// SyncBatchNorm's all-reduces on the same group; every fingerprint is
+// compared, so ranks that issued them in different orders would fail. Each
+// rank records what its hook got and gave; the hook's f64 reference over all
+// ranks' inputs must give what they gave, within the bounds of
+// tests/dist/hook_reference.h, and the bytes each step put on the wire must be
+// exactly the bucket's compressed size.
+
+struct HookCall {
+  int64_t index = 0;
+  bool is_last = false;
+  std::vector<tcv::Shape> shapes;
+  std::vector<std::vector<double>> in, out;  // per rank
+};
+
+std::vector<HookCall> read_hook_calls(const tcv::testing::TempDir& dir, int world,
+                                      std::map<std::string, std::string>& meta) {
+  std::vector<HookCall> calls;
+  for (int r = 0; r < world; ++r) {
+    const auto f = tcv::load_safetensors(
+        (dir.root() / ("hooks_rank" + std::to_string(r) + ".safetensors")).string());
+    if (r == 0) meta = f.metadata;
+    std::map<std::string, tcv::Tensor> t(f.tensors.begin(), f.tensors.end());
+    for (size_t k = 0;; ++k) {
+      std::string key = "k";
+      key += std::to_string(k);
+      if (!f.metadata.count(key)) break;
+      if (r == 0) {
+        HookCall c;
+        std::istringstream is(f.metadata.at(key));
+        int last = 0;
+        is >> c.index >> last;
+        c.is_last = last != 0;
+        size_t nd = 0;
+        while (is >> nd) {
+          tcv::Shape sh(nd);
+          for (auto& d : sh) is >> d;
+          c.shapes.push_back(sh);
+        }
+        calls.push_back(c);
+      }
+      EXPECT_LT(k, calls.size()) << "rank " << r << " made more hook calls than rank 0";
+      if (k >= calls.size()) break;
+      calls[k].in.push_back(t.at(key + ".in").to_vector<double>());
+      calls[k].out.push_back(t.at(key + ".out").to_vector<double>());
+    }
+  }
+  return calls;
+}
+
+void check_powersgd_on_gloo(const std::string& scenario, int world) {
+  using namespace tcv::dist::testing;
+  tcv::testing::TempDir dir("ddp_" + scenario);
+  ASSERT_EQ(run_workers_in(dir, scenario, world), "");
+  std::map<std::string, std::string> meta;
+  const auto calls = read_hook_calls(dir, world, meta);
+  const tcv::dist::PowerSGDOptions o = gloo_test_powersgd();
+  PowerSGDReference ref(o, world);
+  int64_t step = 0, compressed = 0, bytes = 0, max_dims = 0;
+  double worst = 0;
+  for (const HookCall& c : calls) {
+    ASSERT_EQ(static_cast<int>(c.out.size()), world);
+    const bool compressing = step >= o.start_powerSGD_iter;
+    if (compressing && c.index == 0) ++compressed;
+    const auto want = ref.run(c.index, c.is_last, c.shapes, c.in);
+    for (const auto& sh : c.shapes) {
+      const int64_t n = sh[0], m = tcv::shape_numel(sh) / n;
+      const int64_t r = std::min({n, m, o.matrix_approximation_rank});
+      max_dims = std::max(max_dims, n + m + r);
+      const bool comp =
+          static_cast<double>((n + m) * r) * o.min_compression_rate < static_cast<double>(n * m);
+      bytes += 4 * (compressing && comp ? (n + m) * r : n * m);
+    }
+    // Gloo sums P and Q in f32 (the reference in f64): within the same bound.
+    const double bound = compressing ? powersgd_bound(compressed, max_dims, ref.kappa()) : 3 * kU32;
+    for (int r = 0; r < world; ++r) {
+      const double e = max_rel_diff(c.out[r], want[r]) / bound;
+      EXPECT_LE(e, 1.0) << "step " << step << " bucket " << c.index << " rank " << r;
+      worst = std::max(worst, e);
+    }
+    if (c.is_last) {
+      EXPECT_EQ(meta.at("bytes.s" + std::to_string(step)), std::to_string(bytes))
+          << "step " << step;
+      ++step;
+      bytes = 0;
+    }
+  }
+  EXPECT_EQ(step, 5);
+  EXPECT_GT(compressed, 0);
+}
+
+TEST(DDPGlooHooks, PowerSGDWithSyncBatchNormMatchesTheReference) {
+  check_powersgd_on_gloo("hook_powersgd", 3);
+}
+TEST(DDPGlooHooks, PowerSGDWithNoSyncAndSyncBatchNormMatchesTheReference) {
+  check_powersgd_on_gloo("hook_powersgd_nosync", 2);
+}
+TEST(DDPGlooHooks, Fp16WithNoSyncAndSyncBatchNormWithinItsBound) {
+  using namespace tcv::dist::testing;
+  tcv::testing::TempDir dir("ddp_hook_fp16");
+  ASSERT_EQ(run_workers_in(dir, "hook_fp16_nosync", 2), "");
+  std::map<std::string, std::string> meta;
+  const auto calls = read_hook_calls(dir, 2, meta);
+  int64_t step = 0, bytes = 0;
+  for (const HookCall& c : calls) {
+    const auto mean = mean_over_ranks(c.in);
+    for (size_t i = 0; i < mean.size(); ++i) {
+      const double a = (std::abs(c.in[0][i]) + std::abs(c.in[1][i])) / 2;
+      const double bound = compression_bound(kUf16, a, mean[i], kF16Subnormal);
+      for (int r = 0; r < 2; ++r)
+        ASSERT_LE(std::abs(c.out[r][i] - mean[i]), bound) << "call bucket " << c.index << " " << i;
+    }
+    bytes += 2 * static_cast<int64_t>(mean.size());
+    if (c.is_last) {
+      EXPECT_EQ(meta.at("bytes.s" + std::to_string(step++)), std::to_string(bytes));
+      bytes = 0;
+    }
+  }
+  EXPECT_EQ(step, 5);
 }
 
 // tcv-train's path with network.distributed = true on 2 processes, per-rank batch

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -68,12 +69,11 @@ void run_ranks(int world, F fn) {
 }
 
 // Options with buckets of `mb` MiB (tiny: about one parameter per bucket).
-DDPOptions small_buckets(double mb, bool find_unused = false, CommHook hook = CommHook::none) {
+DDPOptions small_buckets(double mb, bool find_unused = false) {
   DDPOptions o;
   o.bucket_cap_mb = mb;
   o.first_bucket_mb = mb;
   o.find_unused_parameters = find_unused;
-  o.comm_hook = hook;
   return o;
 }
 
@@ -168,7 +168,8 @@ TEST(Reducer, LaunchesInIndexOrderAndRebuildsInReadyOrder) {
 }
 
 // DDP over `world` thread-ranks vs one model trained on the union batch.
-void check_equivalence(int world, bool no_sync, bool unused, CommHook hook = CommHook::none,
+void check_equivalence(int world, bool no_sync, bool unused,
+                       std::function<std::shared_ptr<CommHook>()> hook = nullptr,
                        double tol = 1e-5) {
   const int64_t b = 4;
   const int steps = 3;
@@ -193,7 +194,8 @@ void check_equivalence(int world, bool no_sync, bool unused, CommHook hook = Com
     sgd_step(*ref, lr);
   }
   run_ranks(world, [&](int r, std::shared_ptr<FakeGroup> g) {
-    DDP ddp(nets[r], g, small_buckets(1e-4, unused, hook));
+    DDP ddp(nets[r], g, small_buckets(1e-4, unused));
+    if (hook) ddp.register_comm_hook(hook());
     for (int s = 0; s < steps; ++s) {
       for (int m = 0; m < micro; ++m) {
         const Tensor x = xs[s * micro + m].narrow(0, r * b, b);
@@ -230,7 +232,24 @@ TEST(DDPThreads, FindUnusedParameters) {
   check_equivalence(2, false, true);
 }
 TEST(DDPThreads, Bf16CompressionIsClose) {
-  check_equivalence(2, false, false, CommHook::bf16, 2e-2);
+  check_equivalence(2, false, false, bf16_compress_hook, 2e-2);
+}
+TEST(DDPThreads, Fp16CompressionWithNoSyncIsClose) {
+  check_equivalence(2, true, false, fp16_compress_hook, 3e-3);
+}
+// PowerSGD at full rank (every matrix compressed, r = min(n, m)) loses
+// nothing: P spans the averaged gradient's columns, so P P^T M = M.
+TEST(DDPThreads, FullRankPowerSGDEqualsTheUnionBatch) {
+  check_equivalence(
+      3, true, false,
+      [] {
+        return powersgd_hook({.matrix_approximation_rank = 8,
+                              .start_powerSGD_iter = 0,
+                              .min_compression_rate = 1e-3,
+                              .use_error_feedback = false,
+                              .warm_start = false});
+      },
+      1e-4);
 }
 
 TEST(DDPThreads, UnusedParameterWithoutFlagNamesIt) {

@@ -142,6 +142,41 @@ TEST(Config, BadValuesNameKeyAndLine) {
   EXPECT_TRUE(has(error_of([&] { w.validate(); }), "solver.lr.warm.warm_iters"));
 }
 
+TEST(Config, CommHookKeysAreChecked) {
+  const std::string hook = error_of(
+      [] { Config::from_string("[network]\ncomm_hook = \"fp8\"\n", "h.toml").validate(); });
+  EXPECT_EQ(hook,
+            "h.toml:2: network.comm_hook: unknown value 'fp8' (valid: none, bf16, fp16, powersgd)");
+  const std::string rank = error_of([] {
+    Config::from_string("[network]\ncomm_hook = \"powersgd\"\n[network.powersgd]\nrank = 0\n",
+                        "r.toml")
+        .validate();
+  });
+  EXPECT_EQ(rank, "r.toml:4: network.powersgd.rank: must be positive, got 0");
+  const std::string rate = error_of([] {
+    Config::from_string("[network.powersgd]\nmin_compression_rate = -1\n", "c.toml").validate();
+  });
+  EXPECT_TRUE(has(rate, "c.toml:2: network.powersgd.min_compression_rate: must be positive"))
+      << rate;
+  // PyTorch's PowerSGDState rule: state kept per bucket starts after DDP's bucket rebuild.
+  Config early;
+  early.set_override("network.comm_hook=\"powersgd\"");
+  early.set_override("network.powersgd.start_iter=1");
+  const std::string start = error_of([&] { early.validate(); });
+  EXPECT_TRUE(has(start, "--set: network.powersgd.start_iter: must be > 1 when")) << start;
+  early.set_override("network.powersgd.error_feedback=false");
+  early.set_override("network.powersgd.warm_start=false");
+  EXPECT_NO_THROW(early.validate());
+  // Defaults as PyTorch's PowerSGDState.
+  const Config d;
+  EXPECT_EQ(d.get_string("network.comm_hook"), "none");
+  EXPECT_EQ(d.get_int("network.powersgd.rank"), 1);
+  EXPECT_EQ(d.get_int("network.powersgd.start_iter"), 1000);
+  EXPECT_EQ(d.get_double("network.powersgd.min_compression_rate"), 2.0);
+  EXPECT_TRUE(d.get_bool("network.powersgd.error_feedback"));
+  EXPECT_TRUE(d.get_bool("network.powersgd.warm_start"));
+}
+
 TEST(Config, WritesResolvedTomlThatReadsBack) {
   Config c = Config::from_string("[solver.lr]\nbase_lr = 0.05\nlr_policy = \"cosine\"\n", "r.toml");
   c.set_override("data.normalize.std=[0.25, 0.5]");
