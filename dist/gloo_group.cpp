@@ -358,8 +358,21 @@ class GlooWork : public Work {
       if (done_) return;
       done_ = true;
       error_ = std::move(error);
+      finished_ = Clock::now();
     }
     cv_.notify_all();
+  }
+  void start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = Clock::now();
+  }
+  Clock::time_point started_at() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_;
+  }
+  Clock::time_point finished_at() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
   }
   void wait() override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -376,6 +389,7 @@ class GlooWork : public Work {
   std::condition_variable cv_;
   bool done_ = false;
   std::string error_;
+  Clock::time_point started_{}, finished_{};
 };
 
 // Ranks whose collectives differ, found by comparing fingerprints.
@@ -788,6 +802,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
         current_work_ = task.work;
         busy_since_ = Clock::now();
       }
+      task.work->start();
       std::string error;
       bool mismatch = false;
       try {

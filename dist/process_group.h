@@ -38,6 +38,12 @@ class Work {
   virtual void wait() = 0;
   /// True once wait() would return without blocking.
   virtual bool is_completed() = 0;
+  /// When the backend began running the collective (after the ones queued
+  /// before it), and when it finished; a default time point where the backend
+  /// cannot tell (NCCL: the device decides), or before it happened. For
+  /// timelines: completion seen from the caller can be much later.
+  virtual std::chrono::steady_clock::time_point started_at() { return {}; }
+  virtual std::chrono::steady_clock::time_point finished_at() { return {}; }
 };
 
 using WorkPtr = std::shared_ptr<Work>;
