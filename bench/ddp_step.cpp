@@ -6,11 +6,15 @@
 //
 // Rank 0 prints one JSON line: global images/s (median over repeats) and the
 // reducer's per-step stats (buckets, comm time, the part hidden behind
-// backward). TCV_TIMELINE=trace.json writes one step's Chrome trace.
+// backward, the part exposed after it). --timeline trace.json (or
+// TCV_TIMELINE) writes the Chrome trace of one timed step, the input of
+// `tcv-bench ddp --project`; --bucket-plan cap uses PyTorch's bucket rule
+// instead of the timed plan.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -31,6 +35,10 @@ int main(int argc, char** argv) {
   int64_t batch = 64, steps = 20, warmup = 5, repeats = 3, size = 28, channels = 1;
   double cap_mb = 25.0;
   bool sync_bn = false;
+  std::string timeline;
+  int64_t timeline_step = 0;
+  dist::BucketPlan plan = dist::BucketPlan::timed;
+  dist::BucketPlanOptions plan_opts;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] {
@@ -58,10 +66,26 @@ int main(int argc, char** argv) {
       cap_mb = std::stod(next());
     else if (a == "--sync-bn")
       sync_bn = true;
-    else {
+    else if (a == "--timeline")
+      timeline = next();
+    else if (a == "--timeline-step")
+      timeline_step = std::stoll(next());
+    else if (a == "--bucket-plan") {
+      const std::string v = next();
+      if (v != "cap" && v != "timed") {
+        std::cerr << "--bucket-plan expects cap or timed, got '" << v << "'\n";
+        return 2;
+      }
+      plan = v == "cap" ? dist::BucketPlan::cap : dist::BucketPlan::timed;
+    } else if (a == "--plan-safety") {
+      plan_opts.safety = std::stod(next());
+    } else if (a == "--plan-slack") {
+      plan_opts.latency_slack = std::stod(next());
+    } else {
       std::cerr << "usage: tcv-ddp-bench [--model NAME] [--batch B] [--steps N] [--warmup N] "
                    "[--repeats N] [--image-size S] [--channels C] [--bucket-cap-mb MB] "
-                   "[--sync-bn]\n";
+                   "[--sync-bn] [--bucket-plan cap|timed] [--timeline PATH] "
+                   "[--timeline-step N] [--plan-safety X] [--plan-slack X]\n";
       return 2;
     }
   }
@@ -76,6 +100,14 @@ int main(int argc, char** argv) {
     if (sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group));
     dist::DDPOptions o;
     o.bucket_cap_mb = cap_mb;
+    o.bucket_plan = plan;
+    o.plan = plan_opts;
+    o.timeline_path = timeline;
+    // By default (and without TCV_TIMELINE_STEP) a step in the middle of the timed ones.
+    if (timeline_step > 0)
+      o.timeline_step = timeline_step;
+    else if (std::getenv("TCV_TIMELINE_STEP") == nullptr)
+      o.timeline_step = warmup + (repeats * steps) / 2;
     dist::DDP ddp(model, group, o);
     train::SGDOptions so2;
     so2.lr = 0.01;
@@ -103,10 +135,11 @@ int main(int argc, char** argv) {
       rates.push_back(static_cast<double>(steps * batch * env.world_size) / s);
     }
     std::sort(rates.begin(), rates.end());
-    double comm = 0, hidden = 0, wait = 0, bwd = 0;
+    double comm = 0, hidden = 0, exposed = 0, wait = 0, bwd = 0;
     for (const auto& s : stats) {
       comm += s.comm_s;
       hidden += s.hidden_s;
+      exposed += s.exposed_s;
       wait += s.wait_s;
       bwd += s.backward_s;
     }
@@ -123,8 +156,16 @@ int main(int argc, char** argv) {
       j["backward_ms"] = round_to(1e3 * bwd / n, 1e-3);
       j["comm_ms"] = round_to(1e3 * comm / n, 1e-3);
       j["hidden_ms"] = round_to(1e3 * hidden / n, 1e-3);
+      j["exposed_ms"] = round_to(1e3 * exposed / n, 1e-3);
       j["wait_ms"] = round_to(1e3 * wait / n, 1e-3);
       j["hidden_fraction"] = round_to(comm > 0 ? hidden / comm : 0.0, 1e-3);
+      j["bucket_plan"] = plan == dist::BucketPlan::cap ? "cap" : "timed";
+      if (const auto& c = ddp.reducer().allreduce_cost()) {
+        j["allreduce_latency_us"] = round_to(1e6 * c->latency_s, 0.01);
+        j["allreduce_gbytes_per_s"] = round_to(1e-9 * c->bytes_per_s, 1e-4);
+      }
+      j["step_ms"] = round_to(
+          1e3 * static_cast<double>(batch * env.world_size) / rates[rates.size() / 2], 1e-3);
       j["params"] = model->num_parameters();
       std::printf("%s\n", json_dump(j).c_str());
       std::fflush(stdout);

@@ -22,6 +22,10 @@ struct DDPOptions {
   /// Broadcast rank 0's buffers (BatchNorm running statistics) at each forward.
   bool broadcast_buffers = true;
   CommHook comm_hook = CommHook::none;
+  /// How the buckets are cut when rebuilt after the first backward, and the
+  /// timed plan's options (ReducerOptions).
+  BucketPlan bucket_plan = BucketPlan::timed;
+  BucketPlanOptions plan{};
   /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
   /// environment variable, unset = none).
   std::string timeline_path{};
@@ -84,7 +88,6 @@ class DistributedDataParallel : public nn::Module {
   std::unique_ptr<Reducer> reducer_;
   int64_t forwards_ = 0;
   bool timeline_written_ = false;
-  double fwd_begin_us_ = 0, fwd_end_us_ = 0;
 };
 
 /// The group SyncBatchNorm reduces over (nn::convert_sync_batchnorm), over `group`.

@@ -1,11 +1,13 @@
 #include "dist/reducer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "engine/autograd.h"
+#include "engine/cuda.h"
 
 namespace tcv::dist {
 
@@ -101,6 +103,7 @@ Reducer::Reducer(nn::StateDict params, std::shared_ptr<ProcessGroup> group, Redu
   build_buckets(
       compute_bucket_assignment(ts, order, mib(opts_.first_bucket_mb), mib(opts_.bucket_cap_mb)));
   ready_.assign(params_.size(), 0);
+  ready_us_.assign(params_.size(), -1);
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(params_[i].second.register_post_accumulate_grad_hook(
         [this, i](Tensor&) { on_grad_ready(i); }));
@@ -119,7 +122,11 @@ Reducer::~Reducer() {
 }
 
 double Reducer::now_us() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+  return to_us(std::chrono::steady_clock::now());
+}
+
+double Reducer::to_us(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - t0_).count();
 }
 
 void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
@@ -171,10 +178,12 @@ void Reducer::ensure_grad_view(size_t i) {
 
 void Reducer::reset_pending() {
   std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(ready_us_.begin(), ready_us_.end(), -1.0);
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int64_t>(b.params.size());
     b.work.reset();
     b.wire = Tensor();
+    b.start_us = -1;
     b.done_us = -1;
   }
   next_launch_ = 0;
@@ -240,6 +249,7 @@ void Reducer::on_grad_ready(size_t i) {
 void Reducer::mark_ready(size_t i) {
   ready_[i] = 1;
   ready_order_.push_back(i);
+  ready_us_[i] = now_us();
   if (--buckets_[where_[i].first].pending == 0) launch_ready_buckets();
 }
 
@@ -270,8 +280,17 @@ void Reducer::launch(int64_t bi) {
 void Reducer::poll_done() {
   for (int64_t bi = 0; bi < next_launch_; ++bi) {
     Bucket& b = buckets_[bi];
-    if (b.done_us < 0 && b.work && b.work->is_completed()) b.done_us = now_us();
+    if (b.done_us < 0 && b.work && b.work->is_completed()) record_done(b);
   }
+}
+
+void Reducer::record_done(Bucket& b) {
+  // The backend's own times where it keeps them: seen from here, completion
+  // shows only at the next hook, which can be milliseconds later.
+  const auto zero = std::chrono::steady_clock::time_point{};
+  const auto started = b.work->started_at(), finished = b.work->finished_at();
+  if (started != zero) b.start_us = to_us(started);
+  b.done_us = finished != zero ? to_us(finished) : now_us();
 }
 
 void Reducer::finalize() {
@@ -305,7 +324,7 @@ void Reducer::finalize() {
   for (int64_t bi = 0; bi < num_buckets(); ++bi) {
     Bucket& b = buckets_[bi];
     b.work->wait();
-    if (b.done_us < 0) b.done_us = now_us();
+    if (b.done_us < 0) record_done(b);
     if (!b.wire.same(b.buffer)) {
       NoGradGuard no_grad;
       b.buffer.copy_(b.wire);
@@ -322,7 +341,7 @@ void Reducer::finalize() {
     iv.emplace_back(b.launch_us, b.done_us);
     const size_t wire_elem = opts_.comm_hook == CommHook::none ? b.buffer.element_size() : 2;
     events_.push_back({"allreduce", b.launch_us, b.done_us, bi,
-                       static_cast<int64_t>(wire_elem) * b.buffer.numel()});
+                       static_cast<int64_t>(wire_elem) * b.buffer.numel(), b.start_us});
   }
   const auto [comm, hidden] = union_length(iv, bwd_begin_us_, bwd_end_us_);
   events_.push_back({"backward", bwd_begin_us_, bwd_end_us_, -1, 0});
@@ -331,37 +350,152 @@ void Reducer::finalize() {
   stats_.backward_s = (bwd_end_us_ - bwd_begin_us_) * 1e-6;
   stats_.comm_s = comm * 1e-6;
   stats_.hidden_s = hidden * 1e-6;
+  stats_.exposed_s = (comm - hidden) * 1e-6;
   stats_.wait_s = (w1 - w0) * 1e-6;
-  if (opts_.rebuild_buckets && !rebuilt_) rebuild_due_ = true;
+  // First the ready order (as PyTorch); the timed plan then wants warm
+  // timings: the first backward also pays for first-time allocations and
+  // kernel set-up.
+  if (opts_.rebuild_buckets && !rebuilt_) {
+    rebuild_due_ = true;
+  } else if (rebuilt_ && !planned_ && plans_buckets()) {
+    if (ready_history_.empty()) ready_history_.resize(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i)
+      ready_history_[i].push_back(
+          ((ready_us_[i] >= 0 ? ready_us_[i] : bwd_end_us_) - bwd_begin_us_) * 1e-6);
+    if (static_cast<int64_t>(ready_history_[0].size()) >= opts_.timed_plan_steps)
+      rebuild_due_ = true;
+  }
+}
+
+bool Reducer::plans_buckets() const {
+  return opts_.rebuild_buckets && opts_.bucket_plan == BucketPlan::timed && group_->size() > 1 &&
+         !params_.empty();
 }
 
 void Reducer::rebuild() {
   rebuild_due_ = false;
+  const bool planned = rebuilt_ && plans_buckets();
   rebuilt_ = true;
-  // Rank 0's ready order, completed with any parameter it did not see.
-  const int64_t n = static_cast<int64_t>(params_.size());
-  Tensor order = empty({n}, {.dtype = DType::i64});
-  {
-    std::vector<uint8_t> seen(params_.size(), 0);
-    auto* o = order.data<int64_t>();
-    int64_t k = 0;
+  planned_ = planned_ || planned;
+  if (planned) cost_ = calibrate();  // collective: every rank times, rank 0's fit is used
+  // Rank 0 sends its ready order (completed with any parameter it did not
+  // see), each position's bucket, and its fitted cost: only rank 0's timings
+  // decide, so every rank builds the same buckets.
+  const size_t n = params_.size();
+  Tensor msg = zeros({static_cast<int64_t>(2 * n + 2)}, {.dtype = DType::i64});
+  if (group_->rank() == 0) {
+    std::vector<size_t> ord;
+    std::vector<uint8_t> seen(n, 0);
     for (size_t i : ready_order_)
       if (!seen[i]) {
         seen[i] = 1;
-        o[k++] = static_cast<int64_t>(i);
+        ord.push_back(i);
       }
-    for (size_t i = params_.size(); i-- > 0;)
-      if (!seen[i]) o[k++] = static_cast<int64_t>(i);
+    for (size_t i = n; i-- > 0;)
+      if (!seen[i]) ord.push_back(i);
+    std::vector<Tensor> ts;
+    for (auto& [name, p] : params_) ts.push_back(p);
+    const auto assignment = planned ? planned_assignment(ord, *cost_)
+                                    : compute_bucket_assignment(ts, ord, mib(opts_.first_bucket_mb),
+                                                                mib(opts_.bucket_cap_mb));
+    std::vector<int64_t> bucket_of(n, -1);
+    for (size_t b = 0; b < assignment.size(); ++b)
+      for (size_t i : assignment[b]) bucket_of[i] = static_cast<int64_t>(b);
+    auto* o = msg.data<int64_t>();
+    for (size_t k = 0; k < n; ++k) {
+      o[k] = static_cast<int64_t>(ord[k]);
+      o[n + k] = bucket_of[ord[k]];
+    }
+    if (cost_) {
+      std::memcpy(&o[2 * n], &cost_->latency_s, sizeof(double));
+      std::memcpy(&o[2 * n + 1], &cost_->bytes_per_s, sizeof(double));
+    }
   }
   // On the parameters' device: NCCL moves only device memory.
-  Tensor wire = order.to(params_.front().second.device());
+  Tensor wire = msg.to(params_.front().second.device());
   group_->broadcast(wire, 0)->wait();
-  std::vector<size_t> ord;
-  for (int64_t v : wire.to_vector<int64_t>()) ord.push_back(static_cast<size_t>(v));
-  std::vector<Tensor> ts;
-  for (auto& [name, p] : params_) ts.push_back(p);
-  build_buckets(
-      compute_bucket_assignment(ts, ord, mib(opts_.first_bucket_mb), mib(opts_.bucket_cap_mb)));
+  const auto v = wire.to_vector<int64_t>();
+  std::vector<std::vector<size_t>> assignment;
+  for (size_t k = 0; k < n; ++k) {
+    const auto b = static_cast<size_t>(v[n + k]);
+    if (assignment.size() <= b) assignment.resize(b + 1);
+    assignment[b].push_back(static_cast<size_t>(v[k]));
+  }
+  if (planned) {
+    AllReduceCost c;
+    std::memcpy(&c.latency_s, &v[2 * n], sizeof(double));
+    std::memcpy(&c.bytes_per_s, &v[2 * n + 1], sizeof(double));
+    cost_ = c;
+  }
+  build_buckets(assignment);
+}
+
+AllReduceCost Reducer::calibrate() {
+  // Sizes spanning those of the buckets; the fastest of five timed runs each
+  // after an untimed one (which also builds any per-size state in the backend).
+  const Device dev = params_.front().second.device();
+  int64_t total = 0;
+  for (const auto& [name, p] : params_) total += p.nbytes();
+  std::vector<int64_t> sizes;
+  for (int64_t s : {int64_t{32} << 10, int64_t{512} << 10, int64_t{4} << 20}) {
+    s = std::min(s, std::max(total, int64_t{32} << 10));
+    if (sizes.empty() || sizes.back() != s) sizes.push_back(s);
+  }
+  auto sync = [&] {
+    if (dev.is_cuda()) cuda::stream_synchronize(cuda::compute_stream());
+  };
+  std::vector<std::pair<double, double>> samples;
+  for (int64_t s : sizes) {
+    Tensor t = zeros({s / 4}, {.dtype = DType::f32, .device = dev});
+    group_->all_reduce(t, ReduceOp::sum)->wait();
+    sync();
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      group_->all_reduce(t, ReduceOp::sum)->wait();
+      sync();
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    samples.emplace_back(static_cast<double>(s), std::max(best, 1e-9));
+  }
+  return fit_allreduce_cost(samples);
+}
+
+std::vector<std::vector<size_t>> Reducer::planned_assignment(const std::vector<size_t>& order,
+                                                             const AllReduceCost& cost) const {
+  // One plan per (dtype, device) key, as a bucket is one flat buffer; ready
+  // times from the start of the first backward, a parameter never seen ready
+  // at its end.
+  std::map<std::tuple<int, int, int>, std::vector<size_t>> by_key;
+  for (size_t i : order) {
+    const Tensor& p = params_[i].second;
+    by_key[std::make_tuple(static_cast<int>(p.dtype()), static_cast<int>(p.device().type),
+                           static_cast<int>(p.device().index))]
+        .push_back(i);
+  }
+  BucketPlanOptions po = opts_.plan;
+  po.max_bucket_bytes = static_cast<double>(mib(opts_.bucket_cap_mb));
+  std::vector<std::vector<size_t>> out;
+  for (const auto& [key, ps] : by_key) {
+    std::vector<ParamTiming> timing;
+    for (size_t i : ps) {
+      std::vector<double> h = ready_history_[i];
+      std::nth_element(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(h.size() / 2), h.end());
+      timing.push_back({h[h.size() / 2], static_cast<double>(params_[i].second.nbytes())});
+    }
+    size_t k = 0;
+    for (size_t count : plan_buckets(timing, cost, po)) {
+      out.emplace_back(ps.begin() + static_cast<std::ptrdiff_t>(k),
+                       ps.begin() + static_cast<std::ptrdiff_t>(k + count));
+      k += count;
+    }
+  }
+  std::vector<size_t> pos(params_.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
+  std::sort(out.begin(), out.end(),
+            [&](const auto& a, const auto& b) { return pos[a.front()] < pos[b.front()]; });
+  return out;
 }
 
 }  // namespace tcv::dist

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -169,9 +170,10 @@ TEST(Reducer, LaunchesInIndexOrderAndRebuildsInReadyOrder) {
 
 // DDP over `world` thread-ranks vs one model trained on the union batch.
 void check_equivalence(int world, bool no_sync, bool unused, CommHook hook = CommHook::none,
-                       double tol = 1e-5) {
+                       double tol = 1e-5, int steps = 3,
+                       const std::function<void(DDPOptions&)>& adjust = {},
+                       const std::function<void(int, DDP&)>& after = {}) {
   const int64_t b = 4;
-  const int steps = 3;
   manual_seed(7);
   auto ref = std::make_shared<Net>(unused);
   std::vector<std::shared_ptr<Net>> nets;
@@ -193,7 +195,9 @@ void check_equivalence(int world, bool no_sync, bool unused, CommHook hook = Com
     sgd_step(*ref, lr);
   }
   run_ranks(world, [&](int r, std::shared_ptr<FakeGroup> g) {
-    DDP ddp(nets[r], g, small_buckets(1e-4, unused, hook));
+    DDPOptions o = small_buckets(1e-4, unused, hook);
+    if (adjust) adjust(o);
+    DDP ddp(nets[r], g, o);
     for (int s = 0; s < steps; ++s) {
       for (int m = 0; m < micro; ++m) {
         const Tensor x = xs[s * micro + m].narrow(0, r * b, b);
@@ -207,6 +211,7 @@ void check_equivalence(int world, bool no_sync, bool unused, CommHook hook = Com
       }
       sgd_step(*nets[r], lr);
     }
+    if (after) after(r, ddp);
   });
   const auto want = params_of(*ref);
   for (int r = 0; r < world; ++r) {
@@ -231,6 +236,65 @@ TEST(DDPThreads, FindUnusedParameters) {
 }
 TEST(DDPThreads, Bf16CompressionIsClose) {
   check_equivalence(2, false, false, CommHook::bf16, 2e-2);
+}
+
+// The timed plan: buckets in ready order after the first backward, cut again
+// after timed_plan_steps more; every rank holds rank 0's plan, each bucket a
+// run of the ready order, and training still equals one process.
+TEST(DDPThreads, TimedPlanIsRankZerosCutOfTheReadyOrder) {
+  std::vector<std::vector<std::vector<size_t>>> buckets(2);
+  std::vector<size_t> ready0;
+  check_equivalence(
+      2, false, false, CommHook::none, 1e-5, /*steps=*/6,
+      [](DDPOptions& o) {
+        o.bucket_cap_mb = 25;
+        o.first_bucket_mb = 1e-4;
+        o.bucket_plan = BucketPlan::timed;
+      },
+      [&](int r, DDP& ddp) {
+        Reducer& red = ddp.reducer();
+        EXPECT_TRUE(red.buckets_planned());
+        ASSERT_TRUE(red.allreduce_cost().has_value());
+        EXPECT_GE(red.allreduce_cost()->latency_s, 0.0);
+        EXPECT_GT(red.allreduce_cost()->bytes_per_s, 0.0);
+        for (int64_t b = 0; b < red.num_buckets(); ++b) buckets[r].push_back(red.bucket_params(b));
+        if (r == 0) ready0 = red.ready_order();
+      });
+  EXPECT_EQ(buckets[0], buckets[1]);
+  std::vector<size_t> flat;
+  for (const auto& b : buckets[0]) flat.insert(flat.end(), b.begin(), b.end());
+  EXPECT_EQ(flat, ready0);
+}
+
+TEST(Reducer, TimedPlanWaitsForWarmSteps) {
+  manual_seed(5);
+  auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDPOptions o;
+    o.bucket_plan = BucketPlan::timed;
+    DDP ddp(r == 0 ? n0 : n1, g, o);
+    const Tensor x = randn({3, 6});
+    std::vector<std::pair<bool, bool>> seen;  // (rebuilt, planned) at each backward
+    for (int s = 0; s < 6; ++s) {
+      ops::sum(ddp.forward(x)).backward();
+      seen.emplace_back(ddp.reducer().buckets_rebuilt(), ddp.reducer().buckets_planned());
+      EXPECT_GE(ddp.reducer().last_stats().exposed_s, 0.0);
+      EXPECT_NEAR(ddp.reducer().last_stats().exposed_s + ddp.reducer().last_stats().hidden_s,
+                  ddp.reducer().last_stats().comm_s, 1e-9);
+    }
+    // Ready order after the first, the plan after 3 more timed ones.
+    const std::vector<std::pair<bool, bool>> want = {{false, false}, {true, false}, {true, false},
+                                                     {true, false},  {true, true},  {true, true}};
+    EXPECT_EQ(seen, want);
+  });
+  // A group of one rank has nothing to plan for.
+  run_ranks(1, [&](int, std::shared_ptr<FakeGroup> g) {
+    DDP ddp(n0, g);
+    for (int s = 0; s < 6; ++s) ops::sum(ddp.forward(randn({3, 6}))).backward();
+    EXPECT_TRUE(ddp.reducer().buckets_rebuilt());
+    EXPECT_FALSE(ddp.reducer().buckets_planned());
+    EXPECT_FALSE(ddp.reducer().allreduce_cost().has_value());
+  });
 }
 
 TEST(DDPThreads, UnusedParameterWithoutFlagNamesIt) {
@@ -298,6 +362,17 @@ TEST(DDPThreads, TimelineAndStats) {
     if (json_string(e, "ph") == "X" && json_int(e, "tid") == 1) ++allreduce_spans;
   EXPECT_GT(allreduce_spans, 1);
   EXPECT_EQ(allreduce_spans, json_int(trace.at("otherData"), "num_buckets"));
+  // What the projection reads: the step's span, every gradient's ready time.
+  const Json& other = trace.at("otherData");
+  EXPECT_GT(json_double(other, "step_ms"), 0.0);
+  EXPECT_EQ(json_int(other, "world"), 2);
+  EXPECT_NEAR(json_double(other, "hidden_ms") + json_double(other, "exposed_ms"),
+              json_double(other, "comm_ms"), 2e-3);
+  ASSERT_EQ(other.at("params").size(), 4u);
+  for (const Json& p : other.at("params")) {
+    EXPECT_GE(json_double(p, "ready_us"), json_double(other, "backward_begin_us"));
+    EXPECT_LE(json_double(p, "ready_us"), json_double(other, "backward_end_us"));
+  }
 }
 
 }  // namespace
