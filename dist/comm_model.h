@@ -108,7 +108,7 @@ struct BucketPlanOptions {
   /// At each cut, among the candidates that finish within this fraction of
   /// one (safety-scaled) latency of the earliest, the one with the fewest
   /// buckets wins: a bucket saved is a latency saved on the wire.
-  double latency_slack = 0.25;
+  double latency_slack = 0.0;
 };
 
 /// Splits parameters, given in the order their gradients became ready, into

@@ -431,35 +431,45 @@ void Reducer::rebuild() {
 }
 
 AllReduceCost Reducer::calibrate() {
-  // Sizes spanning those of the buckets; the fastest of five timed runs each
-  // after an untimed one (which also builds any per-size state in the backend).
+  // Two sizes: 32 KiB, nearly all latency, and 4 MiB (or every gradient, if
+  // fewer), nearly all bandwidth; the fastest of seven timed runs each, after
+  // an untimed one (which also builds any per-size state in the backend).
+  // The latency is the small one's time and the bandwidth the large one's
+  // extra bytes over its extra time: a least-squares line through noisy
+  // samples can cross zero and claim all-reduces cost nothing to launch.
   const Device dev = params_.front().second.device();
   int64_t total = 0;
   for (const auto& [name, p] : params_) total += p.nbytes();
-  std::vector<int64_t> sizes;
-  for (int64_t s : {int64_t{32} << 10, int64_t{512} << 10, int64_t{4} << 20}) {
-    s = std::min(s, std::max(total, int64_t{32} << 10));
-    if (sizes.empty() || sizes.back() != s) sizes.push_back(s);
-  }
+  const int64_t small = int64_t{32} << 10;
+  const int64_t large = std::max(small, std::min(int64_t{4} << 20, total));
   auto sync = [&] {
     if (dev.is_cuda()) cuda::stream_synchronize(cuda::compute_stream());
   };
-  std::vector<std::pair<double, double>> samples;
-  for (int64_t s : sizes) {
-    Tensor t = zeros({s / 4}, {.dtype = DType::f32, .device = dev});
+  auto fastest = [&](int64_t bytes) {
+    Tensor t = zeros({bytes / 4}, {.dtype = DType::f32, .device = dev});
     group_->all_reduce(t, ReduceOp::sum)->wait();
     sync();
     double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
+    for (int rep = 0; rep < 7; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       group_->all_reduce(t, ReduceOp::sum)->wait();
       sync();
       best = std::min(best,
                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    samples.emplace_back(static_cast<double>(s), std::max(best, 1e-9));
+    return std::max(best, 1e-9);
+  };
+  const double t_small = fastest(small);
+  AllReduceCost c;
+  c.latency_s = t_small;
+  c.bytes_per_s = 1e30;  // nothing larger to tell: latency alone
+  if (large > small) {
+    const double t_large = fastest(large);
+    const auto extra = static_cast<double>(large - small);
+    c.bytes_per_s =
+        t_large > t_small ? extra / (t_large - t_small) : static_cast<double>(large) / t_large;
   }
-  return fit_allreduce_cost(samples);
+  return c;
 }
 
 std::vector<std::vector<size_t>> Reducer::planned_assignment(const std::vector<size_t>& order,
