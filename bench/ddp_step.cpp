@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   std::string model_name = "fmnist_resnet";
-  int64_t batch = 64, steps = 20, warmup = 5, repeats = 3, size = 28, channels = 1;
+  int64_t batch = 64, steps = 20, warmup = 5, repeats = 3, size = 28, channels = 1, classes = 10;
   double cap_mb = 25.0;
   bool sync_bn = false;
   std::string timeline;
@@ -62,6 +62,8 @@ int main(int argc, char** argv) {
       size = std::stoll(next());
     else if (a == "--channels")
       channels = std::stoll(next());
+    else if (a == "--classes")
+      classes = std::stoll(next());
     else if (a == "--bucket-cap-mb")
       cap_mb = std::stod(next());
     else if (a == "--sync-bn")
@@ -82,10 +84,11 @@ int main(int argc, char** argv) {
     } else if (a == "--plan-slack") {
       plan_opts.latency_slack = std::stod(next());
     } else {
-      std::cerr << "usage: tcv-ddp-bench [--model NAME] [--batch B] [--steps N] [--warmup N] "
-                   "[--repeats N] [--image-size S] [--channels C] [--bucket-cap-mb MB] "
-                   "[--sync-bn] [--bucket-plan cap|timed] [--timeline PATH] "
-                   "[--timeline-step N] [--plan-safety X] [--plan-slack X]\n";
+      std::cerr
+          << "usage: tcv-ddp-bench [--model NAME] [--batch B] [--steps N] [--warmup N] "
+             "[--repeats N] [--image-size S] [--channels C] [--classes K] [--bucket-cap-mb MB] "
+             "[--sync-bn] [--bucket-plan cap|timed] [--timeline PATH] "
+             "[--timeline-step N] [--plan-safety X] [--plan-slack X]\n";
       return 2;
     }
   }
@@ -96,7 +99,7 @@ int main(int argc, char** argv) {
 
     models::register_builtin_models();
     manual_seed(0);
-    auto model = models::create_model(model_name, {10, channels});
+    auto model = models::create_model(model_name, {classes, channels});
     if (sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group));
     dist::DDPOptions o;
     o.bucket_cap_mb = cap_mb;
@@ -115,7 +118,8 @@ int main(int argc, char** argv) {
     train::SGD sgd(model->named_parameters(), so2);
     manual_seed(1 + env.rank);
     const Tensor x = randn({batch, channels, size, size});
-    const Tensor y = ops::cast(ops::clamp(uniform({batch}, 0, 10), 0, 9.99), DType::i64);
+    const double k = static_cast<double>(classes);
+    const Tensor y = ops::cast(ops::clamp(uniform({batch}, 0, k), 0, k - 0.01), DType::i64);
 
     std::vector<dist::StepStats> stats;
     auto step = [&] {

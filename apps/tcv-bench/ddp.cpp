@@ -25,9 +25,11 @@ const char* const kDdpUsage =
     "  --link-latency-us X     one hop between machines, microseconds (10)\n"
     "  --intra-gbps X          between two ranks of a machine, Gb/s per direction (2400)\n"
     "  --intra-latency-us X    one hop inside a machine, microseconds (3)\n"
-    "  --intra-from-timeline   the intra-machine link from the timeline's own all-reduces\n"
-    "                          (fitted to its buckets' runs, else the reducer's calibration):\n"
-    "                          projecting 1 machine of the timeline's world checks the model\n"
+    "  --intra-from FILE       the intra-machine link from the all-reduces of timeline FILE\n"
+    "                          (of 2+ ranks: fitted to its buckets' runs, else the reducer's\n"
+    "                          calibration); a timeline of one rank projected with the link of\n"
+    "                          a timeline of two checks the model against that measurement\n"
+    "  --intra-from-timeline   the same from the --project timeline itself\n"
     "  --algo ring|tree|both   all-reduce cost model (both)\n"
     "  --compute-scale X       multiply every compute time by X (1): a timeline from one\n"
     "                          device standing for another\n"
@@ -96,8 +98,10 @@ DdpProjectOptions parse_ddp_args(const std::vector<std::string>& args) {
       o.intra_gbps = positive(a, value());
     } else if (a == "--intra-latency-us") {
       o.intra_latency_us = non_negative(a, value());
+    } else if (a == "--intra-from") {
+      o.intra_from = value();
     } else if (a == "--intra-from-timeline") {
-      o.intra_from_timeline = true;
+      o.intra_from = "\x01";  // the --project file, once known
     } else if (a == "--algo") {
       const std::string v = value();
       if (v == "ring")
@@ -126,6 +130,7 @@ DdpProjectOptions parse_ddp_args(const std::vector<std::string>& args) {
     throw UsageError{
         "ddp needs --project FILE (a step timeline: TCV_TIMELINE=FILE, or "
         "tcv-ddp-bench --timeline FILE)"};
+  if (o.intra_from == "\x01") o.intra_from = o.timeline;
   return o;
 }
 
@@ -142,17 +147,19 @@ int run_ddp_project(const DdpProjectOptions& opts) {
   links.intra_bytes_per_s = opts.intra_gbps * 1e9 / 8;
   links.intra_latency_s = opts.intra_latency_us * 1e-6;
   std::string intra_source = "as given";
-  if (opts.intra_from_timeline) {
-    std::optional<dist::AllReduceCost> c = dist::fit_timeline_cost(t);
-    intra_source = "fitted to the timeline's bucket all-reduces";
+  if (!opts.intra_from.empty()) {
+    const dist::StepTimeline l =
+        opts.intra_from == opts.timeline ? t : dist::read_step_timeline(opts.intra_from);
+    std::optional<dist::AllReduceCost> c = dist::fit_timeline_cost(l);
+    intra_source = "fitted to the bucket all-reduces of " + opts.intra_from;
     if (!c) {
-      c = t.calibrated;
-      intra_source = "the reducer's calibration in the timeline";
+      c = l.calibrated;
+      intra_source = "the reducer's calibration in " + opts.intra_from;
     }
-    TCV_CHECK(c.has_value() && t.world >= 2, "[tcv-bench ddp] ", opts.timeline,
-              ": --intra-from-timeline needs a timeline of 2 or more ranks with timed buckets "
-              "of two sizes or a planned (calibrated) reducer");
-    const auto [lat, bw] = dist::ring_link_from_cost(*c, t.world);
+    TCV_CHECK(c.has_value() && l.world >= 2, "[tcv-bench ddp] ", opts.intra_from,
+              ": --intra-from needs a timeline of 2 or more ranks with timed buckets of two "
+              "sizes or a planned (calibrated) reducer");
+    const auto [lat, bw] = dist::ring_link_from_cost(*c, l.world);
     links.intra_latency_s = lat;
     links.intra_bytes_per_s = bw;
   }
@@ -206,7 +213,7 @@ int run_ddp_project(const DdpProjectOptions& opts) {
         if (opts.batch > 0) std::printf(" %12.1f", ips);
         std::printf("\n");
       }
-      if (!opts.json && m == 1 && p.ranks == t.world && opts.intra_from_timeline &&
+      if (!opts.json && m == 1 && p.ranks == t.world && opts.intra_from == opts.timeline &&
           po.compute_scale == 1.0 && algo == opts.algos.front())
         std::printf(
             "  check: measured step %.3f ms, projected %.3f ms (%+.1f%%); exposed %.3f "

@@ -19,7 +19,7 @@ struct DdpProjectOptions {
   double link_latency_us = 10;                                    ///< --link-latency-us
   double intra_gbps = 2400;                                       ///< --intra-gbps (Gb/s)
   double intra_latency_us = 3;                                    ///< --intra-latency-us
-  bool intra_from_timeline = false;                               ///< --intra-from-timeline
+  std::string intra_from;  ///< --intra-from FILE (--intra-from-timeline: the --project file)
   std::vector<dist::AllReduceAlgo> algos = {dist::AllReduceAlgo::ring,
                                             dist::AllReduceAlgo::tree};  ///< --algo
   double compute_scale = 1;                                              ///< --compute-scale
