@@ -106,11 +106,14 @@ int main(int argc, char** argv) {
     o.bucket_plan = plan;
     o.plan = plan_opts;
     o.timeline_path = timeline;
-    // By default (and without TCV_TIMELINE_STEP) a step in the middle of the timed ones.
+    // By default (and without TCV_TIMELINE_STEP/STEPS) the median-length one
+    // of up to 9 steps in the middle of the timed ones.
     if (timeline_step > 0)
       o.timeline_step = timeline_step;
     else if (std::getenv("TCV_TIMELINE_STEP") == nullptr)
-      o.timeline_step = warmup + (repeats * steps) / 2;
+      o.timeline_step = warmup + std::max<int64_t>(1, (repeats * steps) / 2 - 4);
+    if (std::getenv("TCV_TIMELINE_STEPS") == nullptr)
+      o.timeline_steps = std::min<int64_t>(9, std::max<int64_t>(1, repeats * steps - 1));
     dist::DDP ddp(model, group, o);
     train::SGDOptions so2;
     so2.lr = 0.01;

@@ -40,6 +40,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     opts_.timeline_step = 3;
     if (const char* s = std::getenv("TCV_TIMELINE_STEP")) opts_.timeline_step = std::atoll(s);
   }
+  if (opts_.timeline_steps <= 0) {
+    opts_.timeline_steps = 1;
+    if (const char* s = std::getenv("TCV_TIMELINE_STEPS"))
+      opts_.timeline_steps = std::max<int64_t>(1, std::atoll(s));
+  }
   if (group_->size() > 1) {
     verify_same_model();
     broadcast_state(/*params=*/true);
@@ -165,9 +170,23 @@ std::vector<Tensor> DistributedDataParallel::forward_with(
   const bool grad = autograd::grad_enabled();
   if (grad) {
     if (!timeline_written_ && !opts_.timeline_path.empty() && group_->rank() == 0 &&
-        reducer_->last_stats().step == opts_.timeline_step) {
-      write_timeline(opts_.timeline_path);
-      timeline_written_ = true;
+        reducer_->last_stats().step >= opts_.timeline_step) {
+      double ms = 0;
+      std::string trace = timeline_text(ms);
+      timeline_candidates_.emplace_back(ms, std::move(trace));
+      if (static_cast<int64_t>(timeline_candidates_.size()) >= opts_.timeline_steps) {
+        auto& c = timeline_candidates_;
+        std::nth_element(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(c.size() / 2), c.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::ofstream f(opts_.timeline_path);
+        TCV_CHECK(f.good(), "[DistributedDataParallel] cannot write the timeline to ",
+                  opts_.timeline_path, " (TCV_TIMELINE)");
+        f << c[c.size() / 2].second << "\n";
+        TCV_CHECK(f.good(), "[DistributedDataParallel] writing the timeline to ",
+                  opts_.timeline_path, " failed");
+        timeline_written_ = true;
+        c.clear();
+      }
     }
     reducer_->prepare_for_forward();
     if (opts_.broadcast_buffers && group_->size() > 1) broadcast_state(/*params=*/false);
@@ -186,6 +205,15 @@ std::vector<Tensor> DistributedDataParallel::forward_with(
 }
 
 void DistributedDataParallel::write_timeline(const std::string& path) const {
+  std::ofstream f(path);
+  TCV_CHECK(f.good(), "[DistributedDataParallel] cannot write the timeline to ", path,
+            " (TCV_TIMELINE)");
+  double ms = 0;
+  f << timeline_text(ms) << "\n";
+  TCV_CHECK(f.good(), "[DistributedDataParallel] writing the timeline to ", path, " failed");
+}
+
+std::string DistributedDataParallel::timeline_text(double& step_ms) const {
   // Chrome's trace format (chrome://tracing, Perfetto): times in microseconds.
   // otherData carries what `tcv-bench ddp --project` reads: the step's span
   // (this forward to the next one, which is when this is written), each
@@ -254,7 +282,8 @@ void DistributedDataParallel::write_timeline(const std::string& path) const {
                              {"hidden_ms", round_to(1e3 * s.hidden_s, 1e-3)},
                              {"exposed_ms", round_to(1e3 * s.exposed_s, 1e-3)},
                              {"wait_ms", round_to(1e3 * s.wait_s, 1e-3)}});
-  if (step_begin_us >= 0) other["step_ms"] = round_to(1e-3 * (step_end_us - step_begin_us), 1e-3);
+  step_ms = step_begin_us >= 0 ? round_to(1e-3 * (step_end_us - step_begin_us), 1e-3) : 0.0;
+  other["step_ms"] = step_ms;
   if (const auto& c = red.allreduce_cost())
     other["allreduce_cost"] =
         Json::object({{"latency_us", round_to(1e6 * c->latency_s, 1e-3)},
@@ -263,11 +292,7 @@ void DistributedDataParallel::write_timeline(const std::string& path) const {
   Json trace = Json::object();
   trace["traceEvents"] = std::move(events);
   trace["otherData"] = std::move(other);
-  std::ofstream f(path);
-  TCV_CHECK(f.good(), "[DistributedDataParallel] cannot write the timeline to ", path,
-            " (TCV_TIMELINE)");
-  f << json_dump(trace) << "\n";
-  TCV_CHECK(f.good(), "[DistributedDataParallel] writing the timeline to ", path, " failed");
+  return json_dump(trace);
 }
 
 std::shared_ptr<nn::SyncBNGroup> sync_bn_group(std::shared_ptr<ProcessGroup> group) {

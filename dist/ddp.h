@@ -31,6 +31,10 @@ struct DDPOptions {
   std::string timeline_path{};
   /// Which synchronised step (1-based) the timeline records (TCV_TIMELINE_STEP, default 3).
   int64_t timeline_step = 0;
+  /// Record this many synchronised steps from timeline_step on and write the
+  /// one of median length, a step typical of the run (TCV_TIMELINE_STEPS,
+  /// default 1).
+  int64_t timeline_steps = 0;
 };
 
 class DistributedDataParallel : public nn::Module {
@@ -75,7 +79,8 @@ class DistributedDataParallel : public nn::Module {
   };
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
-  /// Writes the last synchronised step's timeline as Chrome trace JSON.
+  /// Writes the last synchronised step's timeline as Chrome trace JSON (the
+  /// step's span ends now: call it before the next forward).
   void write_timeline(const std::string& path) const;
 
  private:
@@ -87,7 +92,11 @@ class DistributedDataParallel : public nn::Module {
   DDPOptions opts_;
   std::unique_ptr<Reducer> reducer_;
   int64_t forwards_ = 0;
+  // The last synchronised step's trace as JSON text, and its length.
+  std::string timeline_text(double& step_ms) const;
+
   bool timeline_written_ = false;
+  std::vector<std::pair<double, std::string>> timeline_candidates_;  // (step ms, trace)
 };
 
 /// The group SyncBatchNorm reduces over (nn::convert_sync_batchnorm), over `group`.

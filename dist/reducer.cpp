@@ -474,9 +474,10 @@ AllReduceCost Reducer::calibrate() {
 
 std::vector<std::vector<size_t>> Reducer::planned_assignment(const std::vector<size_t>& order,
                                                              const AllReduceCost& cost) const {
-  // One plan per (dtype, device) key, as a bucket is one flat buffer; ready
-  // times from the start of the first backward, a parameter never seen ready
-  // at its end.
+  // One plan per (dtype, device) key, as a bucket is one flat buffer. Each
+  // gradient's ready time is the median, over the timed backwards, of its
+  // time after that backward's first gradient (the end of backward when it
+  // was never ready).
   std::map<std::tuple<int, int, int>, std::vector<size_t>> by_key;
   for (size_t i : order) {
     const Tensor& p = params_[i].second;

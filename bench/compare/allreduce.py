@@ -6,7 +6,10 @@ Runs `tcv-run --nproc-per-node 2 -- tcv-bench allreduce --backend gloo -b 1M -e 
 (tcv over TCP, as between machines) and bench/compare/allreduce_torch.py with the same
 sweep, interleaved (A B C A B C ...) for --rounds rounds, every process with
 OMP_NUM_THREADS=1, then prints the median bus bandwidth per size and the ratios to
-torch (16 MiB and 64 MiB are the headline sizes).
+torch (16 MiB and 64 MiB are the headline sizes). tcv runs with
+TCV_DISTRIBUTED_DEBUG=OFF, as PyTorch runs by default (TORCH_DISTRIBUTED_DEBUG=OFF):
+otherwise the first 64 collectives, every row up to 4 MiB here, also compare
+fingerprints over TCP before moving data.
 
     /usr/bin/python3 bench/compare/allreduce.py [--build build] [--rounds 3]
 """
@@ -38,7 +41,8 @@ def sweep(args):
 
 
 def run_tcv(args, shm=True):
-    env = dict(os.environ, OMP_NUM_THREADS="1", TCV_GLOO_SHM="1" if shm else "0")
+    env = dict(os.environ, OMP_NUM_THREADS="1", TCV_GLOO_SHM="1" if shm else "0",
+               TCV_DISTRIBUTED_DEBUG="OFF")
     cmd = [os.path.join(args.build, "apps", "tcv-run"), "--nproc-per-node", "2", "--",
            os.path.join(args.build, "apps", "tcv-bench"), "allreduce", "--backend", "gloo",
            *sweep(args)]

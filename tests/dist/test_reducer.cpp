@@ -329,6 +329,34 @@ TEST(DDPThreads, DifferentModelsAreAnError) {
   EXPECT_NE(msgs[1].find("unused.weight"), std::string::npos) << msgs[1];
 }
 
+// With timeline_steps, one of that many steps is written: the median-length.
+TEST(DDPThreads, TimelineOfTheMedianStep) {
+  tcv::testing::TempDir dir("ddp_timeline");
+  const std::string path = (dir.root() / "trace.json").string();
+  manual_seed(4);
+  auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDPOptions o = small_buckets(1e-4);
+    o.timeline_path = path;
+    o.timeline_step = 2;
+    o.timeline_steps = 3;
+    DDP ddp(r == 0 ? n0 : n1, g, o);
+    // Steps 2, 3 and 4 are each complete at the next forward: written at the 5th.
+    for (int s = 0; s < 5; ++s) {
+      ops::sum(ddp.forward(randn({2, 6}))).backward();
+      if (r == 0) {
+        EXPECT_EQ(std::filesystem::exists(path), s == 4) << "step " << s + 1;
+      }
+    }
+  });
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const int64_t step = json_int(json_parse(ss.str()).at("otherData"), "step");
+  EXPECT_GE(step, 2);
+  EXPECT_LE(step, 4);
+}
+
 TEST(DDPThreads, TimelineAndStats) {
   tcv::testing::TempDir dir("ddp_timeline");
   const std::string path = (dir.root() / "trace.json").string();
