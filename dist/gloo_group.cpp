@@ -744,8 +744,11 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
   // over the fresh connections: same machine and namespaces (host_key), then
   // a region rank 0 made that every rank could map and read back.
   void setup_shm() {
+    if (size() != 2) return;
+    // Every rank takes part even when its own TCV_GLOO_SHM=0 says no (a key of
+    // 0), so ranks configured differently agree on TCP instead of waiting.
     const char* env = std::getenv("TCV_GLOO_SHM");
-    if (size() != 2 || (env && std::string(env) == "0")) return;
+    const bool wanted = !(env && std::string(env) == "0");
     uint32_t step = 0;
     auto tag = [&] { return detail::Fingerprint::check_tag(0x7fffff00u + step++); };
     auto all_gather = [&](int64_t mine) {
@@ -763,8 +766,10 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
       key ^= c;
       key *= 1099511628211ull;
     }
-    const auto keys = all_gather(static_cast<int64_t>(key));
-    if (std::any_of(keys.begin(), keys.end(), [&](int64_t k) { return k != keys[0]; })) return;
+    const auto keys = all_gather(wanted ? static_cast<int64_t>(key | 1) : 0);
+    if (keys[0] == 0 ||
+        std::any_of(keys.begin(), keys.end(), [&](int64_t k) { return k != keys[0]; }))
+      return;
     // Rank 0 makes the region and sends its name's token (the name derives from it).
     std::vector<int64_t> token(1, 0);
     if (rank() == 0) {

@@ -92,6 +92,16 @@ TEST(ProcessGroupGloo, CollectivesWorld2OverTcp) {
   expect_all_passed(run_workers(2, {"collectives"}, 45s, {{"TCV_GLOO_SHM", "0"}}));
 }
 
+// Ranks configured differently (only one says TCV_GLOO_SHM=0) agree on TCP
+// rather than wait for each other.
+TEST(ProcessGroupGloo, MixedSharedMemorySettingsAgreeOnTcp) {
+  expect_all_passed(run_workers(2, {"async"}, 45s, {}, -1, [](int r, int world, int port) {
+    Env env = torchrun_env(r, world, port);
+    if (r == 0) env["TCV_GLOO_SHM"] = "0";
+    return env;
+  }));
+}
+
 TEST(ProcessGroupGloo, CollectivesWorld3) {
   expect_all_passed(run_workers(3, {"collectives"}));
 }
