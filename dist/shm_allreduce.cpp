@@ -64,7 +64,7 @@ std::string ns_inode(const char* ns) {
 struct alignas(64) PhaseSlot {
   std::atomic<uint32_t> phase;
   int32_t pid;
-  ShmCall call;  // written before the call's first phase is published
+  ShmCall call[2];  // by call parity, written before the call's first phase
 };
 
 struct ShmAllreduce::Header {
@@ -78,7 +78,8 @@ struct ShmAllreduce::Header {
 size_t ShmAllreduce::region_bytes(int size) {
   const size_t window = static_cast<size_t>(size) * kSegmentBytes;
   const size_t header = (sizeof(Header) + 4095) / 4096 * 4096;
-  return header + (static_cast<size_t>(size) + 1) * window;
+  return header + (static_cast<size_t>(size) + 1) * window +
+         2 * static_cast<size_t>(size) * kOnePhaseBytes;
 }
 
 ShmAllreduce::ShmAllreduce(void* base, size_t bytes, int rank, int size)
@@ -160,6 +161,11 @@ unsigned char* ShmAllreduce::result_area() const {
   return input_area(size_);
 }
 
+unsigned char* ShmAllreduce::small_area(int r, int parity) const {
+  return input_area(size_ + 1) +
+         (2 * static_cast<size_t>(r) + static_cast<size_t>(parity)) * kOnePhaseBytes;
+}
+
 void ShmAllreduce::publish(uint32_t phase) {
   header_->slot[rank_].phase.store(phase, std::memory_order_release);
   futex(&header_->slot[rank_].phase, FUTEX_WAKE, INT_MAX, nullptr);
@@ -221,10 +227,30 @@ void ShmAllreduce::all_reduce(const ShmCall& call, void* data, size_t count, siz
   const size_t window_elems = seg_elems * static_cast<size_t>(size_);
   unsigned char* mine = input_area(rank_);
   unsigned char* result = result_area();
-  // Every rank's call is compared at the first round's first phase, before
-  // anything is reduced; the last phase of the call orders that read before
-  // any rank writes its next call.
-  header_->slot[rank_].call = call;
+  // Every rank's call is compared at the first phase, before anything is
+  // reduced. Calls alternate between two call slots and two small areas:
+  // a rank rewrites one only in the call after next, whose first wait needs
+  // every peer past the next call's first phase, so done reading this one.
+  const int parity = static_cast<int>(calls_++ & 1u);
+  header_->slot[rank_].call[parity] = call;
+  auto check_calls = [&] {
+    std::vector<ShmCall> calls;
+    for (int r = 0; r < size_; ++r) calls.push_back(header_->slot[r].call[parity]);
+    if (std::any_of(calls.begin(), calls.end(), [&](const ShmCall& c) { return c != call; }))
+      throw ShmCallMismatch{calls};
+  };
+  if (count * elem_size <= kOnePhaseBytes) {
+    std::memcpy(small_area(rank_, parity), bytes, count * elem_size);
+    publish(++phase_);
+    wait_for_peers(phase_, deadline, timeout, aborted);
+    check_calls();
+    if (count > 0) {
+      auto term = [&](int q) -> const unsigned char* { return small_area(q, parity); };
+      fn(bytes, term(0), term(1), count);
+      for (int q = 2; q < size_; ++q) fn(bytes, bytes, term(q), count);
+    }
+    return;
+  }
   size_t base = 0;
   do {
     const size_t w = std::min(window_elems, count - base);
@@ -241,12 +267,7 @@ void ShmAllreduce::all_reduce(const ShmCall& call, void* data, size_t count, siz
     }
     publish(++phase_);
     wait_for_peers(phase_, deadline, timeout, aborted);
-    if (base == 0) {
-      std::vector<ShmCall> calls;
-      for (int r = 0; r < size_; ++r) calls.push_back(header_->slot[r].call);
-      if (std::any_of(calls.begin(), calls.end(), [&](const ShmCall& c) { return c != call; }))
-        throw ShmCallMismatch{calls};
-    }
+    if (base == 0) check_calls();
     // 2. This rank's segment over every rank's contribution, in rank order.
     if (const size_t n = seg_len(rank_); n > 0) {
       const size_t off = seg_begin(rank_) * elem_size;

@@ -7,8 +7,11 @@
 // kSegmentBytes: every rank copies the segments it does not own into its
 // input area, then reduces its own segment over every rank's copy (in rank
 // order, 0 first) into the result area, then copies the other segments'
-// results out. Two phase counters per round, one per rank on its own cache
-// line, order the steps; a rank waits for its peers with a futex, checking
+// results out: two phases per round. One of at most kOnePhaseBytes takes one
+// phase: every rank copies all of it into one of two areas (alternate calls
+// alternate areas) and sums every rank's copy itself, in the same rank order,
+// so every rank gets the same bits. A phase counter per rank on its own cache
+// line orders the steps; a rank waits for its peers with a futex, checking
 // every 100 ms that they are alive and that nobody aborted, and gives up at
 // the collective's timeout.
 #pragma once
@@ -41,6 +44,8 @@ class ShmAllreduce {
  public:
   /// Per rank and round: the largest segment a rank reduces.
   static constexpr size_t kSegmentBytes = size_t{2} << 20;
+  /// All-reduces up to this size take one phase instead of two.
+  static constexpr size_t kOnePhaseBytes = size_t{256} << 10;
   static constexpr int kMaxRanks = 64;
 
   /// Rank 0: creates and maps a region named `name` (a POSIX shared-memory
@@ -82,6 +87,7 @@ class ShmAllreduce {
   static size_t region_bytes(int size);
   unsigned char* input_area(int r) const;
   unsigned char* result_area() const;
+  unsigned char* small_area(int r, int parity) const;
   void publish(uint32_t phase);
   void wait_for_peers(uint32_t phase, std::chrono::steady_clock::time_point deadline,
                       std::chrono::milliseconds timeout,
@@ -93,6 +99,7 @@ class ShmAllreduce {
   int rank_;
   int size_;
   uint32_t phase_ = 0;
+  uint64_t calls_ = 0;
 };
 
 }  // namespace tcv::dist::detail

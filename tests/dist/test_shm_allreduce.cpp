@@ -81,6 +81,29 @@ TEST(ShmAllreduce, SumsInClosedFormAcrossRoundsAndRanks) {
   }
 }
 
+// One-phase (small) and two-phase calls in any sequence: each reuses its
+// areas only two calls later.
+TEST(ShmAllreduce, SmallAndLargeCallsInterleave) {
+  const int world = 2;
+  const size_t window = world * ShmAllreduce::kSegmentBytes / 4;
+  const std::vector<size_t> sizes = {1000, 3, window + 5, 10, 7, 65536, 65537, window, 1, 2};
+  const auto errors = run_ranks(world, [&](int r, ShmAllreduce& shm) {
+    for (int rep = 0; rep < 3; ++rep)
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const size_t n = sizes[k];
+        std::vector<float> x(n);
+        for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((r + 1) * (i % 7 + k));
+        shm.all_reduce({static_cast<int64_t>(k), 0, 0, static_cast<int64_t>(n)}, x.data(), n, 4,
+                       sum_f32, milliseconds(20000), never_aborted);
+        for (size_t i = 0; i < n; ++i)
+          if (x[i] != 3.0f * static_cast<float>(i % 7 + k))
+            TCV_THROW("rank ", r, " call ", k, " element ", i, " is ", x[i]);
+      }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
 TEST(ShmAllreduce, EveryRankGetsTheSameBitsInRankOrder) {
   // Sums that round differently in another order: ((a0 + a1) + a2) everywhere.
   const int world = 3;
