@@ -45,7 +45,7 @@ class ShmAllreduce {
   /// Per rank and round: the largest segment a rank reduces.
   static constexpr size_t kSegmentBytes = size_t{2} << 20;
   /// All-reduces up to this size take one phase instead of two.
-  static constexpr size_t kOnePhaseBytes = size_t{256} << 10;
+  static constexpr size_t kOnePhaseBytes = size_t{1} << 20;
   static constexpr int kMaxRanks = 64;
 
   /// Rank 0: creates and maps a region named `name` (a POSIX shared-memory
