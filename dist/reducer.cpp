@@ -432,11 +432,12 @@ void Reducer::rebuild() {
 
 AllReduceCost Reducer::calibrate() {
   // Two sizes: 32 KiB, nearly all latency, and 4 MiB (or every gradient, if
-  // fewer), nearly all bandwidth; the fastest of seven timed runs each, after
-  // an untimed one (which also builds any per-size state in the backend).
-  // The latency is the small one's time and the bandwidth the large one's
-  // extra bytes over its extra time: a least-squares line through noisy
-  // samples can cross zero and claim all-reduces cost nothing to launch.
+  // fewer), nearly all bandwidth; the median of seven timed runs each, after
+  // an untimed one (which also builds any per-size state in the backend):
+  // the typical cost on the machine as it is, other jobs included, not the
+  // best case. The latency is the small one's time and the bandwidth the
+  // large one's extra bytes over its extra time: a least-squares line through
+  // noisy samples can cross zero and claim all-reduces cost nothing to launch.
   const Device dev = params_.front().second.device();
   int64_t total = 0;
   for (const auto& [name, p] : params_) total += p.nbytes();
@@ -445,26 +446,26 @@ AllReduceCost Reducer::calibrate() {
   auto sync = [&] {
     if (dev.is_cuda()) cuda::stream_synchronize(cuda::compute_stream());
   };
-  auto fastest = [&](int64_t bytes) {
+  auto typical = [&](int64_t bytes) {
     Tensor t = zeros({bytes / 4}, {.dtype = DType::f32, .device = dev});
     group_->all_reduce(t, ReduceOp::sum)->wait();
     sync();
-    double best = 1e30;
+    std::vector<double> runs;
     for (int rep = 0; rep < 7; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       group_->all_reduce(t, ReduceOp::sum)->wait();
       sync();
-      best = std::min(best,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    return std::max(best, 1e-9);
+    std::nth_element(runs.begin(), runs.begin() + 3, runs.end());
+    return std::max(runs[3], 1e-9);
   };
-  const double t_small = fastest(small);
+  const double t_small = typical(small);
   AllReduceCost c;
   c.latency_s = t_small;
   c.bytes_per_s = 1e30;  // nothing larger to tell: latency alone
   if (large > small) {
-    const double t_large = fastest(large);
+    const double t_large = typical(large);
     const auto extra = static_cast<double>(large - small);
     c.bytes_per_s =
         t_large > t_small ? extra / (t_large - t_small) : static_cast<double>(large) / t_large;
