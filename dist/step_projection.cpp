@@ -77,14 +77,29 @@ StepTimeline read_step_timeline(const std::string& path) {
 }
 
 std::optional<AllReduceCost> fit_timeline_cost(const StepTimeline& t) {
-  std::vector<std::pair<double, double>> samples;
+  // A bucket's run also holds any wait for a peer that was behind, so the
+  // fit follows the fast runs: the Theil-Sen slope (the median of the
+  // pairwise slopes) and the 20th percentile of what is left as the latency.
+  std::vector<std::pair<double, double>> s;
   for (size_t k = 0; k < t.buckets.size(); ++k)
-    if (t.bucket_run_s[k] > 0) samples.emplace_back(t.buckets[k].bytes, t.bucket_run_s[k]);
-  const bool sizes_differ = std::any_of(samples.begin(), samples.end(), [&](const auto& s) {
-    return !samples.empty() && s.first != samples[0].first;
-  });
-  if (samples.size() < 2 || !sizes_differ) return std::nullopt;
-  return fit_allreduce_cost(samples);
+    if (t.bucket_run_s[k] > 0) s.emplace_back(t.buckets[k].bytes, t.bucket_run_s[k]);
+  std::vector<double> slopes;
+  for (size_t a = 0; a < s.size(); ++a)
+    for (size_t b = a + 1; b < s.size(); ++b)
+      if (s[a].first != s[b].first)
+        slopes.push_back((s[b].second - s[a].second) / (s[b].first - s[a].first));
+  if (slopes.empty()) return std::nullopt;
+  std::nth_element(slopes.begin(), slopes.begin() + static_cast<std::ptrdiff_t>(slopes.size() / 2),
+                   slopes.end());
+  const double slope = slopes[slopes.size() / 2];
+  if (slope <= 0) return fit_allreduce_cost(s);  // no size trend: its fallback
+  std::vector<double> rest;
+  for (const auto& [x, y] : s) rest.push_back(y - slope * x);
+  std::sort(rest.begin(), rest.end());
+  AllReduceCost c;
+  c.latency_s = std::max(0.0, rest[rest.size() / 5]);
+  c.bytes_per_s = 1.0 / slope;
+  return c;
 }
 
 Projection project_step(const StepTimeline& t, const ProjectionOptions& o) {

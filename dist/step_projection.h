@@ -51,7 +51,9 @@ struct StepTimeline {
 StepTimeline read_step_timeline(const std::string& path);
 
 /// The cost of the timeline's own all-reduces, fitted to its buckets' runs
-/// (start to finish, so while backward ran): nullopt with fewer than two
+/// (start to finish, while backward ran): as a run also holds any wait for a
+/// peer that was behind, the fit follows the fast ones (Theil-Sen slope, the
+/// 20th percentile of the rest as latency). nullopt with fewer than two
 /// sizes or no start times.
 std::optional<AllReduceCost> fit_timeline_cost(const StepTimeline& t);
 
