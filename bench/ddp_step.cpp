@@ -6,7 +6,9 @@
 //
 // Rank 0 prints one JSON line: global images/s (median over repeats) and the
 // reducer's per-step stats (buckets, comm time, the part hidden behind
-// backward, the part exposed after it). --timeline trace.json (or
+// backward, the part exposed after it), on rank 0 and, per step, on the rank
+// that ended backward last (which waits for no peer: its exposed time is the
+// all-reduce's own tail). --timeline trace.json (or
 // TCV_TIMELINE) writes the Chrome trace of one timed step, the input of
 // `tcv-bench ddp --project`; --bucket-plan cap uses PyTorch's bucket rule
 // instead of the timed plan.
@@ -151,6 +153,28 @@ int main(int argc, char** argv) {
       bwd += s.backward_s;
     }
     const double n = static_cast<double>(std::max<size_t>(stats.size(), 1));
+    // Every rank's stats, to tell communication from a peer that is behind:
+    // in each step the rank that ended backward last waits for no one, so
+    // what it sees after backward is the all-reduce alone.
+    const auto steps_n = static_cast<int64_t>(stats.size());
+    Tensor mine = zeros({3 * steps_n}, {.dtype = DType::f64});
+    for (int64_t i = 0; i < steps_n; ++i) {
+      mine.data<double>()[3 * i] = stats[i].comm_s;
+      mine.data<double>()[3 * i + 1] = stats[i].hidden_s;
+      mine.data<double>()[3 * i + 2] = stats[i].exposed_s;
+    }
+    Tensor all = zeros({3 * steps_n * env.world_size}, {.dtype = DType::f64});
+    group->all_gather(all, mine)->wait();
+    double last_comm = 0, last_hidden = 0, last_exposed = 0;
+    for (int64_t i = 0; i < steps_n; ++i) {
+      int64_t best = 0;
+      const double* a = all.data<double>();
+      for (int64_t r = 1; r < env.world_size; ++r)
+        if (a[3 * (r * steps_n + i) + 2] < a[3 * (best * steps_n + i) + 2]) best = r;
+      last_comm += a[3 * (best * steps_n + i)];
+      last_hidden += a[3 * (best * steps_n + i) + 1];
+      last_exposed += a[3 * (best * steps_n + i) + 2];
+    }
     if (env.rank == 0) {
       auto round_to = [](double v, double unit) { return std::round(v / unit) * unit; };
       Json j = Json::object();
@@ -166,6 +190,10 @@ int main(int argc, char** argv) {
       j["exposed_ms"] = round_to(1e3 * exposed / n, 1e-3);
       j["wait_ms"] = round_to(1e3 * wait / n, 1e-3);
       j["hidden_fraction"] = round_to(comm > 0 ? hidden / comm : 0.0, 1e-3);
+      // The same, in each step on the rank that ended backward last.
+      j["last_rank_exposed_ms"] = round_to(1e3 * last_exposed / n, 1e-3);
+      j["last_rank_hidden_fraction"] =
+          round_to(last_comm > 0 ? last_hidden / last_comm : 0.0, 1e-3);
       j["bucket_plan"] = plan == dist::BucketPlan::cap ? "cap" : "timed";
       if (const auto& c = ddp.reducer().allreduce_cost()) {
         j["allreduce_latency_us"] = round_to(1e6 * c->latency_s, 0.01);

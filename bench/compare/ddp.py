@@ -8,7 +8,8 @@ Interleaves runs (tcv, torch, tcv, torch, ...) because these machines are noisy,
 then prints the median global images/s of each, the ratio, and tcv's reducer
 stats (buckets, all-reduce time per step, the part hidden behind backward and
 the part exposed after it: hidden % = comm overlapped with backward / all comm,
-both as the union of each bucket's [launch, finish] on rank 0). --plan cap
+both as the union of each bucket's [launch, finish] on rank 0; and the same in
+each step on the rank that ended backward last, which waits for no peer). --plan cap
 runs PyTorch's bucket rule instead of tcv's timed plan; --plan both interleaves
 the two with torch. --timeline DIR keeps one step's timeline per tcv run.
 
@@ -74,8 +75,10 @@ def main():
             t = run_tcv(args.build, args.nproc, args.batch, args.steps, pl, tl)
             tcv[pl].append(t["images_per_sec"])
             stats[pl].append(t)
-            line.append("tcv(%s) %.0f img/s %d buckets %.0f%% hidden %.1f ms exposed" % (
-                pl, t["images_per_sec"], t["buckets"], 100 * t["hidden_fraction"], t["exposed_ms"]))
+            line.append("tcv(%s) %.0f img/s %d buckets %.0f%% hidden %.1f ms exposed (last rank %.0f%%, "
+                        "%.1f ms)" % (pl, t["images_per_sec"], t["buckets"], 100 * t["hidden_fraction"],
+                                      t["exposed_ms"], 100 * t["last_rank_hidden_fraction"],
+                                      t["last_rank_exposed_ms"]))
         torch.append(run_torch(args.nproc, args.batch, args.steps)["images_per_sec"])
         print("round %d: %s, pytorch %.0f img/s" % (r + 1, ", ".join(line), torch[-1]), file=sys.stderr)
     mp = statistics.median(torch)
@@ -87,7 +90,9 @@ def main():
         print(f"  tcv ({pl:5s}) {mt:8.0f} images/s (global)  ratio {mt / mp:5.2f}x")
         print(f"      reducer: {med('buckets'):.0f} buckets, backward {med('backward_ms'):.1f} ms, "
               f"all-reduce {med('comm_ms'):.1f} ms/step: {med('hidden_ms'):.1f} ms hidden behind backward "
-              f"({100 * med('hidden_fraction'):.0f}%), {med('exposed_ms'):.1f} ms exposed after it")
+              f"({100 * med('hidden_fraction'):.0f}%), {med('exposed_ms'):.1f} ms exposed after it (rank 0); "
+              f"on the rank that ended backward last {100 * med('last_rank_hidden_fraction'):.0f}% hidden, "
+              f"{med('last_rank_exposed_ms'):.1f} ms exposed")
     print(f"  pytorch       {mp:8.0f} images/s (global)")
 
 
