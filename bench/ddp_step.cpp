@@ -127,14 +127,18 @@ int main(int argc, char** argv) {
     const Tensor y = ops::cast(ops::clamp(uniform({batch}, 0, k), 0, k - 0.01), DType::i64);
 
     std::vector<dist::StepStats> stats;
+    std::vector<double> step_s;  // each timed step's wall time
     auto step = [&] {
+      const auto t0 = Clock::now();
       sgd.zero_grad(false);
       ops::cross_entropy(ddp.forward(x), y).backward();
       sgd.step();
       stats.push_back(ddp.reducer().last_stats());
+      step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     };
     for (int64_t i = 0; i < warmup; ++i) step();
     stats.clear();
+    step_s.clear();
     std::vector<double> rates;
     for (int64_t r = 0; r < repeats; ++r) {
       group->barrier()->wait();
@@ -201,6 +205,12 @@ int main(int argc, char** argv) {
       }
       j["step_ms"] = round_to(
           1e3 * static_cast<double>(batch * env.world_size) / rates[rates.size() / 2], 1e-3);
+      // The median step: what one step's timeline is compared with (the mean
+      // above carries the rare steps a busy machine stalls).
+      std::nth_element(step_s.begin(),
+                       step_s.begin() + static_cast<std::ptrdiff_t>(step_s.size() / 2),
+                       step_s.end());
+      j["median_step_ms"] = round_to(1e3 * step_s[step_s.size() / 2], 1e-3);
       j["params"] = model->num_parameters();
       std::printf("%s\n", json_dump(j).c_str());
       std::fflush(stdout);

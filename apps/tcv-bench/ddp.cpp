@@ -26,9 +26,9 @@ const char* const kDdpUsage =
     "  --intra-gbps X          between two ranks of a machine, Gb/s per direction (2400)\n"
     "  --intra-latency-us X    one hop inside a machine, microseconds (3)\n"
     "  --intra-from FILE       the intra-machine link from the all-reduces of timeline FILE\n"
-    "                          (of 2+ ranks: fitted to its buckets' runs, else the reducer's\n"
-    "                          calibration); a timeline of one rank projected with the link of\n"
-    "                          a timeline of two checks the model against that measurement\n"
+    "                          (of 2+ ranks: the reducer's calibration, else a fit to its\n"
+    "                          buckets' runs); a timeline of one rank projected with the link\n"
+    "                          of a timeline of two checks the model against that measurement\n"
     "  --intra-from-timeline   the same from the --project timeline itself\n"
     "  --algo ring|tree|both   all-reduce cost model (both)\n"
     "  --compute-scale X       multiply every compute time by X (1): a timeline from one\n"
@@ -150,11 +150,13 @@ int run_ddp_project(const DdpProjectOptions& opts) {
   if (!opts.intra_from.empty()) {
     const dist::StepTimeline l =
         opts.intra_from == opts.timeline ? t : dist::read_step_timeline(opts.intra_from);
-    std::optional<dist::AllReduceCost> c = dist::fit_timeline_cost(l);
-    intra_source = "fitted to the bucket all-reduces of " + opts.intra_from;
+    // The reducer's calibration (ranks in step, nothing else running) over
+    // the buckets' runs, which also hold any wait for a peer that was behind.
+    std::optional<dist::AllReduceCost> c = l.calibrated;
+    intra_source = "the reducer's calibration in " + opts.intra_from;
     if (!c) {
-      c = l.calibrated;
-      intra_source = "the reducer's calibration in " + opts.intra_from;
+      c = dist::fit_timeline_cost(l);
+      intra_source = "fitted to the bucket all-reduces of " + opts.intra_from;
     }
     TCV_CHECK(c.has_value() && l.world >= 2, "[tcv-bench ddp] ", opts.intra_from,
               ": --intra-from needs a timeline of 2 or more ranks with timed buckets of two "
