@@ -7,10 +7,10 @@ interleaved: 2 ranks and 1 rank, --rounds times, each run keeping a timeline
 (the median of the run's 60 timed steps) with two projections onto 1 machine
 x 2 ranks:
 
-  self:  the 2-rank timeline, its all-reduces' cost fitted to its own
-         buckets (--intra-from-timeline): the model of the exposed tail;
-  cross: the 1-rank timeline (no communication at all), with the link fitted
-         to the 2-rank timeline of the same round (--intra-from): compute
+  self:  the 2-rank timeline, with the all-reduce cost its reducer
+         calibrated (--intra-from itself): the model of the exposed tail;
+  cross: the 1-rank timeline (no communication at all), with the link of
+         the 2-rank timeline of the same round (--intra-from): compute
          measured alone, communication modelled.
 
 Prints the medians over rounds and the relative errors.
