@@ -92,6 +92,7 @@ bool CommFuture::step(bool block) {
       if (!block && !current_->is_completed()) return false;
       const WorkPtr w = std::move(current_);
       w->wait();  // also orders the caller's stream after it (NCCL)
+      note_times(*w);
     }
     if (steps_.empty()) return true;
     Step s = std::move(steps_.front());
@@ -106,6 +107,24 @@ bool CommFuture::step(bool block) {
     throw;
   }
   return true;
+}
+
+void CommFuture::note_times(Work& w) {
+  const std::chrono::steady_clock::time_point zero{};
+  if (started_ == zero) started_ = w.started_at();
+  if (w.finished_at() != zero) finished_ = w.finished_at();
+}
+
+std::chrono::steady_clock::time_point CommFuture::started_at() {
+  if (started_ == std::chrono::steady_clock::time_point{} && current_)
+    return current_->started_at();
+  return started_;
+}
+
+std::chrono::steady_clock::time_point CommFuture::finished_at() {
+  // The collective in flight, once finished, is the last one so far.
+  if (current_ && current_->is_completed()) return current_->finished_at();
+  return finished_;
 }
 
 void CommFuture::issue_collectives() {
@@ -147,15 +166,18 @@ namespace {
 
 class FnHook final : public CommHook {
  public:
-  FnHook(std::string name, CommHookFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  FnHook(std::string name, CommHookFn fn, int64_t state_from)
+      : name_(std::move(name)), fn_(std::move(fn)), state_from_(state_from) {}
   CommFuturePtr run(ProcessGroup& group, const GradBucket& bucket) override {
     return fn_(group, bucket);
   }
   std::string name() const override { return name_; }
+  int64_t keeps_bucket_state_from() const override { return state_from_; }
 
  private:
   std::string name_;
   CommHookFn fn_;
+  int64_t state_from_;
 };
 
 class AllreduceHook final : public CommHook {
@@ -189,9 +211,10 @@ class CompressHook final : public CommHook {
 
 }  // namespace
 
-std::shared_ptr<CommHook> make_comm_hook(std::string name, CommHookFn fn) {
+std::shared_ptr<CommHook> make_comm_hook(std::string name, CommHookFn fn,
+                                         int64_t keeps_bucket_state_from) {
   TCV_CHECK(fn != nullptr, "[make_comm_hook] hook '", name, "' has no function");
-  return std::make_shared<FnHook>(std::move(name), std::move(fn));
+  return std::make_shared<FnHook>(std::move(name), std::move(fn), keeps_bucket_state_from);
 }
 
 std::shared_ptr<CommHook> allreduce_hook() {

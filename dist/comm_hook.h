@@ -93,6 +93,10 @@ class CommFuture final : public Work {
   void wait() override;
   /// All steps run and the last collective finished.
   bool is_completed() override;
+  /// When the backend began the first of its collectives, and finished the
+  /// last one seen finished ({} where the backend does not say).
+  std::chrono::steady_clock::time_point started_at() override;
+  std::chrono::steady_clock::time_point finished_at() override;
   /// Drops the steps not yet run and waits for the collective in flight,
   /// ignoring its error: for destructors and error paths, where starting
   /// more collectives could hang.
@@ -107,7 +111,11 @@ class CommFuture final : public Work {
   // when `block`); false when it would have to wait.
   bool step(bool block);
 
+  // Notes the backend's times of a finished collective.
+  void note_times(Work& w);
+
   WorkPtr current_;
+  std::chrono::steady_clock::time_point started_{}, finished_{};
   std::deque<Step> steps_;
   int64_t collective_steps_left_ = 0;
   std::string error_;
@@ -126,12 +134,19 @@ class CommHook {
   virtual CommFuturePtr run(ProcessGroup& group, const GradBucket& bucket) = 0;
   /// A short name for logs ("allreduce", "bf16", "powersgd rank 4", ...).
   virtual std::string name() const = 0;
+  /// The first synchronised step (0-based) from which the hook keeps state per
+  /// bucket index (PowerSGD's error feedback and warm-start Q): the reducer
+  /// cuts its buckets for the last time before it. Default: never.
+  virtual int64_t keeps_bucket_state_from() const { return INT64_MAX; }
 };
 
 using CommHookFn = std::function<CommFuturePtr(ProcessGroup&, const GradBucket&)>;
 
-/// A hook from a function (state captured by the lambda).
-std::shared_ptr<CommHook> make_comm_hook(std::string name, CommHookFn fn);
+/// A hook from a function (state captured by the lambda). A lambda that keeps
+/// per-bucket state, or wraps a hook that does, says from which step
+/// (CommHook::keeps_bucket_state_from).
+std::shared_ptr<CommHook> make_comm_hook(std::string name, CommHookFn fn,
+                                         int64_t keeps_bucket_state_from = INT64_MAX);
 
 /// The default: all-reduce the bucket in its own dtype, averaged (ReduceOp::avg).
 std::shared_ptr<CommHook> allreduce_hook();
@@ -179,6 +194,7 @@ class PowerSGDHook final : public CommHook {
   explicit PowerSGDHook(PowerSGDOptions opts = {});
   CommFuturePtr run(ProcessGroup& group, const GradBucket& bucket) override;
   std::string name() const override;
+  int64_t keeps_bucket_state_from() const override { return opts_.start_powerSGD_iter; }
   const PowerSGDOptions& options() const { return opts_; }
 
   // ---- state (PyTorch's PowerSGDState), for tests and logs ----

@@ -22,11 +22,19 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   /// Broadcast rank 0's buffers (BatchNorm running statistics) at each forward.
   bool broadcast_buffers = true;
+  /// How the buckets are cut when rebuilt after the first backward, and the
+  /// timed plan's options (ReducerOptions).
+  BucketPlan bucket_plan = BucketPlan::timed;
+  BucketPlanOptions plan{};
   /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
   /// environment variable, unset = none).
   std::string timeline_path{};
   /// Which synchronised step (1-based) the timeline records (TCV_TIMELINE_STEP, default 3).
   int64_t timeline_step = 0;
+  /// Record this many synchronised steps from timeline_step on and write the
+  /// one of median length, a step typical of the run (TCV_TIMELINE_STEPS,
+  /// default 1).
+  int64_t timeline_steps = 0;
 };
 
 class DistributedDataParallel : public nn::Module {
@@ -80,7 +88,8 @@ class DistributedDataParallel : public nn::Module {
   };
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
-  /// Writes the last synchronised step's timeline as Chrome trace JSON.
+  /// Writes the last synchronised step's timeline as Chrome trace JSON (the
+  /// step's span ends now: call it before the next forward).
   void write_timeline(const std::string& path) const;
 
  private:
@@ -92,8 +101,11 @@ class DistributedDataParallel : public nn::Module {
   DDPOptions opts_;
   std::unique_ptr<Reducer> reducer_;
   int64_t forwards_ = 0;
+  // The last synchronised step's trace as JSON text, and its length.
+  std::string timeline_text(double& step_ms) const;
+
   bool timeline_written_ = false;
-  double fwd_begin_us_ = 0, fwd_end_us_ = 0;
+  std::vector<std::pair<double, std::string>> timeline_candidates_;  // (step ms, trace)
 };
 
 /// The group SyncBatchNorm reduces over (nn::convert_sync_batchnorm), over `group`.

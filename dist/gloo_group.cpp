@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -34,6 +35,7 @@
 #include "dist/log.h"
 #include "dist/net.h"
 #include "dist/process_group.h"
+#include "dist/shm_allreduce.h"
 #include "engine/error.h"
 
 namespace tcv::dist {
@@ -358,8 +360,21 @@ class GlooWork : public Work {
       if (done_) return;
       done_ = true;
       error_ = std::move(error);
+      finished_ = Clock::now();
     }
     cv_.notify_all();
+  }
+  void start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = Clock::now();
+  }
+  Clock::time_point started_at() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return started_;
+  }
+  Clock::time_point finished_at() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
   }
   void wait() override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -376,6 +391,7 @@ class GlooWork : public Work {
   std::condition_variable cv_;
   bool done_ = false;
   std::string error_;
+  Clock::time_point started_{}, finished_{};
 };
 
 // Ranks whose collectives differ, found by comparing fingerprints.
@@ -491,6 +507,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     } else {
       peer_hosts_.assign(1, "");
     }
+    setup_shm();
   }
 
   // Connects the full mesh on a thread of its own, so that this rank says
@@ -567,6 +584,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  bool uses_shared_memory() const { return shm_ != nullptr; }
 
   // Starts the worker (which keeps this core alive) and the heartbeat.
   void start() {
@@ -606,6 +624,10 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     fp.op = op;
     return enqueue(fp, [this, t, op](uint32_t tag) {
       const size_t n = static_cast<size_t>(t.numel());
+      if (shm_) {
+        shm_all_reduce(t, op);
+        return;
+      }
       if (uses_hd(t.nbytes())) {
         hd_cache_.run(ctx_, t.data_ptr(), n, t.dtype(), op);
         if (op == ReduceOp::avg) divide(t.data_ptr(), n, t.dtype(), size());
@@ -714,6 +736,93 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     return fp;
   }
 
+  // Two ranks on one machine all-reduce through shared memory
+  // (dist/shm_allreduce.h) unless TCV_GLOO_SHM=0. Only two: a sum of two
+  // terms is the same in either order, so the results equal the TCP paths'
+  // bit for bit and a run on one machine equals one on several; with more
+  // ranks the reduction order would differ from the ring's. Decided together
+  // over the fresh connections: same machine and namespaces (host_key), then
+  // a region rank 0 made that every rank could map and read back.
+  void setup_shm() {
+    if (size() != 2) return;
+    // Every rank takes part even when its own TCV_GLOO_SHM=0 says no (a key of
+    // 0), so ranks configured differently agree on TCP instead of waiting.
+    const char* env = std::getenv("TCV_GLOO_SHM");
+    const bool wanted = !(env && std::string(env) == "0");
+    uint32_t step = 0;
+    auto tag = [&] { return detail::Fingerprint::check_tag(0x7fffff00u + step++); };
+    auto all_gather = [&](int64_t mine) {
+      std::vector<int64_t> all(static_cast<size_t>(size()));
+      gloo::AllgatherOptions opts(ctx_);
+      opts.setInput<int64_t>(&mine, 1);
+      opts.setOutput<int64_t>(all.data(), all.size());
+      opts.setTag(tag());
+      opts.setTimeout(options_.timeout);
+      gloo::allgather(opts);
+      return all;
+    };
+    uint64_t key = 1469598103934665603ull;
+    for (unsigned char c : detail::ShmAllreduce::host_key()) {
+      key ^= c;
+      key *= 1099511628211ull;
+    }
+    const auto keys = all_gather(wanted ? static_cast<int64_t>(key | 1) : 0);
+    if (keys[0] == 0 ||
+        std::any_of(keys.begin(), keys.end(), [&](int64_t k) { return k != keys[0]; }))
+      return;
+    // Rank 0 makes the region and sends its name's token (the name derives from it).
+    std::vector<int64_t> token(1, 0);
+    if (rank() == 0) {
+      std::random_device rd;
+      token[0] = static_cast<int64_t>(((uint64_t{rd()} << 32) ^ rd() ^ uint64_t(::getpid())) | 1);
+    }
+    auto name = [&] {
+      char buf[48];
+      std::snprintf(buf, sizeof(buf), "/tcv-gloo-%016llx",
+                    static_cast<unsigned long long>(token[0]));
+      return std::string(buf);
+    };
+    std::unique_ptr<detail::ShmAllreduce> shm;
+    if (rank() == 0) {
+      shm = detail::ShmAllreduce::create(name(), 0, size(), static_cast<uint64_t>(token[0]));
+      if (!shm) token[0] = 0;
+    }
+    gloo::BroadcastOptions bo(ctx_);
+    bo.setOutput<int64_t>(token.data(), 1);
+    bo.setRoot(0);
+    bo.setTag(tag());
+    bo.setTimeout(options_.timeout);
+    gloo::broadcast(bo);
+    if (token[0] == 0) return;
+    if (rank() != 0)
+      shm = detail::ShmAllreduce::attach(name(), rank(), size(), static_cast<uint64_t>(token[0]));
+    const auto ok = all_gather(shm ? 1 : 0);
+    if (rank() == 0) detail::ShmAllreduce::unlink(name());
+    if (std::all_of(ok.begin(), ok.end(), [](int64_t v) { return v == 1; })) shm_ = std::move(shm);
+  }
+
+  // The shared-memory all-reduce of the collective in flight (worker thread).
+  void shm_all_reduce(const Tensor& t, ReduceOp op) {
+    const size_t n = static_cast<size_t>(t.numel());
+    detail::Fingerprint fp;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fp = current_;
+    }
+    try {
+      shm_->all_reduce(fp.pack(), t.data_ptr(), n, dtype_size(t.dtype()), reduce_fn(t.dtype(), op),
+                       options_.timeout, [this] {
+                         std::lock_guard<std::mutex> lock(mu_);
+                         return abort_reason_;
+                       });
+    } catch (const detail::ShmCallMismatch& m) {
+      std::vector<detail::Fingerprint> fps;
+      for (const auto& c : m.calls) fps.push_back(detail::Fingerprint::unpack(c.data()));
+      throw Mismatch(detail::compare_fingerprints(fps, "gloo"));
+    }
+    if (op == ReduceOp::avg) divide(t.data_ptr(), n, t.dtype(), size());
+  }
+
   // All-reduces of this many bytes take the cached halving-doubling path.
   bool uses_hd(size_t nbytes) const {
     return size() > 1 && nbytes >= kMinHdBytes && nbytes <= small_allreduce_bytes();
@@ -788,6 +897,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
         current_work_ = task.work;
         busy_since_ = Clock::now();
       }
+      task.work->start();
       std::string error;
       bool mismatch = false;
       try {
@@ -838,6 +948,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
       work = current_work_;
     }
     if (work) work->finish(reason);
+    if (shm_) shm_->abort();
     ctx_->closeConnections();
   }
 
@@ -1118,11 +1229,12 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
   int64_t checks_;
   std::shared_ptr<gloo::Context> ctx_;
   std::unique_ptr<TcpStore> hb_store_;
-  HdCache hd_cache_;                          // worker thread only
-  std::vector<Track> tracks_;                 // heartbeat thread only
-  std::vector<std::string> peer_hosts_;       // each rank's machine (set before the threads start)
-  std::vector<Clock::duration> peer_silent_;  // under mu_: as the heartbeat thread last saw
-  Clock::time_point store_silent_since_{};    // heartbeat thread only: {} while the store answers
+  HdCache hd_cache_;                           // worker thread only
+  std::unique_ptr<detail::ShmAllreduce> shm_;  // two ranks on one machine
+  std::vector<Track> tracks_;                  // heartbeat thread only
+  std::vector<std::string> peer_hosts_;        // each rank's machine (set before the threads start)
+  std::vector<Clock::duration> peer_silent_;   // under mu_: as the heartbeat thread last saw
+  Clock::time_point store_silent_since_{};     // heartbeat thread only: {} while the store answers
   Clock::time_point store_ok_at_ = Clock::now();  // heartbeat thread only: the last answer
   std::atomic<bool> store_silent_{false};         // the heartbeat's last store call failed
   std::string store_error_;                       // heartbeat thread only

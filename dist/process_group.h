@@ -39,6 +39,12 @@ class Work {
   virtual void wait() = 0;
   /// True once wait() would return without blocking.
   virtual bool is_completed() = 0;
+  /// When the backend began running the collective (after the ones queued
+  /// before it), and when it finished; a default time point where the backend
+  /// cannot tell (NCCL: the device decides), or before it happened. For
+  /// timelines: completion seen from the caller can be much later.
+  virtual std::chrono::steady_clock::time_point started_at() { return {}; }
+  virtual std::chrono::steady_clock::time_point finished_at() { return {}; }
 };
 
 using WorkPtr = std::shared_ptr<Work>;
@@ -126,9 +132,13 @@ class ProcessGroup {
 /// names the ranks that stopped ticking, and two ranks blocked in different
 /// collectives at the same position are stopped with an error at once.
 /// The machine's first local rank (LOCAL_RANK 0) prints the address it binds
-/// and why, once. Environment: TCV_GLOO_HOSTNAME, GLOO_SOCKET_IFNAME,
-/// NCCL_SOCKET_IFNAME (see gloo_hostname);
-/// for benchmarks TCV_GLOO_ALGO=ring|bcube and TCV_GLOO_SEGMENT=bytes.
+/// and why, once. Two ranks on one machine (same network, IPC and PID
+/// namespaces) all-reduce through shared memory instead of TCP
+/// (dist/shm_allreduce.h), with the same results bit for bit. Environment:
+/// TCV_GLOO_HOSTNAME, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME (see
+/// gloo_hostname); for benchmarks TCV_GLOO_ALGO=ring|bcube,
+/// TCV_GLOO_SEGMENT=bytes, TCV_GLOO_SMALL_BYTES=bytes and TCV_GLOO_SHM=0 (TCP
+/// only).
 std::shared_ptr<ProcessGroup> make_gloo_group(std::shared_ptr<TcpStore> store, int rank, int size,
                                               ProcessGroupOptions options = {},
                                               const std::string& prefix = "gloo");

@@ -1,11 +1,13 @@
 #include "dist/reducer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "engine/autograd.h"
+#include "engine/cuda.h"
 
 namespace tcv::dist {
 
@@ -102,6 +104,7 @@ Reducer::Reducer(nn::StateDict params, std::shared_ptr<ProcessGroup> group, Redu
   build_buckets(
       compute_bucket_assignment(ts, order, mib(opts_.first_bucket_mb), mib(opts_.bucket_cap_mb)));
   ready_.assign(params_.size(), 0);
+  ready_us_.assign(params_.size(), -1);
   for (size_t i = 0; i < params_.size(); ++i)
     hook_ids_.push_back(params_[i].second.register_post_accumulate_grad_hook(
         [this, i](Tensor&) { on_grad_ready(i); }));
@@ -122,7 +125,11 @@ void Reducer::set_comm_hook(std::shared_ptr<CommHook> hook) {
 }
 
 double Reducer::now_us() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+  return to_us(std::chrono::steady_clock::now());
+}
+
+double Reducer::to_us(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - t0_).count();
 }
 
 void Reducer::build_buckets(const std::vector<std::vector<size_t>>& assignment) {
@@ -174,10 +181,12 @@ void Reducer::ensure_grad_view(size_t i) {
 
 void Reducer::reset_pending() {
   std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(ready_us_.begin(), ready_us_.end(), -1.0);
   for (Bucket& b : buckets_) {
     b.pending = static_cast<int64_t>(b.params.size());
     b.future.reset();
     b.collectives = b.bytes = 0;
+    b.start_us = -1;
     b.done_us = -1;
   }
   next_launch_ = 0;
@@ -245,6 +254,7 @@ void Reducer::on_grad_ready(size_t i) {
 void Reducer::mark_ready(size_t i) {
   ready_[i] = 1;
   ready_order_.push_back(i);
+  ready_us_[i] = now_us();
   if (--buckets_[where_[i].first].pending == 0) launch_ready_buckets();
 }
 
@@ -312,8 +322,17 @@ void Reducer::poll_done() {
     // Local steps only (decompression): they may run at any time.
     bool done = false;
     local_steps(bi, [&](Bucket& bb) { done = bb.future->poll(); });
-    if (done) b.done_us = now_us();
+    if (done) record_done(b);
   }
+}
+
+void Reducer::record_done(Bucket& b) {
+  // The backend's own times where it keeps them: seen from here, completion
+  // shows only at the next hook, which can be milliseconds later.
+  const auto zero = std::chrono::steady_clock::time_point{};
+  const auto started = b.future->started_at(), finished = b.future->finished_at();
+  if (started != zero) b.start_us = to_us(started);
+  b.done_us = finished != zero ? to_us(finished) : now_us();
 }
 
 void Reducer::finalize() {
@@ -346,7 +365,7 @@ void Reducer::finalize() {
       b.future->wait();
     });
     Bucket& b = buckets_[bi];
-    if (b.done_us < 0) b.done_us = now_us();
+    if (b.done_us < 0) record_done(b);
     b.future.reset();
   }
   const double w1 = now_us();
@@ -357,7 +376,7 @@ void Reducer::finalize() {
   for (int64_t bi = 0; bi < num_buckets(); ++bi) {
     const Bucket& b = buckets_[bi];
     iv.emplace_back(b.launch_us, b.done_us);
-    events_.push_back({"allreduce", b.launch_us, b.done_us, bi, b.bytes});
+    events_.push_back({"allreduce", b.launch_us, b.done_us, bi, b.bytes, b.start_us});
     stats_.collectives += b.collectives;
     stats_.bytes += b.bytes;
     stats_.bucket_bytes += static_cast<int64_t>(b.buffer.nbytes());
@@ -369,37 +388,170 @@ void Reducer::finalize() {
   stats_.backward_s = (bwd_end_us_ - bwd_begin_us_) * 1e-6;
   stats_.comm_s = comm * 1e-6;
   stats_.hidden_s = hidden * 1e-6;
+  stats_.exposed_s = (comm - hidden) * 1e-6;
   stats_.wait_s = (w1 - w0) * 1e-6;
-  if (opts_.rebuild_buckets && !rebuilt_) rebuild_due_ = true;
+  // First the ready order (as PyTorch); the timed plan then wants warm
+  // timings: the first backward also pays for first-time allocations and
+  // kernel set-up.
+  if (opts_.rebuild_buckets && !rebuilt_) {
+    rebuild_due_ = true;
+  } else if (rebuilt_ && !planned_ && plans_buckets()) {
+    if (ready_history_.empty()) ready_history_.resize(params_.size());
+    for (size_t i = 0; i < params_.size(); ++i)
+      ready_history_[i].push_back(
+          ((ready_us_[i] >= 0 ? ready_us_[i] : bwd_end_us_) - bwd_begin_us_) * 1e-6);
+    if (static_cast<int64_t>(ready_history_[0].size()) >= timed_steps()) rebuild_due_ = true;
+  }
+}
+
+bool Reducer::plans_buckets() const {
+  return opts_.rebuild_buckets && opts_.bucket_plan == BucketPlan::timed && group_->size() > 1 &&
+         !params_.empty() && timed_steps() >= 1;
+}
+
+// Step 0 cuts in the ready order, steps 1..T are timed, step T+1 runs on the
+// plan: T + 1 <= the step the hook's per-bucket state starts.
+int64_t Reducer::timed_steps() const {
+  const int64_t state_from = hook_ ? hook_->keeps_bucket_state_from() : INT64_MAX;
+  return std::min(opts_.timed_plan_steps, state_from - 1);
 }
 
 void Reducer::rebuild() {
   rebuild_due_ = false;
+  const bool planned = rebuilt_ && plans_buckets();
   rebuilt_ = true;
-  // Rank 0's ready order, completed with any parameter it did not see.
-  const int64_t n = static_cast<int64_t>(params_.size());
-  Tensor order = empty({n}, {.dtype = DType::i64});
-  {
-    std::vector<uint8_t> seen(params_.size(), 0);
-    auto* o = order.data<int64_t>();
-    int64_t k = 0;
+  planned_ = planned_ || planned;
+  if (planned) cost_ = calibrate();  // collective: every rank times, rank 0's fit is used
+  // Rank 0 sends its ready order (completed with any parameter it did not
+  // see), each position's bucket, and its fitted cost: only rank 0's timings
+  // decide, so every rank builds the same buckets.
+  const size_t n = params_.size();
+  Tensor msg = zeros({static_cast<int64_t>(2 * n + 2)}, {.dtype = DType::i64});
+  if (group_->rank() == 0) {
+    std::vector<size_t> ord;
+    std::vector<uint8_t> seen(n, 0);
     for (size_t i : ready_order_)
       if (!seen[i]) {
         seen[i] = 1;
-        o[k++] = static_cast<int64_t>(i);
+        ord.push_back(i);
       }
-    for (size_t i = params_.size(); i-- > 0;)
-      if (!seen[i]) o[k++] = static_cast<int64_t>(i);
+    for (size_t i = n; i-- > 0;)
+      if (!seen[i]) ord.push_back(i);
+    std::vector<Tensor> ts;
+    for (auto& [name, p] : params_) ts.push_back(p);
+    const auto assignment = planned ? planned_assignment(ord, *cost_)
+                                    : compute_bucket_assignment(ts, ord, mib(opts_.first_bucket_mb),
+                                                                mib(opts_.bucket_cap_mb));
+    std::vector<int64_t> bucket_of(n, -1);
+    for (size_t b = 0; b < assignment.size(); ++b)
+      for (size_t i : assignment[b]) bucket_of[i] = static_cast<int64_t>(b);
+    auto* o = msg.data<int64_t>();
+    for (size_t k = 0; k < n; ++k) {
+      o[k] = static_cast<int64_t>(ord[k]);
+      o[n + k] = bucket_of[ord[k]];
+    }
+    if (cost_) {
+      std::memcpy(&o[2 * n], &cost_->latency_s, sizeof(double));
+      std::memcpy(&o[2 * n + 1], &cost_->bytes_per_s, sizeof(double));
+    }
   }
   // On the parameters' device: NCCL moves only device memory.
-  Tensor wire = order.to(params_.front().second.device());
+  Tensor wire = msg.to(params_.front().second.device());
   group_->broadcast(wire, 0)->wait();
-  std::vector<size_t> ord;
-  for (int64_t v : wire.to_vector<int64_t>()) ord.push_back(static_cast<size_t>(v));
-  std::vector<Tensor> ts;
-  for (auto& [name, p] : params_) ts.push_back(p);
-  build_buckets(
-      compute_bucket_assignment(ts, ord, mib(opts_.first_bucket_mb), mib(opts_.bucket_cap_mb)));
+  const auto v = wire.to_vector<int64_t>();
+  std::vector<std::vector<size_t>> assignment;
+  for (size_t k = 0; k < n; ++k) {
+    const auto b = static_cast<size_t>(v[n + k]);
+    if (assignment.size() <= b) assignment.resize(b + 1);
+    assignment[b].push_back(static_cast<size_t>(v[k]));
+  }
+  if (planned) {
+    AllReduceCost c;
+    std::memcpy(&c.latency_s, &v[2 * n], sizeof(double));
+    std::memcpy(&c.bytes_per_s, &v[2 * n + 1], sizeof(double));
+    cost_ = c;
+  }
+  build_buckets(assignment);
+}
+
+AllReduceCost Reducer::calibrate() {
+  // Two sizes: 32 KiB, nearly all latency, and 4 MiB (or every gradient, if
+  // fewer), nearly all bandwidth; the median of seven timed runs each, after
+  // an untimed one (which also builds any per-size state in the backend):
+  // the typical cost on the machine as it is, other jobs included, not the
+  // best case. The latency is the small one's time and the bandwidth the
+  // large one's extra bytes over its extra time: a least-squares line through
+  // noisy samples can cross zero and claim all-reduces cost nothing to launch.
+  const Device dev = params_.front().second.device();
+  int64_t total = 0;
+  for (const auto& [name, p] : params_) total += p.nbytes();
+  const int64_t small = int64_t{32} << 10;
+  const int64_t large = std::max(small, std::min(int64_t{4} << 20, total));
+  auto sync = [&] {
+    if (dev.is_cuda()) cuda::stream_synchronize(cuda::compute_stream());
+  };
+  auto typical = [&](int64_t bytes) {
+    Tensor t = zeros({bytes / 4}, {.dtype = DType::f32, .device = dev});
+    group_->all_reduce(t, ReduceOp::sum)->wait();
+    sync();
+    std::vector<double> runs;
+    for (int rep = 0; rep < 7; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      group_->all_reduce(t, ReduceOp::sum)->wait();
+      sync();
+      runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::nth_element(runs.begin(), runs.begin() + 3, runs.end());
+    return std::max(runs[3], 1e-9);
+  };
+  const double t_small = typical(small);
+  AllReduceCost c;
+  c.latency_s = t_small;
+  c.bytes_per_s = 1e30;  // nothing larger to tell: latency alone
+  if (large > small) {
+    const double t_large = typical(large);
+    const auto extra = static_cast<double>(large - small);
+    c.bytes_per_s =
+        t_large > t_small ? extra / (t_large - t_small) : static_cast<double>(large) / t_large;
+  }
+  return c;
+}
+
+std::vector<std::vector<size_t>> Reducer::planned_assignment(const std::vector<size_t>& order,
+                                                             const AllReduceCost& cost) const {
+  // One plan per (dtype, device) key, as a bucket is one flat buffer. Each
+  // gradient's ready time is the median, over the timed backwards, of its
+  // time after that backward's first gradient (the end of backward when it
+  // was never ready).
+  std::map<std::tuple<int, int, int>, std::vector<size_t>> by_key;
+  for (size_t i : order) {
+    const Tensor& p = params_[i].second;
+    by_key[std::make_tuple(static_cast<int>(p.dtype()), static_cast<int>(p.device().type),
+                           static_cast<int>(p.device().index))]
+        .push_back(i);
+  }
+  BucketPlanOptions po = opts_.plan;
+  po.max_bucket_bytes = static_cast<double>(mib(opts_.bucket_cap_mb));
+  std::vector<std::vector<size_t>> out;
+  for (const auto& [key, ps] : by_key) {
+    std::vector<ParamTiming> timing;
+    for (size_t i : ps) {
+      std::vector<double> h = ready_history_[i];
+      std::nth_element(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(h.size() / 2), h.end());
+      timing.push_back({h[h.size() / 2], static_cast<double>(params_[i].second.nbytes())});
+    }
+    size_t k = 0;
+    for (size_t count : plan_buckets(timing, cost, po)) {
+      out.emplace_back(ps.begin() + static_cast<std::ptrdiff_t>(k),
+                       ps.begin() + static_cast<std::ptrdiff_t>(k + count));
+      k += count;
+    }
+  }
+  std::vector<size_t> pos(params_.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = k;
+  std::sort(out.begin(), out.end(),
+            [&](const auto& a, const auto& b) { return pos[a.front()] < pos[b.front()]; });
+  return out;
 }
 
 }  // namespace tcv::dist

@@ -55,6 +55,10 @@ std::vector<KeySpec> common_keys() {
       {"network.sync_bn", VT::boolean, false,
        "distributed: BatchNorm statistics over the global batch (SyncBatchNorm)"},
       {"network.bucket_cap_mb", VT::floating, 25.0, "distributed: gradient bucket size (MiB)"},
+      {"network.bucket_plan", VT::string, std::string("timed"),
+       "distributed: timed (cut the buckets from measured gradient and all-reduce times, after "
+       "4 steps) | cap (PyTorch's rule: 1 MiB, then bucket_cap_mb; the same cut in every run, so "
+       "runs of 3+ ranks repeat bit for bit)"},
       {"network.find_unused_parameters", VT::boolean, false,
        "distributed: allow parameters that get no gradient in a step"},
       {"network.comm_hook", VT::string, std::string("none"),
@@ -735,6 +739,7 @@ void Config::validate() const {
   if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
   if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
   check.choice("network.comm_hook", dist::comm_hook_names());
+  check.choice("network.bucket_plan", {"timed", "cap"});
   check.at_least("network.powersgd.rank", 1);
   check.at_least("network.powersgd.start_iter", 0);
   check.positive("network.powersgd.min_compression_rate");

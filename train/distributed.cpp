@@ -177,6 +177,8 @@ std::shared_ptr<dist::DistributedDataParallel> DistContext::wrap(
     nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group_));
   dist::DDPOptions o;
   o.bucket_cap_mb = cfg.get_double("network.bucket_cap_mb");
+  o.bucket_plan = cfg.get_string("network.bucket_plan") == "cap" ? dist::BucketPlan::cap
+                                                                 : dist::BucketPlan::timed;
   o.find_unused_parameters = cfg.get_bool("network.find_unused_parameters");
   auto ddp = std::make_shared<dist::DistributedDataParallel>(std::move(model), group_, o);
   dist::PowerSGDOptions ps;

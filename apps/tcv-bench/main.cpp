@@ -5,6 +5,8 @@
 //                   [--conv-algo auto|direct] [--profile] [--json]
 //   tcv-bench data [--images N] [--size S] [--crop S] [--batch B] [--workers 0,1,2]
 //                  [--epochs E] [--dir DIR] [--json]
+//   tcv-bench allreduce [options]      (under tcv-run; see allreduce --help)
+//   tcv-bench ddp --project FILE [options]   scaling projection of a DDP step timeline
 //
 // Exit status: 0 on success, 2 for a bad command line, 1 otherwise.
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "apps/cli.h"
 #include "apps/tcv-bench/allreduce.h"
 #include "apps/tcv-bench/bench.h"
+#include "apps/tcv-bench/ddp.h"
 
 namespace {
 
@@ -22,6 +25,8 @@ constexpr const char* kUsage =
     "usage: tcv-bench train --model NAME [options]   times whole training steps\n"
     "       tcv-bench data [options]                 DataLoader decode+augment throughput\n"
     "       tcv-bench allreduce [options]            all-reduce bandwidth (see allreduce --help)\n"
+    "       tcv-bench ddp --project FILE [options]   scaling projection of a DDP step (ddp "
+    "--help)\n"
     "\n"
     "train: forward, loss, backward and SGD (momentum 0.9) on one synthetic batch (cross-entropy;\n"
     "  for ssd300/ssd512 the MultiBox loss on 1 to 4 random boxes per image; segmentation models\n"
@@ -63,7 +68,8 @@ double mib(int64_t bytes) {
 }
 
 int run(int argc, char** argv) {
-  if (argc < 2) throw tcv::bench::UsageError{"a subcommand (train, data or allreduce) is required"};
+  if (argc < 2)
+    throw tcv::bench::UsageError{"a subcommand (train, data, allreduce or ddp) is required"};
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "allreduce") {
@@ -74,13 +80,21 @@ int run(int argc, char** argv) {
       }
     return tcv::bench::run_allreduce_bench(tcv::bench::parse_allreduce_args(args));
   }
+  if (cmd == "ddp") {
+    for (const auto& a : args)
+      if (a == "--help" || a == "-h") {
+        std::cout << tcv::bench::kDdpUsage;
+        return 0;
+      }
+    return tcv::bench::run_ddp_project(tcv::bench::parse_ddp_args(args));
+  }
   for (const auto& a : args)
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
     }
   if (cmd == "--help" || cmd == "-h") {
-    std::cout << kUsage << "\n" << tcv::bench::kAllreduceUsage;
+    std::cout << kUsage << "\n" << tcv::bench::kAllreduceUsage << "\n" << tcv::bench::kDdpUsage;
     return 0;
   }
   if (cmd == "train") {
@@ -126,7 +140,7 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  throw tcv::bench::UsageError{"unknown subcommand '" + cmd + "' (train, data or allreduce)"};
+  throw tcv::bench::UsageError{"unknown subcommand '" + cmd + "' (train, data, allreduce or ddp)"};
 }
 
 }  // namespace

@@ -2,10 +2,14 @@
 """Side by side: tcv's Gloo all-reduce vs PyTorch 1.13's, 2 processes on this host.
 
 Runs `tcv-run --nproc-per-node 2 -- tcv-bench allreduce --backend gloo -b 1M -e 64M -f 4`
-and bench/compare/allreduce_torch.py with the same sweep, interleaved (A B A B ...)
-for --rounds rounds, every process with OMP_NUM_THREADS=1, then prints the median
-bus bandwidth per size and the ratio tcv / torch (16 MiB and 64 MiB are the
-headline sizes).
+(two ranks on one machine: tcv's shared-memory path), the same with TCV_GLOO_SHM=0
+(tcv over TCP, as between machines) and bench/compare/allreduce_torch.py with the same
+sweep, interleaved (A B C A B C ...) for --rounds rounds, every process with
+OMP_NUM_THREADS=1, then prints the median bus bandwidth per size and the ratios to
+torch (16 MiB and 64 MiB are the headline sizes). tcv runs with
+TCV_DISTRIBUTED_DEBUG=OFF, as PyTorch runs by default (TORCH_DISTRIBUTED_DEBUG=OFF):
+otherwise the first 64 collectives, every row up to 4 MiB here, also compare
+fingerprints over TCP before moving data.
 
     /usr/bin/python3 bench/compare/allreduce.py [--build build] [--rounds 3]
 """
@@ -36,8 +40,9 @@ def sweep(args):
             str(args.iters), "-w", str(args.warmup), "-c", "0", "--json"]
 
 
-def run_tcv(args):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def run_tcv(args, shm=True):
+    env = dict(os.environ, OMP_NUM_THREADS="1", TCV_GLOO_SHM="1" if shm else "0",
+               TCV_DISTRIBUTED_DEBUG="OFF")
     cmd = [os.path.join(args.build, "apps", "tcv-run"), "--nproc-per-node", "2", "--",
            os.path.join(args.build, "apps", "tcv-bench"), "allreduce", "--backend", "gloo",
            *sweep(args)]
@@ -61,9 +66,10 @@ def main():
     p.add_argument("-n", "--iters", type=int, default=20)
     p.add_argument("-w", "--warmup", type=int, default=5)
     args = p.parse_args()
-    ours, theirs = {}, {}
+    ours, tcp, theirs = {}, {}, {}
     for r in range(args.rounds):
-        for name, fn, acc in (("tcv", run_tcv, ours), ("torch", run_torch, theirs)):
+        for name, fn, acc in (("tcv", run_tcv, ours), ("tcp", lambda a: run_tcv(a, shm=False), tcp),
+                              ("torch", run_torch, theirs)):
             res = fn(args)
             for size, row in res.items():
                 acc.setdefault(size, []).append(row["busbw"])
@@ -71,12 +77,15 @@ def main():
                   " ".join("%dMiB:%.3f" % (s >> 20, res[s]["busbw"]) for s in sorted(res)), flush=True)
     print("\n# all-reduce busbw (GB/s), 2 ranks, Gloo over 127.0.0.1, float sum, median of %d"
           % args.rounds)
-    print("%12s %10s %10s %8s" % ("size(B)", "tcv", "torch", "ratio"))
+    print("%12s %10s %10s %10s %8s %8s" % ("size(B)", "tcv", "tcv-tcp", "torch", "ratio",
+                                            "tcp/torch"))
     for size in sorted(ours):
         a = statistics.median(ours[size])
+        t = statistics.median(tcp.get(size, [float("nan")]))
         b = statistics.median(theirs.get(size, [float("nan")]))
         mark = "  <-" if size in (16 << 20, 64 << 20) else ""
-        print("%12d %10.3f %10.3f %8.2f%s" % (size, a, b, a / b if b else float("nan"), mark))
+        print("%12d %10.3f %10.3f %10.3f %8.2f %8.2f%s" % (size, a, t, b, a / b if b else float("nan"),
+                                                       t / b if b else float("nan"), mark))
 
 
 if __name__ == "__main__":

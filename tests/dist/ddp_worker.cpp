@@ -84,7 +84,8 @@ struct HookLog {
 
 std::shared_ptr<dist::CommHook> recording(std::shared_ptr<dist::CommHook> inner, HookLog& log) {
   return dist::make_comm_hook(
-      inner->name(), [inner, &log](dist::ProcessGroup& g, const dist::GradBucket& b) {
+      inner->name(),
+      [inner, &log](dist::ProcessGroup& g, const dist::GradBucket& b) {
         const std::string k = "k" + std::to_string(log.calls++);
         std::string desc = std::to_string(b.index()) + (b.is_last() ? " 1" : " 0");
         for (const Shape& sh : b.shapes()) {
@@ -101,7 +102,8 @@ std::shared_ptr<dist::CommHook> recording(std::shared_ptr<dist::CommHook> inner,
         dist::CommFuturePtr f = inner->run(g, b);
         f->then([&log, k, buf] { log.tensors.emplace_back(k + ".out", buf.clone()); });
         return f;
-      });
+      },
+      inner->keeps_bucket_state_from());
 }
 
 // "trainer": the whole tcv-train path (network.distributed = true) with the

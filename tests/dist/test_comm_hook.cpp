@@ -440,14 +440,17 @@ struct Record {
 
 // `inner`, recording each bucket before and after it.
 std::shared_ptr<CommHook> recording(std::shared_ptr<CommHook> inner, std::vector<Record>& log) {
-  return make_comm_hook(inner->name(), [inner, &log](ProcessGroup& g, const GradBucket& b) {
-    log.push_back({b.index(), b.is_last(), b.shapes(), b.buffer().to_vector<double>(), {}});
-    const size_t k = log.size() - 1;
-    const Tensor buf = b.buffer();
-    CommFuturePtr f = inner->run(g, b);
-    f->then([&log, k, buf] { log[k].out = buf.to_vector<double>(); });
-    return f;
-  });
+  return make_comm_hook(
+      inner->name(),
+      [inner, &log](ProcessGroup& g, const GradBucket& b) {
+        log.push_back({b.index(), b.is_last(), b.shapes(), b.buffer().to_vector<double>(), {}});
+        const size_t k = log.size() - 1;
+        const Tensor buf = b.buffer();
+        CommFuturePtr f = inner->run(g, b);
+        f->then([&log, k, buf] { log[k].out = buf.to_vector<double>(); });
+        return f;
+      },
+      inner->keeps_bucket_state_from());
 }
 
 struct DdpRun {

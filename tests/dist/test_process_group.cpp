@@ -86,6 +86,22 @@ TEST(ProcessGroupGloo, CollectivesWorld2) {
   expect_all_passed(run_workers(2, {"collectives"}));
 }
 
+// Two ranks on one machine all-reduce through shared memory; the TCP paths
+// they would take otherwise (and take between machines) stay checked.
+TEST(ProcessGroupGloo, CollectivesWorld2OverTcp) {
+  expect_all_passed(run_workers(2, {"collectives"}, 45s, {{"TCV_GLOO_SHM", "0"}}));
+}
+
+// Ranks configured differently (only one says TCV_GLOO_SHM=0) agree on TCP
+// rather than wait for each other.
+TEST(ProcessGroupGloo, MixedSharedMemorySettingsAgreeOnTcp) {
+  expect_all_passed(run_workers(2, {"async"}, 45s, {}, -1, [](int r, int world, int port) {
+    Env env = torchrun_env(r, world, port);
+    if (r == 0) env["TCV_GLOO_SHM"] = "0";
+    return env;
+  }));
+}
+
 TEST(ProcessGroupGloo, CollectivesWorld3) {
   expect_all_passed(run_workers(3, {"collectives"}));
 }
@@ -94,11 +110,12 @@ TEST(ProcessGroupGloo, TwoAllReducesInFlight) {
   expect_all_passed(run_workers(2, {"async"}));
 }
 
-void expect_killed_rank_named(int victim, const std::string& count) {
-  RunResult run = run_workers(3, {"kill", std::to_string(victim), count}, 30s);
+void expect_killed_rank_named(int victim, const std::string& count, int world = 3,
+                              const Env& extra = {}) {
+  RunResult run = run_workers(world, {"kill", std::to_string(victim), count}, 30s, extra);
   EXPECT_TRUE(run.in_time) << "a survivor hung";
   EXPECT_EQ(run.kids[victim].status, 128 + 9);
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < world; ++r) {
     if (r == victim) continue;
     const std::string& out = run.out[r];
     std::printf("rank %d said: %s", r, out.c_str());
@@ -125,6 +142,13 @@ TEST(ProcessGroupGloo, KilledRankGivesErrorNamingItOnOthers) {
 // Small all-reduces take the cached halving-doubling path.
 TEST(ProcessGroupGloo, KilledRankDuringSmallAllReduces) {
   expect_killed_rank_named(2, "1000");
+}
+
+// Two ranks: the shared-memory path, where no socket closes when the peer
+// dies; the survivor sees it exit. No fingerprint checks, which would meet
+// the closed socket first.
+TEST(ProcessGroupGloo, KilledRankDuringSharedMemoryAllReduces) {
+  expect_killed_rank_named(1, std::to_string(1 << 22), 2, {{"TCV_DISTRIBUTED_DEBUG", "OFF"}});
 }
 
 TEST(ProcessGroupGloo, SingleProcessGroupAndErrors) {

@@ -169,10 +169,10 @@ TEST(Reducer, LaunchesInIndexOrderAndRebuildsInReadyOrder) {
 
 // DDP over `world` thread-ranks vs one model trained on the union batch.
 void check_equivalence(int world, bool no_sync, bool unused,
-                       std::function<std::shared_ptr<CommHook>()> hook = nullptr,
-                       double tol = 1e-5) {
+                       std::function<std::shared_ptr<CommHook>()> hook = nullptr, double tol = 1e-5,
+                       int steps = 3, const std::function<void(DDPOptions&)>& adjust = {},
+                       const std::function<void(int, DDP&)>& after = {}) {
   const int64_t b = 4;
-  const int steps = 3;
   manual_seed(7);
   auto ref = std::make_shared<Net>(unused);
   std::vector<std::shared_ptr<Net>> nets;
@@ -194,7 +194,9 @@ void check_equivalence(int world, bool no_sync, bool unused,
     sgd_step(*ref, lr);
   }
   run_ranks(world, [&](int r, std::shared_ptr<FakeGroup> g) {
-    DDP ddp(nets[r], g, small_buckets(1e-4, unused));
+    DDPOptions o = small_buckets(1e-4, unused);
+    if (adjust) adjust(o);
+    DDP ddp(nets[r], g, o);
     if (hook) ddp.register_comm_hook(hook());
     for (int s = 0; s < steps; ++s) {
       for (int m = 0; m < micro; ++m) {
@@ -209,6 +211,7 @@ void check_equivalence(int world, bool no_sync, bool unused,
       }
       sgd_step(*nets[r], lr);
     }
+    if (after) after(r, ddp);
   });
   const auto want = params_of(*ref);
   for (int r = 0; r < world; ++r) {
@@ -252,6 +255,65 @@ TEST(DDPThreads, FullRankPowerSGDEqualsTheUnionBatch) {
       1e-4);
 }
 
+// The timed plan: buckets in ready order after the first backward, cut again
+// after timed_plan_steps more; every rank holds rank 0's plan, each bucket a
+// run of the ready order, and training still equals one process.
+TEST(DDPThreads, TimedPlanIsRankZerosCutOfTheReadyOrder) {
+  std::vector<std::vector<std::vector<size_t>>> buckets(2);
+  std::vector<size_t> ready0;
+  check_equivalence(
+      2, false, false, nullptr, 1e-5, /*steps=*/6,
+      [](DDPOptions& o) {
+        o.bucket_cap_mb = 25;
+        o.first_bucket_mb = 1e-4;
+        o.bucket_plan = BucketPlan::timed;
+      },
+      [&](int r, DDP& ddp) {
+        Reducer& red = ddp.reducer();
+        EXPECT_TRUE(red.buckets_planned());
+        ASSERT_TRUE(red.allreduce_cost().has_value());
+        EXPECT_GE(red.allreduce_cost()->latency_s, 0.0);
+        EXPECT_GT(red.allreduce_cost()->bytes_per_s, 0.0);
+        for (int64_t b = 0; b < red.num_buckets(); ++b) buckets[r].push_back(red.bucket_params(b));
+        if (r == 0) ready0 = red.ready_order();
+      });
+  EXPECT_EQ(buckets[0], buckets[1]);
+  std::vector<size_t> flat;
+  for (const auto& b : buckets[0]) flat.insert(flat.end(), b.begin(), b.end());
+  EXPECT_EQ(flat, ready0);
+}
+
+TEST(Reducer, TimedPlanWaitsForWarmSteps) {
+  manual_seed(5);
+  auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDPOptions o;
+    o.bucket_plan = BucketPlan::timed;
+    DDP ddp(r == 0 ? n0 : n1, g, o);
+    const Tensor x = randn({3, 6});
+    std::vector<std::pair<bool, bool>> seen;  // (rebuilt, planned) at each backward
+    for (int s = 0; s < 6; ++s) {
+      ops::sum(ddp.forward(x)).backward();
+      seen.emplace_back(ddp.reducer().buckets_rebuilt(), ddp.reducer().buckets_planned());
+      EXPECT_GE(ddp.reducer().last_stats().exposed_s, 0.0);
+      EXPECT_NEAR(ddp.reducer().last_stats().exposed_s + ddp.reducer().last_stats().hidden_s,
+                  ddp.reducer().last_stats().comm_s, 1e-9);
+    }
+    // Ready order after the first, the plan after 3 more timed ones.
+    const std::vector<std::pair<bool, bool>> want = {{false, false}, {true, false}, {true, false},
+                                                     {true, false},  {true, true},  {true, true}};
+    EXPECT_EQ(seen, want);
+  });
+  // A group of one rank has nothing to plan for.
+  run_ranks(1, [&](int, std::shared_ptr<FakeGroup> g) {
+    DDP ddp(n0, g);
+    for (int s = 0; s < 6; ++s) ops::sum(ddp.forward(randn({3, 6}))).backward();
+    EXPECT_TRUE(ddp.reducer().buckets_rebuilt());
+    EXPECT_FALSE(ddp.reducer().buckets_planned());
+    EXPECT_FALSE(ddp.reducer().allreduce_cost().has_value());
+  });
+}
+
 TEST(DDPThreads, UnusedParameterWithoutFlagNamesIt) {
   manual_seed(3);
   auto n0 = std::make_shared<Net>(true), n1 = std::make_shared<Net>(true);
@@ -282,6 +344,34 @@ TEST(DDPThreads, DifferentModelsAreAnError) {
   });
   EXPECT_NE(msgs[0].find("different models"), std::string::npos) << msgs[0];
   EXPECT_NE(msgs[1].find("unused.weight"), std::string::npos) << msgs[1];
+}
+
+// With timeline_steps, one of that many steps is written: the median-length.
+TEST(DDPThreads, TimelineOfTheMedianStep) {
+  tcv::testing::TempDir dir("ddp_timeline");
+  const std::string path = (dir.root() / "trace.json").string();
+  manual_seed(4);
+  auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
+  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
+    DDPOptions o = small_buckets(1e-4);
+    o.timeline_path = path;
+    o.timeline_step = 2;
+    o.timeline_steps = 3;
+    DDP ddp(r == 0 ? n0 : n1, g, o);
+    // Steps 2, 3 and 4 are each complete at the next forward: written at the 5th.
+    for (int s = 0; s < 5; ++s) {
+      ops::sum(ddp.forward(randn({2, 6}))).backward();
+      if (r == 0) {
+        EXPECT_EQ(std::filesystem::exists(path), s == 4) << "step " << s + 1;
+      }
+    }
+  });
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const int64_t step = json_int(json_parse(ss.str()).at("otherData"), "step");
+  EXPECT_GE(step, 2);
+  EXPECT_LE(step, 4);
 }
 
 TEST(DDPThreads, TimelineAndStats) {
@@ -317,6 +407,17 @@ TEST(DDPThreads, TimelineAndStats) {
     if (json_string(e, "ph") == "X" && json_int(e, "tid") == 1) ++allreduce_spans;
   EXPECT_GT(allreduce_spans, 1);
   EXPECT_EQ(allreduce_spans, json_int(trace.at("otherData"), "num_buckets"));
+  // What the projection reads: the step's span, every gradient's ready time.
+  const Json& other = trace.at("otherData");
+  EXPECT_GT(json_double(other, "step_ms"), 0.0);
+  EXPECT_EQ(json_int(other, "world"), 2);
+  EXPECT_NEAR(json_double(other, "hidden_ms") + json_double(other, "exposed_ms"),
+              json_double(other, "comm_ms"), 2e-3);
+  ASSERT_EQ(other.at("params").size(), 4u);
+  for (const Json& p : other.at("params")) {
+    EXPECT_GE(json_double(p, "ready_us"), json_double(other, "backward_begin_us"));
+    EXPECT_LE(json_double(p, "ready_us"), json_double(other, "backward_end_us"));
+  }
 }
 
 }  // namespace

@@ -86,6 +86,9 @@ inline std::vector<std::string> train_cmd(const std::string& train_bin, const st
       "solver.lr.step.step_size=20",
       "network.distributed=true",
       "network.timeout=30",
+      // The same bucket cuts in every run: with 3+ ranks the ring's sum order
+      // follows the cuts, and the timed plan cuts from measured times.
+      "network.bucket_plan=\"cap\"",
   };
   for (const auto& s : common) cmd.insert(cmd.end(), {"--set", s});
   for (const auto& s : sets) cmd.insert(cmd.end(), {"--set", s});
