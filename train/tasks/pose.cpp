@@ -376,6 +376,7 @@ class PoseEvaluator final : public TaskEvaluator {
       std::vector<KeypointDetection> dets;
       std::vector<Skeleton> found;
       for (const auto& p : people) {
+        if (std::isnan(p.score)) continue;  // a diverged model's person: found nothing
         found.push_back(skeleton_of(p, sx, sy));
         dets.push_back({coco_keypoints(found.back()), p.score});
       }
