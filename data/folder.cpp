@@ -61,7 +61,7 @@ Sample ImageFileDataset::make(int64_t i, Rng& rng, bool defer) const {
   const auto& [path, label] = samples_[static_cast<size_t>(i)];
   Tensor img;
   try {
-    img = read_image(path, opts_.mode);
+    img = read_image(path, opts_.mode, opts_.limits);
   } catch (const Error& e) {
     if (opts_.on_corrupt == OnCorrupt::error) throw;
     skips_.record(e.what());

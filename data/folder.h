@@ -51,6 +51,8 @@ struct ImageFileOptions {
   std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm"};
   ImageMode mode = ImageMode::rgb;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images above limits.max_pixels are refused (a corrupt file).
+  ImageLimits limits{};
 };
 
 /// Image files with labels, decoded and transformed when a sample is read.

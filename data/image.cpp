@@ -138,6 +138,55 @@ std::string jpeg_huffman_error(const std::string& b) {
   return "";
 }
 
+uint32_t be32_at(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(b[at + k]);
+  return v;
+}
+
+// The size the header of a PNG, BMP or JPEG announces, read here: stb's own
+// header parsing refuses large sizes with "Image not of any known type, or
+// corrupt" (a 2^30-byte cap at 4 bytes a pixel), which names no size. false:
+// not one of these, or no size found (stb then says what is wrong).
+bool header_size(const std::string& b, int64_t* width, int64_t* height) {
+  const auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
+  if (b.size() >= 24 && b.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0 &&
+      b.compare(12, 4, "IHDR") == 0) {
+    *width = be32_at(b, 16);
+    *height = be32_at(b, 20);
+    return true;
+  }
+  if (b.size() >= 26 && b[0] == 'B' && b[1] == 'M' && le32(b, 14) >= 40) {
+    *width = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 18))));
+    *height = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 22))));
+    return true;
+  }
+  if (b.size() >= 4 && at(0) == 0xFF && at(1) == 0xD8) {
+    // Markers until the frame header (SOF0..SOF15 but DHT, JPG and DAC).
+    size_t pos = 2;
+    while (pos + 9 < b.size()) {
+      if (at(pos) != 0xFF) return false;
+      const uint8_t m = at(pos + 1);
+      if (m == 0xFF) {  // fill byte
+        ++pos;
+        continue;
+      }
+      if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+        *height = (at(pos + 5) << 8) | at(pos + 6);
+        *width = (at(pos + 7) << 8) | at(pos + 8);
+        return true;
+      }
+      if (m == 0xDA || m == 0xD9) return false;  // scan data or the end before a frame
+      if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
+        pos += 2;
+        continue;
+      }
+      pos += 2 + ((static_cast<size_t>(at(pos + 2)) << 8) | at(pos + 3));
+    }
+  }
+  return false;
+}
+
 // (H, W, step) interleaved pixels to three (H, W) planes; a fixed step lets the
 // compiler unroll and vectorize.
 template <int step>
@@ -158,10 +207,27 @@ void append_bytes(void* ctx, void* data, int size) {
 
 }  // namespace
 
-Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode mode) {
+std::string image_size_error(const std::string& name, int64_t width, int64_t height,
+                             const ImageLimits& limits) {
+  int64_t pixels = 0;
+  if (!__builtin_mul_overflow(width, height, &pixels) && pixels <= limits.max_pixels) return "";
+  return detail::str_cat(
+      name, ": image is ", width, "x", height, " (width x height",
+      __builtin_mul_overflow(width, height, &pixels) ? ""
+                                                     : ", " + std::to_string(pixels) + " pixels",
+      "), more than data.max_pixels = ", limits.max_pixels,
+      ": refused before decoding, as a possible decompression bomb (raise data.max_pixels to "
+      "read it)");
+}
+
+Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode mode,
+                    const ImageLimits& limits) {
   TCV_CHECK(!bytes.empty(), name, ": cannot decode image: the file is empty");
   TCV_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), name,
             ": cannot decode image: file too large (", bytes.size(), " bytes)");
+  // The size first: a bomb is refused as such, whatever else is wrong with it.
+  if (int64_t hw = 0, hh = 0; header_size(bytes, &hw, &hh))
+    if (const std::string e = image_size_error(name, hw, hh, limits); !e.empty()) TCV_THROW(e);
   // stb_image pads a truncated JPEG's entropy data with zeros instead of failing;
   // PIL calls such a file truncated, and so do we.
   const bool jpeg = bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0xFF &&
@@ -181,6 +247,7 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
     TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
   // stb reads a PNM header without sizes as a 0 x 0 image.
   TCV_CHECK(w > 0 && h > 0, name, ": cannot decode image: it has no pixels (", w, " x ", h, ")");
+  if (const std::string e = image_size_error(name, w, h, limits); !e.empty()) TCV_THROW(e);
   int want = 3;
   if (mode == ImageMode::gray) want = 1;
   if (mode == ImageMode::keep) want = stored <= 2 ? 1 : 3;
@@ -189,6 +256,10 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   const int step = jpeg && want == 3 && stored == 3 ? 4 : want;
   stbi_uc* px = stbi_load_from_memory(buf, len, &w, &h, &stored, step);
   if (!px) TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
+  if (const std::string e = image_size_error(name, w, h, limits); !e.empty()) {
+    stbi_image_free(px);  // the pixels' header said otherwise than the info's
+    TCV_THROW(e);
+  }
   // stb gives (H, W, C) interleaved; we store (C, H, W).
   Tensor img = empty({want, h, w}, {.dtype = DType::u8});
   uint8_t* dst = img.data<uint8_t>();
@@ -204,8 +275,8 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   return img;
 }
 
-Tensor read_image(const std::string& path, ImageMode mode) {
-  return decode_image(read_file(path), path, mode);
+Tensor read_image(const std::string& path, ImageMode mode, const ImageLimits& limits) {
+  return decode_image(read_file(path), path, mode, limits);
 }
 
 ImageFormat format_from_extension(const std::string& path) {

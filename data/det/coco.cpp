@@ -270,7 +270,7 @@ DetDataset read_coco(const CocoOptions& opts) {
     records.push_back(std::move(r));
   }
   return DetDataset(std::move(records), std::move(names), std::move(ids), opts.on_corrupt, file,
-                    skipped, first_skipped);
+                    skipped, first_skipped, opts.limits);
 }
 
 }  // namespace tcv::data

@@ -241,7 +241,7 @@ DetDataset read_voc(const VocOptions& opts) {
     }
   }
   return DetDataset(std::move(records), std::move(classes), {}, opts.on_corrupt,
-                    name + " (" + opts.split + ")", skipped, first_skipped);
+                    name + " (" + opts.split + ")", skipped, first_skipped, opts.limits);
 }
 
 }  // namespace tcv::data

@@ -349,7 +349,8 @@ PoseDataset read_coco_keypoints(const PoseCocoOptions& opts) {
     if (r.people.empty() && opts.empty_images == EmptyImages::skip) continue;
     records.push_back(std::move(r));
   }
-  return PoseDataset(std::move(records), opts.on_corrupt, file, skipped, first_skipped);
+  return PoseDataset(std::move(records), opts.on_corrupt, file, skipped, first_skipped,
+                     opts.limits);
 }
 
 }  // namespace tcv::data

@@ -75,6 +75,8 @@ struct PoseCocoOptions {
   /// as TorchCV's preprocessing does).
   EmptyImages empty_images = EmptyImages::keep;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// Reads a COCO keypoint data set. Errors (or, with OnCorrupt::skip, images

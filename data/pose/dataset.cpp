@@ -150,17 +150,19 @@ Tensor pose_loss_mask(const PoseRecord& r) {
 }
 
 PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
-                         int64_t skipped_at_load, std::string first_skipped)
+                         int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
     : records_(std::move(records)),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)) {}
+      skips_(skipped_at_load, std::move(first_skipped)),
+      limits_(limits) {}
 
 PoseDataset::PoseDataset(PoseDataset&& o) noexcept
     : records_(std::move(o.records_)),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)) {}
+      skips_(std::move(o.skips_)),
+      limits_(o.limits_) {}
 
 const PoseRecord& PoseDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -174,7 +176,7 @@ PoseSample PoseDataset::load(int64_t i) const {
   s.image_id = r.image_id;
   s.people = r.people;
   try {
-    s.image = read_image(r.image_path, ImageMode::rgb);
+    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
     TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
               ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
               r.source, " says ", r.width, "x", r.height);

@@ -112,7 +112,7 @@ struct PoseSample {
 class PoseDataset {
  public:
   PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
-              int64_t skipped_at_load = 0, std::string first_skipped = "");
+              int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
   PoseDataset(PoseDataset&& other) noexcept;
   PoseDataset& operator=(PoseDataset&&) = delete;
   PoseDataset(const PoseDataset&) = delete;
@@ -123,10 +123,11 @@ class PoseDataset {
   const std::string& name() const { return name_; }
 
   /// Image i decoded to u8 RGB with its people and loss mask. An unreadable
-  /// image, or one whose size differs from its annotation's, is a tcv::Error
-  /// naming the file; with OnCorrupt::skip it gives a sample without image,
-  /// counted in skipped().
+  /// image, one above limits().max_pixels, or one whose size differs from its
+  /// annotation's, is a tcv::Error naming the file; with OnCorrupt::skip it
+  /// gives a sample without image, counted in skipped().
   PoseSample load(int64_t i) const;
+  const ImageLimits& limits() const { return limits_; }
 
   int64_t skipped() const { return skips_.count(); }
   std::string first_skipped() const;
@@ -136,6 +137,7 @@ class PoseDataset {
   OnCorrupt on_corrupt_;
   std::string name_;
   SkipLog skips_;
+  ImageLimits limits_;
 };
 
 /// A transform of a pose sample (image, mask and keypoints together); random

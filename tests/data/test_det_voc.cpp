@@ -9,6 +9,7 @@
 #include "data/det/voc.h"
 #include "data/image.h"
 #include "support/gradcheck.h"
+#include "support/png_builder.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -243,4 +244,38 @@ TEST(Voc, CorruptInputIsAnErrorOrSkippedAndCounted) {
   put_file(root + "/ImageSets/Main/two.txt", "a\nb 1\n");
   EXPECT_NE(err({.roots = {root}, .split = "two"}).find("two.txt:2: expected one image id"),
             std::string::npos);
+}
+
+// Issue 25, item 3: an 18000 x 18000 PNG in JPEGImages/ (its XML saying so)
+// made training allocate 10.9 GB before failing with "[CpuAllocator] out of
+// memory", naming no file. Loading it now fails from its header, naming the
+// file, its size and data.max_pixels; with OnCorrupt::skip it is counted.
+TEST(Voc, DecompressionBombsAreRefusedWhenLoaded) {
+  tcv::testing::TempDir tmp("voc_bomb");
+  const std::string root = tmp.path("VOC2007");
+  make_root(root, {"000001"}, {{obj("dog", 1, 1, 17000, 17000)}}, "train", 18000, 18000);
+  const std::string image = root + "/JPEGImages/000001.jpg";
+  put_file(image, tcv::testing::png_claiming(
+                      encode_image(zeros({3, 2, 2}, {.dtype = DType::u8}), ImageFormat::png), 18000,
+                      18000));
+  VocOptions o{.roots = {root}, .split = "train", .class_names = {"dog"}};
+  const DetDataset ds = read_voc(o);
+  const std::string e = tcv::testing::error_of([&] { ds.load(0); });
+  EXPECT_NE(e.find(image + ": image is 18000x18000 (width x height, 324000000 pixels), more than "
+                           "data.max_pixels = 178956970"),
+            std::string::npos)
+      << e;
+  o.on_corrupt = OnCorrupt::skip;
+  const DetDataset skipping = read_voc(o);
+  EXPECT_FALSE(skipping.load(0).image.defined());
+  EXPECT_EQ(skipping.skipped(), 1);
+  // The readers pass their limit on: a 40 x 30 image under a limit of 1199 pixels.
+  make_root(root, {"000002"}, {{obj("dog", 1, 1, 20, 20)}}, "val");
+  const DetDataset small = read_voc(
+      {.roots = {root}, .split = "val", .class_names = {"dog"}, .limits = {.max_pixels = 1199}});
+  EXPECT_NE(
+      tcv::testing::error_of([&] {
+        small.load(0);
+      }).find("image is 40x30 (width x height, 1200 pixels), more than data.max_pixels = 1199"),
+      std::string::npos);
 }

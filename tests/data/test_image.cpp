@@ -8,6 +8,7 @@
 
 #include "data/image.h"
 #include "support/gradcheck.h"
+#include "support/png_builder.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -197,4 +198,45 @@ TEST(Image, JpegHuffmanTableCutByTheEndOfTheFileIsAnError) {
                             "defines 475 codes (at most 256)"),
             std::string::npos)
       << msg;
+}
+
+// Issue 25, item 3: an 18000 x 18000 PNG of under a megabyte made training
+// allocate 10.9 GB and fail naming no file; a 20000 x 20000 one was refused
+// only by stb's own limit ("Image not of any known type, or corrupt"). A header
+// announcing more than data.max_pixels (PIL's limit by default) is refused
+// before any pixel is decoded, naming the file, its size and the key.
+TEST(Image, HeadersAnnouncingMorePixelsThanTheLimitAreRefused) {
+  EXPECT_EQ(kDefaultMaxPixels, 178956970);  // 2 x PIL's Image.MAX_IMAGE_PIXELS
+  TempDir tmp("bomb");
+  const std::string small = encode_image(pattern(3, 4, 5), ImageFormat::png);
+  const std::string gray = encode_image(pattern(1, 4, 5), ImageFormat::png);
+  for (const uint32_t side : {18000u, 20000u}) {
+    const std::string path = tmp.path("000001.jpg");
+    tcv::testing::put_file(path,
+                           tcv::testing::png_claiming(side == 18000 ? gray : small, side, side));
+    const std::string e = error_of([&] { read_image(path); });
+    const std::string n = std::to_string(side);
+    EXPECT_NE(e.find(path + ": image is " + n + "x" + n + " (width x height, " +
+                     std::to_string(int64_t{side} * side) +
+                     " pixels), more than data.max_pixels = 178956970: refused before decoding"),
+              std::string::npos)
+        << e;
+  }
+  // The limit is the caller's: 5 x 4 = 20 pixels pass a limit of 20, not one of 19.
+  EXPECT_EQ(decode_image(small, "s.png", ImageMode::rgb, {.max_pixels = 20}).shape(),
+            (Shape{3, 4, 5}));
+  EXPECT_NE(error_of([&] { decode_image(small, "s.png", ImageMode::rgb, {.max_pixels = 19}); })
+                .find("s.png: image is 5x4 (width x height, 20 pixels), more than "
+                      "data.max_pixels = 19"),
+            std::string::npos);
+  // JPEG headers too.
+  const std::string jpeg = encode_image(smooth(16, 24), ImageFormat::jpeg);
+  EXPECT_NE(error_of([&] {
+              decode_image(jpeg, "j.jpg", ImageMode::rgb, {.max_pixels = 383});
+            }).find("j.jpg: image is 24x16"),
+            std::string::npos);
+  EXPECT_EQ(image_size_error("x", int64_t{1} << 32, int64_t{1} << 32, {}),
+            "x: image is 4294967296x4294967296 (width x height), more than data.max_pixels = "
+            "178956970: refused before decoding, as a possible decompression bomb (raise "
+            "data.max_pixels to read it)");
 }

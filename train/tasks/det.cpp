@@ -22,6 +22,7 @@
 #include "models/det/multibox_loss.h"
 #include "models/det/postprocess.h"
 #include "models/det/ssd.h"
+#include "train/data_setup.h"
 #include "train/eval/det_map.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -502,7 +503,8 @@ class DetTask final : public Task {
     if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
       std::vector<data::DetRecord> head(val->records().begin(), val->records().begin() + n);
       val = std::make_shared<const data::DetDataset>(std::move(head), val->class_names(),
-                                                     val->label_ids(), on_corrupt, val->name());
+                                                     val->label_ids(), on_corrupt, val->name(), 0,
+                                                     "", val->limits());
     }
     names_ = train->class_names();
     const int64_t classes = cfg_.get_int("data.num_classes");
@@ -524,6 +526,7 @@ class DetTask final : public Task {
     aug.expand_opts.p = cfg_.get_double("train.aug_trans.random_pad.ratio");
     aug.expand_opts.max_scale = cfg_.get_doubles("train.aug_trans.random_pad.up_scale_range")[1];
     aug.expand_opts.fill = mean_color(normalize_of(cfg_));
+    aug.expand_opts.max_pixels = cfg_.get_int("data.max_pixels");
     aug.expand = aug.expand_opts.p > 0;
     // TorchCV's order (data::ssd_train_transform), SSD's IoU crop with a probability.
     const double crop_p = cfg_.get_double("train.aug_trans.random_det_crop.ratio");
@@ -615,7 +618,8 @@ class DetTask final : public Task {
             {.annotation_file = path(ann),
              .image_dir = path(train ? "data.train_images" : "data.val_images"),
              .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
-             .on_corrupt = on_corrupt}));
+             .on_corrupt = on_corrupt,
+             .limits = image_limits(cfg_)}));
       });
     }
     std::string dir = cfg_.get_string("data.data_dir");
@@ -625,8 +629,11 @@ class DetTask final : public Task {
       roots.push_back((fs::path(dir) / r).string());
     if (roots.empty()) roots.push_back(dir);
     return for_key(cfg_, dataset == "scenes" ? "data.data_dir" : split, [&] {
-      return std::make_shared<const data::DetDataset>(data::read_voc(
-          {.roots = roots, .split = cfg_.get_string(split), .on_corrupt = on_corrupt}));
+      return std::make_shared<const data::DetDataset>(
+          data::read_voc({.roots = roots,
+                          .split = cfg_.get_string(split),
+                          .on_corrupt = on_corrupt,
+                          .limits = image_limits(cfg_)}));
     });
   }
 

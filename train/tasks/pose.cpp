@@ -22,6 +22,7 @@
 #include "engine/ops.h"
 #include "models/pose/openpose.h"
 #include "models/pose/parse.h"
+#include "train/data_setup.h"
 #include "train/eval/keypoint_ap.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -611,7 +612,8 @@ class PoseTask final : public Task {
     std::shared_ptr<const data::PoseDataset> val = read(false, on_corrupt);
     if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
       std::vector<data::PoseRecord> head(val->records().begin(), val->records().begin() + n);
-      val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name());
+      val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name(), 0,
+                                                      "", val->limits());
     }
     const std::string val_ann = annotation(false);
     truth_ = std::make_shared<const TruthMap>(for_key(
@@ -746,7 +748,8 @@ class PoseTask final : public Task {
                          {.annotation_file = ann,
                           .image_dir = images,
                           .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
-                          .on_corrupt = on_corrupt}));
+                          .on_corrupt = on_corrupt,
+                          .limits = image_limits(cfg_)}));
                    });
   }
 
