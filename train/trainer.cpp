@@ -258,6 +258,19 @@ struct Trainer::Impl {
     // Data.
     data = dist ? task->make_data(dist->rank(), dist->world_size()) : task->make_data(0, 1);
     skip_corrupt = cfg.get_bool("data.skip_corrupt");
+    // An empty split is its data set's fault, not train.batch_size's (nor a
+    // val row of metric 0 that becomes `best`).
+    for (const bool train : {true, false}) {
+      const TaskLoader& loader = train ? *data.train : *data.val;
+      if (loader.size() > 0) continue;
+      const std::string name = loader.name();
+      throw ConfigError(
+          at_key(cfg, "data.dataset") + " = \"" + cfg.get_string("data.dataset") + "\": the " +
+          (train ? "training" : "validation") + " set" + (name.empty() ? "" : " " + name) +
+          " has no images (" + data.summary + ")" +
+          (train ? "; images with nothing to train on (no box, no person) are left out" : "") +
+          (skip_corrupt ? "; data.skip_corrupt left out those that cannot be read" : ""));
+    }
     iters_per_epoch = data.train->num_batches();
     if (iters_per_epoch == 0)
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +

@@ -342,6 +342,35 @@ TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
   EXPECT_EQ(s.val.at("images").get<int64_t>(), 3);
 }
 
+// Issue 25, item 8: an empty val set was accepted silently (mIoU 0 and a
+// `best` saved), and an empty training set was blamed on train.batch_size.
+// Both are refused now, naming the data set.
+TEST(TrainTasks, EmptySplitsAreRefusedNamingTheDataSet) {
+  tcv::testing::TempDir tmp("seg_empty");
+  const fs::path scenes = tmp.root() / "scenes";
+  {  // makes the scenes
+    Trainer t(tiny(kSeg, scenes, 1),
+              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
+  }
+  const fs::path lists = scenes / "ImageSets" / "Segmentation";
+  const std::string val = tcv::testing::read_text((lists / "val.txt").string());
+  const std::string train = tcv::testing::read_text((lists / "train.txt").string());
+  data::write_file((lists / "val.txt").string(), "");
+  std::string msg =
+      tcv::testing::error_of([&] { run_training(tiny(kSeg, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(has(msg, "data.dataset = \"scenes\": the validation set ") &&
+              has(msg, scenes.string()) && has(msg, " has no images (8 train / 0 val images"))
+      << msg;
+  EXPECT_FALSE(fs::exists(tmp.root() / "run" / "checkpoints" / "best.safetensors"));
+  data::write_file((lists / "val.txt").string(), val);
+  data::write_file((lists / "train.txt").string(), "");
+  msg = tcv::testing::error_of([&] { run_training(tiny(kSeg, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(has(msg, "data.dataset = \"scenes\": the training set ") &&
+              has(msg, " has no images (0 train / 4 val images") && !has(msg, "train.batch_size"))
+      << msg;
+  data::write_file((lists / "train.txt").string(), train);
+}
+
 TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   tcv::testing::TempDir tmp("seg_task");
   const fs::path run = train_and_resume(kSeg, tmp.root());
