@@ -3,6 +3,7 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -30,16 +31,23 @@ int64_t line_of(const std::string& text, ptrdiff_t offset) {
   return 1 + std::count(text.begin(), end, '\n');
 }
 
-// The text of child `key` of `node` as a number; `what` names it in errors.
+// The text of child `key` of `node` as a decimal number (an optional sign,
+// digits with a decimal point, an exponent); `what` names it in errors.
+// strtod also reads hexadecimal ("0x20" as 32), "inf" and "nan".
 double number_of(const pugi::xml_node& node, const char* key, const std::string& name,
                  const std::string& what) {
   const pugi::xml_node c = node.child(key);
   TCV_CHECK(c, name, ": ", what, " has no <", key, ">");
   const std::string t = trim(c.child_value());
-  char* end = nullptr;
-  const double v = std::strtod(t.c_str(), &end);
-  TCV_CHECK(!t.empty() && end == t.c_str() + t.size() && std::isfinite(v), name, ": ", what, " <",
-            key, "> is '", t, "', not a number");
+  // from_chars (general format) reads no hexadecimal and no leading '+'.
+  const size_t skip = !t.empty() && t[0] == '+' && t.size() > 1 && t[1] != '-' ? 1 : 0;
+  double v = 0;
+  const auto r = std::from_chars(t.data() + skip, t.data() + t.size(), v);
+  const bool decimal = t.find_first_not_of("+-.0123456789eE") == std::string::npos;
+  TCV_CHECK(!t.empty() && decimal && r.ec == std::errc() && r.ptr == t.data() + t.size() &&
+                std::isfinite(v),
+            name, ": ", what, " <", key, "> is '", t, "', not a ",
+            decimal || t.empty() ? "number" : "decimal number");
   return v;
 }
 

@@ -115,7 +115,27 @@ TEST(Voc, BadAnnotationsNameTheFileAndTheFault) {
   e = fault(head +
             "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>x2</ymin><xmax>3</xmax>"
             "<ymax>4</ymax></bndbox></object></annotation>");
-  EXPECT_NE(e.find("<ymin> is 'x2', not a number"), std::string::npos) << e;
+  EXPECT_NE(e.find("<ymin> is 'x2', not a decimal number"), std::string::npos) << e;
+  // Issue 25, item 8: strtod read "0x20" as 32; hexadecimal, inf and nan are refused.
+  for (const char* bad : {"0x20", "0X1p4", "inf", "nan", "1e999", "--1", "1.5.2", " "}) {
+    e = fault(head + "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>" + bad +
+              "</xmax><ymax>4</ymax></bndbox></object></annotation>");
+    EXPECT_NE(e.find("Annotations/7.xml: object 0 (cat) <bndbox> <xmax> is '"), std::string::npos)
+        << bad << ": " << e;
+  }
+  e = fault(head +
+            "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>0x20</xmax>"
+            "<ymax>4</ymax></bndbox></object></annotation>");
+  EXPECT_NE(e.find("<xmax> is '0x20', not a decimal number"), std::string::npos) << e;
+  const VocAnnotation ok = parse_voc_annotation(
+      head +
+          "<object><name>cat</name><bndbox><xmin>+1</xmin><ymin>-0.5</ymin><xmax>3.25e0</xmax>"
+          "<ymax> 4. </ymax></bndbox></object></annotation>",
+      "ok.xml");
+  EXPECT_EQ(ok.objects[0].xmin, 1);
+  EXPECT_EQ(ok.objects[0].ymin, -0.5);
+  EXPECT_EQ(ok.objects[0].xmax, 3.25);
+  EXPECT_EQ(ok.objects[0].ymax, 4);
   e = fault(head +
             "<object><name>cat</name><difficult>2</difficult><bndbox><xmin>1</xmin><ymin>1</ymin>"
             "<xmax>3</xmax><ymax>4</ymax></bndbox></object></annotation>");
