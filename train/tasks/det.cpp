@@ -156,8 +156,16 @@ mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
   const std::string& name = cfg.get_string("network.model_name");
   mdet::AnchorOptions a =
       name == "ssd512" ? mdet::ssd512_anchor_options() : mdet::ssd300_anchor_options();
-  if (const auto r = cfg.get_float_lists("anchor.aspect_ratio_list"); !r.empty())
+  // The model fixes the number of feature maps: a list of ratios of another
+  // length is the list's fault (it was blamed on anchor.cur_anchor_sizes).
+  const size_t maps = a.aspect_ratios.size();
+  if (const auto r = cfg.get_float_lists("anchor.aspect_ratio_list"); !r.empty()) {
+    if (r.size() != maps)
+      throw ConfigError(at_key(cfg, "anchor.aspect_ratio_list") + ": " + std::to_string(r.size()) +
+                        " rows, but " + name + " has " + std::to_string(maps) +
+                        " feature maps (give one row of ratios per map)");
     a.aspect_ratios = r;
+  }
   if (const auto s = cfg.get_doubles("anchor.cur_anchor_sizes"); !s.empty()) {
     // TorchCV gives sizes in pixels of the input; the boxes take fractions of it.
     const double side = static_cast<double>(input_side(cfg));
