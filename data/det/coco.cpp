@@ -109,6 +109,11 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
     std::string what = e.what();
     if (what.size() > 200) what = what.substr(0, 200) + "...";
     TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
+  } catch (const json::exception& e) {
+    // A number beyond a double ("1e+408") is nlohmann's out_of_range, not a parse_error.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON: ", what);
   }
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoFile f;

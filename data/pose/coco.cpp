@@ -128,7 +128,15 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", e.what());
+    // nlohmann's message quotes the token it read last, which may be megabytes long.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
+  } catch (const json::exception& e) {
+    // A number beyond a double ("1e+408") is nlohmann's out_of_range, not a parse_error.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON: ", what);
   }
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoKeypointFile f;

@@ -205,3 +205,16 @@ TEST(Coco, BoxesWhoseAreaOverflowsAreErrors) {
             std::string::npos)
       << e;
 }
+
+// Found by fuzz_pose_keypoints (issue 25; the same parser code as here): a
+// number beyond a double is nlohmann's out_of_range, not a parse_error, and
+// escaped as a foreign exception naming no file (tests/fuzz/corpus/coco_json/
+// number-beyond-double).
+TEST(Coco, NumbersBeyondADoubleAreErrorsNamingTheFile) {
+  const std::string e =
+      parse_err(R"({"images":[],"categories":[],"annotations":[{"bbox":[1e+408]}]})");
+  EXPECT_NE(e.find("inst.json: bad JSON: [json.exception.out_of_range.406] number overflow "
+                   "parsing '1e+408'"),
+            std::string::npos)
+      << e;
+}

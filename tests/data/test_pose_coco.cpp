@@ -295,6 +295,18 @@ TEST(PoseCoco, CompressedCountsBeyondInt64AreRefused) {
              "\"id\" is 18446744073709551615, above the largest integer tcv reads (2^63 - 1)");
 }
 
+// Found by fuzz_pose_keypoints (tests/fuzz/corpus/pose_keypoints/
+// number-beyond-double, this file's person with "bbox": [0,0,1e+408,1e+308]):
+// a number beyond a double is nlohmann's out_of_range, not a parse_error, and
+// escaped as a foreign exception (the harness's terminate), naming no file.
+TEST(PoseCoco, NumbersBeyondADoubleAreErrorsNamingTheFile) {
+  std::string a = ann("", 6);
+  a.replace(a.find("[2,3,20,20]"), 11, "[0,0,1e+408,1e+308]");
+  expect_has(parse_err(doc(a)),
+             "kp.json: bad JSON: [json.exception.out_of_range.406] number overflow parsing "
+             "'1e+408'");
+}
+
 // Issue 25, item 4: a person box far outside its image passed the reader and
 // ended training with "[pose_warp] the map is singular", naming no file.
 TEST(PoseCoco, PersonBoxesOutsideTheImageNameFileAndAnnotation) {
