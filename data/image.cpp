@@ -85,7 +85,13 @@ bool bmp_truncated(const std::string& b) {
   if (compression != 0 && compression != 3) return false;  // RLE: stb checks as it goes
   const uint64_t stride =
       (static_cast<uint64_t>(std::abs(static_cast<int64_t>(w))) * bpp + 31) / 32 * 4;
-  return b.size() < off + stride * static_cast<uint64_t>(std::abs(static_cast<int64_t>(h)));
+  // 2^31 rows of 2^44 bytes overflow 64 bits: no file holds that many.
+  uint64_t pixels = 0, need = 0;
+  if (__builtin_mul_overflow(stride, static_cast<uint64_t>(std::abs(static_cast<int64_t>(h))),
+                             &pixels) ||
+      __builtin_add_overflow(pixels, uint64_t{off}, &need))
+    return true;
+  return b.size() < need;
 }
 
 // Debian's stb_image (2.27) trusts the code counts of a JPEG Huffman table

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "data/image.h"
@@ -239,4 +240,26 @@ TEST(Image, HeadersAnnouncingMorePixelsThanTheLimitAreRefused) {
             "x: image is 4294967296x4294967296 (width x height), more than data.max_pixels = "
             "178956970: refused before decoding, as a possible decompression bomb (raise "
             "data.max_pixels to read it)");
+}
+
+// The audit of issue 25, item 1: a BMP header of 2^31 - 1 rows of 2^44 bytes
+// (width 2^31 - 1 at 65535 bits a pixel) overflowed the size the truncation
+// check computes. It is refused by data.max_pixels first, and above any limit
+// as truncated.
+TEST(Image, BmpSizesBeyond64BitsAreTruncatedFiles) {
+  std::string bmp = encode_image(pattern(3, 2, 2), ImageFormat::bmp);
+  auto put_le = [&](size_t at, uint32_t v, int bytes) {
+    for (int k = 0; k < bytes; ++k)
+      bmp[at + static_cast<size_t>(k)] = static_cast<char>(v >> (8 * k));
+  };
+  put_le(18, 0x7fffffff, 4);  // width
+  put_le(22, 0x7fffffff, 4);  // height
+  put_le(28, 0xffff, 2);      // bits a pixel
+  EXPECT_NE(
+      error_of([&] { decode_image(bmp, "b.bmp"); }).find("b.bmp: image is 2147483647x2147483647"),
+      std::string::npos);
+  const std::string e = error_of([&] {
+    decode_image(bmp, "b.bmp", ImageMode::rgb, {.max_pixels = std::numeric_limits<int64_t>::max()});
+  });
+  EXPECT_NE(e.find("b.bmp: cannot decode image: truncated BMP"), std::string::npos) << e;
 }
