@@ -9,6 +9,11 @@ namespace tcv::data {
 
 namespace fs = std::filesystem;
 
+bool path_exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) && !ec;
+}
+
 namespace {
 
 constexpr int64_t kMaxClasses = int64_t{1} << 31;

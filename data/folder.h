@@ -46,6 +46,12 @@ class SkipLog {
   mutable std::string first_;
 };
 
+/// Whether `path` exists, for paths read from data files: a name the system
+/// cannot look up (too long, through a file, not permitted) counts as missing,
+/// where std::filesystem::exists would throw a filesystem_error naming no
+/// data file.
+bool path_exists(const std::string& path);
+
 struct ImageFileOptions {
   /// Accepted file extensions, lower case with the dot; matched case-insensitively.
   std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm"};

@@ -250,7 +250,7 @@ DetDataset read_coco(const CocoOptions& opts) {
     r.source = file + " (image id " + std::to_string(im.id) + ", " + im.file_name + ")";
     bool usable = false;
     try {
-      TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+      TCV_CHECK(path_exists(r.image_path), r.image_path, ": image file not found (listed in ",
                 r.source, ")");
       const auto it = objects_of.find(im.id);
       if (it != objects_of.end())

@@ -214,9 +214,9 @@ DetDataset read_voc(const VocOptions& opts) {
       const std::string xml_path = (fs::path(root) / "Annotations" / (id + ".xml")).string();
       const std::string jpg_path = (fs::path(root) / "JPEGImages" / (id + ".jpg")).string();
       try {
-        TCV_CHECK(fs::exists(xml_path), xml_path, ": annotation file not found (listed in ",
+        TCV_CHECK(path_exists(xml_path), xml_path, ": annotation file not found (listed in ",
                   list.string(), ":", line_no, ")");
-        TCV_CHECK(fs::exists(jpg_path), jpg_path, ": image file not found (listed in ",
+        TCV_CHECK(path_exists(jpg_path), jpg_path, ": image file not found (listed in ",
                   list.string(), ":", line_no, ")");
         const VocAnnotation a = parse_voc_annotation(read_maybe_gzip(xml_path), xml_path);
         DetRecord r;

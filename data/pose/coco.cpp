@@ -329,7 +329,7 @@ PoseDataset read_coco_keypoints(const PoseCocoOptions& opts) {
     r.image_path = (fs::path(opts.image_dir) / im.file_name).string();
     r.source = file + " (image id " + std::to_string(im.id) + ", " + im.file_name + ")";
     try {
-      TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+      TCV_CHECK(path_exists(r.image_path), r.image_path, ": image file not found (listed in ",
                 r.source, ")");
       const auto W = static_cast<double>(im.width), H = static_cast<double>(im.height);
       // As read_coco (detection) checks them: the crop and scale of training

@@ -295,7 +295,7 @@ SegDataset read_cityscapes(const CityscapesOptions& opts) {
       if (with_gt)
         r.label_path = (labels / city.filename() / (stem + "_gtFine_labelIds.png")).string();
       skip.guard([&] {
-        TCV_CHECK(!with_gt || fs::exists(r.label_path), r.label_path,
+        TCV_CHECK(!with_gt || path_exists(r.label_path), r.label_path,
                   ": label file not found (for ", r.image_path, ")");
         records.push_back(std::move(r));
       });
@@ -383,9 +383,9 @@ SegDataset read_voc_seg(const VocSegOptions& opts) {
         if (with_gt) r.label_path = rel(f[1]);
       }
       skip.guard([&] {
-        TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+        TCV_CHECK(path_exists(r.image_path), r.image_path, ": image file not found (listed in ",
                   list.string(), ":", line_no, ")");
-        TCV_CHECK(!with_gt || fs::exists(r.label_path), r.label_path,
+        TCV_CHECK(!with_gt || path_exists(r.label_path), r.label_path,
                   ": label file not found (listed in ", list.string(), ":", line_no, ")");
         records.push_back(std::move(r));
       });
@@ -572,7 +572,7 @@ SegDataset read_ade20k(const Ade20kOptions& opts) {
     SegRecord r{img.string(), "", img.stem().string()};
     if (with_gt) r.label_path = (labels / (r.id + ".png")).string();
     skip.guard([&] {
-      TCV_CHECK(!with_gt || fs::exists(r.label_path), r.label_path, ": label file not found (for ",
+      TCV_CHECK(!with_gt || path_exists(r.label_path), r.label_path, ": label file not found (for ",
                 r.image_path, ")");
       records.push_back(std::move(r));
     });

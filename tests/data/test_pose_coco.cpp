@@ -307,6 +307,21 @@ TEST(PoseCoco, NumbersBeyondADoubleAreErrorsNamingTheFile) {
              "'1e+408'");
 }
 
+// Found by fuzz_pose_keypoints (tests/fuzz/corpus/pose_keypoints/
+// file-name-too-long): std::filesystem::exists threw filesystem_error ("File
+// name too long") for a file_name of 4000 characters, naming no data file.
+TEST(PoseCoco, FileNamesTheSystemCannotLookUpAreMissingImages) {
+  tcv::testing::TempDir tmp("pose_long_name");
+  std::string d = doc(ann("", 8));
+  d.replace(d.find("a.jpg"), 5, std::string(4000, 'x') + ".jpg");
+  put_file(tmp.path("kp.json"), d);
+  PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+  expect_has(tcv::testing::error_of([&] { read_coco_keypoints(o); }),
+             "xxx.jpg: image file not found (listed in ");
+  o.on_corrupt = OnCorrupt::skip;
+  EXPECT_EQ(read_coco_keypoints(o).skipped(), 1);
+}
+
 // Issue 25, item 4: a person box far outside its image passed the reader and
 // ended training with "[pose_warp] the map is singular", naming no file.
 TEST(PoseCoco, PersonBoxesOutsideTheImageNameFileAndAnnotation) {
