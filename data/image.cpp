@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include <zlib.h>
@@ -150,7 +151,31 @@ uint32_t be32_at(const std::string& b, size_t at) {
   return v;
 }
 
-// The size the header of a PNG, BMP or JPEG announces, read here: stb's own
+// A PNM (P5 or P6) header read as stb reads it: width, height and maximum
+// value, decimal, apart by whitespace and '#' comments. Debian's stb (2.27)
+// gathers the digits in an int, which overflows past 2^31 - 1 (undefined
+// behaviour); here they saturate at 2^40. false: not a PNM header.
+bool pnm_header(const std::string& b, int64_t v[3]) {
+  if (b.size() < 2 || b[0] != 'P' || (b[1] != '5' && b[1] != '6')) return false;
+  const auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
+  size_t pos = 2;
+  for (int k = 0; k < 3; ++k) {
+    for (;;) {
+      while (pos < b.size() && space(b[pos])) ++pos;
+      if (pos >= b.size() || b[pos] != '#') break;
+      while (pos < b.size() && b[pos] != '\n' && b[pos] != '\r') ++pos;
+    }
+    int64_t x = 0;
+    for (; pos < b.size() && b[pos] >= '0' && b[pos] <= '9'; ++pos)
+      x = std::min<int64_t>(x * 10 + (b[pos] - '0'), int64_t{1} << 40);
+    v[k] = x;
+  }
+  return true;
+}
+
+// The size the header of a PNG, BMP, JPEG or PNM announces, read here: stb's own
 // header parsing refuses large sizes with "Image not of any known type, or
 // corrupt" (a 2^30-byte cap at 4 bytes a pixel), which names no size. false:
 // not one of these, or no size found (stb then says what is wrong).
@@ -165,6 +190,11 @@ bool header_size(const std::string& b, int64_t* width, int64_t* height) {
   if (b.size() >= 26 && b[0] == 'B' && b[1] == 'M' && le32(b, 14) >= 40) {
     *width = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 18))));
     *height = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 22))));
+    return true;
+  }
+  if (int64_t v[3]; pnm_header(b, v)) {
+    *width = v[0];
+    *height = v[1];
     return true;
   }
   if (b.size() >= 4 && at(0) == 0xFF && at(1) == 0xD8) {
@@ -234,6 +264,14 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   // The size first: a bomb is refused as such, whatever else is wrong with it.
   if (int64_t hw = 0, hh = 0; header_size(bytes, &hw, &hh))
     if (const std::string e = image_size_error(name, hw, hh, limits); !e.empty()) TCV_THROW(e);
+  if (int64_t v[3]; pnm_header(bytes, v)) {
+    static const char* const what[3] = {"width", "height", "maximum value"};
+    for (int k = 0; k < 3; ++k)
+      TCV_CHECK(v[k] <= std::numeric_limits<int32_t>::max(), name,
+                ": cannot decode image: the PNM header's ", what[k], " ",
+                v[k] >= (int64_t{1} << 40) ? std::string("(over 2^40)") : std::to_string(v[k]),
+                " is beyond 2^31 - 1");
+  }
   // stb_image pads a truncated JPEG's entropy data with zeros instead of failing;
   // PIL calls such a file truncated, and so do we.
   const bool jpeg = bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0xFF &&

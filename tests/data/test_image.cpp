@@ -263,3 +263,28 @@ TEST(Image, BmpSizesBeyond64BitsAreTruncatedFiles) {
   });
   EXPECT_NE(e.find("b.bmp: cannot decode image: truncated BMP"), std::string::npos) << e;
 }
+
+// Found by fuzz_image (tests/fuzz/corpus/image/pnm-width-beyond-int): stb 2.27
+// reads a PNM header's numbers into an int, and "P5150000000..." overflowed it
+// (UBSan: signed integer overflow in stbi__pnm_getinteger). Numbers past
+// 2^31 - 1 are refused before stb sees them, the size also by data.max_pixels.
+TEST(Image, PnmHeaderNumbersBeyondIntAreErrors) {
+  const std::string width = "P5" + std::string(40, '0').replace(0, 2, "15");
+  std::string e = error_of([&] { decode_image(width, "w.pgm"); });
+  EXPECT_NE(e.find("w.pgm: cannot decode image: the PNM header's width (over 2^40) is beyond "
+                   "2^31 - 1"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { decode_image("P5 # c\n2 2 4294967296\n\x01\x02\x03\x04", "m.pgm"); });
+  EXPECT_NE(e.find("m.pgm: cannot decode image: the PNM header's maximum value 4294967296 is "
+                   "beyond 2^31 - 1"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { decode_image("P6 30000 30000 255\n", "big.ppm"); });
+  EXPECT_NE(e.find("big.ppm: image is 30000x30000 (width x height, 900000000 pixels), more than "
+                   "data.max_pixels"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(decode_image("P5 2 2 255\n\x01\x02\x03\x04", "ok.pgm", ImageMode::keep).shape(),
+            (Shape{1, 2, 2}));
+}

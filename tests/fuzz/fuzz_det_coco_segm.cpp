@@ -4,9 +4,9 @@
 // data.skip_corrupt's skip) gives a data set or a tcv::Error; its boxes lie on
 // their images; and COCO's and VOC's evaluation of those boxes, crowd regions
 // and areas against detections on the same boxes gives metrics in [0, 1] (-1
-// without ground truth, up to rounding), never NaN. (Detection keeps a segmentation's box,
-// crowd flag and area; it does not decode the mask: fuzz_coco_rle and
-// fuzz_pose_keypoints do.)
+// without ground truth; up to rounding), never NaN. (Detection keeps a
+// segmentation's box, crowd flag and area; it does not decode the mask:
+// fuzz_coco_rle and fuzz_pose_keypoints do.)
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
