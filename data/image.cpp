@@ -95,6 +95,16 @@ bool bmp_truncated(const std::string& b) {
   return b.size() < need;
 }
 
+// Where a JPEG's markers start: just after its start-of-image marker, which
+// stb finds after any number of 0xFF fill bytes (FF FF ... FF D8); 0 when the
+// bytes do not start so (not a JPEG to stb).
+size_t jpeg_start(const std::string& b) {
+  if (b.empty() || static_cast<uint8_t>(b[0]) != 0xFF) return 0;
+  size_t pos = 1;
+  while (pos < b.size() && static_cast<uint8_t>(b[pos]) == 0xFF) ++pos;
+  return pos < b.size() && static_cast<uint8_t>(b[pos]) == 0xD8 ? pos + 1 : 0;
+}
+
 // Debian's stb_image (2.27) trusts the code counts of a JPEG Huffman table
 // (DHT): more than 256 codes write past its tables (stb 2.28 checks). Walks the markers as stb does
 // (padding before a marker, entropy-coded data after SOS) and returns what is wrong with the first
@@ -102,7 +112,7 @@ bool bmp_truncated(const std::string& b) {
 std::string jpeg_huffman_error(const std::string& b) {
   const auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
   const size_t n = b.size();
-  size_t pos = 2;  // after SOI
+  size_t pos = jpeg_start(b);
   while (pos + 1 < n) {
     if (at(pos) != 0xFF || at(pos + 1) == 0xFF) {  // padding or fill bytes
       ++pos;
@@ -197,9 +207,9 @@ bool header_size(const std::string& b, int64_t* width, int64_t* height) {
     *height = v[1];
     return true;
   }
-  if (b.size() >= 4 && at(0) == 0xFF && at(1) == 0xD8) {
+  if (const size_t start = jpeg_start(b); start > 0) {
     // Markers until the frame header (SOF0..SOF15 but DHT, JPG and DAC).
-    size_t pos = 2;
+    size_t pos = start;
     while (pos + 9 < b.size()) {
       if (at(pos) != 0xFF) return false;
       const uint8_t m = at(pos + 1);
@@ -274,8 +284,8 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   }
   // stb_image pads a truncated JPEG's entropy data with zeros instead of failing;
   // PIL calls such a file truncated, and so do we.
-  const bool jpeg = bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0xFF &&
-                    static_cast<uint8_t>(bytes[1]) == 0xD8;
+  // As stb takes it: fill bytes may come before the start-of-image marker.
+  const bool jpeg = jpeg_start(bytes) > 0;
   TCV_CHECK(!jpeg || bytes.rfind("\xFF\xD9") != std::string::npos, name,
             ": cannot decode image: truncated JPEG (no end-of-image marker)");
   if (jpeg) {

@@ -41,6 +41,11 @@ Tensor smooth(int64_t H, int64_t W) {
   return from_vector(v, {3, H, W});
 }
 
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 void truncate_file(const std::string& path, double keep) {
   std::ifstream in(path, std::ios::binary);
   std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -287,4 +292,27 @@ TEST(Image, PnmHeaderNumbersBeyondIntAreErrors) {
       << e;
   EXPECT_EQ(decode_image("P5 2 2 255\n\x01\x02\x03\x04", "ok.pgm", ImageMode::keep).shape(),
             (Shape{1, 2, 2}));
+}
+
+// Found by fuzz_image (tests/fuzz/corpus/image/jpeg-huffman-after-fill-bytes;
+// UBSan: index 257 out of bounds in stbi__build_huffman): stb takes 0xFF fill
+// bytes before the start-of-image marker (FF FF ... FF D8) as a JPEG, but the
+// checks here (Huffman code counts, truncation, header size) asked for FF D8
+// at the start and let such a file through.
+TEST(Image, JpegChecksSeeThroughFillBytesBeforeTheStartMarker) {
+  const std::string bad =
+      read_file_bytes(tcv::testing::source_dir() + "/tests/data/fuzz/jpeg_huffman_overflow.jpg");
+  const std::string filled = std::string(30, '\xFF') + bad.substr(1);  // FF ... FF D8 ...
+  std::string e = error_of([&] { decode_image(filled, "f.jpg"); });
+  EXPECT_NE(e.find("f.jpg: cannot decode image: corrupt JPEG: JPEG Huffman table at byte 235 "
+                   "defines 546 codes (at most 256)"),
+            std::string::npos)
+      << e;
+  const std::string good = encode_image(smooth(17, 23), ImageFormat::jpeg, 90);
+  const std::string good_filled = std::string(5, '\xFF') + good.substr(1);
+  EXPECT_EQ(decode_image(good_filled, "ok.jpg").shape(), (Shape{3, 17, 23}));
+  e = error_of([&] { decode_image(good_filled, "s.jpg", ImageMode::rgb, {.max_pixels = 390}); });
+  EXPECT_NE(e.find("s.jpg: image is 23x17"), std::string::npos) << e;
+  e = error_of([&] { decode_image(good_filled.substr(0, good_filled.size() - 2), "t.jpg"); });
+  EXPECT_NE(e.find("truncated JPEG"), std::string::npos) << e;
 }
