@@ -9,6 +9,11 @@ namespace tcv::data {
 
 namespace fs = std::filesystem;
 
+bool path_exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) && !ec;
+}
+
 namespace {
 
 constexpr int64_t kMaxClasses = int64_t{1} << 31;
@@ -61,7 +66,7 @@ Sample ImageFileDataset::make(int64_t i, Rng& rng, bool defer) const {
   const auto& [path, label] = samples_[static_cast<size_t>(i)];
   Tensor img;
   try {
-    img = read_image(path, opts_.mode);
+    img = read_image(path, opts_.mode, opts_.limits);
   } catch (const Error& e) {
     if (opts_.on_corrupt == OnCorrupt::error) throw;
     skips_.record(e.what());

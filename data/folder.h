@@ -46,11 +46,19 @@ class SkipLog {
   mutable std::string first_;
 };
 
+/// Whether `path` exists, for paths read from data files: a name the system
+/// cannot look up (too long, through a file, not permitted) counts as missing,
+/// where std::filesystem::exists would throw a filesystem_error naming no
+/// data file.
+bool path_exists(const std::string& path);
+
 struct ImageFileOptions {
   /// Accepted file extensions, lower case with the dot; matched case-insensitively.
   std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm"};
   ImageMode mode = ImageMode::rgb;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images above limits.max_pixels are refused (a corrupt file).
+  ImageLimits limits{};
 };
 
 /// Image files with labels, decoded and transformed when a sample is read.

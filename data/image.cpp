@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 #include <zlib.h>
@@ -85,7 +86,23 @@ bool bmp_truncated(const std::string& b) {
   if (compression != 0 && compression != 3) return false;  // RLE: stb checks as it goes
   const uint64_t stride =
       (static_cast<uint64_t>(std::abs(static_cast<int64_t>(w))) * bpp + 31) / 32 * 4;
-  return b.size() < off + stride * static_cast<uint64_t>(std::abs(static_cast<int64_t>(h)));
+  // 2^31 rows of 2^44 bytes overflow 64 bits: no file holds that many.
+  uint64_t pixels = 0, need = 0;
+  if (__builtin_mul_overflow(stride, static_cast<uint64_t>(std::abs(static_cast<int64_t>(h))),
+                             &pixels) ||
+      __builtin_add_overflow(pixels, uint64_t{off}, &need))
+    return true;
+  return b.size() < need;
+}
+
+// Where a JPEG's markers start: just after its start-of-image marker, which
+// stb finds after any number of 0xFF fill bytes (FF FF ... FF D8); 0 when the
+// bytes do not start so (not a JPEG to stb).
+size_t jpeg_start(const std::string& b) {
+  if (b.empty() || static_cast<uint8_t>(b[0]) != 0xFF) return 0;
+  size_t pos = 1;
+  while (pos < b.size() && static_cast<uint8_t>(b[pos]) == 0xFF) ++pos;
+  return pos < b.size() && static_cast<uint8_t>(b[pos]) == 0xD8 ? pos + 1 : 0;
 }
 
 // Debian's stb_image (2.27) trusts the code counts of a JPEG Huffman table
@@ -95,7 +112,7 @@ bool bmp_truncated(const std::string& b) {
 std::string jpeg_huffman_error(const std::string& b) {
   const auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
   const size_t n = b.size();
-  size_t pos = 2;  // after SOI
+  size_t pos = jpeg_start(b);
   while (pos + 1 < n) {
     if (at(pos) != 0xFF || at(pos + 1) == 0xFF) {  // padding or fill bytes
       ++pos;
@@ -138,6 +155,84 @@ std::string jpeg_huffman_error(const std::string& b) {
   return "";
 }
 
+uint32_t be32_at(const std::string& b, size_t at) {
+  uint32_t v = 0;
+  for (size_t k = 0; k < 4; ++k) v = (v << 8) | static_cast<uint8_t>(b[at + k]);
+  return v;
+}
+
+// A PNM (P5 or P6) header read as stb reads it: width, height and maximum
+// value, decimal, apart by whitespace and '#' comments. Debian's stb (2.27)
+// gathers the digits in an int, which overflows past 2^31 - 1 (undefined
+// behaviour); here they saturate at 2^40. false: not a PNM header.
+bool pnm_header(const std::string& b, int64_t v[3]) {
+  if (b.size() < 2 || b[0] != 'P' || (b[1] != '5' && b[1] != '6')) return false;
+  const auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
+  size_t pos = 2;
+  for (int k = 0; k < 3; ++k) {
+    for (;;) {
+      while (pos < b.size() && space(b[pos])) ++pos;
+      if (pos >= b.size() || b[pos] != '#') break;
+      while (pos < b.size() && b[pos] != '\n' && b[pos] != '\r') ++pos;
+    }
+    int64_t x = 0;
+    for (; pos < b.size() && b[pos] >= '0' && b[pos] <= '9'; ++pos)
+      x = std::min<int64_t>(x * 10 + (b[pos] - '0'), int64_t{1} << 40);
+    v[k] = x;
+  }
+  return true;
+}
+
+// The size the header of a PNG, BMP, JPEG or PNM announces, read here: stb's own
+// header parsing refuses large sizes with "Image not of any known type, or
+// corrupt" (a 2^30-byte cap at 4 bytes a pixel), which names no size. false:
+// not one of these, or no size found (stb then says what is wrong).
+bool header_size(const std::string& b, int64_t* width, int64_t* height) {
+  const auto at = [&](size_t i) { return static_cast<uint8_t>(b[i]); };
+  if (b.size() >= 24 && b.compare(0, 8, "\x89PNG\r\n\x1a\n", 8) == 0 &&
+      b.compare(12, 4, "IHDR") == 0) {
+    *width = be32_at(b, 16);
+    *height = be32_at(b, 20);
+    return true;
+  }
+  if (b.size() >= 26 && b[0] == 'B' && b[1] == 'M' && le32(b, 14) >= 40) {
+    *width = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 18))));
+    *height = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 22))));
+    return true;
+  }
+  if (int64_t v[3]; pnm_header(b, v)) {
+    *width = v[0];
+    *height = v[1];
+    return true;
+  }
+  if (const size_t start = jpeg_start(b); start > 0) {
+    // Markers until the frame header (SOF0..SOF15 but DHT, JPG and DAC).
+    size_t pos = start;
+    while (pos + 9 < b.size()) {
+      if (at(pos) != 0xFF) return false;
+      const uint8_t m = at(pos + 1);
+      if (m == 0xFF) {  // fill byte
+        ++pos;
+        continue;
+      }
+      if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+        *height = (at(pos + 5) << 8) | at(pos + 6);
+        *width = (at(pos + 7) << 8) | at(pos + 8);
+        return true;
+      }
+      if (m == 0xDA || m == 0xD9) return false;  // scan data or the end before a frame
+      if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {
+        pos += 2;
+        continue;
+      }
+      pos += 2 + ((static_cast<size_t>(at(pos + 2)) << 8) | at(pos + 3));
+    }
+  }
+  return false;
+}
+
 // (H, W, step) interleaved pixels to three (H, W) planes; a fixed step lets the
 // compiler unroll and vectorize.
 template <int step>
@@ -158,14 +253,39 @@ void append_bytes(void* ctx, void* data, int size) {
 
 }  // namespace
 
-Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode mode) {
+std::string image_size_error(const std::string& name, int64_t width, int64_t height,
+                             const ImageLimits& limits) {
+  int64_t pixels = 0;
+  if (!__builtin_mul_overflow(width, height, &pixels) && pixels <= limits.max_pixels) return "";
+  return detail::str_cat(
+      name, ": image is ", width, "x", height, " (width x height",
+      __builtin_mul_overflow(width, height, &pixels) ? ""
+                                                     : ", " + std::to_string(pixels) + " pixels",
+      "), more than data.max_pixels = ", limits.max_pixels,
+      ": refused before decoding, as a possible decompression bomb (raise data.max_pixels to "
+      "read it)");
+}
+
+Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode mode,
+                    const ImageLimits& limits) {
   TCV_CHECK(!bytes.empty(), name, ": cannot decode image: the file is empty");
   TCV_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), name,
             ": cannot decode image: file too large (", bytes.size(), " bytes)");
+  // The size first: a bomb is refused as such, whatever else is wrong with it.
+  if (int64_t hw = 0, hh = 0; header_size(bytes, &hw, &hh))
+    if (const std::string e = image_size_error(name, hw, hh, limits); !e.empty()) TCV_THROW(e);
+  if (int64_t v[3]; pnm_header(bytes, v)) {
+    static const char* const what[3] = {"width", "height", "maximum value"};
+    for (int k = 0; k < 3; ++k)
+      TCV_CHECK(v[k] <= std::numeric_limits<int32_t>::max(), name,
+                ": cannot decode image: the PNM header's ", what[k], " ",
+                v[k] >= (int64_t{1} << 40) ? std::string("(over 2^40)") : std::to_string(v[k]),
+                " is beyond 2^31 - 1");
+  }
   // stb_image pads a truncated JPEG's entropy data with zeros instead of failing;
   // PIL calls such a file truncated, and so do we.
-  const bool jpeg = bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0xFF &&
-                    static_cast<uint8_t>(bytes[1]) == 0xD8;
+  // As stb takes it: fill bytes may come before the start-of-image marker.
+  const bool jpeg = jpeg_start(bytes) > 0;
   TCV_CHECK(!jpeg || bytes.rfind("\xFF\xD9") != std::string::npos, name,
             ": cannot decode image: truncated JPEG (no end-of-image marker)");
   if (jpeg) {
@@ -181,6 +301,7 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
     TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
   // stb reads a PNM header without sizes as a 0 x 0 image.
   TCV_CHECK(w > 0 && h > 0, name, ": cannot decode image: it has no pixels (", w, " x ", h, ")");
+  if (const std::string e = image_size_error(name, w, h, limits); !e.empty()) TCV_THROW(e);
   int want = 3;
   if (mode == ImageMode::gray) want = 1;
   if (mode == ImageMode::keep) want = stored <= 2 ? 1 : 3;
@@ -189,6 +310,10 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   const int step = jpeg && want == 3 && stored == 3 ? 4 : want;
   stbi_uc* px = stbi_load_from_memory(buf, len, &w, &h, &stored, step);
   if (!px) TCV_THROW(name, ": cannot decode image: ", stbi_failure_reason());
+  if (const std::string e = image_size_error(name, w, h, limits); !e.empty()) {
+    stbi_image_free(px);  // the pixels' header said otherwise than the info's
+    TCV_THROW(e);
+  }
   // stb gives (H, W, C) interleaved; we store (C, H, W).
   Tensor img = empty({want, h, w}, {.dtype = DType::u8});
   uint8_t* dst = img.data<uint8_t>();
@@ -204,8 +329,8 @@ Tensor decode_image(const std::string& bytes, const std::string& name, ImageMode
   return img;
 }
 
-Tensor read_image(const std::string& path, ImageMode mode) {
-  return decode_image(read_file(path), path, mode);
+Tensor read_image(const std::string& path, ImageMode mode, const ImageLimits& limits) {
+  return decode_image(read_file(path), path, mode, limits);
 }
 
 ImageFormat format_from_extension(const std::string& path) {

@@ -20,14 +20,36 @@ enum class ImageMode {
 /// File formats the encoder writes.
 enum class ImageFormat { png, jpeg, bmp };
 
+/// PIL's decompression-bomb limit: twice Image.MAX_IMAGE_PIXELS (89,478,485),
+/// the size from which PIL refuses a file (DecompressionBombError). The default
+/// of ImageLimits::max_pixels and of the config key data.max_pixels; an RGB
+/// image this large takes 512 MiB decoded.
+inline constexpr int64_t kDefaultMaxPixels = 2 * int64_t{89478485};
+
+/// What a decoder accepts, checked on the file's header before any pixel is
+/// allocated: a PNG of 1 MB may announce 18000 x 18000 pixels (1 GB decoded).
+struct ImageLimits {
+  /// The most pixels (width x height) an image may have: data.max_pixels.
+  int64_t max_pixels = kDefaultMaxPixels;
+};
+
 /// Decodes an encoded image held in memory to u8 (C, H, W). `name` (usually the
-/// file path) appears in error messages together with stb_image's reason.
+/// file path) appears in error messages together with stb_image's reason. An
+/// image whose header announces more than limits.max_pixels pixels is refused
+/// before it is decoded, naming its size and data.max_pixels.
 Tensor decode_image(const std::string& bytes, const std::string& name,
-                    ImageMode mode = ImageMode::rgb);
+                    ImageMode mode = ImageMode::rgb, const ImageLimits& limits = {});
 
 /// Reads and decodes an image file to u8 (C, H, W). A missing, unreadable,
-/// truncated or corrupt file is a tcv::Error naming the file and the reason.
-Tensor read_image(const std::string& path, ImageMode mode = ImageMode::rgb);
+/// truncated or corrupt file, or one larger than limits.max_pixels, is a
+/// tcv::Error naming the file and the reason.
+Tensor read_image(const std::string& path, ImageMode mode = ImageMode::rgb,
+                  const ImageLimits& limits = {});
+
+/// The error for an image of width x height pixels above limits.max_pixels
+/// ("" when it is within): names `name`, the size and data.max_pixels.
+std::string image_size_error(const std::string& name, int64_t width, int64_t height,
+                             const ImageLimits& limits);
 
 /// Encodes a u8 (C, H, W) or (H, W) image with C in {1, 3, 4}; `jpeg_quality` in [1, 100].
 std::string encode_image(const Tensor& image, ImageFormat format, int jpeg_quality = 95);

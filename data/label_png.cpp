@@ -55,7 +55,8 @@ constexpr uint64_t kMaxDeflateRatio = 1032;
 
 }  // namespace
 
-LabelPng decode_label_png(const std::string& bytes, const std::string& name) {
+LabelPng decode_label_png(const std::string& bytes, const std::string& name,
+                          const ImageLimits& limits) {
   static const char kSignature[] = "\x89PNG\r\n\x1a\n";
   TCV_CHECK(bytes.size() >= 8 && std::memcmp(bytes.data(), kSignature, 8) == 0, name,
             ": not a PNG file (label maps are read as PNG palette or grayscale images)");
@@ -71,6 +72,8 @@ LabelPng decode_label_png(const std::string& bytes, const std::string& name) {
   TCV_CHECK(ihdr.color_type == 0 || ihdr.color_type == 3, name, ": label PNG is ",
             color_type_name(ihdr.color_type), " (colour type ", int(ihdr.color_type),
             "); a label map must be a palette or grayscale PNG whose pixels are class indices");
+  if (const std::string e = image_size_error(name, ihdr.width, ihdr.height, limits); !e.empty())
+    TCV_THROW(e);
   LabelPng out;
   out.kind = ihdr.color_type == 3 ? LabelPngKind::palette : LabelPngKind::gray;
   out.bit_depth = ihdr.bit_depth;
@@ -122,14 +125,14 @@ LabelPng decode_label_png(const std::string& bytes, const std::string& name) {
   return out;
 }
 
-LabelPng read_label_png(const std::string& path) {
+LabelPng read_label_png(const std::string& path, const ImageLimits& limits) {
   std::error_code ec;
   TCV_CHECK(std::filesystem::is_regular_file(path, ec), path, ": label file not found");
   std::ifstream f(path, std::ios::binary);
   TCV_CHECK(f.good(), path, ": cannot open label file for reading");
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   TCV_CHECK(!f.bad(), path, ": read error");
-  return decode_label_png(bytes, path);
+  return decode_label_png(bytes, path, limits);
 }
 
 }  // namespace tcv::data

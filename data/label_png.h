@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "data/image.h"
 #include "engine/tensor.h"
 
 namespace tcv::data {
@@ -29,11 +30,13 @@ struct LabelPng {
 /// 1-bit PNG gives 0 and 1, not 0 and 255). Interlaced files are de-interlaced.
 /// Errors, each naming `name`: not a PNG, a truncated or corrupt file (bad
 /// CRC, bad deflate stream), a colour PNG (RGB, RGBA, grey + alpha: a label map
-/// holds indices, not colours) and a 16-bit value above 255.
-LabelPng decode_label_png(const std::string& bytes, const std::string& name);
+/// holds indices, not colours), a 16-bit value above 255, and a header that
+/// announces more than limits.max_pixels pixels (before anything is decoded).
+LabelPng decode_label_png(const std::string& bytes, const std::string& name,
+                          const ImageLimits& limits = {});
 
 /// Reads and decodes a label PNG file (see decode_label_png); a missing or
 /// unreadable file is an error naming it.
-LabelPng read_label_png(const std::string& path);
+LabelPng read_label_png(const std::string& path, const ImageLimits& limits = {});
 
 }  // namespace tcv::data

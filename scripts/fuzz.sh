@@ -5,6 +5,7 @@
 #
 #   bash scripts/fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]     (default 60 s, all)
 #   bash scripts/fuzz.sh 600 safetensors image                   (two of them, 10 min each)
+#   bash scripts/fuzz.sh --smoke [SECONDS_PER_HARNESS] [HARNESS...]   (default 5 s)
 #
 # Each harness starts from its seed corpus (written by tcv-fuzz-seeds from real
 # files, plus the inputs checked in under tests/fuzz/corpus/<harness>/) and
@@ -14,14 +15,33 @@
 # build-fuzz/artifacts/<harness>/; reproduce with
 #   build-fuzz/tests/fuzz/fuzz_<harness> build-fuzz/artifacts/<harness>/crash-...
 # The script exits 1 when any harness found something.
+#
+# --smoke replays, for each harness, every input it has: the seeds, the inputs
+# checked in under tests/fuzz/corpus/<harness>/ (each one broke a parser once),
+# what earlier runs kept in build-fuzz/corpus/<harness>/ and the crashes left
+# in build-fuzz/artifacts/<harness>/, then fuzzes on for the rest of a few
+# seconds. It writes nothing into those directories (new inputs go to a
+# temporary one), and exits 1 when any input breaks a harness. It needs the
+# same clang build, so it is not part of scripts/test.sh (CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs="${1:-60}"
-if [ $# -gt 0 ]; then shift; fi
+smoke=0
+if [ "${1:-}" = --smoke ]; then
+  smoke=1
+  shift
+fi
+default_secs=60
+[ $smoke -eq 1 ] && default_secs=5
+secs="$default_secs"
+if [[ "${1:-}" =~ ^[0-9]+$ ]]; then
+  secs="$1"
+  shift
+fi
 if ! [[ "$secs" =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
-  echo "usage: fuzz.sh [SECONDS_PER_HARNESS] [HARNESS...]" >&2
+  echo "usage: fuzz.sh [--smoke] [SECONDS_PER_HARNESS] [HARNESS...]" >&2
   exit 2
 fi
+t_start=$(date +%s)
 
 bash scripts/setup-deps.sh --fuzz
 BUILD_DIR="${BUILD_DIR:-build-fuzz}"
@@ -56,12 +76,24 @@ export OMP_NUM_THREADS=1
 
 results=()
 found=0
+t_fuzz=$(date +%s)
 for h in "${harnesses[@]}"; do
   corpus="$BUILD_DIR/corpus/$h"
   artifacts="$BUILD_DIR/artifacts/$h"
   log="$BUILD_DIR/logs/$h.log"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
-  dirs=("$corpus" "$seeds/$h")
+  if [ $smoke -eq 1 ]; then
+    # New inputs go to a scratch directory (libFuzzer writes to the first one);
+    # the saved crashes are replayed with the rest, and new ones land in smoke/.
+    log="$BUILD_DIR/logs/smoke-$h.log"
+    scratch=$(mktemp -d)
+    dirs=("$scratch" "$corpus" "$artifacts")
+    artifacts="$BUILD_DIR/artifacts/smoke/$h"
+    mkdir -p "$artifacts"
+  else
+    dirs=("$corpus")
+  fi
+  dirs+=("$seeds/$h")
   if [ -d "tests/fuzz/corpus/$h" ]; then dirs+=("tests/fuzz/corpus/$h"); fi
   dict=()
   if [ -f "tests/fuzz/$h.dict" ]; then dict=(-dict="tests/fuzz/$h.dict"); fi
@@ -73,7 +105,13 @@ for h in "${harnesses[@]}"; do
     >"$log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 ||
           true)
-  size=$(find "$corpus" -type f | wc -l)
+  if [ $smoke -eq 1 ]; then
+    # The inputs replayed: every file of the directories read.
+    size=$(find "${dirs[@]:1}" -type f | wc -l)
+    rm -rf "$scratch"
+  else
+    size=$(find "$corpus" -type f | wc -l)
+  fi
   new=$(( $(find "$artifacts" -type f | wc -l) - before ))
   if [ "$rc" -ne 0 ] && [ "$new" -eq 0 ]; then new=1; fi  # died without leaving an input
   if [ "$new" -gt 0 ]; then
@@ -83,9 +121,12 @@ for h in "${harnesses[@]}"; do
   fi
   results+=("$(printf '%-16s %14s %12s %8s' "$h" "${execs:-?}" "$size" "$new")")
 done
+t_end=$(date +%s)
 
-printf '\n%-16s %14s %12s %8s\n' harness executions corpus crashes
+printf '\n%-16s %14s %12s %8s\n' harness executions \
+  "$([ $smoke -eq 1 ] && echo replayed || echo corpus)" crashes
 printf '%s\n' "${results[@]}"
+echo "fuzz.sh: build and seeds $((t_fuzz - t_start)) s, harnesses $((t_end - t_fuzz)) s"
 if [ $found -ne 0 ]; then
   echo "fuzz.sh: inputs that broke a harness are in $BUILD_DIR/artifacts/" >&2
   exit 1

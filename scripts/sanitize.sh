@@ -25,13 +25,15 @@ esac
 
 # The CI subset: parsers of files, configs and wire messages and what feeds
 # them (safetensors, JSON, TOML configs, IDX, CIFAR, images, list files, VOC
-# XML, COCO JSON, label PNGs, checkpoints, the TCP store, the rendezvous
-# environment), with their regression tests, plus the trainer end to end on
-# real data.
+# XML, COCO JSON, label PNGs, COCO person keypoints with their masks and the
+# pose data path, checkpoints, the TCP store, the rendezvous environment),
+# with their regression tests, plus the trainer end to end on real data.
 ci_tests=(
   test_engine_json test_engine_serialize test_engine_tensor
   test_data_idx test_data_cifar test_data_image test_data_folder test_data_dataset
   test_data_det_voc test_data_det_coco test_data_label_png
+  test_data_pose_coco test_data_pose_loader test_data_pose_transforms test_data_pose_targets
+  test_data_pose_scenes
   test_train_config test_train_checkpoint test_train_pretrained test_train_report
   test_train_optim
   test_dist_store test_dist_store_wire test_dist_env

@@ -37,6 +37,9 @@ std::vector<KeySpec> common_keys() {
        "/usr/share/datasets/<dataset> for IDX)"},
       {"data.skip_corrupt", VT::boolean, false,
        "skip and count corrupt or missing images instead of stopping with an error"},
+      {"data.max_pixels", VT::integer, data::kDefaultMaxPixels,
+       "images (and label maps) whose header announces more pixels are refused before they are "
+       "decoded, as possible decompression bombs; the default is PIL's limit"},
       {"data.num_classes", VT::integer, int64_t{10}, ""},
       {"data.workers", VT::integer, int64_t{1},
        "threads assembling batches ahead (at most 256); 0 = inline"},
@@ -723,6 +726,7 @@ void Config::validate() const {
   check.choice("train.amp", {"off", "bf16", "f16"});
   check.at_least("data.num_classes", 1);
   check.at_least("data.workers", 0);
+  check.at_least("data.max_pixels", 1);
   if (get_int("data.workers") > kMaxWorkers)
     fail("data.workers", "must be at most " + std::to_string(kMaxWorkers) + ", got " +
                              std::to_string(get_int("data.workers")) +

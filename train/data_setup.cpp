@@ -48,6 +48,10 @@ bool has_eval_aug(const Config& cfg) {
 
 }  // namespace
 
+data::ImageLimits image_limits(const Config& cfg) {
+  return {.max_pixels = cfg.get_int("data.max_pixels")};
+}
+
 InputSpec input_spec(const Config& cfg) {
   const std::string& dataset = cfg.get_string("data.dataset");
   InputSpec s;
@@ -191,6 +195,7 @@ DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
     fo.mode = in.channels == 1 ? data::ImageMode::gray : data::ImageMode::rgb;
     fo.on_corrupt =
         cfg.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    fo.limits = image_limits(cfg);
     std::shared_ptr<data::ImageFileDataset> tr, va;
     if (dataset == "image_folder") {
       auto tf = for_key(cfg, "data.train_dir", [&] {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/image.h"
 #include "data/transforms.h"
 #include "train/config.h"
 
@@ -16,6 +17,9 @@ namespace tcv::train {
 /// The directory of the dataset files for a config: data.data_dir, or for IDX data
 /// with data.data_dir "" the Debian dataset package's directory for data.dataset.
 std::string resolve_data_dir(const Config& cfg);
+
+/// What the image decoders accept: data.max_pixels.
+data::ImageLimits image_limits(const Config& cfg);
 
 /// The model's input: data.channels and data.input_size, or the dataset's own
 /// (1 x 28 x 28 for IDX, 3 x 32 x 32 for CIFAR).

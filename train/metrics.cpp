@@ -1,5 +1,7 @@
 #include "train/metrics.h"
 
+#include <cmath>
+
 namespace tcv::train {
 
 std::vector<int64_t> topk_correct(const Tensor& logits, const Tensor& target,
@@ -14,11 +16,18 @@ std::vector<int64_t> topk_correct(const Tensor& logits, const Tensor& target,
   for (int64_t i = 0; i < n; ++i) {
     TCV_CHECK(y[i] >= 0 && y[i] < c, "[topk_correct] target ", y[i], " of row ", i, " outside [0, ",
               c, ")");
-    // The target's rank is the number of classes that sort before it.
+    // The target's rank is the number of classes that sort before it. A row
+    // holding NaN ranks nothing (every comparison with NaN is false, which once
+    // put the target first): it counts as wrong for every k.
     const double* row = s.data() + i * c;
     const double t = row[y[i]];
+    bool nan = false;
     int64_t rank = 0;
-    for (int64_t j = 0; j < c; ++j) rank += row[j] > t || (row[j] == t && j < y[i]);
+    for (int64_t j = 0; j < c; ++j) {
+      nan |= std::isnan(row[j]);
+      rank += row[j] > t || (row[j] == t && j < y[i]);
+    }
+    if (nan) continue;
     for (size_t k = 0; k < ks.size(); ++k) correct[k] += rank < ks[k];
   }
   return correct;

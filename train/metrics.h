@@ -10,7 +10,10 @@ namespace tcv::train {
 
 /// For each k in `ks`: how many rows of logits (N, C) have their target (N, i64)
 /// among the k largest scores. Ties rank the lower class index first, as a
-/// stable descending sort would. k larger than C counts every row.
+/// stable descending sort would. k larger than C counts every row. A row that
+/// holds NaN is wrong for every k, so a model with NaN outputs scores 0, never
+/// above chance (PyTorch's topk ranks NaN above every number instead, so there
+/// a row's NaN classes come first).
 std::vector<int64_t> topk_correct(const Tensor& logits, const Tensor& target,
                                   const std::vector<int64_t>& ks);
 

@@ -56,6 +56,9 @@ class TaskLoader {
   virtual int64_t num_batches() const = 0;
   /// Images in the split (every rank's).
   virtual int64_t size() const = 0;
+  /// The data set the split reads (its annotation file, list or directory),
+  /// for messages; "" when it has no name of its own.
+  virtual std::string name() const { return ""; }
   /// Images skipped as corrupt so far (data.skip_corrupt), and the first of
   /// them with the reason ("" when none).
   virtual int64_t skipped() const = 0;

@@ -258,6 +258,19 @@ struct Trainer::Impl {
     // Data.
     data = dist ? task->make_data(dist->rank(), dist->world_size()) : task->make_data(0, 1);
     skip_corrupt = cfg.get_bool("data.skip_corrupt");
+    // An empty split is its data set's fault, not train.batch_size's (nor a
+    // val row of metric 0 that becomes `best`).
+    for (const bool train : {true, false}) {
+      const TaskLoader& loader = train ? *data.train : *data.val;
+      if (loader.size() > 0) continue;
+      const std::string name = loader.name();
+      throw ConfigError(
+          at_key(cfg, "data.dataset") + " = \"" + cfg.get_string("data.dataset") + "\": the " +
+          (train ? "training" : "validation") + " set" + (name.empty() ? "" : " " + name) +
+          " has no images (" + data.summary + ")" +
+          (train ? "; images with nothing to train on (no box, no person) are left out" : "") +
+          (skip_corrupt ? "; data.skip_corrupt left out those that cannot be read" : ""));
+    }
     iters_per_epoch = data.train->num_batches();
     if (iters_per_epoch == 0)
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
@@ -464,6 +477,7 @@ struct Trainer::Impl {
       if (std::isfinite(loss_v)) {
         if (s.clip_norm > 0) clip_grad_norm(optim->params(), s.clip_norm);
         stepped = s.scaler->step(*optim);
+        if (stepped) check_weights_after_update(loss_v);
       } else {
         drop_nonfinite_step(loss_v);
       }
@@ -477,6 +491,7 @@ struct Trainer::Impl {
         if (s.clip_norm > 0) clip_grad_norm(optim->params(), s.clip_norm);
         optim->step();
         stepped = true;
+        check_weights_after_update(loss_v);
       } else {
         drop_nonfinite_step(loss_v);
       }
@@ -558,7 +573,8 @@ struct Trainer::Impl {
           << " corrupt images (data.skip_corrupt); the first: " << first_skipped() << "\n";
     if (auto* os = log())
       *os << "done: " << state.epoch << " epochs, " << state.iter << " iters, " << state.best_metric
-          << " " << score_text(summary.score) << " (best " << score_text(state.best_score) << "), "
+          << " " << score_text(summary.score) << " ("
+          << (state.best_score < 0 ? "no best" : "best " + score_text(state.best_score)) << "), "
           << fixed(summary.wall_s, 1) << " s, " << fixed(summary.train_images_per_sec, 0)
           << " train img/s\n"
           << std::flush;
@@ -584,7 +600,19 @@ struct Trainer::Impl {
     model->train();
     const Json row = ev->row();
     const double score = row.at(state.best_metric).get<double>();
-    state.last_score = score;
+    // A model whose outputs hold inf or NaN has a non-finite val loss, whatever
+    // its metric says: it never becomes `best`. No image evaluated (an empty val
+    // split, or every image skipped as corrupt) means no score at all.
+    const int64_t images = row.contains("images") ? row.at("images").get<int64_t>() : 1;
+    const double val_loss = row.contains("loss") ? row.at("loss").get<double>() : 0.0;
+    std::string no_best;
+    if (images == 0)
+      no_best = "no val images";
+    else if (!std::isfinite(val_loss))
+      no_best = "the val loss is " + fixed(val_loss, 4) + " (the model's outputs hold inf or NaN)";
+    else if (!std::isfinite(score))
+      no_best = state.best_metric + " is " + score_text(score);
+    state.last_score = no_best.empty() ? score : -1.0;  // -1: none (the trainer state's "none yet")
     summary.val = row;
     summary.score = score;
     for (auto [key, field] : {std::pair{"top1", &summary.top1}, std::pair{"top5", &summary.top5},
@@ -605,10 +633,11 @@ struct Trainer::Impl {
       *os << "val   epoch " << state.epoch + 1 << " iter " << state.iter << ": "
           << last_eval->describe(row);
       if (skip_corrupt) *os << ", " << skipped() << " corrupt images skipped so far";
+      if (!no_best.empty()) *os << "; " << no_best << ": not a best";
       *os << " (" << hms(elapsed()) << ")\n" << std::flush;
     }
     evaluated_at = state.iter;
-    if (score > state.best_score) {
+    if (no_best.empty() && score > state.best_score) {
       state.best_score = score;
       save("best");
     }
@@ -680,6 +709,25 @@ struct Trainer::Impl {
           << ")\n"
           << std::flush;
     }
+  }
+
+  // solver.nonfinite = "skip" promises that inf and NaN never reach the weights,
+  // yet an update of finite gradients may overflow them (a huge learning rate):
+  // then training stops as "stop" does, before anything is saved from it. One
+  // fused check of the parameters and buffers after each update, under "skip" only.
+  void check_weights_after_update(double loss_v) {
+    if (step_cfg.nonfinite != NonFinite::skip) return;
+    const nn::StateDict weights = model->state_dict();
+    std::vector<Tensor> all;
+    all.reserve(weights.size());
+    for (const auto& [name, t] : weights) all.push_back(t);
+    if (all_finite(all)) return;
+    TCV_THROW("non-finite weights after the update of iteration ", state.iter + 1, " (epoch ",
+              state.epoch + 1, ", lr ", state.lr, "): loss ", fixed(loss_v, 4),
+              ", gradients finite, first tensor holding inf or NaN: ", first_nonfinite(weights),
+              ". Stopped as solver.nonfinite = \"stop\" would: \"skip\" drops steps whose loss "
+              "or gradients hold inf or NaN, and this update overflowed the weights themselves; "
+              "nothing was saved from it. Lower solver.lr.base_lr");
   }
 
   void draw_bar(double loss, double ips, double run_s, int64_t run_iters) {

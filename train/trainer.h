@@ -60,7 +60,8 @@ struct TrainSummary {
 /// iterations, `solver.test_interval` evaluates on the whole test split every N
 /// iterations (0: after each epoch, and always at the end). Checkpoints in
 /// out_dir/checkpoints: `latest` after each epoch and at the end, `best` by the
-/// task's metric (top-1, mAP, mIoU), `epoch_NNNN` every `solver.save_epoch` epochs (the last
+/// task's metric (top-1, mAP, mIoU; never from a val row whose loss is not
+/// finite or that evaluated no image), `epoch_NNNN` every `solver.save_epoch` epochs (the last
 /// `checkpoints.keep_last` kept). `network.resume` continues a run exactly
 /// where its checkpoint stands (same batches, LR and random stream): on the CPU,
 /// to the bit; it refuses, before any step, a checkpoint that does not load

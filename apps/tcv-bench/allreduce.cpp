@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "apps/cli.h"
@@ -140,11 +141,23 @@ int64_t parse_bytes(const std::string& flag, const std::string& text) {
       break;
   }
   if (mult != 1) digits.pop_back();
+  // A size past int64 (99999999999G) wrapped around and surfaced as "maxbytes
+  // must be at least minbytes": name the overflow instead.
+  const int64_t most = std::numeric_limits<int64_t>::max() / mult;
+  const auto too_large = [&] {
+    return UsageError{flag + " " + text + " does not fit in 64 bits: at most " +
+                      std::to_string(most) + (mult == 1 ? "" : std::string(1, text.back()))};
+  };
+  int64_t n = 0;
   try {
-    return parse_int(flag, digits, 1) * mult;
+    n = parse_int(flag, digits, 1);
   } catch (const UsageError&) {
+    if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos)
+      throw too_large();
     throw UsageError{flag + " expects a size like 8, 1K, 16M, 1G, got '" + text + "'"};
   }
+  if (n > most) throw too_large();
+  return n * mult;
 }
 
 AllreduceOptions parse_allreduce_args(const std::vector<std::string>& args) {

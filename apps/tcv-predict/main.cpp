@@ -151,13 +151,14 @@ int run(int argc, char** argv) {
   const std::unique_ptr<tcv::train::Task> task = tcv::train::make_task(cfg);
   const std::unique_ptr<tcv::train::TaskPredictor> predictor = task->make_predictor(ckpt, popts);
   const auto mode = predictor->image_mode();
+  const tcv::data::ImageLimits limits = tcv::train::image_limits(cfg);
 
   const bool skip_corrupt = cfg.get_bool("data.skip_corrupt");
   std::vector<Input> inputs;
   std::vector<Unreadable> unreadable;
   auto read = [&](const std::string& file) {
     try {
-      inputs.push_back({file, tcv::data::read_image(file, mode)});
+      inputs.push_back({file, tcv::data::read_image(file, mode, limits)});
     } catch (const tcv::Error& e) {
       unreadable.push_back({file, e.what()});
       std::cerr << "tcv-predict: " << (skip_corrupt ? "skipped (data.skip_corrupt): " : "error: ")

@@ -109,6 +109,11 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
     std::string what = e.what();
     if (what.size() > 200) what = what.substr(0, 200) + "...";
     TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
+  } catch (const json::exception& e) {
+    // A number beyond a double ("1e+408") is nlohmann's out_of_range, not a parse_error.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON: ", what);
   }
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoFile f;
@@ -245,7 +250,7 @@ DetDataset read_coco(const CocoOptions& opts) {
     r.source = file + " (image id " + std::to_string(im.id) + ", " + im.file_name + ")";
     bool usable = false;
     try {
-      TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+      TCV_CHECK(path_exists(r.image_path), r.image_path, ": image file not found (listed in ",
                 r.source, ")");
       const auto it = objects_of.find(im.id);
       if (it != objects_of.end())
@@ -270,7 +275,7 @@ DetDataset read_coco(const CocoOptions& opts) {
     records.push_back(std::move(r));
   }
   return DetDataset(std::move(records), std::move(names), std::move(ids), opts.on_corrupt, file,
-                    skipped, first_skipped);
+                    skipped, first_skipped, opts.limits);
 }
 
 }  // namespace tcv::data

@@ -66,6 +66,8 @@ struct CocoOptions {
   std::string image_dir{};        ///< where each image's file_name is found
   EmptyImages empty_images = EmptyImages::keep;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// Reads a COCO data set. Labels 1..K are the categories in increasing id order

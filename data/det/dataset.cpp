@@ -35,13 +35,14 @@ void DetTarget::filter(const std::vector<uint8_t>& keep) {
 
 DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
                        std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
-                       int64_t skipped_at_load, std::string first_skipped)
+                       int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
     : records_(std::move(records)),
       class_names_(std::move(class_names)),
       label_ids_(std::move(label_ids)),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)) {
+      skips_(skipped_at_load, std::move(first_skipped)),
+      limits_(limits) {
   TCV_CHECK(!class_names_.empty(), name_, ": no object classes");
   TCV_CHECK(label_ids_.empty() || label_ids_.size() == class_names_.size(), name_, ": ",
             label_ids_.size(), " label ids for ", class_names_.size(), " classes");
@@ -63,7 +64,8 @@ DetDataset::DetDataset(DetDataset&& o) noexcept
       label_ids_(std::move(o.label_ids_)),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)) {}
+      skips_(std::move(o.skips_)),
+      limits_(o.limits_) {}
 
 const DetRecord& DetDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -77,7 +79,7 @@ DetSample DetDataset::load(int64_t i) const {
   s.image_id = r.image_id;
   s.target = r.target;
   try {
-    s.image = read_image(r.image_path, ImageMode::rgb);
+    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
     TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
               ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
               r.source, " says ", r.width, "x", r.height);

@@ -81,7 +81,7 @@ class DetDataset {
   /// checked: labels in [1, K], one flag of each kind per box.
   DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
              std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
-             int64_t skipped_at_load = 0, std::string first_skipped = "");
+             int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
   DetDataset(DetDataset&& other) noexcept;
   DetDataset& operator=(DetDataset&&) = delete;
   DetDataset(const DetDataset&) = delete;
@@ -95,10 +95,12 @@ class DetDataset {
   const std::vector<DetRecord>& records() const { return records_; }
   const std::string& name() const { return name_; }
 
-  /// Image i decoded to u8 RGB with its ground truth. An unreadable image, or one
-  /// whose size differs from its annotation's, is a tcv::Error naming the file;
-  /// with OnCorrupt::skip it gives a sample without image, counted in skipped().
+  /// Image i decoded to u8 RGB with its ground truth. An unreadable image, one
+  /// above limits().max_pixels, or one whose size differs from its annotation's,
+  /// is a tcv::Error naming the file; with OnCorrupt::skip it gives a sample
+  /// without image, counted in skipped().
   DetSample load(int64_t i) const;
+  const ImageLimits& limits() const { return limits_; }
 
   /// Images skipped: at reading (bad annotations, missing files) and at load().
   int64_t skipped() const { return skips_.count(); }
@@ -112,6 +114,7 @@ class DetDataset {
   OnCorrupt on_corrupt_;
   std::string name_;
   SkipLog skips_;
+  ImageLimits limits_;
 };
 
 /// A transform of a detection sample: image and boxes together; random ones draw

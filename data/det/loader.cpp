@@ -64,7 +64,14 @@ DetBatch DetDataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch
     Rng rng(aug_seed, static_cast<uint64_t>(epoch) * N + static_cast<uint64_t>(idx));
     DetSample s = dataset_->load(idx);
     if (!s.image.defined()) continue;  // skipped (corrupt)
-    if (transform_) transform_(s, rng);
+    if (transform_) {
+      // A transform's error names no file: say whose sample it was.
+      try {
+        transform_(s, rng);
+      } catch (const Error& e) {
+        TCV_THROW(dataset_->record(idx).source, ": ", e.what());
+      }
+    }
     TCV_CHECK(s.image.defined() && s.image.dtype() == DType::u8 && s.image.dim() == 3 &&
                   s.image.size(0) == 3,
               dataset_->name(), ": sample ", idx, " is not a u8 (3, H, W) image after the ",

@@ -277,6 +277,16 @@ void DetRandomExpand::operator()(DetSample& s, Rng& rng) const {
   }
   ws = std::max(ws, 1.0);
   hs = std::max(hs, 1.0);
+  // A canvas of 4 x 4 times an image near data.max_pixels would take 16 times
+  // its memory (a decompression bomb's second act): keep it within max_pixels.
+  const double wh = static_cast<double>(W) * static_cast<double>(H);
+  const auto max_px = static_cast<double>(max_pixels);
+  if (wh > max_px) return;
+  if (ws * hs * wh > max_px) {
+    const double f = std::sqrt(max_px / (ws * hs * wh));
+    ws = std::max(1.0, ws * f);
+    hs = std::max(1.0, std::min(hs * f, max_px / (ws * wh)));
+  }
   const int64_t pad_w = rng.randint(0, static_cast<int64_t>(ws * static_cast<double>(W)) - W + 1);
   const int64_t pad_h = rng.randint(0, static_cast<int64_t>(hs * static_cast<double>(H)) - H + 1);
   const int64_t left = rng.randint(0, pad_w + 1), top = rng.randint(0, pad_h + 1);

@@ -93,11 +93,14 @@ struct DetRandomFlip {
 /// TorchCV's RandomPad (SSD's zoom out), with probability p: a canvas of
 /// scale s in [1, max_scale] times the image, its aspect jittered within
 /// [1/2, 2] (never below the image's size), filled with `fill`, the image at a
-/// uniformly random integer offset.
+/// uniformly random integer offset. The canvas holds at most max_pixels
+/// pixels (data.max_pixels): a larger draw shrinks to it, keeping its aspect as
+/// far as the image allows; an image already above it is left as it is.
 struct DetRandomExpand {
   double p = 0.6;
   double max_scale = 4.0;
   std::array<uint8_t, 3> fill{123, 117, 104};
+  int64_t max_pixels = kDefaultMaxPixels;
   void operator()(DetSample& s, Rng& rng) const;
 };
 

@@ -3,6 +3,7 @@
 #include <pugixml.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -30,16 +31,23 @@ int64_t line_of(const std::string& text, ptrdiff_t offset) {
   return 1 + std::count(text.begin(), end, '\n');
 }
 
-// The text of child `key` of `node` as a number; `what` names it in errors.
+// The text of child `key` of `node` as a decimal number (an optional sign,
+// digits with a decimal point, an exponent); `what` names it in errors.
+// strtod also reads hexadecimal ("0x20" as 32), "inf" and "nan".
 double number_of(const pugi::xml_node& node, const char* key, const std::string& name,
                  const std::string& what) {
   const pugi::xml_node c = node.child(key);
   TCV_CHECK(c, name, ": ", what, " has no <", key, ">");
   const std::string t = trim(c.child_value());
-  char* end = nullptr;
-  const double v = std::strtod(t.c_str(), &end);
-  TCV_CHECK(!t.empty() && end == t.c_str() + t.size() && std::isfinite(v), name, ": ", what, " <",
-            key, "> is '", t, "', not a number");
+  // from_chars (general format) reads no hexadecimal and no leading '+'.
+  const size_t skip = !t.empty() && t[0] == '+' && t.size() > 1 && t[1] != '-' ? 1 : 0;
+  double v = 0;
+  const auto r = std::from_chars(t.data() + skip, t.data() + t.size(), v);
+  const bool decimal = t.find_first_not_of("+-.0123456789eE") == std::string::npos;
+  TCV_CHECK(!t.empty() && decimal && r.ec == std::errc() && r.ptr == t.data() + t.size() &&
+                std::isfinite(v),
+            name, ": ", what, " <", key, "> is '", t, "', not a ",
+            decimal || t.empty() ? "number" : "decimal number");
   return v;
 }
 
@@ -206,9 +214,9 @@ DetDataset read_voc(const VocOptions& opts) {
       const std::string xml_path = (fs::path(root) / "Annotations" / (id + ".xml")).string();
       const std::string jpg_path = (fs::path(root) / "JPEGImages" / (id + ".jpg")).string();
       try {
-        TCV_CHECK(fs::exists(xml_path), xml_path, ": annotation file not found (listed in ",
+        TCV_CHECK(path_exists(xml_path), xml_path, ": annotation file not found (listed in ",
                   list.string(), ":", line_no, ")");
-        TCV_CHECK(fs::exists(jpg_path), jpg_path, ": image file not found (listed in ",
+        TCV_CHECK(path_exists(jpg_path), jpg_path, ": image file not found (listed in ",
                   list.string(), ":", line_no, ")");
         const VocAnnotation a = parse_voc_annotation(read_maybe_gzip(xml_path), xml_path);
         DetRecord r;
@@ -241,7 +249,7 @@ DetDataset read_voc(const VocOptions& opts) {
     }
   }
   return DetDataset(std::move(records), std::move(classes), {}, opts.on_corrupt,
-                    name + " (" + opts.split + ")", skipped, first_skipped);
+                    name + " (" + opts.split + ")", skipped, first_skipped, opts.limits);
 }
 
 }  // namespace tcv::data

@@ -53,6 +53,8 @@ struct VocOptions {
   std::vector<std::string> class_names{};
   /// A bad annotation or a missing image: an error, or the image left out and counted.
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// Reads the split's annotations from every root. Image ids are the images'

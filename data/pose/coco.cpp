@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <unordered_map>
 
 #include "data/idx.h"
@@ -30,6 +31,11 @@ const json& member(const json& obj, const char* key, const Where& w) {
 int64_t int_value(const json& v, const char* key, const Where& w) {
   TCV_CHECK(v.is_number_integer(), w.file, ": ", w.at, " \"", key, "\" must be an integer, got ",
             v.dump());
+  // Integers above int64's range (nlohmann's unsigned) would wrap.
+  TCV_CHECK(
+      !v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
+      w.file, ": ", w.at, " \"", key, "\" is ", v.get<uint64_t>(),
+      ", above the largest integer tcv reads (2^63 - 1)");
   return v.get<int64_t>();
 }
 
@@ -78,23 +84,33 @@ Segmentation parse_segmentation(const json& j, int64_t img_h, int64_t img_w, con
   TCV_CHECK(s.rle_height == img_h && s.rle_width == img_w, w.file, ": ", w.at,
             " \"segmentation\" \"size\" ", size.dump(), " differs from its image's [", img_h, ", ",
             img_w, "]");
+  const std::string what = w.file + ": " + w.at + " \"segmentation\"";
+  const int64_t pixels = mask_pixels(s.rle_height, s.rle_width, what);
   const json& counts = member(j, "counts", {w.file, w.at + " \"segmentation\""});
   if (counts.is_string()) {
-    s.rle = decode_coco_rle(counts.get<std::string>(), w.file + ": " + w.at + " \"segmentation\"");
+    s.rle = decode_coco_rle(counts.get<std::string>(), what);
   } else {
-    TCV_CHECK(counts.is_array(), w.file, ": ", w.at,
-              " \"segmentation\" \"counts\" must be a list of run lengths or a string");
+    TCV_CHECK(counts.is_array(), what, " \"counts\" must be a list of run lengths or a string");
+    s.rle.reserve(counts.size());
     for (const json& c : counts) {
-      TCV_CHECK(c.is_number_integer() && c.get<int64_t>() >= 0, w.file, ": ", w.at,
-                " \"segmentation\" \"counts\" holds ", c.dump(), ", not a run length");
+      const bool run = c.is_number_unsigned() || (c.is_number_integer() && c.get<int64_t>() >= 0);
+      TCV_CHECK(run, what, " \"counts\" holds ", c.dump(), ", not a run length");
+      TCV_CHECK(!c.is_number_unsigned() ||
+                    c.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
+                what, " \"counts\" holds ", c.dump(), ", more than the mask's ", pixels, " pixels");
       s.rle.push_back(c.get<int64_t>());
     }
   }
+  // Runs from a file may sum past int64 and wrap around to the mask's size:
+  // total <= pixels throughout, so pixels - total cannot overflow.
   int64_t total = 0;
-  for (int64_t c : s.rle) total += c;
-  TCV_CHECK(total == s.rle_height * s.rle_width, w.file, ": ", w.at,
-            " \"segmentation\" runs cover ", total, " pixels, the mask has ",
-            s.rle_height * s.rle_width);
+  for (size_t k = 0; k < s.rle.size(); ++k) {
+    TCV_CHECK(s.rle[k] <= pixels - total, what, " runs cover more than the mask's ", pixels,
+              " pixels (", s.rle_height, "x", s.rle_width, "; run ", k, " is ", s.rle[k], ", ",
+              pixels - total, " pixels were left)");
+    total += s.rle[k];
+  }
+  TCV_CHECK(total == pixels, what, " runs cover ", total, " pixels, the mask has ", pixels);
   return s;
 }
 
@@ -112,7 +128,15 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", e.what());
+    // nlohmann's message quotes the token it read last, which may be megabytes long.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
+  } catch (const json::exception& e) {
+    // A number beyond a double ("1e+408") is nlohmann's out_of_range, not a parse_error.
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    TCV_THROW(name, ": bad JSON: ", what);
   }
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoKeypointFile f;
@@ -203,6 +227,9 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
       a.bbox = {b[0], b[1], b[2] - b[0], b[3] - b[1]};
     }
     a.area = j.contains("area") ? number_value(j["area"], "area", w) : a.bbox[2] * a.bbox[3];
+    // w x h of two finite numbers may still overflow (1e200 x 1e200).
+    TCV_CHECK(std::isfinite(a.area), name, ": ", w.at, " \"bbox\" [", a.bbox[0], ", ", a.bbox[1],
+              ", ", a.bbox[2], ", ", a.bbox[3], "] has no finite area (w x h overflows)");
     if (j.contains("segmentation"))
       a.segmentation = parse_segmentation(j["segmentation"], im.height, im.width, w);
     f.annotations.push_back(std::move(a));
@@ -297,13 +324,23 @@ PoseDataset read_coco_keypoints(const PoseCocoOptions& opts) {
   std::string first_skipped;
   for (const CocoImage& im : f.images) {
     const auto it = anns_of.find(im.id);
-    PoseRecord r = pose_record(im, it == anns_of.end() ? none : it->second, opts.selection);
+    const std::vector<const CocoPersonAnnotation*>& anns = it == anns_of.end() ? none : it->second;
+    PoseRecord r = pose_record(im, anns, opts.selection);
     r.image_path = (fs::path(opts.image_dir) / im.file_name).string();
     r.source = file + " (image id " + std::to_string(im.id) + ", " + im.file_name + ")";
     try {
-      TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+      TCV_CHECK(path_exists(r.image_path), r.image_path, ": image file not found (listed in ",
                 r.source, ")");
       const auto W = static_cast<double>(im.width), H = static_cast<double>(im.height);
+      // As read_coco (detection) checks them: the crop and scale of training
+      // follow a person's box, which must lie on the image.
+      for (const CocoPersonAnnotation* a : anns) {
+        const auto [x, y, w, h] = a->bbox;
+        TCV_CHECK(x >= -1 && y >= -1 && x + w <= W + 1 && y + h <= H + 1, file, ": annotation id ",
+                  a->id, " of image id ", im.id, " (", im.file_name, ") has bbox [", x, ", ", y,
+                  ", ", w, ", ", h, "], more than one pixel outside the ", im.width, "x", im.height,
+                  " image");
+      }
       for (const PosePerson& p : r.people)
         for (size_t k = 0; k < p.keypoints.size(); ++k) {
           const Keypoint& q = p.keypoints[k];
@@ -320,7 +357,8 @@ PoseDataset read_coco_keypoints(const PoseCocoOptions& opts) {
     if (r.people.empty() && opts.empty_images == EmptyImages::skip) continue;
     records.push_back(std::move(r));
   }
-  return PoseDataset(std::move(records), opts.on_corrupt, file, skipped, first_skipped);
+  return PoseDataset(std::move(records), opts.on_corrupt, file, skipped, first_skipped,
+                     opts.limits);
 }
 
 }  // namespace tcv::data

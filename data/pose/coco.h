@@ -43,7 +43,8 @@ struct CocoKeypointFile {
 /// finite numbers with a non-negative size, and a "segmentation" that is
 /// neither a list of polygons (each an even number, at least 6, of finite
 /// numbers) nor a run-length mask {"counts": [...] or "...", "size": [h, w]}
-/// whose runs cover its h x w pixels exactly.
+/// whose runs cover its h x w pixels exactly (sums checked for overflow), an
+/// integer above 2^63 - 1.
 CocoKeypointFile parse_coco_keypoints(const std::string& json, const std::string& name);
 
 /// The file as COCO JSON (keypoints written as pixel indices: minus 0.5; the
@@ -74,11 +75,14 @@ struct PoseCocoOptions {
   /// as TorchCV's preprocessing does).
   EmptyImages empty_images = EmptyImages::keep;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// Reads a COCO keypoint data set. Errors (or, with OnCorrupt::skip, images
-/// left out and counted) name the file: a missing image, a keypoint of a
-/// trained person more than one pixel outside its image.
+/// left out and counted) name the file: a missing image, a bbox (of any
+/// annotation) or a keypoint of a trained person more than one pixel outside
+/// its image.
 PoseDataset read_coco_keypoints(const PoseCocoOptions& opts);
 
 }  // namespace tcv::data

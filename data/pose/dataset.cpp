@@ -7,16 +7,39 @@
 
 namespace tcv::data {
 
+namespace {
+
+// A floor or ceil result as an index clamped to [lo, hi] (NaN gives lo): a
+// double beyond int64's range has no int64 value, and casting it is undefined.
+int64_t clamped_index(double v, int64_t lo, int64_t hi) {
+  if (!(v > static_cast<double>(lo))) return lo;
+  if (v >= static_cast<double>(hi)) return hi;
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+int64_t mask_pixels(int64_t height, int64_t width, const std::string& what) {
+  int64_t n = 0;
+  TCV_CHECK(height > 0 && width > 0 && !__builtin_mul_overflow(height, width, &n), what,
+            ": a mask of ", width, "x", height,
+            " pixels (width x height) is not positive or has more pixels than 2^63 - 1");
+  return n;
+}
+
 void paint_segmentation(const Segmentation& seg, uint8_t* image, int64_t H, int64_t W,
                         uint8_t value, const std::string& what) {
+  const int64_t HW = mask_pixels(H, W, what);
   if (!seg.rle.empty()) {
     TCV_CHECK(seg.rle_height == H && seg.rle_width == W, what, ": its mask is ", seg.rle_width, "x",
               seg.rle_height, " but the image is ", W, "x", H);
+    // p <= HW throughout, so HW - p cannot overflow (p + run could: runs come from files).
     int64_t p = 0;
     bool on = false;
-    for (const int64_t run : seg.rle) {
-      TCV_CHECK(run >= 0 && p + run <= H * W, what, ": its run lengths cover more than the ", W,
-                "x", H, " image");
+    for (size_t k = 0; k < seg.rle.size(); ++k) {
+      const int64_t run = seg.rle[k];
+      TCV_CHECK(run >= 0 && run <= HW - p, what, ": its run lengths cover more than the ", W, "x",
+                H, " image (run ", k, " is ", run, ", ", HW - p, " pixels were left)");
       if (on)
         for (int64_t q = p; q < p + run; ++q) image[(q % H) * W + q / H] = value;
       p += run;
@@ -27,27 +50,34 @@ void paint_segmentation(const Segmentation& seg, uint8_t* image, int64_t H, int6
   for (const std::vector<double>& poly : seg.polygons) {
     TCV_CHECK(poly.size() % 2 == 0 && poly.size() >= 6, what,
               ": a polygon needs an even number (at least 6) of coordinates, got ", poly.size());
+    for (size_t k = 0; k < poly.size(); ++k)
+      TCV_CHECK(std::isfinite(poly[k]), what, ": polygon coordinate ", k, " is ", poly[k],
+                ", not a finite number");
     const size_t n = poly.size() / 2;
     double ymin = poly[1], ymax = poly[1];
     for (size_t k = 0; k < n; ++k) {
       ymin = std::min(ymin, poly[2 * k + 1]);
       ymax = std::max(ymax, poly[2 * k + 1]);
     }
-    const auto r0 = std::max<int64_t>(0, static_cast<int64_t>(std::floor(ymin - 0.5)));
-    const auto r1 = std::min<int64_t>(H - 1, static_cast<int64_t>(std::ceil(ymax - 0.5)));
+    const int64_t r0 = clamped_index(std::floor(ymin - 0.5), 0, H);
+    const int64_t r1 = clamped_index(std::ceil(ymax - 0.5), -1, H - 1);
     for (int64_t r = r0; r <= r1; ++r) {
       const double yc = static_cast<double>(r) + 0.5;
       xs.clear();
       for (size_t k = 0; k < n; ++k) {
         const double x0 = poly[2 * k], y0 = poly[2 * k + 1];
         const double x1 = poly[(2 * k + 2) % (2 * n)], y1 = poly[(2 * k + 3) % (2 * n)];
-        if ((y0 <= yc && yc < y1) || (y1 <= yc && yc < y0))
-          xs.push_back(x0 + (yc - y0) / (y1 - y0) * (x1 - x0));
+        if ((y0 <= yc && yc < y1) || (y1 <= yc && yc < y0)) {
+          // Differences of finite coordinates may overflow to inf: t is then 0
+          // (or x inf), never NaN, which would break the sort below.
+          const double t = (yc - y0) / (y1 - y0);
+          xs.push_back(t == 0 ? x0 : x0 + t * (x1 - x0));
+        }
       }
       std::sort(xs.begin(), xs.end());
       for (size_t k = 0; k + 1 < xs.size(); k += 2) {
-        const auto c0 = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(xs[k] - 0.5)));
-        const auto c1 = std::min<int64_t>(W, static_cast<int64_t>(std::ceil(xs[k + 1] - 0.5)));
+        const int64_t c0 = clamped_index(std::ceil(xs[k] - 0.5), 0, W);
+        const int64_t c1 = clamped_index(std::ceil(xs[k + 1] - 0.5), 0, W);
         for (int64_t c = c0; c < c1; ++c) image[r * W + c] = value;
       }
     }
@@ -73,7 +103,11 @@ std::vector<int64_t> decode_coco_rle(const std::string& s, const std::string& wh
       ++k;
       if (!more && (c & 0x10)) x |= -(int64_t{1} << (5 * k));
     }
-    if (counts.size() > 2) x += counts[counts.size() - 2];
+    // Counts after the second are differences to the one two before; a sum
+    // beyond int64 (a hostile string) is no run length either.
+    if (counts.size() > 2)
+      TCV_CHECK(!__builtin_add_overflow(x, counts[counts.size() - 2], &x), what,
+                ": compressed RLE count ", counts.size(), " overflows 64 bits");
     TCV_CHECK(x >= 0, what, ": compressed RLE decodes to a negative run length (count ",
               counts.size(), ")");
     counts.push_back(x);
@@ -116,17 +150,19 @@ Tensor pose_loss_mask(const PoseRecord& r) {
 }
 
 PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
-                         int64_t skipped_at_load, std::string first_skipped)
+                         int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
     : records_(std::move(records)),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)) {}
+      skips_(skipped_at_load, std::move(first_skipped)),
+      limits_(limits) {}
 
 PoseDataset::PoseDataset(PoseDataset&& o) noexcept
     : records_(std::move(o.records_)),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)) {}
+      skips_(std::move(o.skips_)),
+      limits_(o.limits_) {}
 
 const PoseRecord& PoseDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -140,7 +176,7 @@ PoseSample PoseDataset::load(int64_t i) const {
   s.image_id = r.image_id;
   s.people = r.people;
   try {
-    s.image = read_image(r.image_path, ImageMode::rgb);
+    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
     TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
               ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
               r.source, " says ", r.width, "x", r.height);

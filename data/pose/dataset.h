@@ -41,16 +41,23 @@ struct Segmentation {
   bool empty() const { return polygons.empty() && rle.empty(); }
 };
 
+/// height x width, checked: both positive and the product within int64 (sizes
+/// come from files); otherwise an error naming `what`.
+int64_t mask_pixels(int64_t height, int64_t width, const std::string& what);
+
 /// Sets `value` on the pixels of `seg` in a u8 (height, width) row-major image:
-/// for polygons the pixels whose centres lie inside (even-odd rule), for a run-
-/// length mask its set pixels (its size must be the image's). `what` names the
-/// region in errors.
+/// for polygons the pixels whose centres lie inside (even-odd rule; coordinates
+/// must be finite, any size), for a run-length mask its set pixels (its size
+/// must be the image's, its runs at most the image's pixels in all). `what`
+/// names the region in errors.
 void paint_segmentation(const Segmentation& seg, uint8_t* image, int64_t height, int64_t width,
                         uint8_t value, const std::string& what);
 
 /// Decodes COCO's compressed RLE string (the "counts" of pycocotools' encode:
 /// 6-bit groups offset by 48, each count after the second as a difference to
-/// the one two before) into run lengths. Errors name `what`.
+/// the one two before) into run lengths. Errors name `what`: a character
+/// outside '0'..'o', a string ending inside a count, a count of more than 12
+/// characters, a negative run or one beyond int64.
 std::vector<int64_t> decode_coco_rle(const std::string& counts, const std::string& what);
 
 /// One annotated person.
@@ -105,7 +112,7 @@ struct PoseSample {
 class PoseDataset {
  public:
   PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
-              int64_t skipped_at_load = 0, std::string first_skipped = "");
+              int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
   PoseDataset(PoseDataset&& other) noexcept;
   PoseDataset& operator=(PoseDataset&&) = delete;
   PoseDataset(const PoseDataset&) = delete;
@@ -116,10 +123,11 @@ class PoseDataset {
   const std::string& name() const { return name_; }
 
   /// Image i decoded to u8 RGB with its people and loss mask. An unreadable
-  /// image, or one whose size differs from its annotation's, is a tcv::Error
-  /// naming the file; with OnCorrupt::skip it gives a sample without image,
-  /// counted in skipped().
+  /// image, one above limits().max_pixels, or one whose size differs from its
+  /// annotation's, is a tcv::Error naming the file; with OnCorrupt::skip it
+  /// gives a sample without image, counted in skipped().
   PoseSample load(int64_t i) const;
+  const ImageLimits& limits() const { return limits_; }
 
   int64_t skipped() const { return skips_.count(); }
   std::string first_skipped() const;
@@ -129,6 +137,7 @@ class PoseDataset {
   OnCorrupt on_corrupt_;
   std::string name_;
   SkipLog skips_;
+  ImageLimits limits_;
 };
 
 /// A transform of a pose sample (image, mask and keypoints together); random

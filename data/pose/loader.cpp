@@ -70,7 +70,14 @@ PoseBatch PoseDataLoader::collate(const int64_t* indices, int64_t n, int64_t epo
     Rng rng(aug_seed, static_cast<uint64_t>(epoch) * N + static_cast<uint64_t>(idx));
     PoseSample smp = dataset_->load(idx);
     if (!smp.image.defined()) continue;  // skipped (corrupt)
-    if (transform_) transform_(smp, rng);
+    if (transform_) {
+      // A transform's error ("[pose_warp] ...") names no file: say whose sample it was.
+      try {
+        transform_(smp, rng);
+      } catch (const Error& e) {
+        TCV_THROW(dataset_->record(idx).source, ": ", e.what());
+      }
+    }
     TCV_CHECK(smp.image.defined() && smp.image.dtype() == DType::u8 && smp.image.dim() == 3 &&
                   smp.image.size(0) == 3,
               dataset_->name(), ": sample ", idx, " is not a u8 (3, H, W) image after the ",

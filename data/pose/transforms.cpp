@@ -159,7 +159,9 @@ Affine pose_train_affine(const std::vector<PosePerson>& people, int64_t H, int64
       bw = std::max(bw, p.box[2] - p.box[0]);
       bh = std::max(bh, p.box[3] - p.box[1]);
     }
-    if (std::max(bw, bh) > 0) scale *= o.focus / std::max(bw / size, bh / size);
+    // A box under a pixel counts as one pixel: a sliver (1e-300 wide) would
+    // otherwise scale the image beyond what a double holds.
+    if (std::max(bw, bh) > 0) scale *= o.focus / std::max({bw / size, bh / size, 1.0 / size});
   }
   const double a = std::sqrt(rng.uniform(o.aspect_range[0], o.aspect_range[1]));
   const double sx = a * scale, sy = scale / a;

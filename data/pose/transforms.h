@@ -52,8 +52,9 @@ enum class CropCentre {
 struct PoseAugmentOptions {
   int64_t size = 368;  ///< output size x size
   double flip_p = 0.5;
-  /// The largest person's longer box side over the crop size (TorchCV's 0.6);
-  /// 0: the scale is drawn from scale_range alone.
+  /// The largest person's longer box side over the crop size (TorchCV's 0.6;
+  /// sides under a pixel count as one pixel); 0: the scale is drawn from
+  /// scale_range alone.
   double focus = 0.6;
   std::array<double, 2> scale_range{0.5, 1.1};
   /// Width/height stretch: sqrt(a) and 1/sqrt(a) for a uniform in aspect_range.

@@ -139,14 +139,16 @@ Tensor map_labels(const Tensor& raw, const LabelMap& map, const std::string& nam
 
 SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names,
                        LabelMap map, GroundTruth ground_truth, OnCorrupt on_corrupt,
-                       std::string name, int64_t skipped_at_load, std::string first_skipped)
+                       std::string name, int64_t skipped_at_load, std::string first_skipped,
+                       ImageLimits limits)
     : records_(std::move(records)),
       class_names_(std::move(class_names)),
       map_(map),
       ground_truth_(ground_truth),
       on_corrupt_(on_corrupt),
       name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)) {
+      skips_(skipped_at_load, std::move(first_skipped)),
+      limits_(limits) {
   TCV_CHECK(!class_names_.empty() && class_names_.size() <= 255, name_,
             ": a segmentation data set needs 1 to 255 classes, got ", class_names_.size());
   for (int v = 0; v < 256; ++v) {
@@ -166,7 +168,8 @@ SegDataset::SegDataset(SegDataset&& o) noexcept
       ground_truth_(o.ground_truth_),
       on_corrupt_(o.on_corrupt_),
       name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)) {}
+      skips_(std::move(o.skips_)),
+      limits_(o.limits_) {}
 
 const SegRecord& SegDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
@@ -176,7 +179,7 @@ const SegRecord& SegDataset::record(int64_t i) const {
 Tensor SegDataset::load_label(int64_t i) const {
   const SegRecord& r = record(i);
   TCV_CHECK(ground_truth_ == GroundTruth::read, name_, ": read without ground truth");
-  return map_labels(read_label_png(r.label_path).labels, map_, r.label_path);
+  return map_labels(read_label_png(r.label_path, limits_).labels, map_, r.label_path);
 }
 
 SegSample SegDataset::load(int64_t i) const {
@@ -184,7 +187,7 @@ SegSample SegDataset::load(int64_t i) const {
   SegSample s;
   s.index = i;
   try {
-    s.image = read_image(r.image_path, ImageMode::rgb);
+    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
     if (ground_truth_ == GroundTruth::read) {
       s.label = load_label(i);
       TCV_CHECK(s.label.size(0) == s.image.size(1) && s.label.size(1) == s.image.size(2),
@@ -292,7 +295,7 @@ SegDataset read_cityscapes(const CityscapesOptions& opts) {
       if (with_gt)
         r.label_path = (labels / city.filename() / (stem + "_gtFine_labelIds.png")).string();
       skip.guard([&] {
-        TCV_CHECK(!with_gt || fs::exists(r.label_path), r.label_path,
+        TCV_CHECK(!with_gt || path_exists(r.label_path), r.label_path,
                   ": label file not found (for ", r.image_path, ")");
         records.push_back(std::move(r));
       });
@@ -304,7 +307,7 @@ SegDataset read_cityscapes(const CityscapesOptions& opts) {
   return SegDataset(
       std::move(records), train_ids ? cityscapes_classes() : cityscapes_label_id_names(),
       train_ids ? cityscapes_train_id_map() : LabelMap::identity(34), opts.ground_truth,
-      opts.on_corrupt, "cityscapes " + opts.split, skip.n, skip.first);
+      opts.on_corrupt, "cityscapes " + opts.split, skip.n, skip.first, opts.limits);
 }
 
 // ---- Pascal VOC ----------------------------------------------------------------------
@@ -380,9 +383,9 @@ SegDataset read_voc_seg(const VocSegOptions& opts) {
         if (with_gt) r.label_path = rel(f[1]);
       }
       skip.guard([&] {
-        TCV_CHECK(fs::exists(r.image_path), r.image_path, ": image file not found (listed in ",
+        TCV_CHECK(path_exists(r.image_path), r.image_path, ": image file not found (listed in ",
                   list.string(), ":", line_no, ")");
-        TCV_CHECK(!with_gt || fs::exists(r.label_path), r.label_path,
+        TCV_CHECK(!with_gt || path_exists(r.label_path), r.label_path,
                   ": label file not found (listed in ", list.string(), ":", line_no, ")");
         records.push_back(std::move(r));
       });
@@ -390,7 +393,8 @@ SegDataset read_voc_seg(const VocSegOptions& opts) {
   }
   const auto K = static_cast<int64_t>(classes.size());
   return SegDataset(std::move(records), std::move(classes), LabelMap::identity(K),
-                    opts.ground_truth, opts.on_corrupt, name + ")", skip.n, skip.first);
+                    opts.ground_truth, opts.on_corrupt, name + ")", skip.n, skip.first,
+                    opts.limits);
 }
 
 // ---- ADE20K --------------------------------------------------------------------------
@@ -568,7 +572,7 @@ SegDataset read_ade20k(const Ade20kOptions& opts) {
     SegRecord r{img.string(), "", img.stem().string()};
     if (with_gt) r.label_path = (labels / (r.id + ".png")).string();
     skip.guard([&] {
-      TCV_CHECK(!with_gt || fs::exists(r.label_path), r.label_path, ": label file not found (for ",
+      TCV_CHECK(!with_gt || path_exists(r.label_path), r.label_path, ": label file not found (for ",
                 r.image_path, ")");
       records.push_back(std::move(r));
     });
@@ -579,7 +583,8 @@ SegDataset read_ade20k(const Ade20kOptions& opts) {
   if (!reduce) classes.insert(classes.begin(), "other");
   return SegDataset(std::move(records), std::move(classes),
                     reduce ? LabelMap::reduce_zero(150) : LabelMap::identity(151),
-                    opts.ground_truth, opts.on_corrupt, "ade20k " + split, skip.n, skip.first);
+                    opts.ground_truth, opts.on_corrupt, "ade20k " + split, skip.n, skip.first,
+                    opts.limits);
 }
 
 }  // namespace tcv::data

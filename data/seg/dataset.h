@@ -76,7 +76,7 @@ class SegDataset {
   /// because of `first_skipped`); they count in skipped().
   SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names, LabelMap map,
              GroundTruth ground_truth, OnCorrupt on_corrupt, std::string name,
-             int64_t skipped_at_load = 0, std::string first_skipped = "");
+             int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
   /// Moves records, names and counts (not while another thread loads from `o`).
   SegDataset(SegDataset&& o) noexcept;
   SegDataset& operator=(SegDataset&&) = delete;
@@ -91,7 +91,8 @@ class SegDataset {
   const std::string& name() const { return name_; }
 
   /// Image i as u8 RGB with its label map (mapped through label_map()).
-  /// Errors name the file: an unreadable image or label file, a label map of
+  /// Errors name the file: an unreadable image or label file, either above
+  /// limits().max_pixels, a label map of
   /// another size than its image, a label value the map does not allow (with
   /// the value and where it is). With OnCorrupt::skip the sample comes back
   /// without image and is counted in skipped().
@@ -99,6 +100,7 @@ class SegDataset {
 
   /// The label map of record i alone, mapped (errors as load()).
   Tensor load_label(int64_t i) const;
+  const ImageLimits& limits() const { return limits_; }
 
   int64_t skipped() const { return skips_.count(); }
   /// The first skipped file and why (empty when none).
@@ -112,6 +114,7 @@ class SegDataset {
   OnCorrupt on_corrupt_;
   std::string name_;
   SkipLog skips_;
+  ImageLimits limits_;
 };
 
 /// Maps a label file's values through `map` into a new u8 (H, W); a value the
@@ -148,6 +151,8 @@ struct CityscapesOptions {
   GroundTruth ground_truth = GroundTruth::read;
   /// A corrupt image or label file: an error, or the sample left out and counted.
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images and label maps above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// Cityscapes: leftImg8bit/<split>/<city>/<stem>_leftImg8bit.png with
@@ -187,6 +192,8 @@ struct VocSegOptions {
   std::string image_ext = ".jpg";
   GroundTruth ground_truth = GroundTruth::read;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images and label maps above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// The 21 classes of VOC segmentation: background, then VOC's 20 in the devkit's order.
@@ -215,6 +222,8 @@ struct Ade20kOptions {
   ReduceZeroLabel reduce_zero_label = ReduceZeroLabel::on;
   GroundTruth ground_truth = GroundTruth::read;
   OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images and label maps above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
 };
 
 /// ADE20K: images/<split>/*.jpg with annotations/<split>/<stem>.png, sorted by name.

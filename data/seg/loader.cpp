@@ -122,7 +122,12 @@ SegBatch SegDataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch
     SegSample s = dataset_->load(indices[i]);
     if (s.image.defined() && transform_) {
       Rng rng(aug_seed, static_cast<uint64_t>(epoch) * N + static_cast<uint64_t>(indices[i]));
-      transform_(s, rng);
+      // A transform's error names no file: say whose sample it was.
+      try {
+        transform_(s, rng);
+      } catch (const Error& e) {
+        TCV_THROW(dataset_->record(indices[i]).image_path, ": ", e.what());
+      }
     }
     samples.push_back(std::move(s));
   }

@@ -44,7 +44,11 @@ void sgd_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, i
 template <typename T>
 void adam_step(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ m, T* __restrict__ v,
                int64_t n, const AdamParams& h) {
-  const auto [decay, wd, b1, b2, a1, a2, step_size, bc2_sqrt, e] = AdamCoefficients<T>::of(h);
+  // Plain copies, not structured bindings: clang 14 (scripts/fuzz.sh's) cannot
+  // capture those in the lambda below.
+  const AdamCoefficients<T> c = AdamCoefficients<T>::of(h);
+  const T decay = c.decay, wd = c.wd, b1 = c.b1, b2 = c.b2, a1 = c.a1, a2 = c.a2;
+  const T step_size = c.step_size, bc2_sqrt = c.bc2_sqrt, e = c.eps;
   parallel_for(n, kOptimGrain, [&](int64_t b, int64_t end) {
     for (int64_t i = b; i < end; ++i) {
       const T gi = wd != T(0) ? g[i] + wd * p[i] : g[i];

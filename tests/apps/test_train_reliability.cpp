@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,47 @@ TEST_F(Reliability, NonFiniteStepsAreSkippedWithBatchNormStatistics) {
   EXPECT_EQ(json_int(last, "iter"), 7);
   EXPECT_TRUE(last.at("loss").is_number());
   EXPECT_EQ(json_int(last, "nonfinite_skipped"), 3);
+}
+
+// Issue 25, item 2: a learning rate of 1e6 under "skip" leaves finite weights
+// whose outputs are NaN (every later step is skipped). That model scored top-1
+// 100% (NaN compares false with everything) and was saved as `best`; now a row
+// holding NaN is wrong and a non-finite val loss never makes a best.
+TEST_F(Reliability, ANaNModelNeverScoresAboveChanceNorBecomesBest) {
+  const fs::path run = tmp.root() / "run";
+  std::ostringstream log;
+  const TrainSummary s =
+      train(config({"solver.lr.base_lr=1e6", "solver.nonfinite=\"skip\""}), run, 0, &log);
+  EXPECT_GT(s.nonfinite_skipped, 0);
+  EXPECT_FALSE(std::isfinite(s.val_loss));
+  EXPECT_LE(s.top1, 10.0) << log.str();  // 10 classes: chance
+  EXPECT_EQ(s.best_score, -1.0);
+  EXPECT_FALSE(fs::exists(run / "checkpoints" / "best.safetensors"));
+  EXPECT_TRUE(contains(log.str(), "(the model's outputs hold inf or NaN): not a best") &&
+              contains(log.str(), "(no best)"))
+      << log.str();
+  // The trainer state holds "none yet" (-1), not NaN (which JSON cannot hold), and resumes.
+  EXPECT_EQ(load_trainer_state((run / "checkpoints" / "latest").string()).last_score, -1.0);
+}
+
+// ... and "skip" never lets inf or NaN into the weights: an update of finite
+// gradients that overflows them (a learning rate of 1e39, inf in f32) stops
+// training as "stop" would, before anything is saved from it.
+TEST_F(Reliability, AnUpdateThatOverflowsTheWeightsStopsUnderSkip) {
+  const fs::path run = tmp.root() / "run";
+  train(config({"solver.save_iters=1"}), run, 2);
+  const std::string before = slurp(run / "checkpoints" / "latest.safetensors");
+  const std::string msg = error_of([&] {
+    train(config({resume_of(run), "solver.save_iters=1", "solver.lr.base_lr=1e39",
+                  "solver.nonfinite=\"skip\""}),
+          run);
+  });
+  EXPECT_TRUE(
+      contains(msg, "non-finite weights after the update of iteration 3 (epoch 1, lr 1e+39)") &&
+      contains(msg, "gradients finite, first tensor holding inf or NaN: 0.weight") &&
+      contains(msg, "Stopped as solver.nonfinite = \"stop\" would"))
+      << msg;
+  EXPECT_EQ(slurp(run / "checkpoints" / "latest.safetensors"), before);
 }
 
 // Data-parallel: the all-reduced gradients are the same on every rank, so

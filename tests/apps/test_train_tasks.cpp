@@ -12,11 +12,13 @@
 #include <fstream>
 
 #include "apps/process.h"
+#include "data/det/voc.h"
 #include "data/image.h"
 #include "data/label_png.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/png_builder.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -304,6 +306,69 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
       EXPECT_NEAR(two.at(k).get<double>(), one.at(k).get<double>(), 1e-9) << k;
     EXPECT_EQ(two.at("class_ap"), one.at("class_ap"));
   }
+}
+
+// Issue 25, item 3, end to end: an 18000 x 18000 PNG of a few hundred bytes
+// among the val images (its XML saying so) made training allocate 10.9 GB and
+// fail with "[CpuAllocator] out of memory", naming no file. It stops training
+// now from the image's header, naming the file, its size and data.max_pixels,
+// or with data.skip_corrupt it is skipped and counted.
+TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
+  tcv::testing::TempDir tmp("det_bomb");
+  const fs::path scenes = tmp.root() / "scenes";
+  {  // makes the scenes
+    Trainer t(tiny(kDet, scenes, 1),
+              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
+  }
+  const fs::path image = scenes / "JPEGImages" / "000009.jpg",
+                 xml = scenes / "Annotations" / "000009.xml";
+  ASSERT_TRUE(fs::exists(image) && fs::exists(xml));
+  data::VocAnnotation a = data::parse_voc_annotation(tcv::testing::read_text(xml.string()), "xml");
+  a.width = a.height = 18000;
+  data::write_file(xml.string(), data::format_voc_annotation(a));
+  data::write_file(image.string(), tcv::testing::png_claiming(
+                                       data::encode_image(zeros({3, 2, 2}, {.dtype = DType::u8}),
+                                                          data::ImageFormat::png),
+                                       18000, 18000));
+  const std::string msg =
+      tcv::testing::error_of([&] { run_training(tiny(kDet, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(has(msg, image.string() + ": image is 18000x18000 (width x height, 324000000 "
+                                        "pixels), more than data.max_pixels = 178956970"))
+      << msg;
+  Config skip = tiny(kDet, scenes, 1);
+  skip.set_override("data.skip_corrupt=true");
+  const TrainSummary s = run_training(skip, tmp.root() / "run_skip");
+  EXPECT_EQ(s.skipped, 1);
+  EXPECT_EQ(s.val.at("images").get<int64_t>(), 3);
+}
+
+// Issue 25, item 8: an empty val set was accepted silently (mIoU 0 and a
+// `best` saved), and an empty training set was blamed on train.batch_size.
+// Both are refused now, naming the data set.
+TEST(TrainTasks, EmptySplitsAreRefusedNamingTheDataSet) {
+  tcv::testing::TempDir tmp("seg_empty");
+  const fs::path scenes = tmp.root() / "scenes";
+  {  // makes the scenes
+    Trainer t(tiny(kSeg, scenes, 1),
+              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
+  }
+  const fs::path lists = scenes / "ImageSets" / "Segmentation";
+  const std::string val = tcv::testing::read_text((lists / "val.txt").string());
+  const std::string train = tcv::testing::read_text((lists / "train.txt").string());
+  data::write_file((lists / "val.txt").string(), "");
+  std::string msg =
+      tcv::testing::error_of([&] { run_training(tiny(kSeg, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(has(msg, "data.dataset = \"scenes\": the validation set ") &&
+              has(msg, scenes.string()) && has(msg, " has no images (8 train / 0 val images"))
+      << msg;
+  EXPECT_FALSE(fs::exists(tmp.root() / "run" / "checkpoints" / "best.safetensors"));
+  data::write_file((lists / "val.txt").string(), val);
+  data::write_file((lists / "train.txt").string(), "");
+  msg = tcv::testing::error_of([&] { run_training(tiny(kSeg, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(has(msg, "data.dataset = \"scenes\": the training set ") &&
+              has(msg, " has no images (0 train / 4 val images") && !has(msg, "train.batch_size"))
+      << msg;
+  data::write_file((lists / "train.txt").string(), train);
 }
 
 TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {

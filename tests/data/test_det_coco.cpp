@@ -129,7 +129,7 @@ TEST(Coco, BadFilesNameTheEntryAndTheKey) {
 }
 
 TEST(Coco, CorruptImagesAreAnErrorOrSkippedAndCounted) {
-  for (int which : {0, 1}) {
+  for (int which : {0, 1, 2}) {
     tcv::testing::TempDir tmp("coco_bad");
     CocoFile f = sample();
     write_images(tmp.path("img"));
@@ -139,6 +139,11 @@ TEST(Coco, CorruptImagesAreAnErrorOrSkippedAndCounted) {
       expect =
           "annotation id 3 of image id 30 (c.jpg) has bbox [50, 30, 12, 5], more than one "
           "pixel outside the 60x40 image";
+    } else if (which == 2) {
+      // A name the system cannot look up (fuzz_pose_keypoints found it in the
+      // pose reader): std::filesystem::exists threw "File name too long".
+      f.images[2].file_name = std::string(4000, 'c') + ".jpg";
+      expect = "ccc.jpg: image file not found (listed in ";
     } else {
       fs::remove(tmp.path("img/c.jpg"));
       expect = "c.jpg: image file not found (listed in ";
@@ -202,6 +207,19 @@ TEST(Coco, BoxesWhoseAreaOverflowsAreErrors) {
       R"( "category_id": 1, "bbox": [0, 0, 1e200, 1e200]}]})");
   EXPECT_NE(e.find("inst.json: annotations[0] (id 1) \"bbox\" [0,0,1e+200,1e+200] has no finite "
                    "area (w x h overflows)"),
+            std::string::npos)
+      << e;
+}
+
+// Found by fuzz_pose_keypoints (issue 25; the same parser code as here): a
+// number beyond a double is nlohmann's out_of_range, not a parse_error, and
+// escaped as a foreign exception naming no file (tests/fuzz/corpus/coco_json/
+// number-beyond-double).
+TEST(Coco, NumbersBeyondADoubleAreErrorsNamingTheFile) {
+  const std::string e =
+      parse_err(R"({"images":[],"categories":[],"annotations":[{"bbox":[1e+408]}]})");
+  EXPECT_NE(e.find("inst.json: bad JSON: [json.exception.out_of_range.406] number overflow "
+                   "parsing '1e+408'"),
             std::string::npos)
       << e;
 }

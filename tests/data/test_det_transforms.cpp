@@ -263,3 +263,31 @@ TEST(DetTransforms, SsdPipelineAndEvalTransform) {
   DetRandomIouCrop{}(z, rng);  // no boxes: left as it is
   EXPECT_EQ(z.image.shape(), (Shape{3, kH, kW}));
 }
+
+// Issue 25, item 3: SSD's zoom out multiplies an image's pixels by up to 16;
+// the canvas stays within max_pixels (data.max_pixels), and an image already
+// above it is left as it is.
+TEST(DetTransforms, ExpandStaysWithinMaxPixels) {
+  const DetRandomExpand plain{.p = 1.0};
+  const DetRandomExpand bounded{.p = 1.0, .max_pixels = 3 * kH * kW};
+  int64_t largest = 0, largest_plain = 0;
+  for (uint64_t k = 0; k < 200; ++k) {
+    DetSample a = sample(), b = sample();
+    Rng ra(7, k), rb(7, k);
+    plain(a, ra);
+    bounded(b, rb);
+    largest_plain = std::max(largest_plain, a.image.size(1) * a.image.size(2));
+    const int64_t px = b.image.size(1) * b.image.size(2);
+    largest = std::max(largest, px);
+    ASSERT_LE(px, 3 * kH * kW);
+    ASSERT_GE(b.image.size(1), kH);
+    ASSERT_GE(b.image.size(2), kW);
+    expect_boxes_frame_colours(b, 0, "bounded expand " + std::to_string(k));
+  }
+  EXPECT_GT(largest_plain, 3 * kH * kW);  // the bound was needed
+  EXPECT_GT(largest, 2 * kH * kW);        // and still lets the canvas grow
+  DetSample s = sample();
+  Rng r(7, 0);
+  DetRandomExpand{.p = 1.0, .max_pixels = kH * kW - 1}(s, r);
+  EXPECT_EQ(s.image.shape(), (Shape{3, kH, kW}));
+}

@@ -9,6 +9,7 @@
 #include "data/det/voc.h"
 #include "data/image.h"
 #include "support/gradcheck.h"
+#include "support/png_builder.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -114,7 +115,27 @@ TEST(Voc, BadAnnotationsNameTheFileAndTheFault) {
   e = fault(head +
             "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>x2</ymin><xmax>3</xmax>"
             "<ymax>4</ymax></bndbox></object></annotation>");
-  EXPECT_NE(e.find("<ymin> is 'x2', not a number"), std::string::npos) << e;
+  EXPECT_NE(e.find("<ymin> is 'x2', not a decimal number"), std::string::npos) << e;
+  // Issue 25, item 8: strtod read "0x20" as 32; hexadecimal, inf and nan are refused.
+  for (const char* bad : {"0x20", "0X1p4", "inf", "nan", "1e999", "--1", "1.5.2", " "}) {
+    e = fault(head + "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>" + bad +
+              "</xmax><ymax>4</ymax></bndbox></object></annotation>");
+    EXPECT_NE(e.find("Annotations/7.xml: object 0 (cat) <bndbox> <xmax> is '"), std::string::npos)
+        << bad << ": " << e;
+  }
+  e = fault(head +
+            "<object><name>cat</name><bndbox><xmin>1</xmin><ymin>1</ymin><xmax>0x20</xmax>"
+            "<ymax>4</ymax></bndbox></object></annotation>");
+  EXPECT_NE(e.find("<xmax> is '0x20', not a decimal number"), std::string::npos) << e;
+  const VocAnnotation ok = parse_voc_annotation(
+      head +
+          "<object><name>cat</name><bndbox><xmin>+1</xmin><ymin>-0.5</ymin><xmax>3.25e0</xmax>"
+          "<ymax> 4. </ymax></bndbox></object></annotation>",
+      "ok.xml");
+  EXPECT_EQ(ok.objects[0].xmin, 1);
+  EXPECT_EQ(ok.objects[0].ymin, -0.5);
+  EXPECT_EQ(ok.objects[0].xmax, 3.25);
+  EXPECT_EQ(ok.objects[0].ymax, 4);
   e = fault(head +
             "<object><name>cat</name><difficult>2</difficult><bndbox><xmin>1</xmin><ymin>1</ymin>"
             "<xmax>3</xmax><ymax>4</ymax></bndbox></object></annotation>");
@@ -243,4 +264,38 @@ TEST(Voc, CorruptInputIsAnErrorOrSkippedAndCounted) {
   put_file(root + "/ImageSets/Main/two.txt", "a\nb 1\n");
   EXPECT_NE(err({.roots = {root}, .split = "two"}).find("two.txt:2: expected one image id"),
             std::string::npos);
+}
+
+// Issue 25, item 3: an 18000 x 18000 PNG in JPEGImages/ (its XML saying so)
+// made training allocate 10.9 GB before failing with "[CpuAllocator] out of
+// memory", naming no file. Loading it now fails from its header, naming the
+// file, its size and data.max_pixels; with OnCorrupt::skip it is counted.
+TEST(Voc, DecompressionBombsAreRefusedWhenLoaded) {
+  tcv::testing::TempDir tmp("voc_bomb");
+  const std::string root = tmp.path("VOC2007");
+  make_root(root, {"000001"}, {{obj("dog", 1, 1, 17000, 17000)}}, "train", 18000, 18000);
+  const std::string image = root + "/JPEGImages/000001.jpg";
+  put_file(image, tcv::testing::png_claiming(
+                      encode_image(zeros({3, 2, 2}, {.dtype = DType::u8}), ImageFormat::png), 18000,
+                      18000));
+  VocOptions o{.roots = {root}, .split = "train", .class_names = {"dog"}};
+  const DetDataset ds = read_voc(o);
+  const std::string e = tcv::testing::error_of([&] { ds.load(0); });
+  EXPECT_NE(e.find(image + ": image is 18000x18000 (width x height, 324000000 pixels), more than "
+                           "data.max_pixels = 178956970"),
+            std::string::npos)
+      << e;
+  o.on_corrupt = OnCorrupt::skip;
+  const DetDataset skipping = read_voc(o);
+  EXPECT_FALSE(skipping.load(0).image.defined());
+  EXPECT_EQ(skipping.skipped(), 1);
+  // The readers pass their limit on: a 40 x 30 image under a limit of 1199 pixels.
+  make_root(root, {"000002"}, {{obj("dog", 1, 1, 20, 20)}}, "val");
+  const DetDataset small = read_voc(
+      {.roots = {root}, .split = "val", .class_names = {"dog"}, .limits = {.max_pixels = 1199}});
+  EXPECT_NE(
+      tcv::testing::error_of([&] {
+        small.load(0);
+      }).find("image is 40x30 (width x height, 1200 pixels), more than data.max_pixels = 1199"),
+      std::string::npos);
 }

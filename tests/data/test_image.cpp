@@ -4,10 +4,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "data/image.h"
 #include "support/gradcheck.h"
+#include "support/png_builder.h"
 #include "support/temp_dir.h"
 
 using namespace tcv;
@@ -37,6 +39,11 @@ Tensor smooth(int64_t H, int64_t W) {
       for (int64_t x = 0; x < W; ++x)
         v.push_back(static_cast<uint8_t>(40 + c * 50 + y * 4 + x * 3));
   return from_vector(v, {3, H, W});
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void truncate_file(const std::string& path, double keep) {
@@ -197,4 +204,115 @@ TEST(Image, JpegHuffmanTableCutByTheEndOfTheFileIsAnError) {
                             "defines 475 codes (at most 256)"),
             std::string::npos)
       << msg;
+}
+
+// Issue 25, item 3: an 18000 x 18000 PNG of under a megabyte made training
+// allocate 10.9 GB and fail naming no file; a 20000 x 20000 one was refused
+// only by stb's own limit ("Image not of any known type, or corrupt"). A header
+// announcing more than data.max_pixels (PIL's limit by default) is refused
+// before any pixel is decoded, naming the file, its size and the key.
+TEST(Image, HeadersAnnouncingMorePixelsThanTheLimitAreRefused) {
+  EXPECT_EQ(kDefaultMaxPixels, 178956970);  // 2 x PIL's Image.MAX_IMAGE_PIXELS
+  TempDir tmp("bomb");
+  const std::string small = encode_image(pattern(3, 4, 5), ImageFormat::png);
+  const std::string gray = encode_image(pattern(1, 4, 5), ImageFormat::png);
+  for (const uint32_t side : {18000u, 20000u}) {
+    const std::string path = tmp.path("000001.jpg");
+    tcv::testing::put_file(path,
+                           tcv::testing::png_claiming(side == 18000 ? gray : small, side, side));
+    const std::string e = error_of([&] { read_image(path); });
+    const std::string n = std::to_string(side);
+    EXPECT_NE(e.find(path + ": image is " + n + "x" + n + " (width x height, " +
+                     std::to_string(int64_t{side} * side) +
+                     " pixels), more than data.max_pixels = 178956970: refused before decoding"),
+              std::string::npos)
+        << e;
+  }
+  // The limit is the caller's: 5 x 4 = 20 pixels pass a limit of 20, not one of 19.
+  EXPECT_EQ(decode_image(small, "s.png", ImageMode::rgb, {.max_pixels = 20}).shape(),
+            (Shape{3, 4, 5}));
+  EXPECT_NE(error_of([&] { decode_image(small, "s.png", ImageMode::rgb, {.max_pixels = 19}); })
+                .find("s.png: image is 5x4 (width x height, 20 pixels), more than "
+                      "data.max_pixels = 19"),
+            std::string::npos);
+  // JPEG headers too.
+  const std::string jpeg = encode_image(smooth(16, 24), ImageFormat::jpeg);
+  EXPECT_NE(error_of([&] {
+              decode_image(jpeg, "j.jpg", ImageMode::rgb, {.max_pixels = 383});
+            }).find("j.jpg: image is 24x16"),
+            std::string::npos);
+  EXPECT_EQ(image_size_error("x", int64_t{1} << 32, int64_t{1} << 32, {}),
+            "x: image is 4294967296x4294967296 (width x height), more than data.max_pixels = "
+            "178956970: refused before decoding, as a possible decompression bomb (raise "
+            "data.max_pixels to read it)");
+}
+
+// The audit of issue 25, item 1: a BMP header of 2^31 - 1 rows of 2^44 bytes
+// (width 2^31 - 1 at 65535 bits a pixel) overflowed the size the truncation
+// check computes. It is refused by data.max_pixels first, and above any limit
+// as truncated.
+TEST(Image, BmpSizesBeyond64BitsAreTruncatedFiles) {
+  std::string bmp = encode_image(pattern(3, 2, 2), ImageFormat::bmp);
+  auto put_le = [&](size_t at, uint32_t v, int bytes) {
+    for (int k = 0; k < bytes; ++k)
+      bmp[at + static_cast<size_t>(k)] = static_cast<char>(v >> (8 * k));
+  };
+  put_le(18, 0x7fffffff, 4);  // width
+  put_le(22, 0x7fffffff, 4);  // height
+  put_le(28, 0xffff, 2);      // bits a pixel
+  EXPECT_NE(
+      error_of([&] { decode_image(bmp, "b.bmp"); }).find("b.bmp: image is 2147483647x2147483647"),
+      std::string::npos);
+  const std::string e = error_of([&] {
+    decode_image(bmp, "b.bmp", ImageMode::rgb, {.max_pixels = std::numeric_limits<int64_t>::max()});
+  });
+  EXPECT_NE(e.find("b.bmp: cannot decode image: truncated BMP"), std::string::npos) << e;
+}
+
+// Found by fuzz_image (tests/fuzz/corpus/image/pnm-width-beyond-int): stb 2.27
+// reads a PNM header's numbers into an int, and "P5150000000..." overflowed it
+// (UBSan: signed integer overflow in stbi__pnm_getinteger). Numbers past
+// 2^31 - 1 are refused before stb sees them, the size also by data.max_pixels.
+TEST(Image, PnmHeaderNumbersBeyondIntAreErrors) {
+  const std::string width = "P5" + std::string(40, '0').replace(0, 2, "15");
+  std::string e = error_of([&] { decode_image(width, "w.pgm"); });
+  EXPECT_NE(e.find("w.pgm: cannot decode image: the PNM header's width (over 2^40) is beyond "
+                   "2^31 - 1"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { decode_image("P5 # c\n2 2 4294967296\n\x01\x02\x03\x04", "m.pgm"); });
+  EXPECT_NE(e.find("m.pgm: cannot decode image: the PNM header's maximum value 4294967296 is "
+                   "beyond 2^31 - 1"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { decode_image("P6 30000 30000 255\n", "big.ppm"); });
+  EXPECT_NE(e.find("big.ppm: image is 30000x30000 (width x height, 900000000 pixels), more than "
+                   "data.max_pixels"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(decode_image("P5 2 2 255\n\x01\x02\x03\x04", "ok.pgm", ImageMode::keep).shape(),
+            (Shape{1, 2, 2}));
+}
+
+// Found by fuzz_image (tests/fuzz/corpus/image/jpeg-huffman-after-fill-bytes;
+// UBSan: index 257 out of bounds in stbi__build_huffman): stb takes 0xFF fill
+// bytes before the start-of-image marker (FF FF ... FF D8) as a JPEG, but the
+// checks here (Huffman code counts, truncation, header size) asked for FF D8
+// at the start and let such a file through.
+TEST(Image, JpegChecksSeeThroughFillBytesBeforeTheStartMarker) {
+  const std::string bad =
+      read_file_bytes(tcv::testing::source_dir() + "/tests/data/fuzz/jpeg_huffman_overflow.jpg");
+  const std::string filled = std::string(30, '\xFF') + bad.substr(1);  // FF ... FF D8 ...
+  std::string e = error_of([&] { decode_image(filled, "f.jpg"); });
+  EXPECT_NE(e.find("f.jpg: cannot decode image: corrupt JPEG: JPEG Huffman table at byte 235 "
+                   "defines 546 codes (at most 256)"),
+            std::string::npos)
+      << e;
+  const std::string good = encode_image(smooth(17, 23), ImageFormat::jpeg, 90);
+  const std::string good_filled = std::string(5, '\xFF') + good.substr(1);
+  EXPECT_EQ(decode_image(good_filled, "ok.jpg").shape(), (Shape{3, 17, 23}));
+  e = error_of([&] { decode_image(good_filled, "s.jpg", ImageMode::rgb, {.max_pixels = 390}); });
+  EXPECT_NE(e.find("s.jpg: image is 23x17"), std::string::npos) << e;
+  e = error_of([&] { decode_image(good_filled.substr(0, good_filled.size() - 2), "t.jpg"); });
+  EXPECT_NE(e.find("truncated JPEG"), std::string::npos) << e;
 }

@@ -173,7 +173,9 @@ TEST(LabelPng, SizesTheImageDataCannotHoldAreRefusedBeforeAllocating) {
       std::string("\x89PNG\r\n\x1a\n", 8) +
       chunk("IHDR", be32(65535) + be32(65535) + std::string("\x08\0\0\0\0", 5)) +
       chunk("IDAT", idat) + chunk("IEND", "");
-  const std::string msg = message_of([&] { decode_label_png(huge, "huge.png"); });
+  // (A limit above the size: data.max_pixels's default would refuse it first.)
+  const std::string msg =
+      message_of([&] { decode_label_png(huge, "huge.png", {.max_pixels = int64_t{1} << 40}); });
   EXPECT_NE(msg.find("huge.png: label PNG announces 65535x65535 pixels at 8 bits, but its image "
                      "data (IDAT) holds only " +
                      std::to_string(n) + " bytes"),
@@ -182,4 +184,20 @@ TEST(LabelPng, SizesTheImageDataCannotHoldAreRefusedBeforeAllocating) {
   // The same data under its own header still decodes.
   EXPECT_EQ(decode_label_png(small, "small.png").labels.to_vector<uint8_t>(),
             as_u8(pattern(16, 16, 7)));
+}
+
+// Issue 25, item 3: label maps are held to data.max_pixels as images are,
+// from the header, before the image data is looked at.
+TEST(LabelPng, HeadersAnnouncingMorePixelsThanTheLimitAreRefused) {
+  const std::string small = build_png(
+      {.width = 4, .height = 3, .bit_depth = 8, .color_type = 3, .samples = pattern(4, 3, 9)});
+  const std::string bomb = tcv::testing::png_claiming(small, 20000, 20000);
+  std::string msg = message_of([&] { decode_label_png(bomb, "SegmentationClass/1.png"); });
+  EXPECT_NE(msg.find("SegmentationClass/1.png: image is 20000x20000 (width x height, 400000000 "
+                     "pixels), more than data.max_pixels = 178956970"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(decode_label_png(small, "s.png", {.max_pixels = 12}).labels.numel(), 12);
+  msg = message_of([&] { decode_label_png(small, "s.png", {.max_pixels = 11}); });
+  EXPECT_NE(msg.find("s.png: image is 4x3"), std::string::npos) << msg;
 }

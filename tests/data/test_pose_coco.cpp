@@ -4,8 +4,11 @@
 // naming the file, the entry and the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "data/image.h"
 #include "data/pose/coco.h"
@@ -212,4 +215,141 @@ TEST(PoseCoco, BadInputNamesFileEntryAndKey) {
   expect_has(parse_err(doc(ann(R"(,"segmentation":7)"))), "\"segmentation\" must be a list");
   expect_has(parse_err(doc(ann("").replace(ann("").find("\"iscrowd\":0"), 11, "\"iscrowd\":2"))),
              "\"iscrowd\" is 2");
+}
+
+// Issue 25, item 1: crowd run lengths that wrap around int64 to sum to H x W
+// passed the total check and painted far outside the mask (SIGSEGV, or heap
+// corruption: "corrupted double-linked list"). Both of the issue's variants,
+// on the 40 x 30 image of doc().
+TEST(PoseCoco, CrowdRunLengthsThatWrapInt64AreRefused) {
+  const std::string big = "9223372036854775807";  // 2^63 - 1
+  for (const std::string& counts : {"[1," + big + ",4611686018427387904,1,4611686018427389103]",
+                                    "[1," + big + ",9223372036854775803,5,1200]"}) {
+    tcv::testing::TempDir tmp("pose_rle_wrap");
+    fs::create_directories(tmp.path("img"));
+    write_image(tmp.path("img/a.jpg"), zeros({3, 30, 40}, {.dtype = DType::u8}));
+    put_file(tmp.path("kp.json"), doc(ann("", 17) +
+                                      R"(,{"id":2,"image_id":7,"category_id":1,"iscrowd":1,)"
+                                      R"("bbox":[0,0,40,30],"area":1200,"num_keypoints":0,)"
+                                      R"("segmentation":{"counts":)" +
+                                      counts + R"(,"size":[30,40]}})"));
+    const std::string e = tcv::testing::error_of([&] {
+      PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+      const PoseDataset ds = read_coco_keypoints(o);
+      for (int64_t i = 0; i < ds.size(); ++i) ds.load(i);  // the old code crashed here
+    });
+    expect_has(e,
+               "kp.json: annotations[1] (id 2) \"segmentation\" runs cover more than the "
+               "mask's 1200 pixels (30x40; run 1 is 9223372036854775807, 1199 pixels were "
+               "left)");
+  }
+}
+
+TEST(PoseCoco, PaintingCheckedRunsAndHostilePolygons) {
+  std::vector<uint8_t> img(8 * 8, 0);
+  Segmentation rle;
+  rle.rle_height = rle.rle_width = 8;
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  rle.rle = {1, big, int64_t{1} << 62, 1, (int64_t{1} << 62) + 63};  // wraps to 64
+  expect_has(tcv::testing::error_of([&] { paint_segmentation(rle, img.data(), 8, 8, 1, "crowd"); }),
+             "crowd: its run lengths cover more than the 8x8 image (run 1 is 9223372036854775807, "
+             "63 pixels were left)");
+  expect_has(tcv::testing::error_of([&] {
+               paint_segmentation(rle, img.data(), int64_t{1} << 32, int64_t{1} << 32, 1, "huge");
+             }),
+             "huge: a mask of 4294967296x4294967296 pixels");
+  // Coordinates far beyond int64 (their floor has no int64 value) and edges
+  // whose differences overflow to inf paint what they cover, nothing else.
+  Segmentation poly;
+  poly.polygons = {{-1e308, -1e308, 1e308, -1e308, 1e308, 1e308, -1e308, 1e308}};
+  paint_segmentation(poly, img.data(), 8, 8, 1, "everything");
+  EXPECT_EQ(std::count(img.begin(), img.end(), 1), 64);
+  std::fill(img.begin(), img.end(), 0);
+  poly.polygons = {{-1.7e308, 4, 1.7e308, -1.7e308, 1.7e308, 1.7e308}};
+  paint_segmentation(poly, img.data(), 8, 8, 1, "wedge");
+  poly.polygons = {{0, 0, 4, 0, NAN, 4}};
+  expect_has(tcv::testing::error_of([&] { paint_segmentation(poly, img.data(), 8, 8, 1, "nan"); }),
+             "nan: polygon coordinate 4 is nan, not a finite number");
+}
+
+TEST(PoseCoco, CompressedCountsBeyondInt64AreRefused) {
+  // Each count after the second adds to the one two before: 2^58
+  // ("PPPPPPPPPPP8") added 70 times passes 2^63 in both chains.
+  std::string s = "000";
+  for (int k = 0; k < 70; ++k) s += "PPPPPPPPPPP8";
+  EXPECT_EQ(decode_coco_rle("000PPPPPPPPPPP8", "x"),
+            (std::vector<int64_t>{0, 0, 0, int64_t{1} << 58}));
+  expect_has(tcv::testing::error_of([&] { decode_coco_rle(s, "crowd 1"); }),
+             "crowd 1: compressed RLE count 65 overflows 64 bits");
+  // Uncompressed counts above int64 and masks whose size overflows.
+  expect_has(
+      parse_err(doc(ann(R"(,"segmentation":{"counts":[18446744073709551615],"size":[30,40]})"))),
+      "\"counts\" holds 18446744073709551615, more than the mask's 1200 pixels");
+  expect_has(parse_err(R"({"images":[{"id":1,"file_name":"a.jpg","width":4294967296,)"
+                       R"("height":4294967296}],"categories":[{"id":1,"name":"person"}],)"
+                       R"("annotations":[{"id":1,"image_id":1,"category_id":1,"iscrowd":1,)"
+                       R"("segmentation":{"counts":[1],"size":[4294967296,4294967296]}}]})"),
+             "has more pixels than 2^63 - 1");
+  expect_has(parse_err(R"({"images":[{"id":18446744073709551615,"file_name":"a.jpg","width":4,)"
+                       R"("height":4}],"categories":[]})"),
+             "\"id\" is 18446744073709551615, above the largest integer tcv reads (2^63 - 1)");
+}
+
+// Found by fuzz_pose_keypoints (tests/fuzz/corpus/pose_keypoints/
+// number-beyond-double, this file's person with "bbox": [0,0,1e+408,1e+308]):
+// a number beyond a double is nlohmann's out_of_range, not a parse_error, and
+// escaped as a foreign exception (the harness's terminate), naming no file.
+TEST(PoseCoco, NumbersBeyondADoubleAreErrorsNamingTheFile) {
+  std::string a = ann("", 6);
+  a.replace(a.find("[2,3,20,20]"), 11, "[0,0,1e+408,1e+308]");
+  expect_has(parse_err(doc(a)),
+             "kp.json: bad JSON: [json.exception.out_of_range.406] number overflow parsing "
+             "'1e+408'");
+}
+
+// Found by fuzz_pose_keypoints (tests/fuzz/corpus/pose_keypoints/
+// file-name-too-long): std::filesystem::exists threw filesystem_error ("File
+// name too long") for a file_name of 4000 characters, naming no data file.
+TEST(PoseCoco, FileNamesTheSystemCannotLookUpAreMissingImages) {
+  tcv::testing::TempDir tmp("pose_long_name");
+  std::string d = doc(ann("", 8));
+  d.replace(d.find("a.jpg"), 5, std::string(4000, 'x') + ".jpg");
+  put_file(tmp.path("kp.json"), d);
+  PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+  expect_has(tcv::testing::error_of([&] { read_coco_keypoints(o); }),
+             "xxx.jpg: image file not found (listed in ");
+  o.on_corrupt = OnCorrupt::skip;
+  EXPECT_EQ(read_coco_keypoints(o).skipped(), 1);
+}
+
+// Issue 25, item 4: a person box far outside its image passed the reader and
+// ended training with "[pose_warp] the map is singular", naming no file.
+TEST(PoseCoco, PersonBoxesOutsideTheImageNameFileAndAnnotation) {
+  tcv::testing::TempDir tmp("pose_bbox");
+  fs::create_directories(tmp.path("img"));
+  write_image(tmp.path("img/a.jpg"), zeros({3, 30, 40}, {.dtype = DType::u8}));
+  PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+  o.selection.min_area = 0;
+  std::string a = ann("", 8);
+  a.replace(a.find("[2,3,20,20]"), 11, "[0,0,1e308,1e308]");
+  put_file(tmp.path("kp.json"), doc(a));
+  expect_has(tcv::testing::error_of([&] { read_coco_keypoints(o); }),
+             "kp.json: annotation id 1 of image id 7 (a.jpg) has bbox [0, 0, 1e+308, 1e+308], "
+             "more than one pixel outside the 40x30 image");
+  // With data.skip_corrupt the image is left out and counted.
+  o.on_corrupt = OnCorrupt::skip;
+  const PoseDataset ds = read_coco_keypoints(o);
+  EXPECT_EQ(ds.size(), 0);
+  EXPECT_EQ(ds.skipped(), 1);
+  expect_has(ds.first_skipped(), "annotation id 1 of image id 7");
+  // Within a pixel of the border (COCO's rounding) is fine.
+  a = ann("", 8);
+  a.replace(a.find("[2,3,20,20]"), 11, "[-0.5,-1,40.9,31]");
+  put_file(tmp.path("kp.json"), doc(a));
+  o.on_corrupt = OnCorrupt::error;
+  EXPECT_EQ(read_coco_keypoints(o).size(), 1);
+  // A box w x h that overflows has no area.
+  expect_has(parse_err(doc(R"({"id":3,"image_id":7,"category_id":1,"iscrowd":1,)"
+                           R"("bbox":[0,0,1e200,1e200]})")),
+             "annotations[0] (id 3) \"bbox\" [0, 0, 1e+200, 1e+200] has no finite area");
 }

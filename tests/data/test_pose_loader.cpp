@@ -113,3 +113,27 @@ TEST(PoseLoader, SameBatchesOnAnyNumberOfWorkersAndShards) {
   std::sort(seen.begin(), seen.end());
   EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
+
+// A transform's error ("[pose_warp] the map is singular" in issue 25) names the
+// image and annotation file it was working on.
+TEST(PoseLoader, TransformErrorsNameTheSample) {
+  tcv::testing::TempDir tmp("pose_loader_err");
+  const auto ds = scene_set(tmp, 2);
+  const Affine singular{0, 0, 0, 0, 0, 0};
+  PoseDataLoader loader(ds,
+                        [&](PoseSample& s, Rng&) {
+                          pose_warp(s, singular, 64, 64, {0, 0, 0});
+                        },
+                        {.sigma = 4.0}, {.batch_size = 1, .shuffle = false});
+  loader.start_epoch(0);
+  PoseBatch b;
+  std::string msg;
+  try {
+    loader.next(b);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find(ds->record(0).source + ": [pose_warp] the map is singular"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("person_keypoints_train.json (image id"), std::string::npos) << msg;
+}

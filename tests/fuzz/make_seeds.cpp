@@ -4,13 +4,16 @@
 // records, PNG/JPEG/BMP encodings of Fashion-MNIST images, the shipped TOML
 // configs, list files, TCP store requests, and the VOC XML, COCO JSON and
 // label PNGs of a small scene set (data/det/scenes.h) plus hand-made PNGs of
-// the label depths scenes do not write (1, 2, 4 and 16 bits, grayscale).
+// the label depths scenes do not write (1, 2, 4 and 16 bits, grayscale), the
+// person keypoint files of a small stick-figure set (data/pose/scenes.h) plus
+// hand-made ones, and masks (RLE, compressed RLE, polygons).
 //
 // Usage: tcv-fuzz-seeds OUT_DIR SOURCE_DIR   (writes OUT_DIR/<harness>/<seed>)
 #include <zlib.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +24,7 @@
 #include "data/det/scenes.h"
 #include "data/idx.h"
 #include "data/image.h"
+#include "data/pose/scenes.h"
 #include "dist/store_wire.h"
 #include "engine/json.h"
 #include "engine/ops.h"
@@ -262,11 +266,12 @@ void scene_files() {
   o.seed = 7;
   const fs::path dir = out_root / "tmp-scenes";
   data::write_scene_set(o, dir.string());
-  for (const auto& [sub, harness] : std::vector<std::pair<std::string, std::string>>{
-           {"Annotations", "voc_xml"},
-           {"annotations", "coco_json"},
-           {"SegmentationClass", "label_png"},
-           {"SegmentationObject", "label_png"}})
+  for (const auto& [sub, harness] :
+       std::vector<std::pair<std::string, std::string>>{{"Annotations", "voc_xml"},
+                                                        {"annotations", "coco_json"},
+                                                        {"annotations", "det_coco_segm"},
+                                                        {"SegmentationClass", "label_png"},
+                                                        {"SegmentationObject", "label_png"}})
     for (const auto& e : fs::directory_iterator(dir / sub))
       put(harness, sub + "_" + e.path().filename().string(), slurp(e.path()));
   fs::remove_all(dir);
@@ -292,6 +297,15 @@ void scene_files() {
       R"("segmentation":{"counts":[0,100],"size":[427,640]}}],"categories":[{"id":1,)"
       R"("name":"person","supercategory":"person"},{"id":44,"name":"bottle",)"
       R"("supercategory":"kitchen"}]})");
+  put("det_coco_segm", "crowd.json", slurp(out_root / "coco_json" / "crowd.json"));
+  put("det_coco_segm", "segmentations.json",
+      R"({"images":[{"id":1,"file_name":"a.jpg","width":40,"height":30}],"annotations":[)"
+      R"({"id":1,"image_id":1,"category_id":3,"bbox":[2,3,30,20],"area":600,"iscrowd":0,)"
+      R"("segmentation":[[2,3,32,3,32,23,2,23]]},{"id":2,"image_id":1,"category_id":3,)"
+      R"("bbox":[0,0,1,3],"area":3,"iscrowd":1,"segmentation":{"counts":"X13UT1",)"
+      R"("size":[30,40]}},{"id":3,"image_id":1,"category_id":5,"bbox":[10,10,5,5],)"
+      R"("iscrowd":1,"segmentation":{"counts":[410,5,25,5,755],"size":[30,40]}}],)"
+      R"("categories":[{"id":3,"name":"car"},{"id":5,"name":"person"}]})");
   put("coco_json", "no_annotations.json",
       R"({"images":[{"id":1,"file_name":"a.jpg","width":2,"height":3}],"categories":[]})");
   // Label PNGs of every depth: 1, 2, 4 bit palette; 1, 2, 4, 8, 16 bit grayscale.
@@ -300,7 +314,8 @@ void scene_files() {
     std::string rows;
     const size_t row_bytes = (5 * depth + 7) / 8;
     for (int y = 0; y < 3; ++y) rows += std::string(1, '\0') + std::string(row_bytes, '\x1b');
-    put("label_png", "palette_" + std::to_string(depth) + "bit.png", png(5, 3, depth, 3, rows, pal));
+    put("label_png", "palette_" + std::to_string(depth) + "bit.png",
+        png(5, 3, depth, 3, rows, pal));
     put("label_png", "gray_" + std::to_string(depth) + "bit.png", png(5, 3, depth, 0, rows));
   }
   std::string rows16;
@@ -309,6 +324,67 @@ void scene_files() {
   std::string rows8;
   for (int y = 0; y < 4; ++y) rows8 += std::string("\x01\x00\x05\xff\x10", 5);  // Sub filter
   put("label_png", "gray_8bit_sub.png", png(4, 4, 8, 0, rows8));
+}
+
+// Person keypoint files: a small stick-figure set (people with RLE masks,
+// crowds of tiny figures), and hand-made ones with what scenes do not write:
+// polygons, compressed RLE, a crowd without keypoints, people without boxes.
+void pose_files() {
+  data::PoseSceneSetOptions o;
+  o.scene.width = 64;
+  o.scene.height = 48;
+  o.train = 3;
+  o.val = 2;
+  o.seed = 5;
+  const fs::path dir = out_root / "tmp-pose-scenes";
+  data::write_pose_scene_set(o, dir.string());
+  for (const auto& e : fs::directory_iterator(dir / "annotations"))
+    put("pose_keypoints", e.path().filename().string(), slurp(e.path()));
+  fs::remove_all(dir);
+  std::string kp = "[";
+  for (int k = 0; k < 17; ++k) kp += (k ? "," : "") + std::to_string(4 + k) + ",10,2";
+  kp += "]";
+  const std::string head = R"({"images":[{"id":1,"file_name":"a.jpg","width":40,"height":30},)"
+                           R"({"id":2,"file_name":"b.jpg","width":8,"height":8}],)"
+                           R"("categories":[{"id":1,"name":"person","supercategory":"person"}],)"
+                           R"("annotations":[)";
+  put("pose_keypoints", "polygons_and_crowds.json",
+      head +
+          R"({"id":1,"image_id":1,"category_id":1,"iscrowd":0,"num_keypoints":17,)"
+          R"("bbox":[2,3,30,20],"area":600,"keypoints":)" +
+          kp +
+          R"(,"segmentation":[[2,3,32,3,32,23,2,23],[5,5,9,5,7,9]]},)"
+          R"({"id":2,"image_id":1,"category_id":1,"iscrowd":1,"bbox":[0,0,40,30],)"
+          R"("area":30,"segmentation":{"counts":[40,3,1157],"size":[30,40]}},)"
+          R"({"id":3,"image_id":1,"category_id":1,"iscrowd":1,"bbox":[0,0,1,3],)"
+          R"("segmentation":{"counts":"X13UT1","size":[30,40]}},)"
+          R"({"id":4,"image_id":2,"category_id":1,"keypoints":)" +
+          kp + R"(}]})");
+  put("pose_keypoints", "no_annotations.json",
+      R"({"images":[{"id":1,"file_name":"a.jpg","width":2,"height":3}],"categories":[]})");
+}
+
+// Masks for fuzz_coco_rle: kind (0 compressed, 1 uncompressed, 2 polygons),
+// height, width, payload.
+void rle_masks() {
+  auto i64s = [](const std::vector<int64_t>& v) {
+    std::string s(v.size() * 8, '\0');
+    std::memcpy(s.data(), v.data(), s.size());
+    return s;
+  };
+  auto f64s = [](const std::vector<double>& v) {
+    std::string s(v.size() * 8, '\0');
+    std::memcpy(s.data(), v.data(), s.size());
+    return s;
+  };
+  put("coco_rle", "compressed_30x40", std::string("\0\x1d\x27", 3) + "X13UT1");
+  put("coco_rle", "compressed_4x5", std::string("\0\x03\x04", 3) + "3421");
+  put("coco_rle", "uncompressed_8x8", std::string("\x01\x07\x07", 3) + i64s({3, 4, 57}));
+  put("coco_rle", "uncompressed_alternating_4x4",
+      std::string("\x01\x03\x03", 3) + i64s({0, 1, 1, 2, 3, 4, 5}));
+  put("coco_rle", "polygons_8x8",
+      std::string("\x02\x07\x07", 3) + std::string(1, '\x01') +
+          f64s({2, 2, 6, 2, 6, 5, 2, 5, 0, 0, 8, 0, 4, 8}));
 }
 
 void list_files() {
@@ -368,6 +444,8 @@ int main(int argc, char** argv) {
     list_files();
     store_requests();
     scene_files();
+    pose_files();
+    rle_masks();
   } catch (const std::exception& e) {
     std::cerr << "tcv-fuzz-seeds: " << e.what() << "\n";
     return 1;

@@ -138,4 +138,17 @@ std::string build_png(const PngSpec& s) {
   return out;
 }
 
+std::string png_claiming(std::string png, uint32_t width, uint32_t height) {
+  // Signature (8), IHDR's length (4) and type (4), then width and height.
+  if (png.size() < 33 || png.compare(12, 4, "IHDR") != 0)
+    throw std::runtime_error("png_claiming: not a PNG starting with IHDR");
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (size_t k = 0; k < 4; ++k) png[at + k] = static_cast<char>((v >> (24 - 8 * k)) & 0xFF);
+  };
+  put32(16, width);
+  put32(20, height);
+  put32(29, png_crc32(png.substr(12, 17)));  // over the type and the 13 data bytes
+  return png;
+}
+
 }  // namespace tcv::testing

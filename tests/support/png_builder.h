@@ -27,4 +27,9 @@ std::string build_png(const PngSpec& spec);
 /// CRC-32 (PNG's, zlib's) of `data`.
 uint32_t png_crc32(const std::string& data);
 
+/// A decompression bomb: `png` (a whole file starting with its IHDR) with the
+/// header rewritten to announce width x height pixels, CRC fixed, so that a
+/// file of a few hundred bytes claims, say, 18000 x 18000 pixels.
+std::string png_claiming(std::string png, uint32_t width, uint32_t height);
+
 }  // namespace tcv::testing

@@ -140,6 +140,13 @@ TEST(Config, BadValuesNameKeyAndLine) {
   Config w;
   w.set_override("solver.lr.is_warm=true");
   EXPECT_TRUE(has(error_of([&] { w.validate(); }), "solver.lr.warm.warm_iters"));
+
+  // data.max_pixels: PIL's decompression-bomb limit by default, positive.
+  EXPECT_EQ(Config().get_int("data.max_pixels"), 178956970);
+  Config m;
+  m.set_override("data.max_pixels=0");
+  const std::string px = error_of([&] { m.validate(); });
+  EXPECT_TRUE(has(px, "--set: data.max_pixels: must be positive, got 0")) << px;
 }
 
 TEST(Config, CommHookKeysAreChecked) {

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -263,6 +264,26 @@ TEST(DetMap, TensorInputScalesFractionsToPixels) {
   b.add(1, t, from_vector<float>({0.05f, 0.1f, 0.5f, 0.3f}, {1, 4}),
         from_vector<float>({0.5f}, {1}), from_vector<int64_t>({1}, {1}), 200.0, 200.0);
   EXPECT_NEAR(a.coco().stats[0], b.coco().stats[0], 1e-6);
+}
+
+// Issue 25, item 2 (the audit): a model's detection with a NaN box or score
+// finds nothing (it is left out, its object missed; the evaluator refused it,
+// ending the evaluation), and an IoU that is NaN because the areas overflow
+// never matches (pycocotools' `iou < threshold: skip` matched it).
+TEST(DetMap, NaNDetectionsAndNaNIousMatchNothing) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const DetMetric m : {DetMetric::voc07, DetMetric::coco}) {
+    DetectionEvaluator ev({.metric = m, .class_names = names(1)});
+    const DetTarget t = truth({{10, 20, 110, 70}}, {1});
+    ev.add(1, t, from_vector<float>({nan, 0.1f, 0.5f, 0.3f, 0.05f, 0.1f, 0.55f, 0.35f}, {2, 4}),
+           from_vector<float>({0.9f, nan}, {2}), from_vector<int64_t>({1, 1}, {2}), 200.0, 200.0);
+    EXPECT_EQ(metric(ev.finish(), "map"), 0.0);
+  }
+  DetectionEvaluator ev({.metric = DetMetric::coco, .class_names = names(1)});
+  DetTarget huge = truth({{0, 0, 1e200, 1e200}}, {1});
+  huge.area[0] = 100;  // an area in COCO's ranges; the boxes' own areas overflow
+  ev.add(1, huge, dets({{0, 0, 1e200, 1e200}}, {0.9}, {1}));
+  EXPECT_EQ(ev.coco().stats[0], 0.0);
 }
 
 // ---- golden comparison -------------------------------------------------------------------

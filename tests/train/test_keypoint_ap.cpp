@@ -109,6 +109,24 @@ TEST(KeypointAp, ApByHand) {
   EXPECT_DOUBLE_EQ(ign.coco().stats[0], 1.0);
 }
 
+// Issue 25, item 2 (the audit): a detection whose keypoints hold NaN has a NaN
+// OKS, which pycocotools' `oks < threshold: skip` let match as a perfect one
+// (AP 1 for a NaN model). It matches nothing now.
+TEST(KeypointAp, NaNKeypointsMatchNothing) {
+  const KeypointTruth a = person(100, 100, 5000);
+  KeypointDetection nan_det = detection(a, 0.9);
+  for (int k = 0; k < K; ++k) nan_det.keypoints[3 * k] = std::numeric_limits<double>::quiet_NaN();
+  KeypointEvaluator ev;
+  ev.add(1, {a}, {nan_det});
+  EXPECT_DOUBLE_EQ(ev.coco().stats[0], 0.0);  // AP
+  EXPECT_DOUBLE_EQ(ev.coco().stats[5], 0.0);  // AR
+  // Beside a good detection with a lower score, it is the false positive ranked first.
+  KeypointEvaluator two;
+  two.add(1, {a}, {nan_det, detection(a, 0.5)});
+  EXPECT_DOUBLE_EQ(two.coco().stats[5], 1.0);
+  EXPECT_LT(two.coco().stats[0], 1.0);
+}
+
 TEST(KeypointAp, ChecksItsInput) {
   KeypointEvaluator ev;
   KeypointTruth t = person(0, 0, 100);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "train/metrics.h"
 
 using namespace tcv;
@@ -28,6 +30,27 @@ TEST(Metrics, TopKCorrect) {
   EXPECT_DOUBLE_EQ(m.top5(), 80.0);
   m.reset();
   EXPECT_EQ(m.top1(), 0.0);
+}
+
+// Issue 25, item 2: every comparison with NaN is false, so the target of an
+// all-NaN row once ranked first: a NaN model scored top-1 100%. A row holding
+// NaN now counts as wrong for every k; inf is a number and ranks as one.
+TEST(Metrics, RowsHoldingNaNAreWrong) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor logits = from_vector(std::vector<float>{nan, nan, nan,      // all NaN
+                                                       0.0f, 2.0f, nan,    // one NaN
+                                                       inf, 1.0f, 0.0f,    // inf: first
+                                                       -inf, -inf, 0.0f},  // target 2 first
+                                    {4, 3});
+  const Tensor target = from_vector(std::vector<int64_t>{0, 1, 0, 2});
+  EXPECT_EQ(topk_correct(logits, target, {1, 2, 3, 5}), (std::vector<int64_t>{2, 2, 2, 2}));
+  AccuracyMeter m;
+  m.update(from_vector(std::vector<float>(10 * 6, nan), {10, 6}),
+           zeros({10}, {.dtype = DType::i64}));
+  EXPECT_EQ(m.top1(), 0.0);
+  EXPECT_EQ(m.top5(), 0.0);
+  EXPECT_EQ(m.count(), 10);
 }
 
 TEST(Metrics, RejectsBadInput) {

@@ -282,3 +282,26 @@ TEST(Tasks, ShippedDetectionAndSegmentationConfigsAreValid) {
   EXPECT_DOUBLE_EQ(
       by_name.at("seg/voc_deeplabv3_r50.toml").get_double("loss.loss_weights.aux_loss"), 0.4);
 }
+
+// Issue 25, item 8: seven rows of aspect ratios for SSD300's six feature maps
+// were blamed on anchor.cur_anchor_sizes ("7 sizes for 7 feature maps").
+TEST(Tasks, AnchorRatioRowsAreCountedAgainstTheModelsMaps) {
+  Config c = Config::from_string(
+      "task = \"det\"\n[network]\nmodel_name = \"ssd300_lite\"\n[data]\nnum_classes = 3\n"
+      "[anchor]\naspect_ratio_list = [[2], [2, 3], [2, 3], [2, 3], [2], [2], [2]]\n",
+      "det.toml");
+  std::string msg = error_of([&] { make_task(c)->make_model(); });
+  EXPECT_TRUE(has(msg,
+                  "det.toml:7: anchor.aspect_ratio_list: 7 rows, but ssd300_lite has 6 "
+                  "feature maps (give one row of ratios per map)") &&
+              !has(msg, "cur_anchor_sizes"))
+      << msg;
+  // With six rows, a size list of the wrong length is still the sizes' fault.
+  c = Config::from_string(
+      "task = \"det\"\n[network]\nmodel_name = \"ssd300_lite\"\n[data]\nnum_classes = 3\n"
+      "[anchor]\naspect_ratio_list = [[2], [2, 3], [2, 3], [2, 3], [2], [2]]\n"
+      "cur_anchor_sizes = [21, 45, 99, 153, 207, 261]\n",
+      "det.toml");
+  msg = error_of([&] { make_task(c)->make_model(); });
+  EXPECT_TRUE(has(msg, "anchor.cur_anchor_sizes: 6 sizes for 6 feature maps")) << msg;
+}

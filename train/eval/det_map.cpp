@@ -95,14 +95,21 @@ void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth, con
             scores.defined() ? scores.shape_str() : "undefined", ", ",
             labels.defined() ? labels.shape_str() : "undefined");
   const std::vector<double> b = boxes.to_vector<double>();
+  const std::vector<double> s = scores.to_vector<double>();
+  const std::vector<int64_t> l = labels.to_vector<int64_t>();
   ImageDetections d;
-  d.scores = scores.to_vector<double>();
-  d.labels = labels.to_vector<int64_t>();
-  d.boxes.resize(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) {
-    const size_t o = static_cast<size_t>(4 * k);
-    d.boxes[static_cast<size_t>(k)] = {b[o] * width, b[o + 1] * height, b[o + 2] * width,
-                                       b[o + 3] * height};
+    const auto o = static_cast<size_t>(4 * k);
+    const Box box{b[o] * width, b[o + 1] * height, b[o + 2] * width, b[o + 3] * height};
+    const double score = s[static_cast<size_t>(k)];
+    // A model's detection with inf or NaN in its box or score finds nothing:
+    // it is left out, and its object counts as missed.
+    if (!std::isfinite(score) || !std::isfinite(box[0]) || !std::isfinite(box[1]) ||
+        !std::isfinite(box[2]) || !std::isfinite(box[3]))
+      continue;
+    d.boxes.push_back(box);
+    d.scores.push_back(score);
+    d.labels.push_back(l[static_cast<size_t>(k)]);
   }
   add(image_id, truth, d);
 }
@@ -404,7 +411,9 @@ CocoSummary DetectionEvaluator::coco() const {
               if (m > -1 && !g_ign[static_cast<size_t>(g_order[static_cast<size_t>(m)])] &&
                   g_ign[g])
                 break;
-              if (ious[d * ng + g] < best) continue;
+              // !(>=), not <: a NaN IoU (boxes so large that their areas
+              // overflow) never matches, where pycocotools' `<` lets it match.
+              if (!(ious[d * ng + g] >= best)) continue;
               best = ious[d * ng + g];
               m = static_cast<int>(s);
             }

@@ -89,7 +89,8 @@ class DetectionEvaluator : public Evaluator {
   void add(int64_t image_id, const data::DetTarget& truth, const ImageDetections& dets);
   /// The same from a model's output for one image: boxes f32 (n, 4) as
   /// fractions of the image (as in DetBatch), multiplied by (width, height);
-  /// scores f32 (n); labels i64 (n).
+  /// scores f32 (n); labels i64 (n). A detection whose box or score holds inf
+  /// or NaN (a diverged model) is left out: it finds nothing, never a match.
   void add(int64_t image_id, const data::DetTarget& truth, const Tensor& boxes,
            const Tensor& scores, const Tensor& labels, double width, double height);
 

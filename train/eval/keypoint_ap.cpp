@@ -248,7 +248,9 @@ KeypointSummary KeypointEvaluator::coco() const {
             const size_t g = order[s];
             if (taken[s] && !im->truth[g].crowd) continue;
             if (m > -1 && !g_ign[order[static_cast<size_t>(m)]] && g_ign[g]) break;
-            if (ious[d * ng + g] < best) continue;
+            // !(>=), not <: a NaN OKS (a detection with NaN keypoints) never
+            // matches, where pycocotools' `<` lets it match as a perfect one.
+            if (!(ious[d * ng + g] >= best)) continue;
             best = ious[d * ng + g];
             m = static_cast<int>(s);
           }

@@ -17,6 +17,11 @@
 // order are sorted by score (stable); precision is read at the 101 recall
 // thresholds after making it non-increasing. AP averages precision over
 // thresholds and recall points, AR final recall over thresholds.
+//
+// NaN: a detection whose keypoints hold NaN has a NaN OKS and matches nothing
+// (a false positive). pycocotools' matching skips a pair only when its OKS is
+// below the threshold, so there a NaN OKS matches as well as a perfect one;
+// otherwise the numbers are pycocotools'.
 #pragma once
 
 #include <array>

@@ -123,6 +123,7 @@ class ClsLoader final : public TaskLoader {
       : loader_(std::move(loader)), files_(std::move(files)) {}
   int64_t num_batches() const override { return loader_->num_batches(); }
   int64_t size() const override { return loader_->size(); }
+  std::string name() const override { return files_ ? files_->name() : ""; }
   int64_t skipped() const override { return loader_->skipped(); }
   std::string first_skipped() const override {
     const auto* d = dynamic_cast<const data::ImageFileDataset*>(files_.get());

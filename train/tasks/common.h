@@ -44,6 +44,7 @@ class TaskLoaderOf final : public TaskLoader {
       : dataset_(dataset), loader_(std::move(dataset), std::forward<LoaderArgs>(args)...) {}
   int64_t num_batches() const override { return loader_.num_batches(); }
   int64_t size() const override { return loader_.size(); }
+  std::string name() const override { return dataset_->name(); }
   int64_t skipped() const override { return loader_.skipped(); }
   std::string first_skipped() const override { return dataset_->first_skipped(); }
   void start_epoch(int64_t epoch, int64_t skip) override { loader_.start_epoch(epoch, skip); }

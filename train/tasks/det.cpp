@@ -22,6 +22,7 @@
 #include "models/det/multibox_loss.h"
 #include "models/det/postprocess.h"
 #include "models/det/ssd.h"
+#include "train/data_setup.h"
 #include "train/eval/det_map.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -155,8 +156,16 @@ mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
   const std::string& name = cfg.get_string("network.model_name");
   mdet::AnchorOptions a =
       name == "ssd512" ? mdet::ssd512_anchor_options() : mdet::ssd300_anchor_options();
-  if (const auto r = cfg.get_float_lists("anchor.aspect_ratio_list"); !r.empty())
+  // The model fixes the number of feature maps: a list of ratios of another
+  // length is the list's fault (it was blamed on anchor.cur_anchor_sizes).
+  const size_t maps = a.aspect_ratios.size();
+  if (const auto r = cfg.get_float_lists("anchor.aspect_ratio_list"); !r.empty()) {
+    if (r.size() != maps)
+      throw ConfigError(at_key(cfg, "anchor.aspect_ratio_list") + ": " + std::to_string(r.size()) +
+                        " rows, but " + name + " has " + std::to_string(maps) +
+                        " feature maps (give one row of ratios per map)");
     a.aspect_ratios = r;
+  }
   if (const auto s = cfg.get_doubles("anchor.cur_anchor_sizes"); !s.empty()) {
     // TorchCV gives sizes in pixels of the input; the boxes take fractions of it.
     const double side = static_cast<double>(input_side(cfg));
@@ -502,7 +511,8 @@ class DetTask final : public Task {
     if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
       std::vector<data::DetRecord> head(val->records().begin(), val->records().begin() + n);
       val = std::make_shared<const data::DetDataset>(std::move(head), val->class_names(),
-                                                     val->label_ids(), on_corrupt, val->name());
+                                                     val->label_ids(), on_corrupt, val->name(), 0,
+                                                     "", val->limits());
     }
     names_ = train->class_names();
     const int64_t classes = cfg_.get_int("data.num_classes");
@@ -524,6 +534,7 @@ class DetTask final : public Task {
     aug.expand_opts.p = cfg_.get_double("train.aug_trans.random_pad.ratio");
     aug.expand_opts.max_scale = cfg_.get_doubles("train.aug_trans.random_pad.up_scale_range")[1];
     aug.expand_opts.fill = mean_color(normalize_of(cfg_));
+    aug.expand_opts.max_pixels = cfg_.get_int("data.max_pixels");
     aug.expand = aug.expand_opts.p > 0;
     // TorchCV's order (data::ssd_train_transform), SSD's IoU crop with a probability.
     const double crop_p = cfg_.get_double("train.aug_trans.random_det_crop.ratio");
@@ -615,7 +626,8 @@ class DetTask final : public Task {
             {.annotation_file = path(ann),
              .image_dir = path(train ? "data.train_images" : "data.val_images"),
              .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
-             .on_corrupt = on_corrupt}));
+             .on_corrupt = on_corrupt,
+             .limits = image_limits(cfg_)}));
       });
     }
     std::string dir = cfg_.get_string("data.data_dir");
@@ -625,8 +637,11 @@ class DetTask final : public Task {
       roots.push_back((fs::path(dir) / r).string());
     if (roots.empty()) roots.push_back(dir);
     return for_key(cfg_, dataset == "scenes" ? "data.data_dir" : split, [&] {
-      return std::make_shared<const data::DetDataset>(data::read_voc(
-          {.roots = roots, .split = cfg_.get_string(split), .on_corrupt = on_corrupt}));
+      return std::make_shared<const data::DetDataset>(
+          data::read_voc({.roots = roots,
+                          .split = cfg_.get_string(split),
+                          .on_corrupt = on_corrupt,
+                          .limits = image_limits(cfg_)}));
     });
   }
 

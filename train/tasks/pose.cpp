@@ -22,6 +22,7 @@
 #include "engine/ops.h"
 #include "models/pose/openpose.h"
 #include "models/pose/parse.h"
+#include "train/data_setup.h"
 #include "train/eval/keypoint_ap.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -376,6 +377,7 @@ class PoseEvaluator final : public TaskEvaluator {
       std::vector<KeypointDetection> dets;
       std::vector<Skeleton> found;
       for (const auto& p : people) {
+        if (std::isnan(p.score)) continue;  // a diverged model's person: found nothing
         found.push_back(skeleton_of(p, sx, sy));
         dets.push_back({coco_keypoints(found.back()), p.score});
       }
@@ -610,7 +612,8 @@ class PoseTask final : public Task {
     std::shared_ptr<const data::PoseDataset> val = read(false, on_corrupt);
     if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
       std::vector<data::PoseRecord> head(val->records().begin(), val->records().begin() + n);
-      val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name());
+      val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name(), 0,
+                                                      "", val->limits());
     }
     const std::string val_ann = annotation(false);
     truth_ = std::make_shared<const TruthMap>(for_key(
@@ -745,7 +748,8 @@ class PoseTask final : public Task {
                          {.annotation_file = ann,
                           .image_dir = images,
                           .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
-                          .on_corrupt = on_corrupt}));
+                          .on_corrupt = on_corrupt,
+                          .limits = image_limits(cfg_)}));
                    });
   }
 

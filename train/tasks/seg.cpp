@@ -21,6 +21,7 @@
 #include "engine/ops.h"
 #include "models/seg/loss.h"
 #include "models/seg/segmentation.h"
+#include "train/data_setup.h"
 #include "train/eval/seg_miou.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -445,7 +446,7 @@ class SegTask final : public Task {
       std::vector<data::SegRecord> head(val->records().begin(), val->records().begin() + n);
       val = std::make_shared<const data::SegDataset>(std::move(head), val->class_names(),
                                                      val->label_map(), data::GroundTruth::read,
-                                                     on_corrupt, val->name());
+                                                     on_corrupt, val->name(), 0, "", val->limits());
     }
     const int64_t classes = cfg_.get_int("data.num_classes");
     if (classes != train->num_classes())
@@ -567,7 +568,10 @@ class SegTask final : public Task {
     return for_key(cfg_, key, [&]() -> std::shared_ptr<const data::SegDataset> {
       if (dataset == "cityscapes")
         return std::make_shared<const data::SegDataset>(
-            data::read_cityscapes({.root = root, .split = split, .on_corrupt = on_corrupt}));
+            data::read_cityscapes({.root = root,
+                                   .split = split,
+                                   .on_corrupt = on_corrupt,
+                                   .limits = image_limits(cfg_)}));
       if (dataset == "ade20k")
         return std::make_shared<const data::SegDataset>(
             data::read_ade20k({.root = root,
@@ -575,10 +579,11 @@ class SegTask final : public Task {
                                .reduce_zero_label = cfg_.get_bool("data.reduce_zero_label")
                                                         ? data::ReduceZeroLabel::on
                                                         : data::ReduceZeroLabel::off,
-                               .on_corrupt = on_corrupt}));
+                               .on_corrupt = on_corrupt,
+                               .limits = image_limits(cfg_)}));
       const std::string dir = dataset == "scenes" ? ensure_scenes(cfg_) : root;
-      return std::make_shared<const data::SegDataset>(
-          data::read_voc_seg({.root = dir, .split = split, .on_corrupt = on_corrupt}));
+      return std::make_shared<const data::SegDataset>(data::read_voc_seg(
+          {.root = dir, .split = split, .on_corrupt = on_corrupt, .limits = image_limits(cfg_)}));
     });
   }
 
