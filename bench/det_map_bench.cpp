@@ -15,15 +15,12 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <sstream>
 #include <string>
-#include <unordered_map>
 
 #include "data/det/coco.h"
 #include "data/idx.h"
+#include "train/eval/coco_results.h"
 #include "train/eval/det_map.h"
 
 namespace {
@@ -67,39 +64,14 @@ int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     using namespace tcv;
-    const data::CocoFile gt = data::parse_coco(data::read_maybe_gzip(a.gt), a.gt);
-    // Labels: categories in increasing id order, as read_coco numbers them.
-    std::vector<int64_t> cat_ids;
-    for (const auto& c : gt.categories) cat_ids.push_back(c.id);
-    std::sort(cat_ids.begin(), cat_ids.end());
-    std::unordered_map<int64_t, int64_t> label_of;
-    std::vector<std::string> names;
-    for (size_t k = 0; k < cat_ids.size(); ++k) {
-      label_of[cat_ids[k]] = static_cast<int64_t>(k) + 1;
-      names.push_back(std::to_string(cat_ids[k]));
-    }
-    std::unordered_map<int64_t, size_t> at;
-    std::vector<int64_t> ids;
-    for (const auto& im : gt.images) {
-      at[im.id] = ids.size();
-      ids.push_back(im.id);
-    }
-    std::vector<data::DetTarget> truth(ids.size());
-    for (const auto& o : gt.annotations) {
-      const auto [x, y, w, h] = o.bbox;
-      truth[at.at(o.image_id)].add({x, y, x + w, y + h}, label_of.at(o.category_id), false,
-                                   o.iscrowd, o.area);
-    }
-    std::vector<train::ImageDetections> dets(ids.size());
-    const nlohmann::json res = nlohmann::json::parse(data::read_maybe_gzip(a.dets));
-    for (const auto& r : res) {
-      auto& d = dets[at.at(r["image_id"].get<int64_t>())];
-      const auto& b = r["bbox"];
-      const double x = b[0].get<double>(), y = b[1].get<double>();
-      d.boxes.push_back({x, y, x + b[2].get<double>(), y + b[3].get<double>()});
-      d.scores.push_back(r["score"].get<double>());
-      d.labels.push_back(label_of.at(r["category_id"].get<int64_t>()));
-    }
+    const data::CocoTruth truth =
+        data::coco_truth(data::parse_coco(data::read_maybe_gzip(a.gt), a.gt), a.gt);
+    const std::vector<train::CocoDetection> res =
+        train::parse_coco_results(data::read_maybe_gzip(a.dets), a.dets);
+    const std::vector<train::ImageDetections> dets = train::coco_detections(res, truth, a.dets);
+    const std::vector<int64_t>& ids = truth.image_ids;
+    std::vector<std::string> names;  // the category ids, as the per-class keys
+    for (int64_t id : truth.labels.category_ids) names.push_back(std::to_string(id));
 
     const train::DetEvalOptions opts{.metric = train::parse_det_metric(a.metric),
                                      .class_names = names};
@@ -109,7 +81,7 @@ int main(int argc, char** argv) {
       const std::clock_t c0 = std::clock();
       const auto t0 = std::chrono::steady_clock::now();
       train::DetectionEvaluator ev(opts);
-      for (size_t i = 0; i < ids.size(); ++i) ev.add(ids[i], truth[i], dets[i]);
+      for (size_t i = 0; i < ids.size(); ++i) ev.add(ids[i], truth.targets[i], dets[i]);
       m = ev.finish();
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

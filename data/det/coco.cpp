@@ -220,21 +220,54 @@ std::string format_coco(const CocoFile& f) {
   return doc.dump();
 }
 
-DetDataset read_coco(const CocoOptions& opts) {
-  const std::string& file = opts.annotation_file;
-  const CocoFile f = parse_coco(read_maybe_gzip(file), file);
+CocoLabels coco_labels(const CocoFile& f, const std::string& file) {
   TCV_CHECK(!f.categories.empty(), file, ": no categories");
   std::vector<const CocoCategory*> cats;
   for (const CocoCategory& c : f.categories) cats.push_back(&c);
   std::sort(cats.begin(), cats.end(), [](auto* a, auto* b) { return a->id < b->id; });
-  std::unordered_map<int64_t, int64_t> label_of;
-  std::vector<std::string> names;
-  std::vector<int64_t> ids;
-  for (size_t k = 0; k < cats.size(); ++k) {
-    label_of[cats[k]->id] = static_cast<int64_t>(k) + 1;
-    names.push_back(cats[k]->name);
-    ids.push_back(cats[k]->id);
+  CocoLabels l;
+  for (const CocoCategory* c : cats) {
+    l.category_ids.push_back(c->id);
+    l.names.push_back(c->name);
   }
+  return l;
+}
+
+int64_t CocoLabels::label_of(int64_t category_id, const std::string& what) const {
+  const auto it = std::lower_bound(category_ids.begin(), category_ids.end(), category_id);
+  TCV_CHECK(it != category_ids.end() && *it == category_id, what, ": category id ", category_id,
+            " is not among the ", category_ids.size(), " categories of the ground truth");
+  return (it - category_ids.begin()) + 1;
+}
+
+CocoTruth coco_truth(const CocoFile& f, const std::string& file) {
+  CocoTruth t;
+  t.labels = coco_labels(f, file);
+  std::unordered_map<int64_t, size_t> at;
+  for (const CocoImage& im : f.images) {
+    at[im.id] = t.image_ids.size();
+    t.image_ids.push_back(im.id);
+  }
+  t.targets.resize(t.image_ids.size());
+  for (const CocoObject& o : f.annotations) {
+    const auto [x, y, w, h] = o.bbox;
+    const std::string what = file + ": annotation id " + std::to_string(o.id);
+    t.targets[at.at(o.image_id)].add({x, y, x + w, y + h}, t.labels.label_of(o.category_id, what),
+                                     false, o.iscrowd, o.area);
+  }
+  return t;
+}
+
+int64_t CocoTruth::index_of(int64_t image_id) const {
+  for (size_t i = 0; i < image_ids.size(); ++i)
+    if (image_ids[i] == image_id) return static_cast<int64_t>(i);
+  return -1;
+}
+
+DetDataset read_coco(const CocoOptions& opts) {
+  const std::string& file = opts.annotation_file;
+  const CocoFile f = parse_coco(read_maybe_gzip(file), file);
+  CocoLabels labels = coco_labels(f, file);
   std::unordered_map<int64_t, std::vector<const CocoObject*>> objects_of;
   for (const CocoObject& o : f.annotations) objects_of[o.image_id].push_back(&o);
 
@@ -262,8 +295,8 @@ DetDataset read_coco(const CocoOptions& opts) {
                     file, ": annotation id ", o->id, " of image id ", im.id, " (", im.file_name,
                     ") has bbox [", x, ", ", y, ", ", w, ", ", h,
                     "], more than one pixel outside the ", im.width, "x", im.height, " image");
-          r.target.add({x, y, x + w, y + h}, label_of.at(o->category_id), false, o->iscrowd,
-                       o->area);
+          r.target.add({x, y, x + w, y + h}, labels.label_of(o->category_id, file), false,
+                       o->iscrowd, o->area);
           usable = usable || (!o->iscrowd && w > 0 && h > 0);
         }
     } catch (const Error& e) {
@@ -274,8 +307,8 @@ DetDataset read_coco(const CocoOptions& opts) {
     if (!usable && opts.empty_images == EmptyImages::skip) continue;
     records.push_back(std::move(r));
   }
-  return DetDataset(std::move(records), std::move(names), std::move(ids), opts.on_corrupt, file,
-                    skipped, first_skipped, opts.limits);
+  return DetDataset(std::move(records), std::move(labels.names), std::move(labels.category_ids),
+                    opts.on_corrupt, file, skipped, first_skipped, opts.limits);
 }
 
 }  // namespace tcv::data

@@ -54,6 +54,30 @@ CocoFile parse_coco(const std::string& json, const std::string& name);
 /// The file as COCO JSON (images, annotations, categories).
 std::string format_coco(const CocoFile& f);
 
+/// COCO's categories as labels: in increasing id order, label k + 1 is
+/// category_ids[k] (read_coco numbers them so, and evaluators count from 1).
+struct CocoLabels {
+  std::vector<int64_t> category_ids;
+  std::vector<std::string> names;
+  int64_t size() const { return static_cast<int64_t>(category_ids.size()); }
+  /// The label of a category id; an unknown id is an error naming `what`.
+  int64_t label_of(int64_t category_id, const std::string& what) const;
+};
+/// `file` names the annotation file in errors (no categories).
+CocoLabels coco_labels(const CocoFile& f, const std::string& file);
+
+/// The ground truth of an instances file without its images, for evaluation:
+/// per image (in the file's order) its id and objects, as read_coco has them
+/// (boxes [x, y, x + w, y + h], COCO's areas and crowd flags).
+struct CocoTruth {
+  CocoLabels labels;
+  std::vector<int64_t> image_ids;
+  std::vector<DetTarget> targets;
+  /// The position of an image id in image_ids, or -1.
+  int64_t index_of(int64_t image_id) const;
+};
+CocoTruth coco_truth(const CocoFile& f, const std::string& file);
+
 /// What read_coco does with images that have no usable box (none, or only
 /// crowd regions and empty boxes).
 enum class EmptyImages {

@@ -12,7 +12,7 @@ using data::Box;
 
 namespace {
 
-constexpr uint64_t kStateMagic = 0x3176444554564354ull;  // "TCVTDEv1"
+constexpr uint64_t kStateMagic = 0x3276444554564354ull;  // "TCVTDEv2"
 constexpr int32_t kNoImage = std::numeric_limits<int32_t>::max();
 
 // (image position, object index) of one class's objects, in image order.
@@ -54,9 +54,11 @@ void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth,
             "[DetectionEvaluator] image ", image_id, ": ground truth has ", g, " boxes but ",
             truth.labels.size(), " labels, ", truth.difficult.size(), " difficult flags, ",
             truth.iscrowd.size(), " crowd flags and ", truth.area.size(), " areas");
-  TCV_CHECK(dets.scores.size() == d && dets.labels.size() == d, "[DetectionEvaluator] image ",
-            image_id, ": ", d, " detection boxes but ", dets.scores.size(), " scores and ",
-            dets.labels.size(), " labels");
+  TCV_CHECK(dets.scores.size() == d && dets.labels.size() == d &&
+                (dets.areas.empty() || dets.areas.size() == d),
+            "[DetectionEvaluator] image ", image_id, ": ", d, " detection boxes but ",
+            dets.scores.size(), " scores, ", dets.labels.size(), " labels and ", dets.areas.size(),
+            " areas");
   for (int64_t l : truth.labels)
     TCV_CHECK(l >= 1 && l <= K, "[DetectionEvaluator] image ", image_id, ": ground-truth label ", l,
               " outside [1, ", K, "]");
@@ -79,6 +81,12 @@ void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth,
   im.det_boxes = dets.boxes;
   im.det_scores = dets.scores;
   im.det_labels = dets.labels;
+  im.det_area = dets.areas;
+  if (im.det_area.empty())
+    for (const Box& b : dets.boxes) im.det_area.push_back((b[2] - b[0]) * (b[3] - b[1]));
+  for (size_t k = 0; k < d; ++k)
+    TCV_CHECK(!std::isnan(im.det_area[k]), "[DetectionEvaluator] image ", image_id, ": detection ",
+              k, " has a NaN area");
   insert(std::move(im));
 }
 
@@ -128,6 +136,7 @@ std::string DetectionEvaluator::serialize() const {
     w.put_vector(im.gt_area);
     w.put_vector(im.det_boxes);
     w.put_vector(im.det_scores);
+    w.put_vector(im.det_area);
     w.put_vector(im.det_labels);
   }
   return w.take();
@@ -151,10 +160,12 @@ void DetectionEvaluator::merge(const std::string& bytes) {
     im.gt_area = r.get_vector<double>();
     im.det_boxes = r.get_vector<Box>();
     im.det_scores = r.get_vector<double>();
+    im.det_area = r.get_vector<double>();
     im.det_labels = r.get_vector<int64_t>();
     const size_t g = im.gt_boxes.size(), d = im.det_boxes.size();
     TCV_CHECK(im.gt_labels.size() == g && im.gt_difficult.size() == g && im.gt_crowd.size() == g &&
-                  im.gt_area.size() == g && im.det_scores.size() == d && im.det_labels.size() == d,
+                  im.gt_area.size() == g && im.det_scores.size() == d && im.det_area.size() == d &&
+                  im.det_labels.size() == d,
               "[DetectionEvaluator::merge] inconsistent state for image ", im.id);
     for (int64_t l : im.gt_labels)
       TCV_CHECK(l >= 1 && l <= static_cast<int64_t>(K), "[DetectionEvaluator::merge] label ", l,
@@ -425,8 +436,7 @@ CocoSummary DetectionEvaluator::coco() const {
           }
         }
         for (size_t d = 0; d < nd; ++d) {
-          const Box& db = im.det_boxes[static_cast<size_t>(d_idx[d])];
-          const double da = (db[2] - db[0]) * (db[3] - db[1]);
+          const double da = im.det_area[static_cast<size_t>(d_idx[d])];
           const bool out_of_range = da < area_lo[a] || da > area_hi[a];
           if (out_of_range) d_ign[d] |= static_cast<uint16_t>(~d_match[d] & ((1u << T) - 1));
           entries[base + d].matched[a] = d_match[d];

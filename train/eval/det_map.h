@@ -62,6 +62,11 @@ struct ImageDetections {
   std::vector<data::Box> boxes;
   std::vector<double> scores;
   std::vector<int64_t> labels;  ///< in [1, K]
+  /// Each box's area as COCO ranks it into small / medium / large: a results
+  /// file's w x h (pycocotools' loadRes), which (x + w - x) x h may miss by a
+  /// rounding at fractional positions, moving a 32 x 32 box out of "small".
+  /// Empty: (x2 - x1)(y2 - y1) of each box.
+  std::vector<double> areas{};
 };
 
 /// Every COCOeval number for one evaluation.
@@ -121,7 +126,7 @@ class DetectionEvaluator : public Evaluator {
     std::vector<uint8_t> gt_difficult, gt_crowd;
     std::vector<double> gt_area;
     std::vector<data::Box> det_boxes;
-    std::vector<double> det_scores;
+    std::vector<double> det_scores, det_area;
     std::vector<int64_t> det_labels;
   };
   void insert(Image im);
