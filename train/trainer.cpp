@@ -261,6 +261,7 @@ struct Trainer::Impl {
     // An empty split is its data set's fault, not train.batch_size's (nor a
     // val row of metric 0 that becomes `best`).
     for (const bool train : {true, false}) {
+      if (train && testing()) continue;
       const TaskLoader& loader = train ? *data.train : *data.val;
       if (loader.size() > 0) continue;
       const std::string name = loader.name();
@@ -272,7 +273,8 @@ struct Trainer::Impl {
           (skip_corrupt ? "; data.skip_corrupt left out those that cannot be read" : ""));
     }
     iters_per_epoch = data.train->num_batches();
-    if (iters_per_epoch == 0)
+    if (testing()) iters_per_epoch = std::max<int64_t>(iters_per_epoch, 1);  // no training
+    if (iters_per_epoch == 0 && !testing())
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
                         std::to_string(data.train->size()) + " images) with train.drop_last");
     if (cfg.get_int("solver.max_iters") > 0) {
@@ -299,7 +301,7 @@ struct Trainer::Impl {
       }
     }
     model->to(device);
-    if (dist) ddp = dist->wrap(cfg, model);
+    if (dist && !testing()) ddp = dist->wrap(cfg, model);
     optim = make_optimizer(cfg, model->named_parameters());
     max_epochs = (max_iters + iters_per_epoch - 1) / iters_per_epoch;
     lr_policy = std::make_unique<LrPolicy>(LrPolicy::from_config(cfg, iters_per_epoch, max_iters));
@@ -309,7 +311,7 @@ struct Trainer::Impl {
 
     // Output directory.
     ckpt_dir = fs::path(opts.out_dir) / "checkpoints";
-    fs::create_directories(ckpt_dir);
+    fs::create_directories(testing() ? fs::path(opts.out_dir) : ckpt_dir);
     int64_t stale = 0;  // temp files of a process killed while writing
     if (main_rank()) {
       stale = remove_stale_temp_files(opts.out_dir) + remove_stale_temp_files(ckpt_dir.string());
@@ -319,6 +321,10 @@ struct Trainer::Impl {
     // "auto": the newest complete checkpoint of this run directory, if any
     // (an elastic restart continues where the failed attempt last saved).
     std::string resume = cfg.get_string("network.resume");
+    if (testing() && (resume.empty() || resume == "auto"))
+      throw ConfigError(at_key(cfg, "network.resume") +
+                        ": the test phase evaluates a checkpoint; name it (a .safetensors file "
+                        "or a run directory: its checkpoints/latest)");
     if (resume == "auto") resume = find_latest_checkpoint(ckpt_dir.string());
     if (!resume.empty()) {
       // Everything about the checkpoint is checked here, before any step.
@@ -334,7 +340,8 @@ struct Trainer::Impl {
                             ".safetensors is of task \"" + s.task + "\" (best by " + s.best_metric +
                             "), but this config has task = \"" + state.task + "\" (best by " +
                             state.best_metric + ")");
-        state = load_checkpoint(stem, *model, optim.get());
+        state = load_checkpoint(stem, *model, testing() ? nullptr : optim.get());
+        tested = stem;
       } catch (const ConfigError&) {
         throw;
       } catch (const Error& e) {
@@ -345,7 +352,8 @@ struct Trainer::Impl {
       elapsed_before = state.elapsed_s;
       default_generator().manual_seed(state.rng_seed);
       default_generator().set_offset(state.rng_offset);
-      if (main_rank() && truncate_metrics(fs::path(opts.out_dir) / "metrics.jsonl", state.iter))
+      if (main_rank() && !testing() &&
+          truncate_metrics(fs::path(opts.out_dir) / "metrics.jsonl", state.iter))
         evaluated_at = state.iter;
     }
     if (dist)  // ranks that disagree here would issue different collectives
@@ -356,20 +364,24 @@ struct Trainer::Impl {
            {"iterations in all (solver.max_iters or solver.max_epoch)", std::to_string(max_iters)},
            {"iteration resumed from", std::to_string(state.iter)}});
     metrics.open(main_rank() ? fs::path(opts.out_dir) / "metrics.jsonl" : fs::path("/dev/null"),
-                 resume.empty() ? std::ios::trunc : std::ios::app);
+                 resume.empty() || testing() ? std::ios::trunc : std::ios::app);
     if (!metrics.good()) TCV_THROW(opts.out_dir, "/metrics.jsonl: cannot open for writing");
 
     bar = opts.progress == ProgressMode::bar ||
           (opts.progress == ProgressMode::automatic && opts.log && isatty(STDOUT_FILENO));
     if (auto* os = log()) {
       *os << "tcv-train: " << name << " (" << model->num_parameters() << " parameters) on "
-          << device.str() << ", " << omp_get_max_threads() << " threads; " << data.summary << ", "
-          << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
+          << device.str() << ", " << omp_get_max_threads() << " threads; " << data.summary;
+      if (!testing()) *os << ", " << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
       if (dist)
         *os << "; data-parallel over " << world() << " processes (" << dist->group()->backend_name()
             << "): batch " << cfg.get_int("train.batch_size") << " per process, global batch "
             << cfg.get_int("train.batch_size") * world();
-      if (!resume.empty()) *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
+      if (testing())
+        *os << "; testing " << tested << ".safetensors (epoch " << state.epoch + 1 << ", iter "
+            << state.iter << ")";
+      else if (!resume.empty())
+        *os << "; resumed at epoch " << state.epoch << " iter " << state.iter;
       *os << "\n";
       if (stale > 0)
         *os << "removed " << stale << " temp file" << (stale > 1 ? "s" : "")
@@ -389,7 +401,11 @@ struct Trainer::Impl {
 
   // ---- the loop ---------------------------------------------------------------------
 
+  bool testing() const { return opts.phase == Phase::test; }
+  std::string tested;  // the checkpoint's stem (Phase::test)
+
   TrainSummary run() {
+    if (testing()) return run_test();
     begin_run();
     model->train();
     while (state.iter < step_cfg.stop_at) {
@@ -583,11 +599,46 @@ struct Trainer::Impl {
     return summary;
   }
 
+  // The test phase: the checkpoint's evaluation, as a training run's val row
+  // (its "split": "test"), logged, written and reported; nothing saved.
+  TrainSummary run_test() {
+    t0 = Clock::now();
+    const Json row = evaluate_row();
+    summary.val = row;
+    summary.best_metric = state.best_metric;
+    summary.score = row.at(state.best_metric).get<double>();
+    for (auto [key, field] : {std::pair{"top1", &summary.top1}, std::pair{"top5", &summary.top5},
+                              std::pair{"loss", &summary.val_loss}})
+      *field = row.contains(key) ? row.at(key).get<double>() : -1;
+    summary.epochs = state.epoch;
+    summary.iters = summary.start_iter = state.iter;
+    summary.skipped = data.val->skipped();
+    summary.wall_s = seconds_since(t0);
+    Json j = Json::object();
+    j["split"] = "test";
+    j["epoch"] = state.epoch + 1;
+    j["iter"] = state.iter;
+    for (const auto& [k, v] : row.items()) j[k] = v;
+    j["checkpoint"] = tested + ".safetensors";
+    j["time"] = summary.wall_s;
+    if (skip_corrupt) j["skipped"] = data.val->skipped();
+    write_metrics(j);
+    write_report_html();
+    if (auto* os = log())
+      *os << "test  epoch " << state.epoch + 1 << " iter " << state.iter << ": "
+          << last_eval->describe(row) << " (" << hms(summary.wall_s) << ")\n"
+          << std::flush;
+    if (dist) dist->barrier();  // rank 0 hosts the store: leave together
+    return summary;
+  }
+
   // ---- evaluation, report, checkpoints ------------------------------------------------
 
   // Evaluates on the whole val split (each rank its share, then combined); logs a
   // "val" line, rewrites report.html and saves `best`.
-  void evaluate() {
+  // The task's evaluation of the whole val split (each rank its share, then
+  // combined), into last_eval; returns its row.
+  Json evaluate_row() {
     model->eval();
     std::unique_ptr<TaskEvaluator> ev = task->make_evaluator();
     {
@@ -598,7 +649,12 @@ struct Trainer::Impl {
     }
     if (dist) combine(*ev, *dist->group());
     model->train();
-    const Json row = ev->row();
+    last_eval = std::move(ev);
+    return last_eval->row();
+  }
+
+  void evaluate() {
+    const Json row = evaluate_row();
     const double score = row.at(state.best_metric).get<double>();
     // A model whose outputs hold inf or NaN has a non-finite val loss, whatever
     // its metric says: it never becomes `best`. No image evaluated (an empty val
@@ -626,7 +682,6 @@ struct Trainer::Impl {
     j["time"] = elapsed();
     if (skip_corrupt) j["skipped"] = skipped();
     write_metrics(j);
-    last_eval = std::move(ev);
     write_report_html();
     if (auto* os = log()) {
       if (bar) *os << "\r\033[K";

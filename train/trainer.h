@@ -22,7 +22,12 @@ enum class ProgressMode : uint8_t {
   quiet,
 };
 
+/// What Trainer::run does: train (and evaluate as the config says), or only
+/// evaluate the checkpoint network.resume names (TorchCV's --phase test).
+enum class Phase : uint8_t { train, test };
+
 struct TrainOptions {
+  Phase phase = Phase::train;
   /// Run directory: receives config.toml, metrics.jsonl, report.html and checkpoints/.
   std::string out_dir = "runs/default";
   ProgressMode progress = ProgressMode::automatic;
@@ -78,11 +83,17 @@ struct TrainSummary {
 /// that hold inf or NaN.
 class Trainer {
  public:
+  /// Reads the data, builds the model and, to resume or to test, loads the
+  /// checkpoint: every error of the config or the checkpoint comes here.
   Trainer(Config cfg, TrainOptions opts);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
+  /// Phase::train: trains. Phase::test: evaluates the checkpoint on the val
+  /// split with the task's test settings, as a training run's evaluation does
+  /// (the same row, printed and written to metrics.jsonl with "split": "test",
+  /// and report.html); ranks split the images. Nothing is trained or saved.
   TrainSummary run();
 
  private:

@@ -18,7 +18,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR]\n"
-    "                 [--list-models] [--help]\n"
+    "                 [--phase train|test] [--list-models] [--help]\n"
     "\n"
     "Trains a model as the TOML config FILE says (see configs/).\n"
     "\n"
@@ -30,15 +30,21 @@ constexpr const char* kUsage =
     "  --amp M            off | bf16 | f16 mixed precision on CUDA (--set train.amp=M)\n"
     "  --out DIR          run directory (default: runs/<config name>); receives\n"
     "                     config.toml (resolved), metrics.jsonl and checkpoints/\n"
+    "  --phase P          train (default) | test: evaluate the checkpoint network.resume names\n"
+    "                     on the val split as a training run's evaluation does (the same\n"
+    "                     metrics, row \"split\": \"test\" in metrics.jsonl, report.html;\n"
+    "                     default run directory runs/<config name>-test)\n"
     "  --list-models      prints the registered models and exits\n"
     "  --help             prints this and exits\n"
     "\n"
-    "Resume a run with --set network.resume=DIR (its checkpoints/latest.safetensors).\n";
+    "Resume a run with --set network.resume=DIR (its checkpoints/latest.safetensors);\n"
+    "test a checkpoint with --phase test --set network.resume=FILE.\n";
 
 int run(int argc, char** argv) {
   std::string config_path, out_dir;
   std::vector<std::string> sets;
   bool list_models = false;
+  tcv::train::Phase phase = tcv::train::Phase::train;
   tcv::apps::Args args(argc, argv);
   while (args.next()) {
     const std::string& a = args.arg();
@@ -59,6 +65,11 @@ int run(int argc, char** argv) {
       sets.push_back("train.amp=\"" + value("--amp") + "\"");
     } else if (is("--out")) {
       out_dir = value("--out");
+    } else if (is("--phase")) {
+      const std::string p = value("--phase");
+      if (p != "train" && p != "test")
+        throw tcv::apps::UsageError{"--phase: train or test, got '" + p + "'"};
+      phase = p == "test" ? tcv::train::Phase::test : tcv::train::Phase::train;
     } else {
       throw tcv::apps::UsageError{"unknown argument '" + a + "'"};
     }
@@ -74,10 +85,13 @@ int run(int argc, char** argv) {
   for (const auto& s : sets) cfg.set_override(s);
   cfg.validate();
   if (out_dir.empty())
-    out_dir = (std::filesystem::path("runs") / std::filesystem::path(config_path).stem()).string();
+    out_dir = (std::filesystem::path("runs") / (std::filesystem::path(config_path).stem().string() +
+                                                (phase == tcv::train::Phase::test ? "-test" : "")))
+                  .string();
 
   tcv::train::TrainOptions opts;
   opts.out_dir = out_dir;
+  opts.phase = phase;
   opts.log = &std::cout;
   tcv::train::Trainer trainer(std::move(cfg), opts);
   trainer.run();

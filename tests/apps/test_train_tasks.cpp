@@ -217,32 +217,74 @@ void expect_best_by(const fs::path& run, const std::string& metric) {
   EXPECT_DOUBLE_EQ(latest.best_score, best);
 }
 
-// Evaluates the latest weights of `run` with one process and with two under
-// tcv-run (a resume whose max_iters is the checkpoint's iteration only
-// evaluates); returns both val rows.
+std::vector<Json> test_rows(const fs::path& run) {
+  std::vector<Json> v;
+  for (auto& j : read_jsonl(run / "metrics.jsonl"))
+    if (j.at("split").get<std::string>() == "test") v.push_back(j);
+  return v;
+}
+
+// The test phase on the latest weights of `run` (trained to `iter`), with one
+// process and with two under tcv-run; returns both test rows. The one-process
+// row equals the training's own val row for those weights, key for key.
 std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& root,
                                        const fs::path& run, int64_t iter) {
   const std::string resume =
       "network.resume=\"" + (run / "checkpoints/latest.safetensors").string() + "\"";
   Config one = tiny(toml, root / "scenes", iter);
   one.set_override(resume);
-  run_training(one, root / "eval1");
+  Trainer(one, {.phase = Phase::test,
+                .out_dir = (root / "eval1").string(),
+                .progress = ProgressMode::quiet,
+                .log = nullptr})
+      .run();
+  const auto ones = test_rows(root / "eval1");
+  EXPECT_EQ(ones.size(), 1u);
+  Json trained;
+  for (const Json& j : val_rows(run))
+    if (j.at("iter").get<int64_t>() == iter) trained = j;
+  EXPECT_FALSE(trained.is_null());
+  Json tested = ones.at(0);
+  EXPECT_EQ(tested.at("checkpoint").get<std::string>(),
+            (run / "checkpoints/latest.safetensors").string());
+  for (const char* k : {"split", "time", "checkpoint"}) {
+    tested.erase(k);
+    trained.erase(k);
+  }
+  EXPECT_EQ(tested, trained);
   Json two;
 #if defined(TCV_RUN) && defined(TCV_TRAIN)
   const fs::path cfg = root / "eval.toml";
   std::ofstream(cfg) << toml;
-  const auto r = tcv::testing::run_process(
-      {TCV_RUN, "--nproc-per-node", "2", "--", TCV_TRAIN, "--config", cfg.string(), "--out",
-       (root / "eval2").string(), "--set", "data.data_dir=\"" + (root / "scenes").string() + "\"",
-       "--set", "solver.max_iters=" + std::to_string(iter), "--set", resume, "--set",
-       "network.distributed=true", "--set", "network.timeout=60"},
-      (root / "eval2.log").string(), std::chrono::seconds(300));
+  const auto r =
+      tcv::testing::run_process({TCV_RUN,
+                                 "--nproc-per-node",
+                                 "2",
+                                 "--",
+                                 TCV_TRAIN,
+                                 "--config",
+                                 cfg.string(),
+                                 "--phase",
+                                 "test",
+                                 "--out",
+                                 (root / "eval2").string(),
+                                 "--set",
+                                 "data.data_dir=\"" + (root / "scenes").string() + "\"",
+                                 "--set",
+                                 "solver.max_iters=" + std::to_string(iter),
+                                 "--set",
+                                 resume,
+                                 "--set",
+                                 "network.distributed=true",
+                                 "--set",
+                                 "network.timeout=60"},
+                                (root / "eval2.log").string(), std::chrono::seconds(300));
   EXPECT_EQ(r.status, 0) << r.output;
-  const auto rows = val_rows(root / "eval2");
+  const auto rows = test_rows(root / "eval2");
   EXPECT_EQ(rows.size(), 1u) << r.output;
   if (!rows.empty()) two = rows.front();
 #endif
-  return {val_rows(root / "eval1").at(0), two};
+  return {ones.at(0), two};
 }
 
 }  // namespace
@@ -564,4 +606,41 @@ TEST(TrainTasks, AKeyOfAnotherTaskNamesItsTask) {
   const std::string m = tcv::testing::error_of(
       [&] { Trainer t(d, {.out_dir = tmp.path("run"), .progress = ProgressMode::quiet}); });
   EXPECT_TRUE(has(m, "not a detection model") && has(m, "ssd300_lite")) << m;
+}
+
+// The test phase evaluates a named checkpoint of the config's model and task:
+// none, "auto", or another model's checkpoint is refused before any image is
+// evaluated, naming network.resume; an empty training split does not matter.
+TEST(TrainTasks, TestPhaseNeedsACheckpointOfTheConfigsModel) {
+  tcv::testing::TempDir tmp("test_phase");
+  const fs::path scenes = tmp.root() / "scenes";
+  const TrainOptions test{
+      .phase = Phase::test, .out_dir = tmp.path("t"), .progress = ProgressMode::quiet};
+  std::string msg = tcv::testing::error_of([&] { Trainer(tiny(kDet, scenes, 1), test); });
+  EXPECT_TRUE(has(msg, "network.resume: the test phase evaluates a checkpoint; name it")) << msg;
+  Config c = tiny(kDet, scenes, 1);
+  c.set_override("network.resume=\"auto\"");
+  msg = tcv::testing::error_of([&] { Trainer(c, test); });
+  EXPECT_TRUE(has(msg, "network.resume: the test phase evaluates a checkpoint")) << msg;
+
+  run_training(tiny(kDet, scenes, 1), tmp.root() / "det");
+  c = tiny(kDet, scenes, 1);
+  c.set_override("network.model_name=\"ssd300\"");
+  c.set_override("network.resume=\"" + tmp.path("det") + "\"");
+  msg = tcv::testing::error_of([&] { Trainer(c, test); });
+  EXPECT_TRUE(has(msg, "network.resume: checkpoint ") &&
+              has(msg, "holds a \"ssd300_lite\", but network.model_name is \"ssd300\""))
+      << msg;
+
+  const fs::path list = scenes / "ImageSets" / "Main" / "train.txt";
+  const std::string train = tcv::testing::read_text(list.string());
+  data::write_file(list.string(), "");
+  c = tiny(kDet, scenes, 1);
+  c.set_override("network.resume=\"" + tmp.path("det") + "\"");
+  const TrainSummary s = Trainer(c, test).run();
+  EXPECT_EQ(s.val.at("images").get<int64_t>(), 4);
+  EXPECT_EQ(s.iters, 1);
+  EXPECT_EQ(test_rows(tmp.root() / "t").size(), 1u);
+  EXPECT_FALSE(fs::exists(tmp.root() / "t" / "checkpoints"));
+  data::write_file(list.string(), train);
 }
