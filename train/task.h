@@ -127,6 +127,9 @@ class TaskEvaluator : public Evaluator {
   /// Fills what report.html shows of the task: its headline and charts, and
   /// the sample pictures this process kept of the evaluation.
   virtual void fill_report(ReportInputs& report) const = 0;
+  /// A table printed after the line when there is one (detection's COCO
+  /// metric: COCOeval.summarize()'s twelve lines).
+  virtual std::string table() const { return ""; }
 };
 
 /// How tcv-predict's output is shaped.
@@ -174,6 +177,12 @@ class Task {
   virtual Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) = 0;
   /// An empty evaluator for one pass over the val split.
   virtual std::unique_ptr<TaskEvaluator> make_evaluator() = 0;
+  /// An evaluator holding the detections of a results file (tcv-train
+  /// --results) against the val split's ground truth, after make_data; null
+  /// when the task has no results format.
+  virtual std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& /*file*/) {
+    return nullptr;
+  }
   /// The val metric that picks the `best` checkpoint (higher is better):
   /// "top1", "map", "miou", "ap".
   virtual std::string best_metric() const = 0;

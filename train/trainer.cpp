@@ -321,7 +321,10 @@ struct Trainer::Impl {
     // "auto": the newest complete checkpoint of this run directory, if any
     // (an elastic restart continues where the failed attempt last saved).
     std::string resume = cfg.get_string("network.resume");
-    if (testing() && (resume.empty() || resume == "auto"))
+    if (!opts.results.empty()) {
+      TCV_CHECK(testing(), "[Trainer] TrainOptions::results is for Phase::test");
+      resume.clear();  // a results file stands for the model's output
+    } else if (testing() && (resume.empty() || resume == "auto"))
       throw ConfigError(at_key(cfg, "network.resume") +
                         ": the test phase evaluates a checkpoint; name it (a .safetensors file "
                         "or a run directory: its checkpoints/latest)");
@@ -377,7 +380,9 @@ struct Trainer::Impl {
         *os << "; data-parallel over " << world() << " processes (" << dist->group()->backend_name()
             << "): batch " << cfg.get_int("train.batch_size") << " per process, global batch "
             << cfg.get_int("train.batch_size") * world();
-      if (testing())
+      if (!opts.results.empty())
+        *os << "; evaluating the results file " << opts.results;
+      else if (testing())
         *os << "; testing " << tested << ".safetensors (epoch " << state.epoch + 1 << ", iter "
             << state.iter << ")";
       else if (!resume.empty())
@@ -603,7 +608,14 @@ struct Trainer::Impl {
   // (its "split": "test"), logged, written and reported; nothing saved.
   TrainSummary run_test() {
     t0 = Clock::now();
-    const Json row = evaluate_row();
+    if (!opts.results.empty()) {
+      last_eval = task->evaluate_results(opts.results);
+      if (!last_eval)
+        throw ConfigError(at_key(cfg, "task") + " = \"" + cfg.get_string("task") +
+                          "\": --results reads detection results (COCO JSON); this task has "
+                          "no results format");
+    }
+    const Json row = opts.results.empty() ? evaluate_row() : last_eval->row();
     summary.val = row;
     summary.best_metric = state.best_metric;
     summary.score = row.at(state.best_metric).get<double>();
@@ -616,18 +628,27 @@ struct Trainer::Impl {
     summary.wall_s = seconds_since(t0);
     Json j = Json::object();
     j["split"] = "test";
-    j["epoch"] = state.epoch + 1;
-    j["iter"] = state.iter;
+    if (opts.results.empty()) {
+      j["epoch"] = state.epoch + 1;
+      j["iter"] = state.iter;
+    }
     for (const auto& [k, v] : row.items()) j[k] = v;
-    j["checkpoint"] = tested + ".safetensors";
+    if (opts.results.empty())
+      j["checkpoint"] = tested + ".safetensors";
+    else
+      j["results"] = opts.results;
     j["time"] = summary.wall_s;
     if (skip_corrupt) j["skipped"] = data.val->skipped();
     write_metrics(j);
     write_report_html();
-    if (auto* os = log())
-      *os << "test  epoch " << state.epoch + 1 << " iter " << state.iter << ": "
-          << last_eval->describe(row) << " (" << hms(summary.wall_s) << ")\n"
-          << std::flush;
+    if (auto* os = log()) {
+      if (opts.results.empty())
+        *os << "test  epoch " << state.epoch + 1 << " iter " << state.iter << ": ";
+      else
+        *os << "test  " << opts.results << ": ";
+      *os << last_eval->describe(row) << " (" << hms(summary.wall_s) << ")\n"
+          << last_eval->table() << std::flush;
+    }
     if (dist) dist->barrier();  // rank 0 hosts the store: leave together
     return summary;
   }

@@ -28,6 +28,9 @@ enum class Phase : uint8_t { train, test };
 
 struct TrainOptions {
   Phase phase = Phase::train;
+  /// Phase::test: evaluates this results file (detection: COCO results JSON,
+  /// pycocotools' loadRes format) against the val split instead of a model.
+  std::string results{};
   /// Run directory: receives config.toml, metrics.jsonl, report.html and checkpoints/.
   std::string out_dir = "runs/default";
   ProgressMode progress = ProgressMode::automatic;
@@ -94,6 +97,7 @@ class Trainer {
   /// split with the task's test settings, as a training run's evaluation does
   /// (the same row, printed and written to metrics.jsonl with "split": "test",
   /// and report.html); ranks split the images. Nothing is trained or saved.
+  /// With TrainOptions::results, the results file is evaluated instead.
   TrainSummary run();
 
  private:

@@ -18,7 +18,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR]\n"
-    "                 [--phase train|test] [--list-models] [--help]\n"
+    "                 [--phase train|test] [--results FILE] [--list-models] [--help]\n"
     "\n"
     "Trains a model as the TOML config FILE says (see configs/).\n"
     "\n"
@@ -34,6 +34,9 @@ constexpr const char* kUsage =
     "                     on the val split as a training run's evaluation does (the same\n"
     "                     metrics, row \"split\": \"test\" in metrics.jsonl, report.html;\n"
     "                     default run directory runs/<config name>-test)\n"
+    "  --results FILE     (implies --phase test) evaluates a detection results file (COCO\n"
+    "                     JSON: image_id, category_id, bbox [x, y, w, h], score) against\n"
+    "                     the val split, no model; the COCO metric prints COCOeval's table\n"
     "  --list-models      prints the registered models and exits\n"
     "  --help             prints this and exits\n"
     "\n"
@@ -45,6 +48,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> sets;
   bool list_models = false;
   tcv::train::Phase phase = tcv::train::Phase::train;
+  std::string results;
   tcv::apps::Args args(argc, argv);
   while (args.next()) {
     const std::string& a = args.arg();
@@ -65,6 +69,9 @@ int run(int argc, char** argv) {
       sets.push_back("train.amp=\"" + value("--amp") + "\"");
     } else if (is("--out")) {
       out_dir = value("--out");
+    } else if (is("--results")) {
+      results = value("--results");
+      phase = tcv::train::Phase::test;
     } else if (is("--phase")) {
       const std::string p = value("--phase");
       if (p != "train" && p != "test")
@@ -80,6 +87,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (config_path.empty()) throw tcv::apps::UsageError{"--config FILE is required"};
+  if (!results.empty() && phase != tcv::train::Phase::test)
+    throw tcv::apps::UsageError{"--results evaluates a results file: it is the test phase"};
 
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
   for (const auto& s : sets) cfg.set_override(s);
@@ -92,6 +101,7 @@ int run(int argc, char** argv) {
   tcv::train::TrainOptions opts;
   opts.out_dir = out_dir;
   opts.phase = phase;
+  opts.results = results;
   opts.log = &std::cout;
   tcv::train::Trainer trainer(std::move(cfg), opts);
   trainer.run();

@@ -644,3 +644,68 @@ TEST(TrainTasks, TestPhaseNeedsACheckpointOfTheConfigsModel) {
   EXPECT_FALSE(fs::exists(tmp.root() / "t" / "checkpoints"));
   data::write_file(list.string(), train);
 }
+
+// --results: a COCO results file evaluated against the val split with no
+// model. The val ground truth as detections scores 1 (VOC07 and COCO); one
+// image's detections left out scores less; an image the val split does not
+// have is named with the file.
+TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
+  tcv::testing::TempDir tmp("det_results");
+  const fs::path scenes = tmp.root() / "scenes";
+  {
+    Trainer t(tiny(kDet, scenes, 1),
+              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
+  }
+  const data::DetDataset val = data::read_voc({.roots = {scenes.string()}, .split = "val"});
+  ASSERT_EQ(val.size(), 4);
+  auto write_results = [&](int64_t skip_image, int64_t extra_image) {
+    Json res = Json::array();
+    for (const data::DetRecord& r : val.records()) {
+      if (r.image_id == skip_image) continue;
+      for (int64_t k = 0; k < r.target.size(); ++k) {
+        const data::Box& b = r.target.boxes[static_cast<size_t>(k)];
+        res.push_back({{"image_id", r.image_id},
+                       {"category_id", r.target.labels[static_cast<size_t>(k)]},
+                       {"bbox", {b[0], b[1], b[2] - b[0], b[3] - b[1]}},
+                       {"score", 1.0}});
+      }
+    }
+    if (extra_image >= 0)
+      res.push_back(
+          {{"image_id", extra_image}, {"category_id", 1}, {"bbox", {0, 0, 5, 5}}, {"score", 0.5}});
+    const std::string path = tmp.path("results.json");
+    data::write_file(path, json_dump(res));
+    return path;
+  };
+  auto evaluate = [&](const std::string& metric, const std::string& file) {
+    Config c = tiny(kDet, scenes, 1);
+    c.set_override("val.metric=\"" + metric + "\"");
+    return Trainer(c, {.phase = Phase::test,
+                       .results = file,
+                       .out_dir = tmp.path("t"),
+                       .progress = ProgressMode::quiet})
+        .run()
+        .val;
+  };
+  const std::string all = write_results(-1, -1);
+  for (const char* metric : {"voc07", "coco"}) {
+    const Json row = evaluate(metric, all);
+    EXPECT_DOUBLE_EQ(row.at("map").get<double>(), 1.0) << metric << " " << row.dump();
+    EXPECT_EQ(row.at("images").get<int64_t>(), 4);
+    EXPECT_FALSE(row.contains("loss"));
+  }
+  const std::vector<Json> rows = test_rows(tmp.root() / "t");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].at("results").get<std::string>(), all);
+  EXPECT_FALSE(rows[0].contains("iter"));
+
+  const Json less = evaluate("voc07", write_results(val.records()[0].image_id, -1));
+  EXPECT_LT(less.at("map").get<double>(), 1.0);
+  EXPECT_GT(less.at("map").get<double>(), 0.0);
+
+  const std::string msg =
+      tcv::testing::error_of([&] { evaluate("voc07", write_results(-1, 999)); });
+  EXPECT_TRUE(has(msg, tmp.path("results.json") + ": detection ") &&
+              has(msg, ": image id 999 is not among the ground truth's 4 images"))
+      << msg;
+}

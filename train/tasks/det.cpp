@@ -13,6 +13,7 @@
 #include "data/det/transforms.h"
 #include "data/det/voc.h"
 #include "data/draw.h"
+#include "data/idx.h"
 #include "data/image.h"
 #include "data/transforms.h"
 #include "engine/autocast.h"
@@ -23,6 +24,7 @@
 #include "models/det/postprocess.h"
 #include "models/det/ssd.h"
 #include "train/data_setup.h"
+#include "train/eval/coco_results.h"
 #include "train/eval/det_map.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -342,6 +344,31 @@ class DetEvaluator final : public TaskEvaluator {
 
   Metrics finish() const override { return eval_.finish(); }
 
+  // The detections of a COCO results file against every val image's ground
+  // truth (as pycocotools' loadRes + COCOeval): category ids are the data
+  // set's (COCO's ids) or the labels themselves (VOC, scenes).
+  void add_results(const std::string& file) {
+    from_results_ = true;
+    data::CocoTruth truth;
+    truth.labels.names = names_;
+    truth.labels.category_ids = val_.label_ids();
+    if (truth.labels.category_ids.empty())
+      for (size_t k = 1; k <= names_.size(); ++k)
+        truth.labels.category_ids.push_back(static_cast<int64_t>(k));
+    for (const data::DetRecord& r : val_.records()) {
+      truth.image_ids.push_back(r.image_id);
+      truth.targets.push_back(r.target);
+    }
+    const std::vector<ImageDetections> dets =
+        coco_detections(parse_coco_results(data::read_maybe_gzip(file), file), truth, file);
+    for (size_t i = 0; i < dets.size(); ++i)
+      eval_.add(truth.image_ids[i], truth.targets[i], dets[i]);
+  }
+
+  std::string table() const override {
+    return eval_.options().metric == DetMetric::coco ? format_coco_summary(eval_.coco().stats) : "";
+  }
+
   Json row() const override {
     Json j = Json::object();
     Json per_class = Json::object();
@@ -351,7 +378,7 @@ class DetEvaluator final : public TaskEvaluator {
       else
         j[name] = v;
     }
-    j["loss"] = loss_.mean();
+    if (!from_results_) j["loss"] = loss_.mean();  // a results file has no loss
     j["images"] = eval_.images();
     j["class_ap"] = std::move(per_class);
     return j;
@@ -359,9 +386,12 @@ class DetEvaluator final : public TaskEvaluator {
 
   std::string describe(const Json& row) const override {
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "map %.4f ap50 %.4f loss %.4f (%s, %lld images)",
-                  row.at("map").get<double>(), row.at("ap50").get<double>(),
-                  row.at("loss").get<double>(), cfg_.get_string("val.metric").c_str(),
+    char loss[32] = "";  // a results file has none
+    if (row.contains("loss"))
+      std::snprintf(loss, sizeof(loss), " loss %.4f", row.at("loss").get<double>());
+    std::snprintf(buf, sizeof(buf), "map %.4f ap50 %.4f%s (%s, %lld images)",
+                  row.at("map").get<double>(), row.at("ap50").get<double>(), loss,
+                  cfg_.get_string("val.metric").c_str(),
                   static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
   }
@@ -408,6 +438,7 @@ class DetEvaluator final : public TaskEvaluator {
   double vis_;
   AverageMeter loss_;
   std::vector<ReportFigure> figures_;
+  bool from_results_ = false;
 };
 
 // ---- prediction ----------------------------------------------------------------------
@@ -599,6 +630,13 @@ class DetTask final : public Task {
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[det] make_evaluator before make_data");
     return std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_, rank_, world_);
+  }
+
+  std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& file) override {
+    TCV_CHECK(val_, "[det] evaluate_results before make_data");
+    auto ev = std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_, 0, 1);
+    ev->add_results(file);
+    return ev;
   }
 
   std::string best_metric() const override { return "map"; }
