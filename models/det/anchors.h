@@ -1,5 +1,6 @@
 // SSD's default boxes (anchors), as torchvision's DefaultBoxGenerator makes
-// them, with TorchCV's key names for the settings a config gives.
+// them or as TorchCV's SSDPriorBoxLayer does, with TorchCV's key names for
+// the settings a config gives.
 #pragma once
 
 #include <array>
@@ -14,8 +15,25 @@ namespace tcv::models::det {
 /// (in centre form, before conversion to corners), as torchvision's clip=True.
 enum class AnchorClip : uint8_t { clip, none };
 
+/// Where the default boxes sit and how big they are.
+enum class AnchorLayout : uint8_t {
+  /// torchvision's DefaultBoxGenerator: centres (j + 0.5) / (image / step)
+  /// of the image (steps: network.stride_list, else the map's grid), sides
+  /// scales[k] of the image, clipped to it as AnchorOptions::clip says.
+  torchvision,
+  /// TorchCV's SSDPriorBoxLayer (model/det/layers/ssd_priorbox_layer.py):
+  /// stride image / map (a fraction: 300 / 38), centres j * stride + stride / 2
+  /// (numpy's arange, in f64, then f32), sides sizes_px[k] in pixels, never
+  /// clipped; the same boxes per location in the same order.
+  torchcv,
+};
+
 /// How the default boxes of each feature map are laid out.
 struct AnchorOptions {
+  AnchorLayout layout = AnchorLayout::torchvision;
+  /// AnchorLayout::torchcv: TorchCV's anchor.cur_anchor_sizes in pixels, one
+  /// per feature map plus one.
+  std::vector<double> sizes_px{};
   /// Extra aspect ratios per feature map (TorchCV's anchor.aspect_ratio_list):
   /// each ratio r adds a box of width s·√r and height s/√r and its transpose to
   /// the two square boxes of side s_k and √(s_k·s_{k+1}).
@@ -45,12 +63,15 @@ int64_t anchors_per_location(const AnchorOptions& o, size_t k);
 /// The scales actually used (o.scales, or the ones min_ratio/max_ratio give).
 std::vector<double> anchor_scales(const AnchorOptions& o);
 
-/// Default boxes (A, 4) f32 [x1, y1, x2, y2] in pixels of an image of
+/// Default boxes (A, 4) [x1, y1, x2, y2] in pixels of an image of
 /// image_hw = (height, width) for feature maps of the given (height, width), in
 /// the order the SSD heads emit their predictions: map, row, column, box.
-/// Computed in f32 with torchvision's operations, so equal to its anchors.
+/// Centres and sides are computed in f32 as the reference computes them (so
+/// the f32 boxes equal torchvision's anchors, or TorchCV's prior boxes turned
+/// into corners), the corners in `dtype` (f32 or f64: torchvision's generator
+/// does that arithmetic in the model's dtype).
 Tensor default_boxes(const AnchorOptions& o,
                      const std::vector<std::array<int64_t, 2>>& feature_sizes,
-                     std::array<int64_t, 2> image_hw);
+                     std::array<int64_t, 2> image_hw, DType dtype = DType::f32);
 
 }  // namespace tcv::models::det

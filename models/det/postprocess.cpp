@@ -55,28 +55,49 @@ std::vector<Detections> postprocess_detections(const Tensor& loc, const Tensor& 
     const float* s = scores_all.data<float>() + i * a * c;
     std::vector<float> cand_boxes, cand_scores;
     std::vector<int64_t> cand_labels, idx;
-    for (int64_t label = 1; label < c; ++label) {
-      idx.clear();
-      for (int64_t j = 0; j < a; ++j)
-        if (static_cast<double>(s[j * c + label]) > o.score_threshold) idx.push_back(j);
-      const int64_t k = std::min<int64_t>(o.top_k, static_cast<int64_t>(idx.size()));
-      // The k highest scores, in decreasing order (ties to the lower index).
+    // Keeps the k highest of idx (flat (box, class) indices j * c + label), in
+    // decreasing score order, ties to the lower index.
+    auto take_top = [&](int64_t k) {
+      k = std::min<int64_t>(k, static_cast<int64_t>(idx.size()));
       std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t x, int64_t y) {
-        const float sx = s[x * c + label], sy = s[y * c + label];
-        return sx > sy || (sx == sy && x < y);
+        return s[x] > s[y] || (s[x] == s[y] && x < y);
       });
       for (int64_t t = 0; t < k; ++t) {
-        const int64_t j = idx[t];
+        const int64_t j = idx[t] / c, label = idx[t] % c;
         cand_boxes.insert(cand_boxes.end(), boxes.begin() + 4 * j, boxes.begin() + 4 * j + 4);
-        cand_scores.push_back(s[j * c + label]);
+        cand_scores.push_back(s[idx[t]]);
         cand_labels.push_back(label);
       }
+    };
+    if (o.top_k_scope == TopKScope::per_class) {
+      for (int64_t label = 1; label < c; ++label) {
+        idx.clear();
+        for (int64_t j = 0; j < a; ++j)
+          if (static_cast<double>(s[j * c + label]) > o.score_threshold)
+            idx.push_back(j * c + label);
+        take_top(o.top_k);
+      }
+    } else {
+      idx.clear();
+      for (int64_t j = 0; j < a; ++j)
+        for (int64_t label = 1; label < c; ++label)
+          if (static_cast<double>(s[j * c + label]) > o.score_threshold)
+            idx.push_back(j * c + label);
+      take_top(o.top_k);
     }
     const int64_t m = static_cast<int64_t>(cand_scores.size());
     const Tensor bt = from_vector<float>(cand_boxes, {m, 4});
     const Tensor st = from_vector<float>(cand_scores, {m});
     const Tensor lt = from_vector<int64_t>(cand_labels, {m});
-    Tensor keep = ops::batched_nms(bt, st, lt, o.nms_threshold);
+    Tensor keep = ops::batched_nms(bt, st, lt, o.nms_threshold);  // by decreasing score
+    if (o.keep_per_class > 0) {
+      std::vector<int64_t> kept, per_label(static_cast<size_t>(c), 0);
+      for (int64_t k : keep.to_vector<int64_t>())
+        if (per_label[static_cast<size_t>(cand_labels[static_cast<size_t>(k)])]++ <
+            o.keep_per_class)
+          kept.push_back(k);
+      keep = from_vector<int64_t>(kept, {static_cast<int64_t>(kept.size())});
+    }
     keep = keep.narrow(0, 0, std::min(o.max_detections, keep.size(0)));
     out.push_back({ops::index_select(bt, 0, keep), ops::index_select(st, 0, keep),
                    ops::index_select(lt, 0, keep)});

@@ -13,11 +13,22 @@
 namespace tcv::models::det {
 
 /// TorchCV's names in brackets.
+/// Which candidates top_k counts.
+enum class TopKScope : uint8_t {
+  per_class,  ///< the k highest scores of each class (torchvision's topk_candidates)
+  per_image,  ///< the k highest (box, class) scores of the image (TorchCV's res.nms.pre_nms)
+};
+
 struct DetectionOptions {
   /// Candidates need a score above this (res.val_conf_thre).
   double score_threshold = 0.01;
-  /// Candidates kept per class before NMS, the highest scores (res.nms.pre_nms).
+  /// Candidates kept before NMS, the highest scores (res.nms.pre_nms), per
+  /// class or per image as top_k_scope says.
   int64_t top_k = 400;
+  TopKScope top_k_scope = TopKScope::per_class;
+  /// Detections kept per class after NMS, the highest scores (TorchCV's
+  /// res.cls_keep_num); 0: all.
+  int64_t keep_per_class = 0;
   /// A box is suppressed by a higher-scoring one of its class above this IoU
   /// (res.nms.max_threshold).
   double nms_threshold = 0.45;

@@ -236,12 +236,15 @@ Tensor SSD::forward(const Tensor& x) {
 }
 
 Tensor SSD::default_boxes(int64_t h, int64_t w, Device device) {
-  if (cached_.h != h || cached_.w != w || cached_.device != device || !cached_.boxes.defined()) {
+  const DType dtype = backbone->scale_weight.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  if (cached_.h != h || cached_.w != w || cached_.device != device || cached_.dtype != dtype ||
+      !cached_.boxes.defined()) {
     const auto sizes = backbone->feature_sizes(h, w);
     for (const auto& s : sizes)
       TCV_CHECK(s[0] > 0 && s[1] > 0, "[SSD] input (", h, ", ", w,
                 ") is too small for the extra blocks");
-    cached_ = {h, w, device, det::default_boxes(options.anchors, sizes, {h, w}).to(device)};
+    cached_ = {h, w, device, dtype,
+               det::default_boxes(options.anchors, sizes, {h, w}, dtype).to(device)};
   }
   return cached_.boxes;
 }

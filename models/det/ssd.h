@@ -118,7 +118,9 @@ class SSD : public nn::Module {
   std::string type_name() const override { return "SSD"; }
 
   /// Default boxes (A, 4) in pixels for an input of (h, w), in the heads'
-  /// order; computed once per size and device, then cached.
+  /// order, in the model's floating dtype (f64 when converted to f64: the
+  /// corners computed in f64, as torchvision's generator does); computed once
+  /// per size, device and dtype, then cached.
   Tensor default_boxes(int64_t h, int64_t w, Device device = kCPU);
 
   SsdVariant variant;
@@ -130,6 +132,7 @@ class SSD : public nn::Module {
   struct Cached {
     int64_t h = -1, w = -1;
     Device device;
+    DType dtype = DType::f32;
     Tensor boxes;
   };
   Cached cached_;

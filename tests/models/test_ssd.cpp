@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -115,6 +117,70 @@ void expect_boxes(const Tensor& ours, const std::string& key, int64_t stride, in
 TEST(Ssd, DefaultBoxesEqualTorchvision) {
   expect_boxes(ssd300()->default_boxes(300, 300), "ssd300.anchors_every7", 7, 8732);
   expect_boxes(ssd512()->default_boxes(512, 512), "ssd512.anchors_every13", 13, 24564);
+}
+
+// TorchCV's SSD300 VOC prior boxes (AnchorLayout::torchcv with TorchCV's
+// cur_anchor_sizes and ratios) equal, bit for bit, a numpy transcription of
+// TorchCV's SSDPriorBoxLayer (scripts/make_golden_torchcv_priors.py), corners
+// made as its target generator makes them. Beside torchvision's layout (steps
+// 8, 16, 32, 64, 100, 300; sides clipped) the centres move by up to 19 px
+// (the 5 x 5 map: stride 60 against 64).
+TEST(Ssd, TorchcvPriorBoxesEqualTorchcvsLayer) {
+  const SafetensorsFile golden = load_safetensors(
+      testing::source_dir() + "/tests/data/golden/ssd300_torchcv_priors.safetensors");
+  const Tensor* want = nullptr;
+  for (const auto& [name, t] : golden.tensors)
+    if (name == "corners") want = &t;
+  ASSERT_NE(want, nullptr);
+  models::det::AnchorOptions o = models::det::ssd300_anchor_options();
+  o.layout = models::det::AnchorLayout::torchcv;
+  o.sizes_px = {30, 60, 111, 162, 213, 264, 315};
+  o.clip = models::det::AnchorClip::none;
+  auto net = models::det::ssd300_vgg16({.anchors = o, .init_weights = false});
+  const Tensor got = net->default_boxes(300, 300);
+  ASSERT_EQ(got.shape(), want->shape());
+  const auto g = got.to_vector<float>(), w = want->to_vector<float>();
+  int64_t differ = 0;
+  for (size_t i = 0; i < g.size(); ++i) differ += std::memcmp(&g[i], &w[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0) << "of " << g.size() << " coordinates";
+
+  const auto tv = models::det::ssd300_vgg16({.init_weights = false})->default_boxes(300, 300);
+  const auto t = tv.to_vector<float>();
+  double centre = 0;
+  for (size_t i = 0; i < g.size(); i += 4)
+    centre = std::max(centre, std::abs((double(g[i]) + g[i + 2]) - (double(t[i]) + t[i + 2])) / 2);
+  EXPECT_GT(centre, 1.0);
+  std::printf(
+      "[ torchcv priors ] 8732 boxes bit-equal to TorchCV's layer; centres up to %.2f px "
+      "from torchvision's\n",
+      centre);
+}
+
+// A model in f64 makes its default boxes in f64: centres and sides rounded to
+// f32 as torchvision holds them, the corners computed in f64 (torchvision's
+// generator does that arithmetic in the feature maps' dtype), so they differ
+// from the f32 boxes by the f32 rounding of the corners only.
+TEST(Ssd, DefaultBoxesFollowTheModelsDtype) {
+  auto net = models::det::ssd300_vgg16({.init_weights = false});
+  const Tensor b32 = net->default_boxes(300, 300);
+  net->to(DType::f64);
+  const Tensor b64 = net->default_boxes(300, 300);
+  ASSERT_EQ(b64.dtype(), DType::f64);
+  const auto x = b32.to_vector<double>(), y = b64.to_vector<double>();
+  double most = 0;
+  int64_t differ = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    most = std::max(most, std::abs(x[i] - y[i]));
+    differ += x[i] != y[i];
+  }
+  // Two f32 roundings (the difference, the product by 300) of values below
+  // 2^9 px: at most 2 * 2^9 * 2^-24.
+  EXPECT_LE(most, 0x1p-14);
+  EXPECT_GT(differ, 0);
+  // (cx - w / 2) * 300 in f64 from the f32 centre and side, for box 0.
+  const double cx = static_cast<float>(0.5f / static_cast<float>(300.0 / 8.0));
+  const double w = static_cast<float>(0.07);
+  EXPECT_EQ(y[0], (cx - 0.5 * w) * 300.0);
 }
 
 TEST(Ssd, AnchorOptionsAreConfigurable) {
@@ -295,6 +361,30 @@ TEST(Postprocess, ThresholdTopKNmsAndClipping) {
   const auto loose = models::det::postprocess_detections(
       loc, conf, anchors, {100, 100}, {.score_threshold = 0.9, .nms_threshold = 0.7});
   EXPECT_EQ(loose[0].labels.to_vector<int64_t>(), (std::vector<int64_t>{2, 1, 1, 2}));
+}
+
+// TorchCV's selection: pre_nms counts (box, class) pairs over the image, not
+// per class; cls_keep_num caps each class after NMS.
+TEST(Postprocess, TopKPerImageAndKeepPerClass) {
+  const Tensor anchors =
+      from_vector<float>({0, 0, 10, 10, 1, 1, 11, 11, 50, 50, 60, 60, -5, 90, 8, 110}, {4, 4});
+  const Tensor loc = zeros({1, 4, 4});
+  const Tensor conf = from_vector<float>({0, 5, 0, 0, 4, 0, 0, 0, 6, 0, 0, 3}, {1, 4, 3});
+  using models::det::TopKScope;
+  // The 3 best pairs: b@2 (0.995), a@0 (0.987), a@1 (0.965); a@1 goes in NMS.
+  const auto img = models::det::postprocess_detections(
+      loc, conf, anchors, {100, 100}, {.top_k = 3, .top_k_scope = TopKScope::per_image});
+  EXPECT_EQ(img[0].labels.to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  // Per class, 3 each: all five survivors of NMS, as without a cap.
+  const auto cls =
+      models::det::postprocess_detections(loc, conf, anchors, {100, 100}, {.top_k = 3});
+  EXPECT_EQ(cls[0].labels.to_vector<int64_t>(), (std::vector<int64_t>{2, 1, 2, 1, 2}));
+  // At most one per class after NMS: the best of each.
+  const auto capped =
+      models::det::postprocess_detections(loc, conf, anchors, {100, 100}, {.keep_per_class = 1});
+  EXPECT_EQ(capped[0].labels.to_vector<int64_t>(), (std::vector<int64_t>{2, 1}));
+  const auto cb = capped[0].boxes.to_vector<float>();
+  EXPECT_EQ(std::vector<float>(cb.begin(), cb.begin() + 4), (std::vector<float>{50, 50, 60, 60}));
 }
 
 }  // namespace

@@ -77,11 +77,21 @@ std::vector<KeySpec> det_keys() {
        "extra aspect ratios per feature map, e.g. [[2], [2, 3], ...]; [] = the model's"},
       {"anchor.cur_anchor_sizes", VT::float_array, Doubles{},
        "default box sizes in input pixels, one per feature map plus one; [] = the model's"},
+      {"anchor.layout", VT::string, std::string("torchvision"),
+       "default boxes: torchvision (centres on network.stride_list, sides clipped to the image) "
+       "| torchcv (TorchCV's prior boxes: stride image / map, unclipped; needs "
+       "anchor.cur_anchor_sizes)"},
       {"network.stride_list", VT::int_array, Ints{},
        "pixels between default box centres per feature map; [] = the model's"},
       {"loss.neg_pos_ratio", VT::floating, 3.0, "hard negatives per positive default box"},
       {"res.nms.max_threshold", VT::floating, 0.45, "class-wise NMS IoU"},
-      {"res.nms.pre_nms", VT::integer, int64_t{400}, "candidates per class before NMS"},
+      {"res.nms.pre_nms", VT::integer, int64_t{400},
+       "candidates before NMS, per class or per image (res.nms.pre_nms_scope)"},
+      {"res.nms.pre_nms_scope", VT::string, std::string("class"),
+       "class (the best pre_nms of each class: torchvision) | image (the best pre_nms (box, "
+       "class) pairs of the image: TorchCV)"},
+      {"res.cls_keep_num", VT::integer, int64_t{0},
+       "detections kept per class after NMS (TorchCV: 50); 0 = all"},
       {"res.val_conf_thre", VT::floating, 0.01, "evaluation: detections from this score on"},
       {"res.vis_conf_thre", VT::floating, 0.5,
        "report pictures and tcv-predict: detections from this score on"},
@@ -117,9 +127,16 @@ void validate_det(const Config& c) {
     check.fail("train.aug_trans.random_pad.up_scale_range",
                "the expansion starts at 1 (the image as it is); give [1, max]");
   check.probability("anchor.iou_threshold");
+  check.choice("anchor.layout", {"torchvision", "torchcv"});
+  if (c.get_string("anchor.layout") == "torchcv" &&
+      c.get_doubles("anchor.cur_anchor_sizes").empty())
+    check.fail("anchor.layout",
+               "\"torchcv\" places TorchCV's prior boxes of anchor.cur_anchor_sizes; give them");
   check.positive("loss.neg_pos_ratio");
   check.probability("res.nms.max_threshold");
   check.at_least("res.nms.pre_nms", 1);
+  check.choice("res.nms.pre_nms_scope", {"class", "image"});
+  check.at_least("res.cls_keep_num", 0);
   check.probability("res.val_conf_thre");
   check.probability("res.vis_conf_thre");
   check.at_least("res.max_per_image", 1);
@@ -169,10 +186,16 @@ mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
     a.aspect_ratios = r;
   }
   if (const auto s = cfg.get_doubles("anchor.cur_anchor_sizes"); !s.empty()) {
-    // TorchCV gives sizes in pixels of the input; the boxes take fractions of it.
+    // TorchCV gives sizes in pixels of the input; torchvision's boxes take
+    // fractions of it, TorchCV's the pixels.
     const double side = static_cast<double>(input_side(cfg));
     a.scales.clear();
     for (double v : s) a.scales.push_back(v / side);
+    a.sizes_px = s;
+  }
+  if (cfg.get_string("anchor.layout") == "torchcv") {
+    a.layout = mdet::AnchorLayout::torchcv;
+    a.clip = mdet::AnchorClip::none;
   }
   if (const auto st = cfg.get_ints("network.stride_list"); !st.empty()) a.steps = st;
   if (a.scales.size() != a.aspect_ratios.size() + 1)
@@ -191,6 +214,9 @@ mdet::DetectionOptions detection_options(const Config& cfg, double score_thresho
   mdet::DetectionOptions d;
   d.score_threshold = score_threshold;
   d.top_k = cfg.get_int("res.nms.pre_nms");
+  d.top_k_scope = cfg.get_string("res.nms.pre_nms_scope") == "image" ? mdet::TopKScope::per_image
+                                                                     : mdet::TopKScope::per_class;
+  d.keep_per_class = cfg.get_int("res.cls_keep_num");
   d.nms_threshold = cfg.get_double("res.nms.max_threshold");
   d.max_detections = cfg.get_int("res.max_per_image");
   return d;
