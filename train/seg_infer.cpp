@@ -78,6 +78,12 @@ std::vector<SlideWindow> slide_windows(int64_t H, int64_t W, std::array<int64_t,
   return out;
 }
 
+namespace {
+int64_t n_passes(const SegInferOptions& o) {
+  return static_cast<int64_t>(o.scales.size()) * (o.flip == FlipTest::on ? 2 : 1);
+}
+}  // namespace
+
 Tensor seg_logits(const SegForward& forward, const Tensor& images, const SegInferOptions& opts,
                   std::array<int64_t, 2> out_size) {
   TCV_CHECK(images.defined() && images.dim() == 4 && images.dtype() == DType::f32,
@@ -108,11 +114,14 @@ Tensor seg_logits(const SegForward& forward, const Tensor& images, const SegInfe
         l = ops::upsample(l, out_size, {.mode = ops::InterpMode::bilinear});
       TCV_CHECK(!sum.defined() || l.size(1) == sum.size(1), "[seg_logits] the model gave ",
                 l.size(1), " classes at one scale and ", sum.size(1), " at another");
+      if (opts.average == SegAverage::probabilities && n_passes(opts) > 1) l = ops::softmax(l, 1);
       sum = sum.defined() ? ops::add(sum, l) : l;
       ++n;
     }
   }
-  return n == 1 ? sum : sum / static_cast<double>(n);
+  if (n == 1) return sum;
+  return opts.average == SegAverage::probabilities ? ops::log(sum / static_cast<double>(n))
+                                                   : sum / static_cast<double>(n);
 }
 
 Tensor seg_batch_logits(const SegForward& forward, const Tensor& images,

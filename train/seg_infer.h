@@ -29,6 +29,12 @@ enum class SegInferMode {
 /// Whether the mirrored image is inferred too (its logits mirrored back and averaged in).
 enum class FlipTest { off, on };
 
+/// What multi-scale and flip passes average.
+enum class SegAverage {
+  logits,         ///< the logits (TorchCV's ms_test and mscrop_test sum them)
+  probabilities,  ///< the softmax probabilities (mmsegmentation's aug_test); log taken after
+};
+
 struct SegInferOptions {
   SegInferMode mode = SegInferMode::whole;
   /// Sliding window (h, w) and its stride (h, w).
@@ -38,6 +44,7 @@ struct SegInferOptions {
   /// its logits resized back; {1.0}: the image as given.
   std::vector<double> scales{1.0};
   FlipTest flip = FlipTest::off;
+  SegAverage average = SegAverage::logits;
 };
 
 /// A window [y1, y2) x [x1, x2) of the sliding grid.
@@ -55,8 +62,10 @@ std::vector<SlideWindow> slide_windows(int64_t H, int64_t W, std::array<int64_t,
 
 /// Logits f32 (B, K, oh, ow) for images (B, C, H, W) (f32, any device):
 /// the average over scales (and flips) of each pass's logits, resized
-/// bilinearly to out_size ({0, 0}: (H, W)). With one scale of 1, no flip and
-/// mode whole, exactly the model's logits.
+/// bilinearly to out_size ({0, 0}: (H, W)); with SegAverage::probabilities
+/// the log of the average of each pass's softmax (log-probabilities: their
+/// argmax and cross-entropy are those of the averaged probabilities). With
+/// one scale of 1, no flip and mode whole, exactly the model's logits.
 Tensor seg_logits(const SegForward& forward, const Tensor& images, const SegInferOptions& opts,
                   std::array<int64_t, 2> out_size = {0, 0});
 

@@ -3,7 +3,9 @@
 // device); l2_normalize is one fused pass with its backward beside it.
 #include "engine/ops/boxes.h"
 
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/backend.h"
@@ -66,9 +68,40 @@ Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs
   if (boxes.size(0) == 0) return empty({0}, {.dtype = DType::i64, .device = boxes.device()});
   NoGradGuard no_grad;
   const Tensor b = boxes.detach();
-  // torchvision: offsets = idxs.to(boxes) * (boxes.max() + 1), in the boxes' dtype.
-  const Tensor offsets = mul(idxs.to(b.dtype()), add(max(b), 1.0));  // (N)
-  return nms(add(b, offsets.unsqueeze(1)), scores, iou_threshold);
+  const int64_t n = b.size(0);
+  if (n <= 1000) {
+    // torchvision: offsets = idxs.to(boxes) * (boxes.max() + 1), in the boxes' dtype.
+    const Tensor offsets = mul(idxs.to(b.dtype()), add(max(b), 1.0));  // (N)
+    return nms(add(b, offsets.unsqueeze(1)), scores, iou_threshold);
+  }
+  // torchvision's _batched_nms_vanilla: one NMS per category.
+  const std::vector<int64_t> cat = idxs.to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>();
+  const std::vector<double> s = scores.to(kCPU).to(DType::f64).contiguous().to_vector<double>();
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return cat[static_cast<size_t>(x)] < cat[static_cast<size_t>(y)];
+  });
+  std::vector<int64_t> kept;
+  for (size_t lo = 0; lo < order.size();) {
+    size_t hi = lo;
+    while (hi < order.size() &&
+           cat[static_cast<size_t>(order[hi])] == cat[static_cast<size_t>(order[lo])])
+      ++hi;
+    const std::vector<int64_t> members(order.begin() + static_cast<std::ptrdiff_t>(lo),
+                                       order.begin() + static_cast<std::ptrdiff_t>(hi));
+    const Tensor idx =
+        from_vector<int64_t>(members, {static_cast<int64_t>(members.size())}, b.device());
+    const Tensor keep = nms(index_select(b, 0, idx), index_select(scores, 0, idx), iou_threshold);
+    for (int64_t k : keep.to(kCPU).to_vector<int64_t>())
+      kept.push_back(members[static_cast<size_t>(k)]);
+    lo = hi;
+  }
+  std::sort(kept.begin(), kept.end());  // torch.where(keep_mask): by index
+  std::stable_sort(kept.begin(), kept.end(), [&](int64_t x, int64_t y) {
+    return s[static_cast<size_t>(x)] > s[static_cast<size_t>(y)];
+  });
+  return from_vector<int64_t>(kept, {static_cast<int64_t>(kept.size())}, b.device());
 }
 
 Tensor ssd_match(const Tensor& iou, double threshold) {

@@ -21,10 +21,14 @@ Tensor box_iou(const Tensor& a, const Tensor& b);
 /// on the CPU and on CUDA.
 Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold);
 
-/// NMS within each category of `idxs` (N, integer): torchvision's
-/// batched_nms by its coordinate trick (boxes shifted by idx · (max coordinate
-/// + 1), so boxes of different categories never overlap), kept indices in
-/// decreasing score order.
+/// NMS within each category of `idxs` (N, integer), kept indices in
+/// decreasing score order, as torchvision's batched_nms on the CPU (on every
+/// device here, so that CUDA and the CPU agree): up to 1,000 boxes by its
+/// coordinate trick (boxes shifted by
+/// idx · (max coordinate + 1), so boxes of different categories never
+/// overlap; one NMS), above that one NMS per category (the shifted
+/// coordinates grow with the categories and round IoUs near the threshold in
+/// f32), the kept indices sorted by score (stable: ties by index).
 Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs,
                    double iou_threshold);
 

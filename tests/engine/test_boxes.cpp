@@ -231,6 +231,32 @@ TEST(BatchedNms, ClassesDoNotSuppressEachOther) {
             0);
 }
 
+// Above 1,000 boxes, one NMS per category (as torchvision on the CPU): the
+// coordinate trick shifts category 79's boxes by 79 x 1001, where f32's
+// spacing is 2^-7, and box 1's edge at 5.000001 rounds to 5, making its IoU
+// with box 0 exactly 0.5 (kept at threshold 0.5) where it is 0.5000001
+// (suppressed).
+TEST(BatchedNms, PerCategoryAboveAThousandBoxesKeepsIousExact) {
+  auto run = [](int64_t fillers) {
+    std::vector<float> b = {0, 0, 10, 10, 0, 0, 10, 5.000001f};
+    std::vector<float> s = {0.9f, 0.8f};
+    std::vector<int64_t> c = {79, 79};
+    for (int64_t i = 0; i < fillers; ++i) {
+      b.insert(b.end(), {990, 990, 1000, 1000});
+      s.push_back(0.5f);
+      c.push_back(0);
+    }
+    const auto n = static_cast<int64_t>(s.size());
+    return ops::batched_nms(from_vector<float>(b, {n, 4}), from_vector<float>(s),
+                            from_vector<int64_t>(c), 0.5)
+        .to_vector<int64_t>();
+  };
+  // 1,002 boxes: per category; box 1 goes; one filler (the first) stays.
+  EXPECT_EQ(run(1000), (std::vector<int64_t>{0, 2}));
+  // 1,000 boxes: the trick, as torchvision's; box 1 survives its rounding.
+  EXPECT_EQ(run(998), (std::vector<int64_t>{0, 1, 2}));
+}
+
 TEST(SsdMatch, ThresholdAndForcedMatches) {
   // 2 ground truths x 5 anchors.
   const Tensor iou = from_vector<float>({0.6f, 0.2f, 0.1f, 0.3f, 0.0f,  //

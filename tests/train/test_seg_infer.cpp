@@ -135,6 +135,30 @@ TEST(SegInfer, FlipAveragesTheMirroredPass) {
   EXPECT_TRUE(equal(slid, ops::add(x, 3.5)));
 }
 
+// SegAverage::probabilities averages each pass's softmax and returns its log
+// (mmsegmentation's aug_test); logits (TorchCV's) averages the logits. With
+// the column model the two passes' logits are x + c and x + (W - 1 - c).
+TEST(SegInfer, FlipAveragesProbabilitiesWhenAsked) {
+  const SegForward f = [](const Tensor& x) {
+    const int64_t W = x.size(3);
+    return ops::add(x, arange(0.0, double(W), 1.0, {.dtype = DType::f32}).view({1, 1, 1, W}));
+  };
+  const Tensor x = random_images({1, 3, 2, 4}, 5);
+  const Tensor got = seg_logits(f, x, {.flip = FlipTest::on, .average = SegAverage::probabilities});
+  const Tensor col = arange(0.0, 4.0, 1.0, {.dtype = DType::f32}).view({1, 1, 1, 4});
+  const Tensor p1 = ops::softmax(ops::add(x, col), 1);
+  const Tensor p2 = ops::softmax(ops::add(x, ops::add(ops::mul(col, -1.0), 3.0)), 1);
+  const Tensor want = ops::log(ops::mul(ops::add(p1, p2), 0.5));
+  // The same operations in the same order: a few roundings of values near 1.
+  EXPECT_LE(max_abs_diff(got, want), 8 * kU);
+  // The column shift is the same for every class: softmax over the classes
+  // ignores it, so both passes' probabilities are softmax(x), up to rounding,
+  // and the result is log_softmax(x).
+  EXPECT_LE(max_abs_diff(got, ops::log_softmax(x, 1)), 64 * kU);
+  // One pass: the model's logits, whatever the average.
+  EXPECT_TRUE(equal(seg_logits(f, x, {.average = SegAverage::probabilities}), f(x)));
+}
+
 TEST(SegInfer, MultiScaleResizesEachPassBack) {
   // The model answers with the height it was given, so the average over scales
   // 0.5, 1, 2 of a 7 x 5 image is (4 + 7 + 14) / 3; the sizes it saw are

@@ -69,6 +69,9 @@ std::vector<KeySpec> seg_keys() {
       {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
        "ms_test, mscrop_test: the image scales averaged"},
       {"test.flip", VT::boolean, true, "ms_test, mscrop_test: the mirrored image too"},
+      {"test.ms_average", VT::string, std::string("logits"),
+       "ms_test, mscrop_test: what the passes average: logits (TorchCV's fcn_segmentor_test "
+       "sums them) | probs (mmsegmentation's aug_test averages softmax probabilities)"},
       {"test.base_size", VT::int_array, Ints{0, 0},
        "[long, short] the image is fitted into before inference, logits resized back to the "
        "labels (mmsegmentation's test Resize, e.g. [2048, 512] for VOC); [0, 0] = as read"},
@@ -112,6 +115,7 @@ void validate_seg(const Config& c) {
                "must be in (0, 1], got " + format_double(r));
   check.probability("train.aug_trans.random_hflip.ratio");
   check.choice("test.mode", {"ss_test", "sscrop_test", "ms_test", "mscrop_test"});
+  check.choice("test.ms_average", {"logits", "probs"});
   validate_pair(check, c, "test.crop_size", 1);
   if (const double r = c.get_double("test.crop_stride_ratio"); !(r > 0 && r <= 1))
     check.fail("test.crop_stride_ratio", "must be in (0, 1], got " + format_double(r));
@@ -163,6 +167,8 @@ SegInferOptions infer_options(const Config& cfg) {
               std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(o.crop[1]) * r))};
   o.scales = multi ? cfg.get_doubles("test.scale_search") : std::vector<double>{1.0};
   o.flip = multi && cfg.get_bool("test.flip") ? FlipTest::on : FlipTest::off;
+  o.average =
+      cfg.get_string("test.ms_average") == "probs" ? SegAverage::probabilities : SegAverage::logits;
   return o;
 }
 
