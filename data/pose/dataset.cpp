@@ -121,6 +121,13 @@ int64_t PosePerson::num_labelled() const {
   return n;
 }
 
+Keypoint shoulder_midpoint(const std::array<Keypoint, kCocoKeypoints>& kps) {
+  const Keypoint& l = kps[5];
+  const Keypoint& r = kps[6];
+  if (!l.labelled() || !r.labelled()) return {};
+  return {(l.x + r.x) * 0.5, (l.y + r.y) * 0.5, l.v == 2 && r.v == 2 ? 2 : 1};
+}
+
 Box keypoint_box(const std::array<Keypoint, kCocoKeypoints>& kps) {
   Box b{INFINITY, INFINITY, -INFINITY, -INFINITY};
   bool any = false;
@@ -175,6 +182,7 @@ PoseSample PoseDataset::load(int64_t i) const {
   s.index = i;
   s.image_id = r.image_id;
   s.people = r.people;
+  for (PosePerson& p : s.people) p.neck = shoulder_midpoint(p.keypoints);
   try {
     s.image = read_image(r.image_path, ImageMode::rgb, limits_);
     TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,

@@ -63,6 +63,12 @@ std::vector<int64_t> decode_coco_rle(const std::string& counts, const std::strin
 /// One annotated person.
 struct PosePerson {
   std::array<Keypoint, kCocoKeypoints> keypoints{};
+  /// OpenPose's neck: the midpoint of the shoulders as annotated, set when a
+  /// sample is loaded (before any augmentation, as TorchCV derives it) and
+  /// moved by the transforms like the other keypoints, so a crop that drops
+  /// one shoulder keeps a neck that stays inside. Unlabelled: derived from
+  /// the shoulders where the targets are made (a person built by hand).
+  Keypoint neck{};
   /// The person's box [x1, y1, x2, y2]; from the labelled keypoints where the
   /// annotation has none.
   Box box{};
@@ -71,6 +77,10 @@ struct PosePerson {
   Segmentation segmentation;
   int64_t num_labelled() const;
 };
+
+/// The midpoint of the shoulders (COCO's 5 and 6), labelled when both are,
+/// visible (2) when both are.
+Keypoint shoulder_midpoint(const std::array<Keypoint, kCocoKeypoints>& kps);
 
 /// The tight box around a person's labelled keypoints (all zeros when none is).
 Box keypoint_box(const std::array<Keypoint, kCocoKeypoints>& kps);

@@ -24,13 +24,9 @@ std::array<Keypoint, kOpenposeKeypoints> openpose_keypoints(const PosePerson& p)
   std::array<Keypoint, kOpenposeKeypoints> out{};
   for (size_t k = 0; k < static_cast<size_t>(kCocoKeypoints); ++k)
     out[static_cast<size_t>(coco_to_openpose()[k])] = p.keypoints[k];
-  const Keypoint& l = p.keypoints[5];
-  const Keypoint& r = p.keypoints[6];
-  Keypoint& neck = out[kOpenposeNeck];
-  if (l.labelled() && r.labelled())
-    neck = {(l.x + r.x) * 0.5, (l.y + r.y) * 0.5, l.v == 2 && r.v == 2 ? 2 : 1};
-  else
-    neck = {};
+  // The neck set at load time and moved with the sample; else (a person
+  // built by hand, or both shoulders still there: the same point) derived.
+  out[kOpenposeNeck] = p.neck.labelled() ? p.neck : shoulder_midpoint(p.keypoints);
   return out;
 }
 

@@ -23,8 +23,11 @@
 //   units, rounding half to even, clipped to the output); where several
 //   people's limbs cover a cell, the mean of their vectors.
 //
-//   The neck (OpenPose's keypoint 1) is the midpoint of the shoulders, labelled
-//   when both are (visible when both are).
+//   The neck (OpenPose's keypoint 1) is the person's PosePerson::neck: the
+//   midpoint of the shoulders when the sample was loaded, before the
+//   augmentations (TorchCV's order), moved with the sample; for a person
+//   without one, the midpoint of the shoulders, labelled when both are
+//   (visible when both are).
 //
 //   The loss mask at cell (i, j) is the full-resolution mask's value at pixel
 //   (j s + s / 2, i s + s / 2), the nearest-neighbour resize TorchCV makes.

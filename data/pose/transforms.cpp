@@ -43,6 +43,7 @@ void pose_hflip(PoseSample& s) {
   for (PosePerson& p : s.people) {
     for (Keypoint& k : p.keypoints)
       if (k.labelled()) k.x = fw - k.x;
+    if (p.neck.labelled()) p.neck.x = fw - p.neck.x;  // the neck is its own mirror
     for (const auto& [a, b] : coco_flip_pairs())
       std::swap(p.keypoints[static_cast<size_t>(a)], p.keypoints[static_cast<size_t>(b)]);
     p.box = {fw - p.box[2], p.box[1], fw - p.box[0], p.box[3]};
@@ -105,11 +106,13 @@ void pose_warp(PoseSample& s, const Affine& m, int64_t height, int64_t width,
   s.mask = mask_out;
   const auto fw = static_cast<double>(width), fh = static_cast<double>(height);
   for (PosePerson& p : s.people) {
-    for (Keypoint& k : p.keypoints) {
-      if (!k.labelled()) continue;
+    auto move = [&](Keypoint& k) {
+      if (!k.labelled()) return;
       const double x = m[0] * k.x + m[1] * k.y + m[2], y = m[3] * k.x + m[4] * k.y + m[5];
       k = x >= 0 && x < fw && y >= 0 && y < fh ? Keypoint{x, y, k.v} : Keypoint{};
-    }
+    };
+    for (Keypoint& k : p.keypoints) move(k);
+    move(p.neck);
     p.box = map_box(p.box, m);
   }
 }
@@ -139,11 +142,13 @@ void pose_resize(PoseSample& s, int64_t height, int64_t width) {
   const double sx = static_cast<double>(width) / static_cast<double>(W);
   const double sy = static_cast<double>(height) / static_cast<double>(H);
   for (PosePerson& p : s.people) {
-    for (Keypoint& k : p.keypoints)
-      if (k.labelled()) {
-        k.x *= sx;
-        k.y *= sy;
-      }
+    auto scale = [&](Keypoint& k) {
+      if (!k.labelled()) return;
+      k.x *= sx;
+      k.y *= sy;
+    };
+    for (Keypoint& k : p.keypoints) scale(k);
+    scale(p.neck);
     p.box = {p.box[0] * sx, p.box[1] * sy, p.box[2] * sx, p.box[3] * sy};
     p.area *= sx * sy;
   }

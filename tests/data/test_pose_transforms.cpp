@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "data/pose/targets.h"
 #include "data/pose/transforms.h"
 #include "support/gradcheck.h"
 
@@ -191,4 +192,33 @@ TEST(PoseTransforms, EvalResizeScalesKeypointsAndMask) {
   EXPECT_DOUBLE_EQ(s.people[0].keypoints[0].y, 20.5 * 0.6);
   EXPECT_EQ(s.mask.data<uint8_t>()[3 * 48 + 3], 0);
   EXPECT_EQ(s.mask.data<uint8_t>()[20 * 48 + 20], 1);
+}
+
+// The neck is set from the shoulders when a sample is loaded and moves with
+// the sample (TorchCV derives it before the augmentations): a crop that drops
+// one shoulder keeps the neck that stays inside. Derived after the crop (a
+// person whose neck was never set), it would be lost with the shoulder.
+TEST(PoseTransforms, NeckSetBeforeTheAugmentationsSurvivesACropOfOneShoulder) {
+  PoseSample s = marked_sample(64, 64, {});
+  PosePerson& p = s.people[0];
+  p.keypoints[5] = {10.5, 30.5, 2};  // left shoulder
+  p.keypoints[6] = {50.5, 30.5, 1};  // right shoulder, labelled but not visible
+  p.neck = shoulder_midpoint(p.keypoints);
+  EXPECT_EQ(p.neck.x, 30.5);
+  EXPECT_EQ(p.neck.v, 1);  // visible only when both shoulders are
+  PoseSample legacy = s;
+  legacy.people[0].neck = {};
+  for (PoseSample* t : {&s, &legacy}) pose_warp(*t, {1, 0, -15, 0, 1, 0}, 64, 64, {0, 0, 0});
+  EXPECT_FALSE(s.people[0].keypoints[5].labelled());  // x = -4.5: outside
+  const auto kps = openpose_keypoints(s.people[0]);
+  EXPECT_TRUE(kps[kOpenposeNeck].labelled());
+  EXPECT_EQ(kps[kOpenposeNeck].x, 15.5);
+  EXPECT_EQ(kps[kOpenposeNeck].y, 30.5);
+  EXPECT_FALSE(openpose_keypoints(legacy.people[0])[kOpenposeNeck].labelled());
+  // A flip mirrors the neck in place; a resize scales it.
+  pose_hflip(s);
+  EXPECT_EQ(s.people[0].neck.x, 64 - 15.5);
+  pose_resize(s, 32, 32);
+  EXPECT_EQ(s.people[0].neck.x, (64 - 15.5) / 2);
+  EXPECT_EQ(s.people[0].neck.y, 30.5 / 2);
 }
