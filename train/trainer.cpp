@@ -612,8 +612,8 @@ struct Trainer::Impl {
       last_eval = task->evaluate_results(opts.results);
       if (!last_eval)
         throw ConfigError(at_key(cfg, "task") + " = \"" + cfg.get_string("task") +
-                          "\": --results reads detection results (COCO JSON); this task has "
-                          "no results format");
+                          "\": --results reads COCO detection or keypoint results; this task "
+                          "has no results format");
     }
     const Json row = opts.results.empty() ? evaluate_row() : last_eval->row();
     summary.val = row;

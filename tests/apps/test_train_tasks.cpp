@@ -709,3 +709,44 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
               has(msg, ": image id 999 is not among the ground truth's 4 images"))
       << msg;
 }
+
+// --results for pose: a COCO keypoint results file against the val split. The
+// val annotations' own people, as results, score AP 1; an entry of another
+// category is named.
+TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
+  tcv::testing::TempDir tmp("pose_results");
+  const fs::path scenes = tmp.root() / "scenes";
+  {
+    Trainer t(tiny(kPose, scenes, 1),
+              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
+  }
+  const Json gt = json_parse(
+      tcv::testing::read_text((scenes / "annotations" / "person_keypoints_val.json").string()));
+  Json res = Json::array();
+  for (const Json& a : gt.at("annotations"))
+    if (a.at("iscrowd").get<int64_t>() == 0 && a.at("num_keypoints").get<int64_t>() > 0)
+      res.push_back({{"image_id", a.at("image_id")},
+                     {"category_id", 1},
+                     {"keypoints", a.at("keypoints")},
+                     {"score", 1.0}});
+  ASSERT_GT(res.size(), 0u);
+  const std::string file = tmp.path("results.json");
+  data::write_file(file, json_dump(res));
+  auto evaluate = [&] {
+    return Trainer(tiny(kPose, scenes, 1), {.phase = Phase::test,
+                                            .results = file,
+                                            .out_dir = tmp.path("t"),
+                                            .progress = ProgressMode::quiet})
+        .run()
+        .val;
+  };
+  const Json row = evaluate();
+  EXPECT_DOUBLE_EQ(row.at("ap").get<double>(), 1.0) << row.dump();
+  EXPECT_EQ(row.at("people").get<int64_t>(), static_cast<int64_t>(res.size()));
+  EXPECT_FALSE(row.contains("loss"));
+  res[0]["category_id"] = 2;
+  data::write_file(file, json_dump(res));
+  const std::string msg = tcv::testing::error_of([&] { evaluate(); });
+  EXPECT_TRUE(has(msg, file + ": detection 0: category id 2 is not the person category (1)"))
+      << msg;
+}

@@ -8,40 +8,73 @@
 
 namespace tcv::train {
 
-std::vector<CocoDetection> parse_coco_results(const std::string& json, const std::string& name) {
+namespace {
+
+// The entries of a results file: a JSON list, each parsed by `one` (errors
+// name the file and the entry).
+template <typename T, typename F>
+std::vector<T> parse_results_list(const std::string& json, const std::string& name, F one) {
   Json doc;
   try {
     doc = json_parse(json);
   } catch (const Error& e) {
     TCV_THROW(name, ": ", e.what());
   }
-  TCV_CHECK(doc.is_array(), name, ": a COCO results file is a JSON list of detections, got ",
+  TCV_CHECK(doc.is_array(), name, ": a COCO results file is a JSON list of results, got ",
             doc.type_name());
-  std::vector<CocoDetection> out;
+  std::vector<T> out;
   out.reserve(doc.size());
   for (size_t i = 0; i < doc.size(); ++i) {
-    const Json& e = doc[i];
     try {
-      CocoDetection d;
-      d.image_id = json_int(e, "image_id");
-      d.category_id = json_int(e, "category_id");
-      d.score = json_double(e, "score");
-      TCV_CHECK(std::isfinite(d.score), "score is ", d.score);
-      const Json& b = json_at(e, "bbox");
-      TCV_CHECK(b.is_array() && b.size() == 4, "\"bbox\" must be [x, y, w, h]");
-      for (size_t k = 0; k < 4; ++k) {
-        TCV_CHECK(b[k].is_number(), "\"bbox\" must hold four numbers");
-        d.bbox[k] = b[k].get<double>();
-        TCV_CHECK(std::isfinite(d.bbox[k]), "\"bbox\" holds ", d.bbox[k]);
-      }
-      TCV_CHECK(d.bbox[2] >= 0 && d.bbox[3] >= 0, "\"bbox\" has a negative size [", d.bbox[0], ", ",
-                d.bbox[1], ", ", d.bbox[2], ", ", d.bbox[3], "]");
-      out.push_back(d);
+      out.push_back(one(doc[i]));
     } catch (const Error& err) {
       TCV_THROW(name, ": detection ", i, ": ", err.what());
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<CocoDetection> parse_coco_results(const std::string& json, const std::string& name) {
+  return parse_results_list<CocoDetection>(json, name, [](const Json& e) {
+    CocoDetection d;
+    d.image_id = json_int(e, "image_id");
+    d.category_id = json_int(e, "category_id");
+    d.score = json_double(e, "score");
+    TCV_CHECK(std::isfinite(d.score), "score is ", d.score);
+    const Json& b = json_at(e, "bbox");
+    TCV_CHECK(b.is_array() && b.size() == 4, "\"bbox\" must be [x, y, w, h]");
+    for (size_t k = 0; k < 4; ++k) {
+      TCV_CHECK(b[k].is_number(), "\"bbox\" must hold four numbers");
+      d.bbox[k] = b[k].get<double>();
+      TCV_CHECK(std::isfinite(d.bbox[k]), "\"bbox\" holds ", d.bbox[k]);
+    }
+    TCV_CHECK(d.bbox[2] >= 0 && d.bbox[3] >= 0, "\"bbox\" has a negative size [", d.bbox[0], ", ",
+              d.bbox[1], ", ", d.bbox[2], ", ", d.bbox[3], "]");
+    return d;
+  });
+}
+
+std::vector<CocoKeypointResult> parse_coco_keypoint_results(const std::string& json,
+                                                            const std::string& name,
+                                                            int64_t num_keypoints) {
+  return parse_results_list<CocoKeypointResult>(json, name, [&](const Json& e) {
+    CocoKeypointResult r;
+    r.image_id = json_int(e, "image_id");
+    r.category_id = json_int(e, "category_id");
+    r.score = json_double(e, "score");
+    TCV_CHECK(std::isfinite(r.score), "score is ", r.score);
+    const Json& k = json_at(e, "keypoints");
+    TCV_CHECK(k.is_array() && static_cast<int64_t>(k.size()) == 3 * num_keypoints,
+              "\"keypoints\" must hold ", 3 * num_keypoints, " numbers (x, y, v per keypoint)");
+    for (const Json& v : k) {
+      TCV_CHECK(v.is_number(), "\"keypoints\" must hold numbers");
+      r.keypoints.push_back(v.get<double>());
+      TCV_CHECK(std::isfinite(r.keypoints.back()), "\"keypoints\" holds ", r.keypoints.back());
+    }
+    return r;
+  });
 }
 
 std::vector<ImageDetections> coco_detections(const std::vector<CocoDetection>& results,

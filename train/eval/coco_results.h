@@ -37,6 +37,20 @@ std::vector<CocoDetection> parse_coco_results(const std::string& json, const std
 std::vector<ImageDetections> coco_detections(const std::vector<CocoDetection>& results,
                                              const data::CocoTruth& truth, const std::string& name);
 
+/// One entry of a keypoint results file (COCO's person keypoints format).
+struct CocoKeypointResult {
+  int64_t image_id = 0, category_id = 0;
+  std::vector<double> keypoints;  ///< (x, y, v) per keypoint, COCO's pixel coordinates
+  double score = 0;
+};
+
+/// Parses a keypoint results file: a JSON list of {"image_id", "category_id",
+/// "keypoints": [x1, y1, v1, ...], "score"}; `num_keypoints` (x, y, v)
+/// triples each, finite. Errors as parse_coco_results's.
+std::vector<CocoKeypointResult> parse_coco_keypoint_results(const std::string& json,
+                                                            const std::string& name,
+                                                            int64_t num_keypoints = 17);
+
 /// COCOeval.summarize()'s output for `stats` (CocoSummary::stats, 12 values),
 /// line for line as pycocotools prints it:
 ///  Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.512

@@ -23,6 +23,7 @@
 #include "models/pose/openpose.h"
 #include "models/pose/parse.h"
 #include "train/data_setup.h"
+#include "train/eval/coco_results.h"
 #include "train/eval/keypoint_ap.h"
 #include "train/metrics.h"
 #include "train/report.h"
@@ -420,6 +421,33 @@ class PoseEvaluator final : public TaskEvaluator {
 
   Metrics finish() const override { return eval_.finish(); }
 
+  // The people of a COCO keypoint results file against every val image's
+  // ground truth (pycocotools' loadRes + COCOeval "keypoints"): category 1
+  // (person) only, keypoints in COCO's coordinates as the file gives them.
+  void add_results(const std::string& file) {
+    from_results_ = true;
+    std::unordered_map<int64_t, std::vector<KeypointDetection>> by_image;
+    for (const data::PoseRecord& r : val_.records()) by_image[r.image_id];
+    const auto results =
+        parse_coco_keypoint_results(data::read_maybe_gzip(file), file, data::kCocoKeypoints);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const CocoKeypointResult& r = results[i];
+      const std::string what = file + ": detection " + std::to_string(i);
+      const auto it = by_image.find(r.image_id);
+      TCV_CHECK(it != by_image.end(), what, ": image id ", r.image_id,
+                " is not among the ground truth's ", by_image.size(), " images");
+      TCV_CHECK(r.category_id == 1, what, ": category id ", r.category_id,
+                " is not the person category (1)");
+      it->second.push_back({r.keypoints, r.score});
+      ++people_;
+    }
+    static const std::vector<KeypointTruth> none;
+    for (const data::PoseRecord& r : val_.records()) {
+      const auto t = truth_->find(r.image_id);
+      eval_.add(r.image_id, t == truth_->end() ? none : t->second, by_image[r.image_id]);
+    }
+  }
+
   Json row() const override {
     const KeypointSummary s = eval_.coco();
     Json j = Json::object();
@@ -427,7 +455,7 @@ class PoseEvaluator final : public TaskEvaluator {
       j[kStatNames[k]] = s.stats[k] < 0 ? Json() : Json(s.stats[k]);  // null: no ground truth
     // AP 0 when nothing had ground truth, so that `best` compares numbers.
     if (!j["ap"].is_number()) j["ap"] = 0.0;
-    j["loss"] = loss_.mean();
+    if (!from_results_) j["loss"] = loss_.mean();  // a results file has no loss
     j["images"] = eval_.images();
     j["people"] = people_;
     return j;
@@ -438,10 +466,12 @@ class PoseEvaluator final : public TaskEvaluator {
       const Json& v = row.at(k);
       return v.is_number() ? v.get<double>() : NAN;
     };
+    char loss[32] = "";  // a results file has none
+    if (row.contains("loss"))
+      std::snprintf(loss, sizeof(loss), " loss %.4f", row.at("loss").get<double>());
     char buf[192];
-    std::snprintf(buf, sizeof(buf), "ap %.4f ap50 %.4f ar %.4f loss %.4f (%s, %lld images)",
-                  num("ap"), num("ap50"), num("ar"), row.at("loss").get<double>(),
-                  cfg_.get_string("test.mode").c_str(),
+    std::snprintf(buf, sizeof(buf), "ap %.4f ap50 %.4f ar %.4f%s (%s, %lld images)", num("ap"),
+                  num("ap50"), num("ar"), loss, cfg_.get_string("test.mode").c_str(),
                   static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
   }
@@ -502,6 +532,7 @@ class PoseEvaluator final : public TaskEvaluator {
   KeypointEvaluator eval_;
   AverageMeter loss_;
   int64_t people_ = 0;  // people found in the images this rank owns
+  bool from_results_ = false;
   std::vector<ReportFigure> figures_;
 };
 
@@ -711,6 +742,13 @@ class PoseTask final : public Task {
     TCV_CHECK(val_, "[pose] make_evaluator before make_data");
     return std::make_unique<PoseEvaluator>(cfg_, val_->dataset(), truth_, loss_opts_, rank_,
                                            world_);
+  }
+
+  std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& file) override {
+    TCV_CHECK(val_, "[pose] evaluate_results before make_data");
+    auto ev = std::make_unique<PoseEvaluator>(cfg_, val_->dataset(), truth_, loss_opts_, 0, 1);
+    ev->add_results(file);
+    return ev;
   }
 
   std::string best_metric() const override { return "ap"; }
