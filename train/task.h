@@ -20,6 +20,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/image.h"
@@ -130,6 +131,9 @@ class TaskEvaluator : public Evaluator {
   /// A table printed after the line when there is one (detection's COCO
   /// metric: COCOeval.summarize()'s twelve lines).
   virtual std::string table() const { return ""; }
+  /// The predictions as results files (name, contents) for the test phase's
+  /// run directory: detection's COCO results JSON, pose's keypoint results.
+  virtual std::vector<std::pair<std::string, std::string>> results_files() const { return {}; }
 };
 
 /// How tcv-predict's output is shaped.

@@ -641,13 +641,20 @@ struct Trainer::Impl {
     if (skip_corrupt) j["skipped"] = data.val->skipped();
     write_metrics(j);
     write_report_html();
+    std::string written;
+    if (opts.results.empty() && main_rank())
+      for (const auto& [name, text] : last_eval->results_files()) {
+        write_file_atomic((fs::path(opts.out_dir) / name).string(), text);
+        written += (written.empty() ? "" : ", ") + (fs::path(opts.out_dir) / name).string();
+      }
     if (auto* os = log()) {
       if (opts.results.empty())
         *os << "test  epoch " << state.epoch + 1 << " iter " << state.iter << ": ";
       else
         *os << "test  " << opts.results << ": ";
-      *os << last_eval->describe(row) << " (" << hms(summary.wall_s) << ")\n"
-          << last_eval->table() << std::flush;
+      *os << last_eval->describe(row) << " (" << hms(summary.wall_s) << ")\n" << last_eval->table();
+      if (!written.empty()) *os << "predictions: " << written << "\n";
+      *os << std::flush;
     }
     if (dist) dist->barrier();  // rank 0 hosts the store: leave together
     return summary;

@@ -252,6 +252,24 @@ std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& 
     trained.erase(k);
   }
   EXPECT_EQ(tested, trained);
+  // The predictions the test phase wrote, read back as a results file, score
+  // what the model scored (detection's mAP, pose's AP; no results for seg).
+  for (const auto& [file, metric] :
+       {std::pair{"detections.json", "map"}, {"keypoints.json", "ap"}}) {
+    const fs::path written = root / "eval1" / file;
+    const bool expected = std::string(file) == "detections.json" ? toml == kDet : toml == kPose;
+    EXPECT_EQ(fs::exists(written), expected) << written;
+    if (!expected || !fs::exists(written)) continue;
+    const Json again =
+        Trainer(tiny(toml, root / "scenes", iter), {.phase = Phase::test,
+                                                    .results = written.string(),
+                                                    .out_dir = (root / "eval_results").string(),
+                                                    .progress = ProgressMode::quiet})
+            .run()
+            .val;
+    EXPECT_NEAR(again.at(metric).get<double>(), ones.at(0).at(metric).get<double>(), 1e-12) << file;
+    EXPECT_EQ(again.at("images"), ones.at(0).at("images"));
+  }
   Json two;
 #if defined(TCV_RUN) && defined(TCV_TRAIN)
   const fs::path cfg = root / "eval.toml";

@@ -99,6 +99,34 @@ std::vector<ImageDetections> coco_detections(const std::vector<CocoDetection>& r
   return out;
 }
 
+std::string format_coco_results(const std::vector<std::pair<int64_t, ImageDetections>>& detections,
+                                const std::vector<int64_t>& category_ids) {
+  Json out = Json::array();
+  for (const auto& [id, d] : detections)
+    for (size_t k = 0; k < d.boxes.size(); ++k) {
+      const int64_t label = d.labels[k];
+      TCV_CHECK(label >= 1 && label <= static_cast<int64_t>(category_ids.size()),
+                "[format_coco_results] label ", label, " of image ", id, " has no category id (",
+                category_ids.size(), " given)");
+      const data::Box& b = d.boxes[k];
+      out.push_back({{"image_id", id},
+                     {"category_id", category_ids[static_cast<size_t>(label - 1)]},
+                     {"bbox", {b[0], b[1], b[2] - b[0], b[3] - b[1]}},
+                     {"score", d.scores[k]}});
+    }
+  return json_dump(out);
+}
+
+std::string format_coco_keypoint_results(
+    const std::vector<std::pair<int64_t, std::vector<KeypointDetection>>>& people) {
+  Json out = Json::array();
+  for (const auto& [id, ps] : people)
+    for (const KeypointDetection& p : ps)
+      out.push_back(
+          {{"image_id", id}, {"category_id", 1}, {"keypoints", p.keypoints}, {"score", p.score}});
+  return json_dump(out);
+}
+
 std::string format_coco_summary(const std::vector<double>& stats) {
   TCV_CHECK(stats.size() == 12, "[format_coco_summary] expects COCOeval's 12 stats, got ",
             stats.size());

@@ -11,6 +11,7 @@
 
 #include "data/det/coco.h"
 #include "train/eval/det_map.h"
+#include "train/eval/keypoint_ap.h"
 
 namespace tcv::train {
 
@@ -50,6 +51,16 @@ struct CocoKeypointResult {
 std::vector<CocoKeypointResult> parse_coco_keypoint_results(const std::string& json,
                                                             const std::string& name,
                                                             int64_t num_keypoints = 17);
+
+/// Detections as a COCO results file (a JSON list, one entry per box:
+/// image_id, category_id = category_ids[label - 1], bbox [x1, y1, x2 - x1,
+/// y2 - y1], score), images in the given order.
+std::string format_coco_results(const std::vector<std::pair<int64_t, ImageDetections>>& detections,
+                                const std::vector<int64_t>& category_ids);
+
+/// People as a COCO keypoint results file (category_id 1).
+std::string format_coco_keypoint_results(
+    const std::vector<std::pair<int64_t, std::vector<KeypointDetection>>>& people);
 
 /// COCOeval.summarize()'s output for `stats` (CocoSummary::stats, 12 values),
 /// line for line as pycocotools prints it:

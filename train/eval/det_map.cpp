@@ -122,6 +122,13 @@ void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth, con
   add(image_id, truth, d);
 }
 
+std::vector<std::pair<int64_t, ImageDetections>> DetectionEvaluator::detections() const {
+  std::vector<std::pair<int64_t, ImageDetections>> out;
+  for (const Image* im : sorted())
+    out.push_back({im->id, {im->det_boxes, im->det_scores, im->det_labels, im->det_area}});
+  return out;
+}
+
 std::string DetectionEvaluator::serialize() const {
   ByteWriter w;
   w.put(kStateMagic);

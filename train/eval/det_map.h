@@ -101,6 +101,8 @@ class DetectionEvaluator : public Evaluator {
 
   /// Images added or merged (each id once).
   int64_t images() const { return static_cast<int64_t>(images_.size()); }
+  /// The detections added, per image in increasing id order.
+  std::vector<std::pair<int64_t, ImageDetections>> detections() const;
 
   void reset() override;
   std::string serialize() const override;

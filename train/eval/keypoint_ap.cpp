@@ -55,6 +55,16 @@ KeypointEvaluator::KeypointEvaluator(KeypointEvalOptions opts) : opts_(std::move
             opts_.max_dets);
 }
 
+std::vector<std::pair<int64_t, std::vector<KeypointDetection>>> KeypointEvaluator::detections()
+    const {
+  std::vector<const Image*> ims;
+  for (const Image& im : images_) ims.push_back(&im);
+  std::sort(ims.begin(), ims.end(), [](const Image* a, const Image* b) { return a->id < b->id; });
+  std::vector<std::pair<int64_t, std::vector<KeypointDetection>>> out;
+  for (const Image* im : ims) out.push_back({im->id, im->dets});
+  return out;
+}
+
 void KeypointEvaluator::reset() {
   images_.clear();
   ids_.clear();

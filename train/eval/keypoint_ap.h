@@ -83,6 +83,8 @@ class KeypointEvaluator : public Evaluator {
 
   /// Images added or merged (each id once).
   int64_t images() const { return static_cast<int64_t>(images_.size()); }
+  /// The detections added, per image in increasing id order.
+  std::vector<std::pair<int64_t, std::vector<KeypointDetection>>> detections() const;
 
   void reset() override;
   std::string serialize() const override;

@@ -391,6 +391,13 @@ class DetEvaluator final : public TaskEvaluator {
       eval_.add(truth.image_ids[i], truth.targets[i], dets[i]);
   }
 
+  std::vector<std::pair<std::string, std::string>> results_files() const override {
+    std::vector<int64_t> ids = val_.label_ids();  // COCO's category ids, or the labels
+    if (ids.empty())
+      for (size_t k = 1; k <= names_.size(); ++k) ids.push_back(static_cast<int64_t>(k));
+    return {{"detections.json", format_coco_results(eval_.detections(), ids)}};
+  }
+
   std::string table() const override {
     return eval_.options().metric == DetMetric::coco ? format_coco_summary(eval_.coco().stats) : "";
   }

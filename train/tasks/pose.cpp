@@ -448,6 +448,10 @@ class PoseEvaluator final : public TaskEvaluator {
     }
   }
 
+  std::vector<std::pair<std::string, std::string>> results_files() const override {
+    return {{"keypoints.json", format_coco_keypoint_results(eval_.detections())}};
+  }
+
   Json row() const override {
     const KeypointSummary s = eval_.coco();
     Json j = Json::object();
