@@ -188,6 +188,12 @@ void register_zoo_models() {
        "PSPNet (bins 1/2/3/6, 128-channel head) on a dilated ResNet-18, a small model"},
       {"deeplabv3_resnet18", seg::deeplabv3_resnet18,
        "DeepLabV3 (128-channel ASPP) on a dilated ResNet-18, a small model"},
+      {"pspnet_deepbase_resnet50", seg::pspnet_deepbase_resnet50,
+       "TorchCV's PSPNet (bins 1/2/3/6) on its deep-stem dilated ResNet-50 "
+       "(deepbase_resnet50_d8), TorchCV's names"},
+      {"pspnet_deepbase_resnet101", seg::pspnet_deepbase_resnet101,
+       "TorchCV's PSPNet (bins 1/2/3/6) on its deep-stem dilated ResNet-101 "
+       "(deepbase_resnet101_d8), TorchCV's names"},
   };
   for (const auto& m : segs) {
     const SegFn fn = m.fn;
@@ -197,8 +203,11 @@ void register_zoo_models() {
           return fn({.num_classes = o.num_classes, .in_channels = o.in_channels});
         },
         std::string(m.description) +
-            " with the auxiliary FCN head on layer3 (segmentation, output stride 8, outputs at "
-            "the input size); torchvision's segmentation names",
+            (std::string(m.name).find("deepbase") != std::string::npos
+                 ? " with the 512-channel auxiliary head (dsn) on layer3 (segmentation, output "
+                   "stride 8, outputs at the input size)"
+                 : " with the auxiliary FCN head on layer3 (segmentation, output stride 8, "
+                   "outputs at the input size); torchvision's segmentation names"),
         {.num_classes = 21, .in_channels = 3});
   }
 }

@@ -124,4 +124,70 @@ PSPHead::PSPHead(int64_t in_channels, int64_t num_classes, const std::vector<int
   push_back(std::make_shared<nn::Conv2d>(channels, num_classes, 1));
 }
 
+// ---- TorchCV's PSPNet
+
+namespace {
+
+/// ModuleHelper.BNReLU(n, norm_type="batchnorm"): Sequential(BatchNorm2d(n), ReLU()).
+std::shared_ptr<nn::Sequential> bn_relu(int64_t channels) {
+  auto s = std::make_shared<nn::Sequential>();
+  s->push_back(std::make_shared<nn::BatchNorm2d>(channels));
+  s->push_back(std::make_shared<nn::ReLU>());
+  return s;
+}
+
+}  // namespace
+
+ConvBNReLUBlock::ConvBNReLUBlock(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                 int64_t padding) {
+  conv = register_module(
+      "conv", seg::conv(in_channels, out_channels, kernel, {.padding = padding, .bias = false}));
+  bn_relu = register_module("bn_relu", seg::bn_relu(out_channels));
+}
+
+Tensor ConvBNReLUBlock::forward(const Tensor& x) {
+  return bn_relu->forward(conv->forward(x));
+}
+
+PPMBilinearDeepsup::PPMBilinearDeepsup(int64_t in_channels, const std::vector<int64_t>& bins,
+                                       int64_t out_channels) {
+  TCV_CHECK(!bins.empty(), "[PPMBilinearDeepsup] needs at least one bin size");
+  ppm = register_module("ppm", std::make_shared<ModuleList>());
+  for (int64_t b : bins) {
+    TCV_CHECK(b > 0, "[PPMBilinearDeepsup] bin sizes must be positive, got ", b);
+    auto stage = std::make_shared<nn::Sequential>();
+    stage->push_back(std::make_shared<nn::AdaptiveAvgPool2d>(b));
+    stage->push_back(conv(in_channels, out_channels, 1));
+    stage->push_back(bn_relu(out_channels));
+    ppm->push_back(stage);
+  }
+}
+
+Tensor PPMBilinearDeepsup::forward(const Tensor& x) {
+  std::vector<Tensor> parts{x};  // x (N, in, H, W), then each bin (N, out, H, W)
+  parts.reserve(ppm->size() + 1);
+  for (size_t i = 0; i < ppm->size(); ++i)
+    parts.push_back(upsample_to((*ppm)[i]->forward(x), x));  // align_corners=False
+  return ops::cat(parts, 1);
+}
+
+std::shared_ptr<nn::Sequential> torchcv_dsn_head(int64_t in_channels, int64_t hidden,
+                                                 int64_t num_classes) {
+  auto s = std::make_shared<nn::Sequential>();
+  s->push_back(std::make_shared<ConvBNReLUBlock>(in_channels, hidden, 3, 1));
+  s->push_back(std::make_shared<nn::Dropout2d>(0.1));
+  s->push_back(std::make_shared<nn::Conv2d>(hidden, num_classes, 1));
+  return s;
+}
+
+std::shared_ptr<nn::Sequential> torchcv_psp_cls_head(int64_t in_channels, int64_t channels,
+                                                     int64_t num_classes) {
+  auto s = std::make_shared<nn::Sequential>();
+  s->push_back(conv(in_channels, channels, 3, {.padding = 1, .bias = false}));
+  s->push_back(bn_relu(channels));
+  s->push_back(std::make_shared<nn::Dropout2d>(0.1));
+  s->push_back(std::make_shared<nn::Conv2d>(channels, num_classes, 1));
+  return s;
+}
+
 }  // namespace tcv::models::seg

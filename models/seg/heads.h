@@ -106,4 +106,43 @@ class PSPHead : public nn::Sequential {
   std::string type_name() const override { return "PSPHead"; }
 };
 
+// ---- TorchCV's PSPNet (model/seg/nets/pspnet.py at 5cb5203), with its module names
+
+/// TorchCV's _ConvBatchNormReluBlock: `conv` (no bias, stride 1) then `bn_relu`
+/// = ModuleHelper.BNReLU (norm_type batchnorm): Sequential(BatchNorm2d, ReLU).
+class ConvBNReLUBlock : public nn::Module {
+ public:
+  ConvBNReLUBlock(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t padding);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "_ConvBatchNormReluBlock"; }
+
+  std::shared_ptr<nn::Conv2d> conv;
+  std::shared_ptr<nn::Sequential> bn_relu;
+};
+
+/// TorchCV's PPMBilinearDeepsup: `ppm` (a ModuleList), one Sequential per bin b:
+/// 0: AdaptiveAvgPool2d(b) · 1: 1x1 conv in → out (no bias) · 2: Sequential(BN, ReLU);
+/// each upsampled bilinearly with align_corners=False (TorchCV's source at HEAD;
+/// issue 27 says True) and concatenated after the input: (N, in + bins·out, H, W).
+class PPMBilinearDeepsup : public nn::Module {
+ public:
+  PPMBilinearDeepsup(int64_t in_channels, const std::vector<int64_t>& bins = {1, 2, 3, 6},
+                     int64_t out_channels = 512);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "PPMBilinearDeepsup"; }
+
+  std::shared_ptr<nn::Sequential> ppm;  // printed as ModuleList
+};
+
+/// TorchCV's `dsn` head on layer3: 0: _ConvBatchNormReluBlock(in, in / 2, 3x3, pad 1)
+/// · 1: Dropout2d(0.1) · 2: 1x1 conv to the classes (with bias). PSPNet passes
+/// in = num_features / 2 = 1024 and hidden num_features / 4 = 512.
+std::shared_ptr<nn::Sequential> torchcv_dsn_head(int64_t in_channels, int64_t hidden,
+                                                 int64_t num_classes);
+
+/// TorchCV's `cls` head after the pyramid pooling: 0: 3x3 conv in → 512 (pad 1, no
+/// bias) · 1: Sequential(BN, ReLU) · 2: Dropout2d(0.1) · 3: 1x1 conv to the classes.
+std::shared_ptr<nn::Sequential> torchcv_psp_cls_head(int64_t in_channels, int64_t channels,
+                                                     int64_t num_classes);
+
 }  // namespace tcv::models::seg

@@ -1,5 +1,8 @@
 #include "models/seg/segmentation.h"
 
+#include <array>
+#include <utility>
+
 #include "engine/ops/nn.h"
 #include "models/seg/heads.h"
 
@@ -27,6 +30,51 @@ std::shared_ptr<cls::ResNet> dilated_resnet(const SegModelOptions& o) {
   }
 }
 
+/// TorchCV's DeepbaseResNet (lib/model/base/deepbase_resnet.py) cut as pspnet.py
+/// cuts it: stage1 = conv1, bn1, relu1, conv2, bn2, relu2, conv3, bn3, relu3,
+/// maxpool, layer1, layer2, layer3; stage2 = layer4. Dilated as torchvision's
+/// replace_stride_with_dilation (deepbase_resnet*_d8: {False, True, True}):
+/// layer3's first block keeps dilation 1 with stride 1, its others 2; layer4's
+/// first 2, its others 4. Initialised as DeepbaseResNet: kaiming_normal_(fan_out,
+/// relu) convolutions, BN weight 1 and bias 0.
+std::pair<std::shared_ptr<nn::Sequential>, std::shared_ptr<nn::Sequential>> deepbase_stages(
+    const SegModelOptions& o) {
+  TCV_CHECK(o.depth == 50 || o.depth == 101,
+            "[SegmentationModel] TorchCV's deep-base ResNet depth must be 50 or 101, got ",
+            o.depth);
+  TCV_CHECK(o.output_stride == 8 || o.output_stride == 16,
+            "[SegmentationModel] output_stride must be 8 or 16, got ", o.output_stride);
+  auto conv3x3 = [](int64_t in, int64_t out, int64_t stride) {
+    return std::make_shared<nn::Conv2d>(
+        in, out, 3, nn::Conv2dOptions{.stride = stride, .padding = 1, .bias = false});
+  };
+  auto stage1 = std::make_shared<nn::Sequential>();
+  stage1->push_back(conv3x3(o.in_channels, 64, 2));  // 0 conv1
+  stage1->push_back(std::make_shared<nn::BatchNorm2d>(64));
+  stage1->push_back(std::make_shared<nn::ReLU>());
+  stage1->push_back(conv3x3(64, 64, 1));  // 3 conv2
+  stage1->push_back(std::make_shared<nn::BatchNorm2d>(64));
+  stage1->push_back(std::make_shared<nn::ReLU>());
+  stage1->push_back(conv3x3(64, 128, 1));  // 6 conv3
+  stage1->push_back(std::make_shared<nn::BatchNorm2d>(128));
+  stage1->push_back(std::make_shared<nn::ReLU>());
+  // nn.MaxPool2d(kernel_size=3, stride=2, padding=1): floor mode (issue 27 says
+  // ceil mode; the source at HEAD has none).
+  stage1->push_back(
+      std::make_shared<nn::MaxPool2d>(3, nn::Pool2dOptions{.stride = 2, .padding = 1}));
+  const std::array<int64_t, 4> blocks =
+      o.depth == 50 ? std::array<int64_t, 4>{3, 4, 6, 3} : std::array<int64_t, 4>{3, 4, 23, 3};
+  const auto kind = cls::BlockKind::bottleneck;
+  cls::LayerState s{.inplanes = 128, .dilation = 1, .groups = 1, .base_width = 64};
+  stage1->push_back(cls::make_resnet_layer(kind, s, 64, blocks[0]));
+  stage1->push_back(cls::make_resnet_layer(kind, s, 128, blocks[1], 2, false));
+  stage1->push_back(cls::make_resnet_layer(kind, s, 256, blocks[2], 2, o.output_stride == 8));
+  auto stage2 = cls::make_resnet_layer(kind, s, 512, blocks[3], 2, true);
+  cls::init_resnet_weights(*stage1);
+  cls::init_resnet_weights(*stage2);
+  return {stage1, stage2};
+}
+
 Tensor upsample_to(const Tensor& x, int64_t h, int64_t w) {
   return ops::upsample(x, {h, w}, {.mode = ops::InterpMode::bilinear});
 }
@@ -37,6 +85,22 @@ SegmentationModel::SegmentationModel(SegHead head_, SegModelOptions opts)
     : head(head_), options(std::move(opts)) {
   TCV_CHECK(options.num_classes > 0, "[SegmentationModel] num_classes must be positive, got ",
             options.num_classes);
+  if (head == SegHead::pspnet_deepbase) {
+    // TorchCV's registration order: stage1, stage2, dsn, ppm, cls.
+    auto [s1, s2] = deepbase_stages(options);
+    stage1 = register_module("stage1", s1);
+    stage2 = register_module("stage2", s2);
+    const int64_t features = 2048;  // num_features (512 only for resnet18 in TorchCV)
+    if (options.aux == AuxHead::on)
+      dsn =
+          register_module("dsn", torchcv_dsn_head(features / 2, features / 4, options.num_classes));
+    const int64_t width = options.head_channels > 0 ? options.head_channels : 512;
+    auto p = std::make_shared<PPMBilinearDeepsup>(features, options.pyramid_bins, width);
+    ppm = register_module("ppm", p);
+    const int64_t cat = features + static_cast<int64_t>(options.pyramid_bins.size()) * width;
+    cls = register_module("cls", torchcv_psp_cls_head(cat, width, options.num_classes));
+    return;
+  }
   backbone = register_module("backbone", dilated_resnet(options));
   const auto ch = backbone->feature_channels();  // {.., layer3 1024, layer4 2048}
   const bool small = options.depth < 50;         // BasicBlock: layer4 has 512 channels
@@ -59,6 +123,7 @@ SegmentationModel::SegmentationModel(SegHead head_, SegModelOptions opts)
       classifier =
           register_module("classifier", std::make_shared<FCNHead>(ch[4], options.num_classes));
       break;
+    case SegHead::pspnet_deepbase:  // unreachable: built above
     case SegHead::pspnet:
       classifier = register_module(
           "classifier",
@@ -78,6 +143,14 @@ SegOutput SegmentationModel::forward_seg(const Tensor& x) {
   TCV_CHECK(x.dim() == 4, "[", type_name(), "] expects input (N, ", options.in_channels,
             ", H, W), got ", x.shape_str());
   const int64_t h = x.size(2), w = x.size(3);
+  if (head == SegHead::pspnet_deepbase) {
+    // pspnet.py's forward; both upsamplings align_corners=False as TorchCV's HEAD.
+    const Tensor l3 = stage1->forward(x);  // (N, 1024, H/8, W/8)
+    SegOutput o;
+    if (dsn) o.aux = upsample_to(dsn->forward(l3), h, w);
+    o.out = upsample_to(cls->forward(ppm->forward(stage2->forward(l3))), h, w);
+    return o;
+  }
   cls::ResNetFeatures f = backbone->forward_features(x);
   SegOutput o;
   o.out = upsample_to(classifier->forward(f.layer4), h, w);
@@ -88,6 +161,9 @@ SegOutput SegmentationModel::forward_seg(const Tensor& x) {
 Tensor SegmentationModel::forward(const Tensor& x) {
   TCV_CHECK(x.dim() == 4, "[", type_name(), "] expects input (N, ", options.in_channels,
             ", H, W), got ", x.shape_str());
+  if (head == SegHead::pspnet_deepbase)
+    return upsample_to(cls->forward(ppm->forward(stage2->forward(stage1->forward(x)))), x.size(2),
+                       x.size(3));
   const Tensor features = backbone->forward(x);  // layer4
   return upsample_to(classifier->forward(features), x.size(2), x.size(3));
 }
@@ -99,6 +175,7 @@ std::string SegmentationModel::type_name() const {
     case SegHead::fcn:
       return "FCN";
     case SegHead::pspnet:
+    case SegHead::pspnet_deepbase:
       return "PSPNet";
   }
   return "SegmentationModel";
@@ -137,6 +214,12 @@ std::shared_ptr<SegmentationModel> pspnet_resnet18(SegModelOptions opts) {
 std::shared_ptr<SegmentationModel> deeplabv3_resnet18(SegModelOptions opts) {
   return make(SegHead::deeplabv3, 18, std::move(opts));
 }
+std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet50(SegModelOptions opts) {
+  return make(SegHead::pspnet_deepbase, 50, std::move(opts));
+}
+std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet101(SegModelOptions opts) {
+  return make(SegHead::pspnet_deepbase, 101, std::move(opts));
+}
 
 namespace {
 
@@ -155,6 +238,8 @@ constexpr Named kModels[] = {
     {"pspnet_resnet18", SegHead::pspnet, 18},
     {"pspnet_resnet50", SegHead::pspnet, 50},
     {"pspnet_resnet101", SegHead::pspnet, 101},
+    {"pspnet_deepbase_resnet50", SegHead::pspnet_deepbase, 50},
+    {"pspnet_deepbase_resnet101", SegHead::pspnet_deepbase, 101},
 };
 
 }  // namespace

@@ -9,6 +9,24 @@
 //
 // Both outputs are upsampled bilinearly (align_corners false) to the input's size.
 //
+// pspnet_deepbase_resnet50/101 are PSPNet as TorchCV builds it (model/seg/nets/
+// pspnet.py and lib/model/base/deepbase_resnet.py at 5cb5203), with TorchCV's
+// state_dict names, so a TorchCV checkpoint's keys map one to one:
+//
+//   stage1.0/1/2        conv1 (3→64, 3x3 stride 2), bn1, relu1  } the deep stem
+//   stage1.3/4/5        conv2 (64→64), bn2, relu2                }
+//   stage1.6/7/8        conv3 (64→128), bn3, relu3               }
+//   stage1.9            maxpool 3x3 / 2, padding 1, floor (ceil_mode false)
+//   stage1.10/11/12     layer1 (reads 128 channels), layer2, layer3 (dilated)
+//   stage2              layer4 (dilated)
+//   dsn.0.conv, dsn.0.bn_relu.0, dsn.2      aux head on layer3 (1024→512→classes)
+//   ppm.ppm.k.1, ppm.ppm.k.2.0              pyramid pooling, bins 1, 2, 3, 6
+//   cls.0, cls.1.0, cls.3                   3x3 conv 4096→512, BN, 1x1 → classes
+//
+// (the backbone's names: stage1.10.* is TorchCV's pretrained layer1.*, and so on).
+// TorchCV's source at HEAD upsamples with align_corners=False everywhere (issue
+// 27's text says True); tcv follows the source.
+//
 //   auto net = deeplabv3_resnet50({.num_classes = 21});
 //   SegOutput o = net->forward_seg(x);  // o.out, o.aux: (N, 21, H, W)
 #pragma once
@@ -30,6 +48,10 @@ enum class SegHead : uint8_t {
   fcn,
   /// PSPNet: pyramid pooling (bins 1, 2, 3, 6) → 3x3 conv to 512 → 1x1 conv.
   pspnet,
+  /// TorchCV's PSPNet: the same head on TorchCV's deep-stem ResNet, with a
+  /// 512-channel `dsn` aux head and TorchCV's module names (stage1, stage2, dsn,
+  /// ppm, cls). ResNet-50/101 only.
+  pspnet_deepbase,
 };
 
 /// Whether the model has the auxiliary FCN head on layer3 (torchvision's aux_loss).
@@ -83,6 +105,13 @@ class SegmentationModel : public nn::Module {
   std::shared_ptr<cls::ResNet> backbone;
   std::shared_ptr<nn::Sequential> classifier;
   std::shared_ptr<nn::Sequential> aux_classifier;  // null with AuxHead::off
+
+  // SegHead::pspnet_deepbase only (the three above are then null), TorchCV's names:
+  std::shared_ptr<nn::Sequential> stage1;  // deep stem, maxpool, layer1..layer3
+  std::shared_ptr<nn::Sequential> stage2;  // layer4
+  std::shared_ptr<nn::Sequential> dsn;     // aux head on layer3; null with AuxHead::off
+  std::shared_ptr<nn::Module> ppm;         // PPMBilinearDeepsup
+  std::shared_ptr<nn::Sequential> cls;
 };
 
 /// torchvision's deeplabv3_resnet50: 42,004,074 parameters at 21 classes with aux.
@@ -101,10 +130,14 @@ std::shared_ptr<SegmentationModel> pspnet_resnet101(SegModelOptions opts = {});
 /// 64-channel auxiliary head (mmsegmentation's pspnet/deeplabv3 r18-d8).
 std::shared_ptr<SegmentationModel> pspnet_resnet18(SegModelOptions opts = {});
 std::shared_ptr<SegmentationModel> deeplabv3_resnet18(SegModelOptions opts = {});
+/// TorchCV's PSPNet on deepbase_resnet50_d8: 51,444,710 parameters at 19 classes.
+std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet50(SegModelOptions opts = {});
+/// TorchCV's PSPNet on deepbase_resnet101_d8: 70,436,838 parameters at 19 classes.
+std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet101(SegModelOptions opts = {});
 
 /// The segmentation models by registry name (deeplabv3_resnet18/50/101,
-/// fcn_resnet50/101, pspnet_resnet18/50/101) with `opts` (its depth set by
-/// the name); null for another name.
+/// fcn_resnet50/101, pspnet_resnet18/50/101, pspnet_deepbase_resnet50/101) with `opts` (its depth
+/// set by the name); null for another name.
 std::shared_ptr<SegmentationModel> create_segmentation_model(const std::string& name,
                                                              SegModelOptions opts);
 /// Those names.

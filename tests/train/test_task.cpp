@@ -272,7 +272,17 @@ TEST(Tasks, ShippedDetectionAndSegmentationConfigsAreValid) {
   EXPECT_EQ(by_name.at("det/coco_ssd300.toml").get_string("val.metric"), "coco");
   // TorchCV's Cityscapes PSPNet recipe.
   const Config& city = by_name.at("seg/cityscapes_pspnet_r101.toml");
-  EXPECT_EQ(city.get_string("network.model_name"), "pspnet_resnet101");
+  // TorchCV's PSPNet recipe (issue 27, part 1): its model, batch, schedule and loss.
+  EXPECT_EQ(city.get_string("network.model_name"), "pspnet_deepbase_resnet101");
+  EXPECT_EQ(city.get_int("train.batch_size"), 1);  // per process, 4 processes
+  EXPECT_EQ(city.get_doubles("train.aug_trans.random_resize.scale_range"),
+            (std::vector<double>{0.5, 2.0}));
+  EXPECT_DOUBLE_EQ(city.get_double("solver.lr.base_lr"), 0.01);
+  EXPECT_DOUBLE_EQ(city.get_double("solver.lr.lambda_poly.power"), 0.9);
+  EXPECT_FALSE(city.get_bool("solver.lr.is_warm"));
+  EXPECT_EQ(city.get_string("loss.loss_type"), "seg_auxce_loss");  // dsnce_loss, no OHEM
+  EXPECT_DOUBLE_EQ(city.get_double("loss.loss_weights.aux_loss"), 0.4);
+  EXPECT_EQ(make_task(city)->make_model()->num_parameters(), 70436838);  // 19 classes
   EXPECT_EQ(city.get_ints("train.aug_trans.random_crop.crop_size"),
             (std::vector<int64_t>{769, 769}));
   EXPECT_EQ(city.get_int("solver.max_iters"), 40000);
