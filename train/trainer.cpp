@@ -184,6 +184,16 @@ struct Trainer::Impl {
   TrainSummary summary;
   std::unique_ptr<TaskEvaluator> last_eval;  // the latest evaluation, for report.html
 
+  // train.conv_algo, where set, for this trainer's lifetime (the choice is
+  // process-wide: the previous one comes back when the trainer goes).
+  struct ConvAlgoChoice {
+    ops::ConvAlgo saved = ops::get_conv_algo();
+    bool set = false;
+    ~ConvAlgoChoice() {
+      if (set) ops::set_conv_algo(saved);
+    }
+  } conv_algo;
+
   // How each step runs (set at the start of run()).
   struct StepSettings {
     int64_t display = 1, test_interval = 0, save_iters = 0, save_epoch = 0;
@@ -407,6 +417,11 @@ struct Trainer::Impl {
     s.save_iters = cfg.get_int("solver.save_iters");
     s.save_epoch = cfg.get_int("solver.save_epoch");
     s.clip_norm = cfg.get_double("solver.clip_grad_norm");
+    if (cfg.is_set("train.conv_algo")) {
+      ops::set_conv_algo(
+          ops::parse_conv_algo(cfg.get_string("train.conv_algo"), "train.conv_algo"));
+      conv_algo.set = true;
+    }
     s.amp = autocast::parse_mode(cfg.get_string("train.amp"), s.amp_dtype);
     if (s.amp && !device.is_cuda())
       throw ConfigError(at_key(cfg, "train.amp") +

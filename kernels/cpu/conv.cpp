@@ -254,8 +254,6 @@ void backward_gemm(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* 
 /// 3x3 conv over 4096 channels at 32x32 (batch 4) asks 456 MiB forward and
 /// backward-data (1.4x and 3x faster than direct), 1 GiB backward-weights.
 constexpr size_t kWinogradScratchpadLimit = size_t(512) << 20;
-/// The smallest output height and width that run Winograd (see make_entry).
-constexpr int64_t kWinogradMinOutput = 8;
 
 struct ConvEntry {
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -276,7 +274,8 @@ Cache<ConvEntry>& conv_cache() {
   return cache;
 }
 
-std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice, ConvAct act) {
+std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses& wino,
+                                      ConvAct act) {
   const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.k, g.oh, g.ow};
   const memory::dims w_dims =
       g.groups == 1 ? memory::dims{g.k, g.c, g.r, g.s}
@@ -301,22 +300,11 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
     fwd_attr.set_post_ops(po);
   }
 
-  // Winograd F(4x4, 3x3) for every pass of a 3x3 stride-1 layer on whole
-  // 16-channel blocks with at least 8x8 outputs, chosen here rather than by
-  // oneDNN's convolution_auto, whose heuristic keeps training batches of up
-  // to 8 images on direct kernels although Winograd runs those passes 1.4-2.6x
-  // faster (bench/bench_conv.cpp). Direct where oneDNN has no Winograd kernel
-  // (CPUs without AVX-512), where the pass's scratchpad (a grow-only buffer,
-  // so resident from then on) would pass kWinogradScratchpadLimit, and on
-  // smaller maps (5x5 and below: 2-8x slower). Other channel counts stay
-  // direct: SSD's box heads (24, 84 or 126 output channels) ran Winograd's
-  // backward-weights pass at a small fraction of the direct kernels' speed.
-  const bool winograd = algo_choice == ConvAlgo::automatic && g.r == 3 && g.s == 3 &&
-                        g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 &&
-                        g.dilation[1] == 1 && g.groups == 1 && g.c % kChannelBlock == 0 &&
-                        g.k % kChannelBlock == 0 && g.oh >= kWinogradMinOutput &&
-                        g.ow >= kWinogradMinOutput;
-  auto choose = [&](auto make) {
+  // `wino`: the passes that may run Winograd F(4x4, 3x3) (winograd_passes;
+  // kernels/cpu/conv.h says why). Direct where oneDNN has no Winograd kernel
+  // (CPUs without AVX-512) and where the pass's scratchpad (a grow-only
+  // buffer, so resident from then on) would pass kWinogradScratchpadLimit.
+  auto choose = [&](bool winograd, auto make) {
     if (winograd) try {
         auto pd = make(dnnl::algorithm::convolution_winograd);
         if (pd.scratchpad_desc().get_size() <= kWinogradScratchpadLimit) return pd;
@@ -327,7 +315,7 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   };
   auto e = std::make_unique<ConvEntry>();
   e->bias_md = b_md;
-  e->fwd_pd = choose([&](dnnl::algorithm a) {
+  e->fwd_pd = choose(wino.forward, [&](dnnl::algorithm a) {
     return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, a, x_any, w_any, b_md,
                                         y_any, strides, dil, pad_l, pad_r),
@@ -349,7 +337,7 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   // activation's, then the plain convolution's (another entry).
   if (act != ConvAct::none) return e;
 
-  e->bwd_data_pd = choose([&](dnnl::algorithm a) {
+  e->bwd_data_pd = choose(wino.backward_data, [&](dnnl::algorithm a) {
     return dnnl::convolution_backward_data::primitive_desc(
         dnnl::convolution_backward_data::desc(a, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
         attr, engine(), e->fwd_pd);
@@ -359,7 +347,7 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   e->w_bd = Layout(w_plain, e->bwd_data_pd.weights_desc(), true, false);
   e->dx_bd = Layout(x_plain, e->bwd_data_pd.diff_src_desc(), false, true);
 
-  e->bwd_weights_pd = choose([&](dnnl::algorithm a) {
+  e->bwd_weights_pd = choose(wino.backward_weights, [&](dnnl::algorithm a) {
     return dnnl::convolution_backward_weights::primitive_desc(
         dnnl::convolution_backward_weights::desc(a, x_any, w_any, b_md, y_any, strides, dil, pad_l,
                                                  pad_r),
@@ -386,7 +374,9 @@ std::atomic<ConvAlgo>& conv_algo() {
 }
 
 const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none) {
-  const ConvAlgo algo = get_conv_algo();
+  // Keyed by the passes that run Winograd, so algorithm choices that agree on
+  // a layer share its primitives.
+  const WinogradPasses wino = winograd_passes(g, get_conv_algo());
   const Key key{g.n,
                 g.c,
                 g.h,
@@ -402,9 +392,9 @@ const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none) {
                 g.dilation[1],
                 g.groups,
                 g.has_bias,
-                static_cast<int64_t>(algo),
+                wino.forward + 2 * wino.backward_data + 4 * wino.backward_weights,
                 static_cast<int64_t>(act)};
-  return conv_cache().get(key, [&] { return make_entry(g, algo, act); });
+  return conv_cache().get(key, [&] { return make_entry(g, wino, act); });
 }
 
 // A blocked KTensor only where the primitive's layout is nChw16c (the caller
@@ -564,10 +554,37 @@ std::string conv2d_impl_names(const Conv2dGeom& g) {
          e.bwd_weights_pd.impl_info_str();
 }
 
+WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
+  // The smallest output height and width that run Winograd: on 5x5 maps and
+  // smaller it ran 2-8x slower than direct.
+  constexpr int64_t kWinogradMinOutput = 8;
+  const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                        g.dilation[0] == 1 && g.dilation[1] == 1 && g.groups == 1 &&
+                        g.c % kChannelBlock == 0 && g.k % kChannelBlock == 0 &&
+                        g.oh >= kWinogradMinOutput && g.ow >= kWinogradMinOutput;
+  // automatic: no pass of oneDNN's Winograd stayed within direct convolution's
+  // error bound on the layers tcv trains (kernels/cpu/conv.h).
+  if (!shape_ok || algo != ConvAlgo::winograd) return {};
+  return {true, true, true};
+}
+
 ConvAlgo parse_conv_algo(const std::string& text, const std::string& what) {
   if (text == "auto") return ConvAlgo::automatic;
   if (text == "direct") return ConvAlgo::direct;
-  TCV_THROW(what, " must be \"auto\" or \"direct\", got \"", text, "\"");
+  if (text == "winograd") return ConvAlgo::winograd;
+  TCV_THROW(what, " must be \"auto\", \"direct\" or \"winograd\", got \"", text, "\"");
+}
+
+const char* conv_algo_name(ConvAlgo algo) {
+  switch (algo) {
+    case ConvAlgo::automatic:
+      return "auto";
+    case ConvAlgo::direct:
+      return "direct";
+    case ConvAlgo::winograd:
+      return "winograd";
+  }
+  return "?";
 }
 
 void set_conv_algo(ConvAlgo algo) {

@@ -140,6 +140,18 @@ TEST(Config, BadValuesNameKeyAndLine) {
   Config w;
   w.set_override("solver.lr.is_warm=true");
   EXPECT_TRUE(has(error_of([&] { w.validate(); }), "solver.lr.warm.warm_iters"));
+
+  const std::string algo =
+      error_of([] { Config::from_string("[train]\nconv_algo = \"fast\"\n", "a.toml").validate(); });
+  EXPECT_EQ(algo,
+            "a.toml:2: train.conv_algo: unknown value 'fast' (valid: auto, direct, winograd)");
+  for (const char* ok : {"auto", "direct", "winograd"}) {
+    Config a;
+    a.set_override(std::string("train.conv_algo=\"") + ok + "\"");
+    EXPECT_NO_THROW(a.validate()) << ok;
+    EXPECT_TRUE(a.is_set("train.conv_algo"));
+  }
+  EXPECT_FALSE(Config().is_set("train.conv_algo"));  // then TCV_CONV_ALGO, else auto
 }
 
 TEST(Config, WritesResolvedTomlThatReadsBack) {
