@@ -1,7 +1,8 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
 // f32 runs through oneDNN (blocked layouts inside; activations may also come
-// and go in nChw16c, see conv2d_blocked_layouts); f64 through im2col and
+// and go in nChw16c, see conv2d_blocked_layouts), and so does bf16 (mixed
+// precision, on CPUs with bf16 instructions: bf16_supported); f64 through im2col and
 // OpenBLAS's dgemm (gradient checks, f64 runs of whole networks); the direct
 // reference loops are the test oracle.
 #pragma once
@@ -58,8 +59,9 @@ void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& w
                          const KTensor& dy, const KTensor* dx, const KTensor* dweight,
                          const KTensor* dbias);
 
-/// Which activations of g's f32 oneDNN primitives are in the nChw16c layout
-/// (kernels/cpu/blocked.h). Exactly those may be passed to conv2d_forward and
+/// Which activations of g's oneDNN primitives of `dtype` (f32, bf16) are in the
+/// blocked layout (nChw16c for f32, channels last for bf16:
+/// kernels/cpu/blocked.h). Exactly those may be passed to conv2d_forward and
 /// conv2d_backward as KTensors with `blocked` set (dst and diff_src: are
 /// written blocked); every other tensor is row-major.
 struct ConvBlockedLayouts {
@@ -68,7 +70,13 @@ struct ConvBlockedLayouts {
   bool bwd_src = false, bwd_diff_dst = false;  // backward-weights
 };
 /// `act`: that of the forward pass (conv2d_forward with an activation).
-ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act = ConvAct::none);
+ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act = ConvAct::none,
+                                          DType dtype = DType::f32);
+
+/// Whether this CPU runs bf16 convolutions and matrix products in hardware
+/// (AVX512_BF16 or AMX-BF16 in the ISA oneDNN dispatches to; ONEDNN_MAX_CPU_ISA
+/// can lower it). The CPU kernels take bf16 tensors only then.
+bool bf16_supported();
 
 /// Number of distinct convolution configurations whose primitives are cached.
 size_t conv2d_cache_size();
