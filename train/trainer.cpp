@@ -199,7 +199,7 @@ struct Trainer::Impl {
     int64_t display = 1, test_interval = 0, save_iters = 0, save_epoch = 0;
     int64_t stop_at = 0;  // the end, or an interruption asked for by the caller
     double clip_norm = 0;
-    bool amp = false;  // mixed precision (CUDA): autocast for forward; f16 also scales the loss
+    bool amp = false;  // mixed precision: autocast for forward; f16 (CUDA) also scales the loss
     DType amp_dtype = DType::bf16;
     std::unique_ptr<GradScaler> scaler;
     NonFinite nonfinite = NonFinite::stop;
@@ -423,10 +423,9 @@ struct Trainer::Impl {
       conv_algo.set = true;
     }
     s.amp = autocast::parse_mode(cfg.get_string("train.amp"), s.amp_dtype);
-    if (s.amp && !device.is_cuda())
-      throw ConfigError(at_key(cfg, "train.amp") +
-                        ": mixed precision runs on CUDA only (device is " + device.str() +
-                        "); use \"off\"");
+    if (s.amp && !autocast::supported(device, s.amp_dtype))
+      throw ConfigError(at_key(cfg, "train.amp") + ": " +
+                        autocast::unsupported_reason(device, s.amp_dtype));
     if (s.amp && s.amp_dtype == DType::f16) s.scaler = std::make_unique<GradScaler>();
     s.stop_at = opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
     s.nonfinite = cfg.get_string("solver.nonfinite") == "skip" ? NonFinite::skip : NonFinite::stop;

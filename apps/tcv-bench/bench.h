@@ -165,9 +165,13 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
   if (!o.conv_algo.empty() && o.conv_algo != "auto" && o.conv_algo != "direct" &&
       o.conv_algo != "winograd")
     throw UsageError{"--conv-algo must be auto, direct or winograd, got '" + o.conv_algo + "'"};
-  if (o.device == "cpu" && o.dtype != "f32")
-    throw Error("[tcv-bench train] --dtype " + o.dtype +
-                ": mixed precision runs on CUDA only (use --device cuda, or --dtype f32)");
+  if (o.device == "cpu" && o.dtype != "f32") {
+    DType dt = DType::bf16;
+    autocast::parse_mode(o.dtype, dt);
+    if (!autocast::supported(kCPU, dt))
+      throw Error("[tcv-bench train] --dtype " + o.dtype + ": " +
+                  autocast::unsupported_reason(kCPU, dt));
+  }
   if (o.device != "cpu") {
     const Device d = Device::parse(o.device);
     if (!cuda_ops_supported())
