@@ -1,5 +1,7 @@
 #include "engine/autocast.h"
 
+#include "kernels/cpu/conv.h"
+
 namespace tcv::autocast {
 
 namespace {
@@ -46,6 +48,24 @@ bool needs_low(std::initializer_list<const Tensor*> ts) {
 
 bool needs_f32(const Tensor& t) {
   return t_enabled && t.defined() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16);
+}
+
+bool supported(Device device, DType dtype) {
+  return unsupported_reason(device, dtype).empty();
+}
+
+std::string unsupported_reason(Device device, DType dtype) {
+  if (dtype != DType::bf16 && dtype != DType::f16)
+    return std::string("mixed precision is bf16 or f16, not ") + dtype_name(dtype);
+  if (device.is_cuda()) return "";
+  if (dtype == DType::f16)
+    return "f16 mixed precision runs on CUDA only (the " + device.str() +
+           " has no f16 kernels); use bf16 on a CPU with bf16 instructions, or \"off\"";
+  if (!kernels::cpu::bf16_supported())
+    return "bf16 mixed precision on the " + device.str() +
+           " needs AVX512_BF16 or AMX-BF16 instructions, which this CPU does not offer (or "
+           "ONEDNN_MAX_CPU_ISA hides); use \"off\"";
+  return "";
 }
 
 bool parse_mode(const std::string& mode, DType& dtype) {

@@ -1,10 +1,9 @@
 // Mixed precision, autocast-style: inside an autocast::Guard the ops that
 // gain from 16-bit math (conv2d, linear, matmul) cast their floating inputs
-// to the guard's dtype, the ones that need range or precision (softmax,
-// log_softmax, the losses, batch norm statistics) compute in f32, and the
-// rest run in whatever dtype their inputs have. Casts are ordinary ops, so
-// gradients flow back to f32 master weights in f32. Backward runs with
-// autocast off.
+// to the guard's dtype (on CUDA f16 or bf16, on the CPU bf16: supported()), the ones that need
+// range or precision (softmax, log_softmax, the losses, batch norm statistics) compute in f32, and
+// the rest run in whatever dtype their inputs have. Casts are ordinary ops, so gradients flow back
+// to f32 master weights in f32. Backward runs with autocast off.
 #pragma once
 
 #include "engine/tensor.h"
@@ -41,6 +40,14 @@ bool needs_low(std::initializer_list<const Tensor*> ts);
 /// True when autocast is on and t is f16 or bf16: an f32 op then re-calls
 /// itself with to_f32(t).
 bool needs_f32(const Tensor& t);
+
+/// Whether `device` runs mixed precision in `dtype`: CUDA f16 and bf16; the
+/// CPU bf16 where it has bf16 instructions (AVX512_BF16 or AMX-BF16, as oneDNN
+/// dispatches: kernels::cpu::bf16_supported), never f16.
+bool supported(Device device, DType dtype);
+/// Why `device` cannot run mixed precision in `dtype`, as a sentence naming the
+/// device and what it lacks; empty when supported().
+std::string unsupported_reason(Device device, DType dtype);
 
 /// Parses "off" | "bf16" | "f16" (config values); throws naming the value.
 /// Returns false for "off", else true with `dtype` set.

@@ -1,6 +1,7 @@
 #include "engine/tensor.h"
 
 #include "kernels/cpu/blocked.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cuda/runtime.h"
 
 #include <algorithm>
@@ -63,19 +64,20 @@ Storage::~Storage() {
   }
 }
 
-void Storage::mark_blocked(const std::vector<int64_t>& dims) {
-  TCV_CHECK(dims.size() == 4 && device_.is_cpu() &&
-                static_cast<size_t>(shape_numel(dims)) * sizeof(float) == nbytes_,
-            "[tensor] a blocked storage holds one 4-D f32 tensor, got ", shape_str(dims), " over ",
-            nbytes_, " bytes");
+void Storage::mark_blocked(const std::vector<int64_t>& dims, DType dtype) {
+  TCV_CHECK(dims.size() == 4 && device_.is_cpu() && (dtype == DType::f32 || dtype == DType::bf16) &&
+                static_cast<size_t>(shape_numel(dims)) * dtype_size(dtype) == nbytes_,
+            "[tensor] a blocked storage holds one 4-D f32 or bf16 tensor, got ", shape_str(dims),
+            " ", dtype_name(dtype), " over ", nbytes_, " bytes");
   TCV_CHECK(!was_blocked_, "[tensor] a storage is declared blocked once, when it is made");
   blocked_dims_ = dims;
+  blocked_dtype_ = dtype;
   was_blocked_ = true;
   blocked_.store(true, std::memory_order_release);
 }
 
 void* Storage::data() const {
-  TCV_CHECK(!blocked(), "[tensor] the storage holds nChw16c bytes (", shape_str(blocked_dims_),
+  TCV_CHECK(!blocked(), "[tensor] the storage holds blocked bytes (", shape_str(blocked_dims_),
             "): make_row_major() converts them before a row-major read");
   // After a conversion the row-major bytes are the second buffer; blocked()'s
   // acquire orders this read after its publication.
@@ -96,7 +98,7 @@ void* Storage::make_row_major() const {
     if (blocked_.load(std::memory_order_relaxed)) {
       void* plain = backend::allocate(nbytes_, device_);
       profiler::Scope prof("blocked_to_nchw", device_);
-      kernels::cpu::blocked_to_nchw(blocked_dims_.data(), data_, plain);
+      kernels::cpu::blocked_to_nchw(blocked_dims_.data(), blocked_dtype_, data_, plain);
       row_major_ = plain;
       blocked_.store(false, std::memory_order_release);
     }
@@ -208,8 +210,9 @@ kernels::KTensor Tensor::strided_desc() const {
 
 bool Tensor::is_blocked() const {
   const auto& i = impl();
-  return i.storage->blocked() && i.offset == 0 && dim() == 4 && i.dtype == DType::f32 &&
-         nbytes() == i.storage->nbytes() && is_contiguous();
+  return i.storage->blocked() && i.offset == 0 && dim() == 4 &&
+         i.dtype == i.storage->blocked_dtype() && nbytes() == i.storage->nbytes() &&
+         is_contiguous();
 }
 
 kernels::KTensor Tensor::desc_as_stored() const {
@@ -280,28 +283,33 @@ kernels::KTensor flat_desc(kernels::KTensor kt) {
 }
 
 bool blockable(const Shape& shape, DType dtype, Device device) {
-  return shape.size() == 4 && dtype == DType::f32 && device.is_cpu() && shape[1] > 0 &&
-         shape[1] % kernels::cpu::kChannelBlock == 0 && shape_numel(shape) > 0;
+  if (shape.size() != 4 || !device.is_cpu() || shape[1] <= 0 || shape_numel(shape) <= 0)
+    return false;
+  if (dtype == DType::f32) return shape[1] % kernels::cpu::kChannelBlock == 0;
+  return dtype == DType::bf16 && kernels::cpu::bf16_supported();  // channels last
 }
 
-Tensor empty_blocked(const Shape& shape) {
-  TCV_CHECK(blockable(shape, DType::f32, kCPU),
-            "[empty_blocked] needs (N, C, H, W) with C a multiple of ", kernels::cpu::kChannelBlock,
-            ", got ", shape_str(shape));
-  Tensor t = empty(shape);
-  t.storage()->mark_blocked(shape);
+Tensor empty_blocked(const Shape& shape, DType dtype) {
+  TCV_CHECK(blockable(shape, dtype, kCPU),
+            "[empty_blocked] needs (N, C, H, W) f32 with C a multiple of ",
+            kernels::cpu::kChannelBlock, ", or bf16 on a CPU with bf16 instructions, got ",
+            shape_str(shape), " ", dtype_name(dtype));
+  Tensor t = empty(shape, {.dtype = dtype});
+  t.storage()->mark_blocked(shape, dtype);
   return t;
 }
 
 Tensor to_blocked(const Tensor& t) {
   if (t.is_blocked()) return t;
   TCV_CHECK(blockable(t.shape(), t.dtype(), t.device()),
-            "[to_blocked] needs a CPU f32 (N, C, H, W) tensor with C a multiple of ",
-            kernels::cpu::kChannelBlock, ", got ", t.shape_str(), " ", dtype_name(t.dtype()));
+            "[to_blocked] needs a CPU (N, C, H, W) tensor, f32 with C a multiple of ",
+            kernels::cpu::kChannelBlock, " or bf16, got ", t.shape_str(), " ",
+            dtype_name(t.dtype()));
   const Tensor src = t.detach().contiguous();
-  Tensor out = empty_blocked(t.shape());
+  Tensor out = empty_blocked(t.shape(), t.dtype());
   profiler::Scope prof("nchw_to_blocked", t.device());
-  kernels::cpu::nchw_to_blocked(t.shape().data(), src.data_ptr(), out.storage()->blocked_bytes());
+  kernels::cpu::nchw_to_blocked(t.shape().data(), t.dtype(), src.data_ptr(),
+                                out.storage()->blocked_bytes());
   return out;
 }
 

@@ -26,10 +26,12 @@ Shape contiguous_strides(const Shape& s);
 /// Bytes on one device; freed when the last view dies. Views share the
 /// version counter that detects in-place changes to tensors saved for backward.
 ///
-/// A CPU storage may hold a 4-D f32 activation in oneDNN's nChw16c layout
-/// (blocked(), see Tensor::is_blocked). Reading it row-major takes an explicit
-/// step, make_row_major(), which converts once into a second buffer; the
-/// nChw16c bytes stay valid until the storage dies, so a kernel that took them
+/// A CPU storage may hold a 4-D activation in the layout the CPU convolutions
+/// compute in, oneDNN's nChw16c for f32, channels-last for bf16
+/// (kernels/cpu/blocked.h; blocked(), see Tensor::is_blocked). Reading it
+/// row-major takes an explicit step, make_row_major(), which converts once into
+/// a second buffer; the blocked bytes stay valid until the storage dies, so a
+/// kernel that took them
 /// (blocked_bytes()) in one thread reads correct values while another thread
 /// converts. Accessors never convert.
 class Storage {
@@ -44,24 +46,27 @@ class Storage {
   /// The bytes in row-major layout. Throws while the storage is still blocked:
   /// call make_row_major() first.
   void* data() const;
-  /// The nChw16c bytes of a storage that was declared blocked (mark_blocked),
+  /// The blocked bytes of a storage that was declared blocked (mark_blocked),
   /// whether or not it has been converted since.
   void* blocked_bytes() const;
   /// Converts a blocked storage to row-major (once; safe from several threads at
   /// a time) and returns data(). A no-op for a storage that is not blocked.
   void* make_row_major() const;
   size_t nbytes() const { return nbytes_; }
-  /// Whether the bytes are still only in the nChw16c layout: written so by a
+  /// Whether the bytes are still only in the blocked layout: written so by a
   /// kernel that produces it, and not yet converted by make_row_major().
   bool blocked() const { return blocked_.load(std::memory_order_acquire); }
-  /// Declares the (not yet read) bytes nChw16c for the logical (N, C, H, W) `dims`.
-  void mark_blocked(const std::vector<int64_t>& dims);
+  /// Declares the (not yet read) bytes blocked for the logical (N, C, H, W)
+  /// `dims` of `dtype` (f32: nChw16c; bf16: channels last).
+  void mark_blocked(const std::vector<int64_t>& dims, DType dtype = DType::f32);
+  /// The dtype the storage was declared blocked with (f32 when never).
+  DType blocked_dtype() const { return blocked_dtype_; }
   Device device() const { return device_; }
   uint32_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
-  void* data_ = nullptr;  // the allocation; nChw16c bytes when marked blocked
+  void* data_ = nullptr;  // the allocation; blocked bytes when marked blocked
   size_t nbytes_ = 0;
   Device device_;
   std::function<void(void*)> deleter_;
@@ -69,6 +74,7 @@ class Storage {
   mutable std::atomic<bool> blocked_{false};
   bool was_blocked_ = false;
   std::vector<int64_t> blocked_dims_;
+  DType blocked_dtype_ = DType::f32;
   mutable void* row_major_ = nullptr;  // the converted bytes of a blocked storage
   mutable std::mutex convert_mu_;
 };
@@ -149,16 +155,17 @@ class Tensor {
   /// still in the blocked layout is converted first.
   kernels::KTensor strided_desc() const;
 
-  // ---- oneDNN's blocked layout (CPU f32 activations) ----
-  /// True when this tensor is a whole 4-D f32 storage held in oneDNN's nChw16c
-  /// layout: CPU convolutions write their outputs so, and batch norm and
+  // ---- the blocked layout (CPU f32 and bf16 activations) ----
+  /// True when this tensor is a whole 4-D f32 or bf16 storage held in the
+  /// layout CPU convolutions compute in (nChw16c for f32, channels last for
+  /// bf16: kernels/cpu/blocked.h): CPU convolutions write their outputs so, and batch norm and
   /// elementwise ops on equal shapes keep it, so no reorder runs between those
   /// layers. Any other access (data_ptr, strided_desc, to_vector, a kernel that
   /// does not know the layout) converts the storage to row-major first, once
   /// (Storage::make_row_major); code that does not ask never sees the layout.
   bool is_blocked() const;
   /// The kernel descriptor of the bytes as they are stored: for a blocked tensor
-  /// the nChw16c bytes with kt.blocked set (for kernels that read that layout);
+  /// the blocked bytes with kt.blocked set (for kernels that read that layout);
   /// the same as strided_desc() otherwise. One look at the layout: an op decides
   /// on kt.blocked, not on an earlier is_blocked(), since another thread may
   /// convert the storage in between (the bytes it returned stay valid).
@@ -245,11 +252,11 @@ struct AutogradMeta {
 Tensor make_view(const Tensor& base, Shape sizes, Shape strides, int64_t offset);
 /// An uninitialised tensor.
 Tensor empty(const Shape& shape, TensorOptions opts = {});
-/// An uninitialized CPU f32 (N, C, H, W) tensor whose storage is declared nChw16c
-/// (C must be a multiple of 16): for kernels that write that layout.
-Tensor empty_blocked(const Shape& shape);
-/// t (a CPU f32 4-D tensor with C a multiple of 16) in the blocked layout: t
-/// itself when it already is, else a converted copy (outside autograd).
+/// An uninitialized CPU (N, C, H, W) tensor of `dtype` whose storage is declared
+/// blocked (blockable() must allow it): for kernels that write that layout.
+Tensor empty_blocked(const Shape& shape, DType dtype = DType::f32);
+/// t (a CPU 4-D tensor that blockable() allows) in the blocked layout: t itself
+/// when it already is, else a converted copy (outside autograd).
 Tensor to_blocked(const Tensor& t);
 /// A 1-D kernel descriptor over all of a contiguous tensor's elements in memory
 /// order, blocked or not: for elementwise kernels on operands of one layout.

@@ -48,7 +48,13 @@ std::vector<KeySpec> common_keys() {
       {"data.normalize.std", VT::float_array, Doubles{0.3530}, "one value or one per channel"},
       {"train.batch_size", VT::integer, int64_t{64}, ""},
       {"train.amp", VT::string, std::string("off"),
-       "mixed precision on CUDA: off | bf16 | f16 (f16 with dynamic loss scaling)"},
+       "mixed precision: off | bf16 | f16 (f16 with dynamic loss scaling; CUDA only); bf16 on "
+       "the CPU where it has bf16 instructions (AVX512_BF16 or AMX)"},
+      {"train.conv_algo", VT::string, std::string("auto"),
+       "CPU f32 convolutions: auto (the fastest within direct convolution's rounding-error "
+       "bound: direct today) | direct | winograd (F(4x4, 3x3) in every pass of the 3x3 layers it "
+       "fits: faster, about 10x the rounding error and no exact zeros); unset: TCV_CONV_ALGO, "
+       "else auto"},
       {"train.drop_last", VT::boolean, true, ""},
       {"val.batch_size", VT::integer, int64_t{500}, ""},
       {"val.max_images", VT::integer, int64_t{0}, "evaluate on the first N test images; 0 = all"},
@@ -724,6 +730,7 @@ void Config::validate() const {
   check.at_least("seed", 0);
   check.choice("device", {"cpu", "cuda", "auto"});
   check.choice("train.amp", {"off", "bf16", "f16"});
+  check.choice("train.conv_algo", {"auto", "direct", "winograd"});
   check.at_least("data.num_classes", 1);
   check.at_least("data.workers", 0);
   check.at_least("data.max_pixels", 1);

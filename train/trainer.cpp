@@ -184,12 +184,22 @@ struct Trainer::Impl {
   TrainSummary summary;
   std::unique_ptr<TaskEvaluator> last_eval;  // the latest evaluation, for report.html
 
+  // train.conv_algo, where set, for this trainer's lifetime (the choice is
+  // process-wide: the previous one comes back when the trainer goes).
+  struct ConvAlgoChoice {
+    ops::ConvAlgo saved = ops::get_conv_algo();
+    bool set = false;
+    ~ConvAlgoChoice() {
+      if (set) ops::set_conv_algo(saved);
+    }
+  } conv_algo;
+
   // How each step runs (set at the start of run()).
   struct StepSettings {
     int64_t display = 1, test_interval = 0, save_iters = 0, save_epoch = 0;
     int64_t stop_at = 0;  // the end, or an interruption asked for by the caller
     double clip_norm = 0;
-    bool amp = false;  // mixed precision (CUDA): autocast for forward; f16 also scales the loss
+    bool amp = false;  // mixed precision: autocast for forward; f16 (CUDA) also scales the loss
     DType amp_dtype = DType::bf16;
     std::unique_ptr<GradScaler> scaler;
     NonFinite nonfinite = NonFinite::stop;
@@ -441,11 +451,15 @@ struct Trainer::Impl {
     s.save_iters = cfg.get_int("solver.save_iters");
     s.save_epoch = cfg.get_int("solver.save_epoch");
     s.clip_norm = cfg.get_double("solver.clip_grad_norm");
+    if (cfg.is_set("train.conv_algo")) {
+      ops::set_conv_algo(
+          ops::parse_conv_algo(cfg.get_string("train.conv_algo"), "train.conv_algo"));
+      conv_algo.set = true;
+    }
     s.amp = autocast::parse_mode(cfg.get_string("train.amp"), s.amp_dtype);
-    if (s.amp && !device.is_cuda())
-      throw ConfigError(at_key(cfg, "train.amp") +
-                        ": mixed precision runs on CUDA only (device is " + device.str() +
-                        "); use \"off\"");
+    if (s.amp && !autocast::supported(device, s.amp_dtype))
+      throw ConfigError(at_key(cfg, "train.amp") + ": " +
+                        autocast::unsupported_reason(device, s.amp_dtype));
     if (s.amp && s.amp_dtype == DType::f16) s.scaler = std::make_unique<GradScaler>();
     s.stop_at = opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
     s.nonfinite = cfg.get_string("solver.nonfinite") == "skip" ? NonFinite::skip : NonFinite::stop;

@@ -99,8 +99,8 @@ struct TrainBenchOptions {
   int64_t warmup = 5;
   std::string device = "cpu";
   std::string dtype = "f32";
-  /// CPU f32 convolutions: auto (Winograd where it wins) | direct; empty keeps
-  /// TCV_CONV_ALGO's choice (auto when unset).
+  /// CPU f32 convolutions: auto | direct | winograd (kernels/cpu/conv.h); empty
+  /// keeps TCV_CONV_ALGO's choice (auto when unset).
   std::string conv_algo;
   bool json = false;
   /// After the timed steps, this many more with the kernel profiler on
@@ -162,11 +162,16 @@ inline TrainBenchOptions parse_train_args(const std::vector<std::string>& args) 
     throw UsageError{"--device must be cpu, cuda or cuda:N, got '" + o.device + "'"};
   if (o.dtype != "f32" && o.dtype != "bf16" && o.dtype != "f16")
     throw UsageError{"--dtype must be f32, bf16 or f16, got '" + o.dtype + "'"};
-  if (!o.conv_algo.empty() && o.conv_algo != "auto" && o.conv_algo != "direct")
-    throw UsageError{"--conv-algo must be auto or direct, got '" + o.conv_algo + "'"};
-  if (o.device == "cpu" && o.dtype != "f32")
-    throw Error("[tcv-bench train] --dtype " + o.dtype +
-                ": mixed precision runs on CUDA only (use --device cuda, or --dtype f32)");
+  if (!o.conv_algo.empty() && o.conv_algo != "auto" && o.conv_algo != "direct" &&
+      o.conv_algo != "winograd")
+    throw UsageError{"--conv-algo must be auto, direct or winograd, got '" + o.conv_algo + "'"};
+  if (o.device == "cpu" && o.dtype != "f32") {
+    DType dt = DType::bf16;
+    autocast::parse_mode(o.dtype, dt);
+    if (!autocast::supported(kCPU, dt))
+      throw Error("[tcv-bench train] --dtype " + o.dtype + ": " +
+                  autocast::unsupported_reason(kCPU, dt));
+  }
   if (o.device != "cpu") {
     const Device d = Device::parse(o.device);
     if (!cuda_ops_supported())
@@ -341,7 +346,7 @@ inline Json train_result_json(const TrainBenchOptions& o, const TrainBenchResult
                                                   : "cross_entropy";
   j["device"] = o.device;
   j["dtype"] = o.dtype;
-  j["conv_algo"] = ops::get_conv_algo() == ops::ConvAlgo::direct ? "direct" : "auto";
+  j["conv_algo"] = ops::conv_algo_name(ops::get_conv_algo());
   j["batch"] = o.batch;
   j["image_size"] = o.image_size;
   j["channels"] = o.channels;

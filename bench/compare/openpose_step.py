@@ -60,7 +60,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
     p.add_argument("--models", default="openpose")
-    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct"])
+    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct", "winograd"])
     p.add_argument("--omp-wait-policy", choices=["active", "passive"],
                    help="OMP_WAIT_POLICY for both (default: unset, OpenMP's own)")
     p.add_argument("--rounds", type=int, default=3)

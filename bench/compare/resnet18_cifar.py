@@ -44,7 +44,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
     p.add_argument("--model", default="resnet18_cifar", help="tcv's model name")
-    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct"],
+    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct", "winograd"],
                    help="tcv's CPU convolution algorithm (direct is PyTorch's)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)

@@ -39,6 +39,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="resnet18_cifar", choices=sorted(MODELS))
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--channels", type=int, default=3)
@@ -58,14 +60,16 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
     print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
+        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "dtype": args.dtype,
+        "model": args.model,
         "threads": torch.get_num_threads(), "batch": args.batch, "image_size": args.image_size,
         "parameters": sum(t.numel() for t in net.parameters()),
         "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,

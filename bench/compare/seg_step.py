@@ -48,7 +48,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
     p.add_argument("--models", default="deeplabv3_resnet50,pspnet_resnet50")
-    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct"])
+    p.add_argument("--conv-algo", default="auto", choices=["auto", "direct", "winograd"])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=4)

@@ -40,6 +40,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="deeplabv3_resnet50")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--image-size", type=int, default=256)
     p.add_argument("--classes", type=int, default=21)
@@ -59,16 +61,18 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        out = net(x)
-        loss = F.cross_entropy(out["out"], y, ignore_index=255) + \
-            args.aux_weight * F.cross_entropy(out["aux"], y, ignore_index=255)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            out = net(x)
+            loss = F.cross_entropy(out["out"], y, ignore_index=255) + \
+                args.aux_weight * F.cross_entropy(out["aux"], y, ignore_index=255)
         loss.backward()
         opt.step()
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
     print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
+        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "dtype": args.dtype,
+        "model": args.model,
         "threads": torch.get_num_threads(), "batch": args.batch, "image_size": s,
         "parameters": sum(t.numel() for t in net.parameters()),
         "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,

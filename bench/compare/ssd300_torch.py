@@ -38,6 +38,8 @@ def synthetic_targets(batch, size, classes, gen):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--image-size", type=int, default=300)
     p.add_argument("--classes", type=int, default=21)
@@ -57,20 +59,22 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        features = list(model.backbone(x).values())
-        head_outputs = model.head(features)
-        anchors = model.anchor_generator(images, features)
-        matched = [model.proposal_matcher(box_ops.box_iou(t["boxes"], a))
-                   for a, t in zip(anchors, targets)]
-        losses = model.compute_loss(targets, head_outputs, anchors, matched)
-        loss = losses["bbox_regression"] + losses["classification"]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
+            features = list(model.backbone(x).values())
+            head_outputs = model.head(features)
+            anchors = model.anchor_generator(images, features)
+            matched = [model.proposal_matcher(box_ops.box_iou(t["boxes"], a))
+                       for a, t in zip(anchors, targets)]
+            losses = model.compute_loss(targets, head_outputs, anchors, matched)
+            loss = losses["bbox_regression"] + losses["classification"]
         loss.backward()
         opt.step()
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
     print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": "ssd300_vgg16",
+        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "dtype": args.dtype,
+        "model": "ssd300_vgg16",
         "threads": torch.get_num_threads(), "batch": args.batch, "image_size": s,
         "parameters": sum(t.numel() for t in model.parameters()),
         "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,

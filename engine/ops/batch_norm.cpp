@@ -64,11 +64,11 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
             dtype_name(x.dtype()));
   // f16/bf16 inputs (mixed precision) compute in f32 with f32 parameters and
   // statistics; the output, the tensor saved for backward and dx stay 16-bit,
-  // as in PyTorch's autocast. The CUDA kernels read and write the 16-bit data
-  // directly; the CPU loops, f32/f64 only, get widened copies (`widen`).
+  // as in PyTorch's autocast. The CUDA kernels, and the CPU's for bf16, read and
+  // write the 16-bit data directly; the CPU gets widened copies of f16 (`widen`).
   const bool half_in = x.dtype() == DType::f16 || x.dtype() == DType::bf16;
   const DType cd = half_in ? DType::f32 : x.dtype();
-  const bool widen = half_in && x.device().is_cpu();
+  const bool widen = x.dtype() == DType::f16 && x.device().is_cpu();
   const DType kd = widen ? cd : x.dtype();  // the kernels' data dtype
   check_inputs("batch_norm", x, weight, bias, running_mean, running_var, cd, eps);
 
@@ -96,8 +96,8 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
   // look at the layout: another thread may convert xk's storage meanwhile.
   const kernels::KTensor xs = xk.desc_as_stored();
   g.blocked = xs.blocked;
-  Tensor y =
-      g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), {.dtype = kd, .device = x.device()});
+  Tensor y = g.blocked ? empty_blocked(x.shape(), kd)
+                       : empty(x.shape(), {.dtype = kd, .device = x.device()});
   Tensor mean, var;  // (C); biased var
   if (batch_stats) {
     mean = empty({g.c}, opts);
@@ -161,7 +161,7 @@ Tensor batch_norm_impl(const Tensor& x, const Tensor& weight, const Tensor& bias
           const Tensor dy = kernel_dy(grads[0], sy, g.act, kd, gb.blocked);
           const TensorOptions o{.dtype = cd, .device = dy.device()};
           Tensor dx = need_dx
-                          ? (gb.blocked ? empty_blocked(xv.shape())
+                          ? (gb.blocked ? empty_blocked(xv.shape(), kd)
                                         : empty(xv.shape(), {.dtype = kd, .device = dy.device()}))
                           : Tensor();
           Tensor dweight = need_dw ? empty({g.c}, o) : Tensor();
@@ -285,7 +285,7 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
   }
   const Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
   const kernels::KTensor wk = opt_k(wc), bk = bias_eff.strided_desc();
-  y = g.blocked ? empty_blocked(x.shape()) : empty(x.shape(), opts);
+  y = g.blocked ? empty_blocked(x.shape(), x.dtype()) : empty(x.shape(), opts);
   if (x.numel() > 0)
     TCV_KERNEL(x.device(), batch_norm_forward_eval, g, xs, wc.defined() ? &wk : nullptr, &bk,
                mean.strided_desc(), var.strided_desc(), y.desc_as_stored());
@@ -335,7 +335,7 @@ Tensor sync_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias
             const Tensor gdyx = sums.narrow(0, g.c, g.c).contiguous();
             const kernels::KTensor gdk = gdy.strided_desc(), gxk = gdyx.strided_desc(),
                                    rk = rest_x.strided_desc();
-            dx = gb.blocked ? empty_blocked(xv.shape()) : empty(xv.shape(), o);
+            dx = gb.blocked ? empty_blocked(xv.shape(), xv.dtype()) : empty(xv.shape(), o);
             const kernels::KTensor dxk = dx.desc_as_stored();
             const kernels::GroupGradSums gs{
                 .sum_dy = &gdk, .sum_dy_xhat = &gxk, .mean_rest = &rk, .count = count};

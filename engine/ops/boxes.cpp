@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "engine/autocast.h"
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
@@ -161,6 +162,9 @@ Tensor decode_boxes(const Tensor& codes, const Tensor& anchors, const BoxCoderWe
 }
 
 Tensor l2_normalize(const Tensor& x, int64_t dim, double eps) {
+  // A norm needs f32's range and precision: under autocast 16-bit inputs are
+  // normalized in f32 (as PyTorch's autocast runs norms in f32).
+  if (autocast::needs_f32(x)) return l2_normalize(x.to(DType::f32), dim, eps);
   TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64,
             "[l2_normalize] input must be f32 or f64, got ", dtype_name(x.dtype()), " ",
             x.shape_str());

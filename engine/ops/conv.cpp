@@ -33,11 +33,16 @@ kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tenso
             "), got input ", x.shape_str());
   TCV_CHECK(x.dtype() == weight.dtype(), "[conv2d] input is ", dtype_name(x.dtype()),
             " but weight is ", dtype_name(weight.dtype()));
-  // cuDNN also takes f16/bf16 (computing in f32); the CPU kernels do not.
-  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 ||
-                (x.device().is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16)),
-            "[conv2d] supports f32 and f64", x.device().is_cuda() ? ", f16 and bf16" : "", " on ",
+  // cuDNN also takes f16/bf16 (computing in f32); oneDNN bf16 on CPUs with bf16
+  // instructions (kernels::cpu::bf16_supported), f16 not.
+  const bool cpu = x.device().is_cpu();
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 || x.dtype() == DType::bf16 ||
+                (!cpu && x.dtype() == DType::f16),
+            "[conv2d] supports f32, f64", cpu ? " and bf16" : ", f16 and bf16", " on ",
             x.device().str(), ", got ", dtype_name(x.dtype()));
+  TCV_CHECK(!cpu || x.dtype() != DType::bf16 || kernels::cpu::bf16_supported(),
+            "[conv2d] bf16 on the CPU needs AVX512_BF16 or AMX-BF16 instructions, which this CPU "
+            "does not offer (use f32, or mixed precision on CUDA)");
   TCV_CHECK(x.device() == weight.device(), "[conv2d] input on ", x.device().str(),
             " but weight on ", weight.device().str());
   if (bias.defined()) {
@@ -61,15 +66,16 @@ kernels::Conv2dGeom conv_geom(const Tensor& x, const Tensor& weight, const Tenso
   return g;
 }
 
-// The blocked layouts of g's CPU f32 primitives, kept only for activations
-// whose shape can be held blocked (none on CUDA or in f64).
+// The blocked layouts of g's CPU f32 and bf16 primitives, kept only for
+// activations whose shape can be held blocked (none on CUDA or in f64).
 kernels::cpu::ConvBlockedLayouts blocked_layouts(
     const kernels::Conv2dGeom& g, const Tensor& t,
     kernels::cpu::ConvAct act = kernels::cpu::ConvAct::none) {
-  if (!t.device().is_cpu() || t.dtype() != DType::f32) return {};
-  kernels::cpu::ConvBlockedLayouts bl = kernels::cpu::conv2d_blocked_layouts(g, act);
-  const bool x_ok = blockable({g.n, g.c, g.h, g.w}, DType::f32, kCPU);
-  const bool y_ok = blockable({g.n, g.k, g.oh, g.ow}, DType::f32, kCPU);
+  const DType dt = t.dtype();
+  if (!t.device().is_cpu() || (dt != DType::f32 && dt != DType::bf16)) return {};
+  kernels::cpu::ConvBlockedLayouts bl = kernels::cpu::conv2d_blocked_layouts(g, act, dt);
+  const bool x_ok = blockable({g.n, g.c, g.h, g.w}, dt, kCPU);
+  const bool y_ok = blockable({g.n, g.k, g.oh, g.ow}, dt, kCPU);
   bl.src &= x_ok, bl.diff_src &= x_ok, bl.bwd_src &= x_ok;
   bl.dst &= y_ok, bl.diff_dst &= y_ok, bl.bwd_diff_dst &= y_ok;
   return bl;
@@ -124,8 +130,8 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   const Shape y_shape{g.n, g.k, g.oh, g.ow};
   // On the CPU in f32, activations stay in the layout oneDNN computes in.
   const kernels::cpu::ConvBlockedLayouts bl = blocked_layouts(g, x, act);
-  Tensor y =
-      bl.dst ? empty_blocked(y_shape) : empty(y_shape, {.dtype = x.dtype(), .device = x.device()});
+  Tensor y = bl.dst ? empty_blocked(y_shape, x.dtype())
+                    : empty(y_shape, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor bk = bc.defined() ? bc.strided_desc() : kernels::KTensor{};
     if (act == ConvAct::none) {
@@ -165,7 +171,8 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
           // dy goes in blocked when every pass that reads it wants that layout.
           const bool dy_blocked = bl.diff_dst && (!need_dw || bl.bwd_diff_dst);
           Tensor dx =
-              need_dx ? (bl.diff_src ? empty_blocked(x_shape) : empty(x_shape, opts)) : Tensor();
+              need_dx ? (bl.diff_src ? empty_blocked(x_shape, dy.dtype()) : empty(x_shape, opts))
+                      : Tensor();
           Tensor dweight = need_dw ? empty({g.k, g.c / g.groups, g.r, g.s}, opts) : Tensor();
           Tensor dbias = need_db ? empty({g.k}, opts) : Tensor();
           if (dy.numel() == 0) {
@@ -201,9 +208,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const Conv2dParams& p) {
-  // One node on the CPU (in f32 one pass: oneDNN's post-op); relu(conv2d) elsewhere.
-  if (x.device().is_cpu() && (x.dtype() == DType::f32 || x.dtype() == DType::f64) &&
-      !autocast::needs_low({&x, &weight, &bias}))
+  if (autocast::needs_low({&x, &weight, &bias}))  // mixed precision: conv in bf16/f16
+    return conv2d_relu(autocast::to_low(x), autocast::to_low(weight), autocast::to_low(bias), p);
+  // One node on the CPU (in f32 and bf16 one pass: oneDNN's post-op); relu(conv2d) elsewhere.
+  if (x.device().is_cpu() &&
+      (x.dtype() == DType::f32 || x.dtype() == DType::f64 || x.dtype() == DType::bf16))
     return conv2d_impl(x, weight, bias, p, ConvAct::relu);
   return relu(conv2d(x, weight, bias, p));
 }

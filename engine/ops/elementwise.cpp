@@ -62,15 +62,15 @@ Tensor binary_forward(BinaryOp op, const Tensor& a, const Tensor& b, double alph
   const char* name = kernels::binary_op_name(op);
   TCV_CHECK(a.device() == b.device(), "[", name, "] operands on ", a.device().str(), " and ",
             b.device().str());
-  // Equal-shape f32 operands, one of them in the blocked layout: the other is
-  // converted to it and the result stays blocked.
+  // Equal-shape operands of one dtype, one of them in the blocked layout: the
+  // other is converted to it and the result stays blocked.
   // One look at each layout (another thread may convert a storage meanwhile).
   const kernels::KTensor ak = a.desc_as_stored(), bk = b.desc_as_stored();
-  if ((ak.blocked || bk.blocked) && a.shape() == b.shape() && a.dtype() == DType::f32 &&
-      b.dtype() == DType::f32 && !kernels::is_comparison(op)) {
+  if ((ak.blocked || bk.blocked) && a.shape() == b.shape() && a.dtype() == b.dtype() &&
+      !kernels::is_comparison(op)) {
     const Tensor ab = ak.blocked ? Tensor() : to_blocked(a);
     const Tensor bb = bk.blocked ? Tensor() : to_blocked(b);
-    Tensor out = empty_blocked(a.shape());
+    Tensor out = empty_blocked(a.shape(), a.dtype());
     TCV_KERNEL(a.device(), binary, op, flat_desc(out),
                flat_desc(ak.blocked ? ak : ab.desc_as_stored()),
                flat_desc(bk.blocked ? bk : bb.desc_as_stored()), alpha);
@@ -229,7 +229,7 @@ namespace {
 Tensor unary_forward(UnaryOp op, const Tensor& x, double p0, double p1) {
   const kernels::KTensor xk = x.desc_as_stored();
   if (xk.blocked) {  // element by element: the layout does not matter
-    Tensor out = empty_blocked(x.shape());
+    Tensor out = empty_blocked(x.shape(), x.dtype());
     TCV_KERNEL(x.device(), unary, op, flat_desc(out), flat_desc(xk), p0, p1);
     return out;
   }
@@ -274,8 +274,8 @@ Tensor unary_grad_consume(kernels::UnaryOp op, Tensor& g, const Tensor& saved, d
 
 Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, double p0, double p1) {
   const kernels::KTensor sk = saved.desc_as_stored();
-  if (sk.blocked && g.dtype() == DType::f32) {
-    Tensor dx = empty_blocked(saved.shape());
+  if (sk.blocked && g.dtype() == saved.dtype()) {
+    Tensor dx = empty_blocked(saved.shape(), saved.dtype());
     TCV_KERNEL(saved.device(), unary_backward, op, flat_desc(dx), flat_desc(to_blocked(g)),
                flat_desc(sk), p0, p1);
     return dx;

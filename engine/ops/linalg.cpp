@@ -6,6 +6,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "kernels/cpu/conv.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/gemm.h"
 
@@ -25,11 +26,16 @@ void check_float_pair(const char* op, const Tensor& a, const Tensor& b) {
             " have dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   TCV_CHECK(a.device() == b.device(), "[", op, "] operands on ", a.device().str(), " and ",
             b.device().str());
-  // cuBLAS also takes 16-bit floats (accumulating in f32); the CPU BLAS does not.
-  const bool half = a.dtype() == DType::f16 || a.dtype() == DType::bf16;
-  TCV_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64 || (half && !a.device().is_cpu()),
+  // cuBLAS also takes 16-bit floats (accumulating in f32); the CPU bf16 through
+  // oneDNN on CPUs with bf16 instructions, and no f16.
+  const bool cpu = a.device().is_cpu();
+  TCV_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64 || a.dtype() == DType::bf16 ||
+                (!cpu && a.dtype() == DType::f16),
             "[", op, "] not implemented for dtype ", dtype_name(a.dtype()), " on ",
             a.device().str());
+  TCV_CHECK(!cpu || a.dtype() != DType::bf16 || kernels::cpu::bf16_supported(), "[", op,
+            "] bf16 on the CPU needs AVX512_BF16 or AMX-BF16 instructions, which this CPU does "
+            "not offer");
 }
 
 // out (B..., m, n) = a (B..., m, k) · b (B..., k, n) with broadcast batch dims;

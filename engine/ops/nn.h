@@ -29,9 +29,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                    const Conv2dParams& p = {});
 
-/// How CPU f32 convolutions choose oneDNN's algorithm: automatic (Winograd where
-/// oneDNN expects it to win) or direct (as PyTorch); TCV_CONV_ALGO sets the
-/// default. See kernels/cpu/conv.h.
+/// How CPU f32 convolutions choose oneDNN's algorithm: automatic (per pass the
+/// fastest within direct convolution's rounding-error bound), direct (as
+/// PyTorch) or winograd (faster on 3x3 layers, about 10x the rounding error);
+/// TCV_CONV_ALGO sets the default. See kernels/cpu/conv.h.
+using kernels::cpu::conv_algo_name;
 using kernels::cpu::ConvAlgo;
 using kernels::cpu::get_conv_algo;
 using kernels::cpu::parse_conv_algo;

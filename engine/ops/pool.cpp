@@ -18,17 +18,22 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, bool cei
   return out;
 }
 
-// The 16-bit floats (mixed precision) run on CUDA only: the CPU kernels are f32/f64.
+// The 16-bit floats (mixed precision): f16 and bf16 on CUDA, bf16 on the CPU
+// (oneDNN's kernels where they take it, else through f32).
 bool pool_dtype_ok(const Tensor& x) {
   const DType dt = x.dtype();
-  return dt == DType::f32 || dt == DType::f64 ||
-         (x.device().is_cuda() && (dt == DType::f16 || dt == DType::bf16));
+  return dt == DType::f32 || dt == DType::f64 || dt == DType::bf16 ||
+         (x.device().is_cuda() && dt == DType::f16);
+}
+
+bool cpu_bf16(const Tensor& x) {
+  return x.device().is_cpu() && x.dtype() == DType::bf16;
 }
 
 kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParams& p,
                               kernels::PoolKind kind) {
   TCV_CHECK(x.dim() == 4, "[", op, "] expects 4-D input (N, C, H, W), got ", x.shape_str());
-  TCV_CHECK(pool_dtype_ok(x), "[", op, "] supports f32 and f64 (and f16, bf16 on CUDA), got ",
+  TCV_CHECK(pool_dtype_ok(x), "[", op, "] supports f32, f64 and bf16 (and f16 on CUDA), got ",
             dtype_name(x.dtype()));
   kernels::Pool2dGeom g;
   g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
@@ -54,6 +59,8 @@ kernels::Pool2dGeom pool_geom(const char* op, const Tensor& x, const Pool2dParam
 }
 
 Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
+  if (cpu_bf16(x) && !kernels::cpu::pool2d_takes(g, DType::bf16))
+    return pool(op, x.to(DType::f32), g).to(DType::bf16);
   // A blocked input (a CPU convolution's output) is pooled as it is and gives a
   // blocked output.
   const kernels::KTensor xs = x.desc_as_stored();  // one look at the layout
@@ -61,7 +68,7 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
   Tensor xc = g.blocked ? x.detach() : x.detach().contiguous();
   const TensorOptions opts{.dtype = x.dtype(), .device = x.device()};
   const Shape out_shape{g.n, g.c, g.oh, g.ow};
-  Tensor y = g.blocked ? empty_blocked(out_shape) : empty(out_shape, opts);
+  Tensor y = g.blocked ? empty_blocked(out_shape, x.dtype()) : empty(out_shape, opts);
   const bool grad = autograd::needs_grad({&x});
   // Max pooling keeps what routes dy to the argmax: oneDNN's workspace (f32 CPU)
   // or i64 indices (f64 CPU, CUDA), as opaque bytes.
@@ -80,7 +87,7 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
     autograd::record(op, {x}, {y}, [g, ws, op](std::vector<Tensor>& grads) {
       Tensor dy = g.blocked ? to_blocked(grads[0]) : grads[0].contiguous();
       const Shape in_shape{g.n, g.c, g.h, g.w};
-      Tensor dx = g.blocked ? empty_blocked(in_shape)
+      Tensor dx = g.blocked ? empty_blocked(in_shape, dy.dtype())
                             : empty(in_shape, {.dtype = dy.dtype(), .device = dy.device()});
       if (dy.numel() == 0) return std::vector<Tensor>{dx.zero_()};
       const kernels::KTensor wk = ws.defined() ? ws.strided_desc() : kernels::KTensor{};
@@ -119,8 +126,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
   TCV_CHECK(x.size(2) >= 1 && x.size(3) >= 1, "[adaptive_avg_pool2d] empty spatial input ",
             x.shape_str());
   TCV_CHECK(pool_dtype_ok(x),
-            "[adaptive_avg_pool2d] supports f32 and f64 (and f16, bf16 on CUDA), got ",
+            "[adaptive_avg_pool2d] supports f32, f64 and bf16 (and f16 on CUDA), got ",
             dtype_name(x.dtype()));
+  // The CPU loops are f32/f64: bf16 goes through f32.
+  if (cpu_bf16(x)) return adaptive_avg_pool2d(x.to(DType::f32), output_size).to(DType::bf16);
   const Shape in_shape = x.shape();
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({x.size(0), x.size(1), output_size[0], output_size[1]},

@@ -11,10 +11,13 @@ Tensor upsample(const Tensor& x, std::array<int64_t, 2> size, const UpsampleOpti
   const InterpMode mode = opts.mode;
   const bool align_corners = opts.align_corners;
   TCV_CHECK(x.dim() == 4, "[upsample] expects (N, C, H, W) input, got ", x.shape_str());
-  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 ||
-                (x.device().is_cuda() && (x.dtype() == DType::f16 || x.dtype() == DType::bf16)),
-            "[upsample] needs an f32 or f64 tensor (or f16, bf16 on CUDA), got ",
+  TCV_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 || x.dtype() == DType::bf16 ||
+                (x.device().is_cuda() && x.dtype() == DType::f16),
+            "[upsample] needs an f32, f64 or bf16 tensor (or f16 on CUDA), got ",
             dtype_name(x.dtype()));
+  // The CPU loops are f32/f64: bf16 (mixed precision) goes through f32.
+  if (x.device().is_cpu() && x.dtype() == DType::bf16)
+    return upsample(x.to(DType::f32), size, opts).to(DType::bf16);
   TCV_CHECK(size[0] > 0 && size[1] > 0, "[upsample] output size (", size[0], ", ", size[1],
             ") must be positive, input ", x.shape_str());
   TCV_CHECK(x.size(2) > 0 && x.size(3) > 0, "[upsample] input ", x.shape_str(),

@@ -1,4 +1,5 @@
-// Batch norm: direct per-channel SIMD loops for every float dtype.
+// Batch norm: direct per-channel SIMD loops for every float dtype; bf16 data
+// (mixed precision) with f32 parameters and statistics, computed in f32.
 //
 // Measured for (64, 32, 28, 28) forward+backward on 2 threads: these loops take
 // 0.7-0.9 ms, oneDNN 2.6's plain-NCHW batch norm (ncsp_bnorm) 5.5-9.6 ms, and its
@@ -7,6 +8,7 @@
 #include "kernels/cpu/batch_norm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -50,8 +52,8 @@ constexpr int64_t kSmallPlane = 8;
 // x - m is computed without loss for x near m, for one more add per element.
 // y null: statistics only (and `rest`, when given, the part of each mean its
 // rounding to T lost).
-template <typename T>
-void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w, const T* b, T* y,
+template <typename T, typename D = T>
+void forward_loops(const BatchNormGeom& g, bool training, const D* x, const T* w, const T* b, D* y,
                    T* mean, T* var, T* rest = nullptr) {
   const int64_t count = g.n * g.l, l = g.l;
   parallel_for(
@@ -63,34 +65,34 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
           if (training) {
             double s = 0;
             for (int64_t n = 0; n < g.n; ++n) {
-              const T* xp = x + (n * g.c + c) * l;
+              const D* xp = x + (n * g.c + c) * l;
               if (l < kSmallPlane) {
                 for (int64_t i = 0; i < l; ++i) s += static_cast<double>(xp[i]);
                 continue;
               }
               T ps = 0;
 #pragma omp simd reduction(+ : ps)
-              for (int64_t i = 0; i < l; ++i) ps += xp[i];
+              for (int64_t i = 0; i < l; ++i) ps += static_cast<T>(xp[i]);
               s += ps;
             }
             m = static_cast<T>(s / static_cast<double>(count));
             double s1 = 0, s2 = 0;
             if (l < kSmallPlane) {
               for (int64_t n = 0; n < g.n; ++n) {
-                const T* xp = x + (n * g.c + c) * l;
+                const D* xp = x + (n * g.c + c) * l;
                 for (int64_t i = 0; i < l; ++i) {
-                  const double xc = static_cast<double>(xp[i] - m);
+                  const double xc = static_cast<double>(static_cast<T>(xp[i]) - m);
                   s1 += xc;
                   s2 += xc * xc;
                 }
               }
             } else {
               for (int64_t n = 0; n < g.n; ++n) {
-                const T* xp = x + (n * g.c + c) * l;
+                const D* xp = x + (n * g.c + c) * l;
                 T p1 = 0, p2 = 0;
 #pragma omp simd reduction(+ : p1, p2)
                 for (int64_t i = 0; i < l; ++i) {
-                  const T xc = xp[i] - m;
+                  const T xc = static_cast<T>(xp[i]) - m;
                   p1 += xc;
                   p2 += xc * xc;
                 }
@@ -112,13 +114,13 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
           const T lo = T(0), hi = T(6);
           const bool relu = g.act == BnAct::relu, relu6 = g.act == BnAct::relu6;
           for (int64_t n = 0; n < g.n; ++n) {
-            const T* xp = x + (n * g.c + c) * l;
-            T* yp = y + (n * g.c + c) * l;
+            const D* xp = x + (n * g.c + c) * l;
+            D* yp = y + (n * g.c + c) * l;
 #pragma omp simd
             for (int64_t i = 0; i < l; ++i) {
-              const T v = (xp[i] - m) * scale_t + shift;
+              const T v = (static_cast<T>(xp[i]) - m) * scale_t + shift;
               const T a = relu6 && v < lo ? lo : v;
-              yp[i] = relu && !(v > T(0)) ? T(0) : (relu6 && hi < a ? hi : a);
+              yp[i] = static_cast<D>(relu && !(v > T(0)) ? T(0) : (relu6 && hi < a ? hi : a));
             }
           }
         }
@@ -131,9 +133,9 @@ void forward_loops(const BatchNormGeom& g, bool training, const T* x, const T* w
 // With the group's sums (gdy, gdyx: Σdy, Σdy·xhat over gcount values) there is
 // no reduction pass, and d is the group's (grest, the part of the group's mean
 // that `mean` lost; null: 0).
-template <typename T>
-void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* dy, const T* w,
-                    const T* mean, const T* var, T* dx, T* dw, T* db, const T* gdy = nullptr,
+template <typename T, typename D = T>
+void backward_loops(const BatchNormGeom& g, bool training, const D* x, const D* dy, const T* w,
+                    const T* mean, const T* var, D* dx, T* dw, T* db, const T* gdy = nullptr,
                     const T* gdyx = nullptr, const T* grest = nullptr, double gcount = 0) {
   const double count = gdy ? gcount : static_cast<double>(g.n * g.l);
   const int64_t l = g.l;
@@ -144,11 +146,11 @@ void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* 
                    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
                    double sum_dy = 0, sum_dy_xc = 0, sum_xc = 0;
                    for (int64_t n = 0; n < (gdy ? 0 : g.n); ++n) {
-                     const T* xp = x + (n * g.c + c) * l;
-                     const T* dyp = dy + (n * g.c + c) * l;
+                     const D* xp = x + (n * g.c + c) * l;
+                     const D* dyp = dy + (n * g.c + c) * l;
                      if (l < kSmallPlane) {
                        for (int64_t i = 0; i < l; ++i) {
-                         const double xc = static_cast<double>(xp[i] - m);
+                         const double xc = static_cast<double>(static_cast<T>(xp[i]) - m);
                          const double dyi = static_cast<double>(dyp[i]);
                          sum_dy += dyi;
                          sum_dy_xc += dyi * xc;
@@ -159,9 +161,9 @@ void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* 
                      T a = 0, bsum = 0, xsum = 0;
 #pragma omp simd reduction(+ : a, bsum, xsum)
                      for (int64_t i = 0; i < l; ++i) {
-                       const T xc = xp[i] - m;
-                       a += dyp[i];
-                       bsum += dyp[i] * xc;
+                       const T xc = static_cast<T>(xp[i]) - m;
+                       a += static_cast<T>(dyp[i]);
+                       bsum += static_cast<T>(dyp[i]) * xc;
                        xsum += xc;
                      }
                      sum_dy += a;
@@ -185,12 +187,13 @@ void backward_loops(const BatchNormGeom& g, bool training, const T* x, const T* 
                    const T k_xt = static_cast<T>(k_x);
                    const T k_0 = training ? static_cast<T>(scale * sum_dy / count - d * k_x) : T(0);
                    for (int64_t n = 0; n < g.n; ++n) {
-                     const T* xp = x + (n * g.c + c) * l;
-                     const T* dyp = dy + (n * g.c + c) * l;
-                     T* dxp = dx + (n * g.c + c) * l;
+                     const D* xp = x + (n * g.c + c) * l;
+                     const D* dyp = dy + (n * g.c + c) * l;
+                     D* dxp = dx + (n * g.c + c) * l;
 #pragma omp simd
                      for (int64_t i = 0; i < l; ++i)
-                       dxp[i] = dyp[i] * k_dy - (xp[i] - m) * k_xt - k_0;
+                       dxp[i] = static_cast<D>(static_cast<T>(dyp[i]) * k_dy -
+                                               (static_cast<T>(xp[i]) - m) * k_xt - k_0);
                    }
                  }
                });
@@ -348,8 +351,179 @@ void backward_blocked(const BatchNormGeom& g, bool training, const float* x, con
 }
 
 void check_blocked(const BatchNormGeom& g, const KTensor& x) {
-  TCV_CHECK(x.dtype == DType::f32 && g.c % kB == 0 && x.blocked,
-            "[batch_norm] the blocked layout needs f32 data with channels in whole blocks of ", kB);
+  TCV_CHECK(x.blocked && ((x.dtype == DType::f32 && g.c % kB == 0) || x.dtype == DType::bf16),
+            "[batch_norm] the blocked layout needs f32 data with channels in whole blocks of ", kB,
+            ", or bf16 (channels last)");
+}
+
+// ------------------------------------------------------------- channels last (bf16)
+
+// bf16 activations are held channels last (kernels/cpu/blocked.h): pixel p's C
+// channels are contiguous. Threads take blocks of pixels and run the channels
+// in the SIMD lanes; each block's sums are f32 over at most kChunk pixels,
+// blocks are combined in double. The statistics follow forward_loops (taken
+// about m, the batch mean rounded to f32, corrected by d = mean(x - m)).
+
+// bf16 <-> f32 on the raw bits, in forms the compiler vectorizes: widening is a
+// shift, narrowing rounds to nearest even (NaN stays a quiet NaN).
+inline float widen(BFloat16 v) {
+  return std::bit_cast<float>(static_cast<uint32_t>(v.bits) << 16);
+}
+inline BFloat16 narrow(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  BFloat16 r;
+  r.bits = (u & 0x7fffffffu) > 0x7f800000u
+               ? uint16_t{0x7fc0}
+               : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return r;
+}
+
+// Per-channel sums over all pixels of channels-last data, K of them: pixel
+// blocks of kChunk summed in f32, blocks combined in double. add(acc, p)
+// adds pixel p's contributions to acc[k * C + c].
+template <int K, typename Add>
+void nhwc_sums(const BatchNormGeom& g, std::vector<double> (&sums)[K], Add add) {
+  const int64_t c = g.c, pixels = g.n * g.l;
+  const int64_t blocks = (pixels + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<size_t>(blocks * K * c));
+  parallel_for(blocks, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> acc(static_cast<size_t>(K * c));
+    for (int64_t bi = lo; bi < hi; ++bi) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      const int64_t p1 = std::min(pixels, (bi + 1) * kChunk);
+      for (int64_t p = bi * kChunk; p < p1; ++p) add(acc.data(), p);
+      double* out = part.data() + bi * K * c;
+      for (int64_t j = 0; j < K * c; ++j) out[j] = acc[static_cast<size_t>(j)];
+    }
+  });
+  for (int k = 0; k < K; ++k) sums[k].assign(static_cast<size_t>(c), 0.0);
+  for (int64_t bi = 0; bi < blocks; ++bi)
+    for (int k = 0; k < K; ++k)
+      for (int64_t j = 0; j < c; ++j)
+        sums[k][static_cast<size_t>(j)] += part[static_cast<size_t>((bi * K + k) * c + j)];
+}
+
+void forward_nhwc(const BatchNormGeom& g, bool training, const BFloat16* x, const float* w,
+                  const float* b, BFloat16* y, float* mean, float* var, float* rest = nullptr) {
+  const int64_t c = g.c, pixels = g.n * g.l;
+  const double count = static_cast<double>(pixels);
+  std::vector<float> m(static_cast<size_t>(c)), scale(static_cast<size_t>(c)),
+      shift(static_cast<size_t>(c));
+  std::vector<double> d(static_cast<size_t>(c), 0.0);
+  if (training) {
+    std::vector<double> s[1];
+    nhwc_sums<1>(g, s, [&](float* acc, int64_t p) {
+      const BFloat16* xp = x + p * c;
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) acc[j] += widen(xp[j]);
+    });
+    for (int64_t j = 0; j < c; ++j) m[j] = static_cast<float>(s[0][j] / count);
+    const float* mp = m.data();
+    std::vector<double> s12[2];
+    nhwc_sums<2>(g, s12, [&](float* acc, int64_t p) {
+      const BFloat16* xp = x + p * c;
+      float* a1 = acc;
+      float* a2 = acc + c;
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) {
+        const float xc = widen(xp[j]) - mp[j];
+        a1[j] += xc;
+        a2[j] += xc * xc;
+      }
+    });
+    for (int64_t j = 0; j < c; ++j) {
+      d[j] = s12[0][j] / count;
+      mean[j] = static_cast<float>(static_cast<double>(m[j]) + d[j]);
+      var[j] = static_cast<float>(std::max(0.0, s12[1][j] / count - d[j] * d[j]));
+      if (rest) rest[j] = static_cast<float>(static_cast<double>(m[j]) + d[j] - mean[j]);
+    }
+  } else {
+    for (int64_t j = 0; j < c; ++j) m[j] = mean[j];
+  }
+  if (!y) return;  // statistics only
+  for (int64_t j = 0; j < c; ++j) {
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[j]) + g.eps);
+    const double sc = invstd * (w ? static_cast<double>(w[j]) : 1.0);
+    scale[j] = static_cast<float>(sc);
+    shift[j] = static_cast<float>((b ? static_cast<double>(b[j]) : 0.0) - d[j] * sc);
+  }
+  const bool relu = g.act == BnAct::relu, relu6 = g.act == BnAct::relu6;
+  const float* mp = m.data();
+  const float* sp = scale.data();
+  const float* hp = shift.data();
+  // Captured by value: loads through the closure would keep the loop scalar.
+  parallel_for(pixels, std::max<int64_t>(1, kGrain / std::max<int64_t>(c, 1)),
+               [=](int64_t p0, int64_t p1) {
+                 for (int64_t p = p0; p < p1; ++p) {
+                   const BFloat16* xp = x + p * c;
+                   BFloat16* yp = y + p * c;
+#pragma omp simd
+                   for (int64_t j = 0; j < c; ++j) {
+                     // The activations as forward_loops applies them.
+                     const float v = (widen(xp[j]) - mp[j]) * sp[j] + hp[j];
+                     const float a = relu6 && v < 0.0f ? 0.0f : v;
+                     yp[j] = narrow(relu && !(v > 0.0f) ? 0.0f : (relu6 && 6.0f < a ? 6.0f : a));
+                   }
+                 }
+               });
+}
+
+void backward_nhwc(const BatchNormGeom& g, bool training, const BFloat16* x, const BFloat16* dy,
+                   const float* w, const float* mean, const float* var, BFloat16* dx, float* dw,
+                   float* db, const float* gdy, const float* gdyx, const float* grest,
+                   double gcount) {
+  const int64_t c = g.c, pixels = g.n * g.l;
+  const double count = gdy ? gcount : static_cast<double>(pixels);
+  std::vector<double> s[3];
+  if (!gdy) {
+    nhwc_sums<3>(g, s, [&](float* acc, int64_t p) {
+      const BFloat16* xp = x + p * c;
+      const BFloat16* dp = dy + p * c;
+      float* a0 = acc;
+      float* a1 = acc + c;
+      float* a2 = acc + 2 * c;
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) {
+        const float xc = widen(xp[j]) - mean[j], gy = widen(dp[j]);
+        a0[j] += gy;
+        a1[j] += gy * xc;
+        a2[j] += xc;
+      }
+    });
+  }
+  std::vector<float> k_dy(static_cast<size_t>(c)), k_xt(static_cast<size_t>(c)),
+      k_0(static_cast<size_t>(c));
+  for (int64_t j = 0; j < c; ++j) {
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[j]) + g.eps);
+    const double dd = gdy        ? (grest ? static_cast<double>(grest[j]) : 0.0)
+                      : training ? s[2][j] / count
+                                 : 0.0;
+    const double sum_dy = gdy ? static_cast<double>(gdy[j]) : s[0][j];
+    const double sum_dy_xhat =
+        gdy ? static_cast<double>(gdyx[j]) : (s[1][j] - dd * sum_dy) * invstd;
+    if (dw) dw[j] = static_cast<float>(sum_dy_xhat);
+    if (db) db[j] = static_cast<float>(sum_dy);
+    const double scale = invstd * (w ? static_cast<double>(w[j]) : 1.0);
+    const double k_x = training ? scale * sum_dy_xhat * invstd / count : 0.0;
+    k_dy[j] = static_cast<float>(scale);
+    k_xt[j] = static_cast<float>(k_x);
+    k_0[j] = training ? static_cast<float>(scale * sum_dy / count - dd * k_x) : 0.0f;
+  }
+  if (!dx) return;
+  const float* a = k_dy.data();
+  const float* bx = k_xt.data();
+  const float* z = k_0.data();
+  parallel_for(pixels, std::max<int64_t>(1, kGrain / std::max<int64_t>(c, 1)),
+               [=](int64_t p0, int64_t p1) {
+                 for (int64_t p = p0; p < p1; ++p) {
+                   const BFloat16* xp = x + p * c;
+                   const BFloat16* dp = dy + p * c;
+                   BFloat16* op = dx + p * c;
+#pragma omp simd
+                   for (int64_t j = 0; j < c; ++j)
+                     op[j] = narrow(widen(dp[j]) * a[j] - (widen(xp[j]) - mean[j]) * bx[j] - z[j]);
+                 }
+               });
 }
 
 // ------------------------------------------------------------- oneDNN
@@ -440,10 +614,24 @@ void update_running(const BatchNormGeom& g, const RunningStats& r, const T* mean
 void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                               const KTensor* bias, const KTensor& y, const KTensor& mean,
                               const KTensor& var, const RunningStats& running) {
+  if (g.blocked && x.dtype == DType::bf16) {
+    check_blocked(g, x);
+    forward_nhwc(g, true, x.ptr<BFloat16>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
+                 y.ptr<BFloat16>(), mean.ptr<float>(), var.ptr<float>());
+    if (running.mean) update_running<float>(g, running, mean.ptr<float>(), var.ptr<float>());
+    return;
+  }
   if (g.blocked) {
     check_blocked(g, x);
     forward_blocked(g, true, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
                     y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
+    if (running.mean) update_running<float>(g, running, mean.ptr<float>(), var.ptr<float>());
+    return;
+  }
+  if (x.dtype == DType::bf16) {  // bf16 data, f32 parameters and statistics
+    forward_loops<float, BFloat16>(g, true, x.ptr<BFloat16>(), opt_ptr<float>(weight),
+                                   opt_ptr<float>(bias), y.ptr<BFloat16>(), mean.ptr<float>(),
+                                   var.ptr<float>());
     if (running.mean) update_running<float>(g, running, mean.ptr<float>(), var.ptr<float>());
     return;
   }
@@ -458,26 +646,45 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
 
 void batch_norm_stats(const BatchNormGeom& g, const KTensor& x, const KTensor& mean,
                       const KTensor& var, const KTensor* mean_rest) {
+  if (g.blocked && x.dtype == DType::bf16) {
+    check_blocked(g, x);
+    return forward_nhwc(g, true, x.ptr<BFloat16>(), nullptr, nullptr, nullptr, mean.ptr<float>(),
+                        var.ptr<float>(), opt_mut<float>(mean_rest));
+  }
   if (g.blocked) {
     check_blocked(g, x);
     return forward_blocked(g, true, x.ptr<float>(), nullptr, nullptr, nullptr, mean.ptr<float>(),
                            var.ptr<float>(), opt_mut<float>(mean_rest));
   }
+  if (x.dtype == DType::bf16)
+    return forward_loops<float, BFloat16>(g, true, x.ptr<BFloat16>(), nullptr, nullptr, nullptr,
+                                          mean.ptr<float>(), var.ptr<float>(),
+                                          opt_mut<float>(mean_rest));
   TCV_DISPATCH_FLOAT(x.dtype, "batch_norm_stats", {
-    forward_loops<scalar_t>(g, true, x.ptr<scalar_t>(), nullptr, nullptr, nullptr,
-                            mean.ptr<scalar_t>(), var.ptr<scalar_t>(),
-                            opt_mut<scalar_t>(mean_rest));
+    forward_loops<scalar_t, scalar_t>(g, true, x.ptr<scalar_t>(), nullptr, nullptr, nullptr,
+                                      mean.ptr<scalar_t>(), var.ptr<scalar_t>(),
+                                      opt_mut<scalar_t>(mean_rest));
   });
 }
 
 void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTensor* weight,
                              const KTensor* bias, const KTensor& mean, const KTensor& var,
                              const KTensor& y) {
+  if (g.blocked && x.dtype == DType::bf16) {
+    check_blocked(g, x);
+    return forward_nhwc(g, false, x.ptr<BFloat16>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
+                        y.ptr<BFloat16>(), const_cast<float*>(mean.ptr<float>()),
+                        const_cast<float*>(var.ptr<float>()));
+  }
   if (g.blocked) {
     check_blocked(g, x);
     return forward_blocked(g, false, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
                            y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
   }
+  if (x.dtype == DType::bf16)
+    return forward_loops<float, BFloat16>(g, false, x.ptr<BFloat16>(), opt_ptr<float>(weight),
+                                          opt_ptr<float>(bias), y.ptr<BFloat16>(),
+                                          mean.ptr<float>(), var.ptr<float>());
   TCV_DISPATCH_FLOAT(x.dtype, "batch_norm", {
     forward_loops<scalar_t>(g, false, x.ptr<scalar_t>(), opt_ptr<scalar_t>(weight),
                             opt_ptr<scalar_t>(bias), y.ptr<scalar_t>(), mean.ptr<scalar_t>(),
@@ -492,6 +699,17 @@ void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x
   TCV_CHECK(!group || (training && !dweight && !dbias && group->sum_dy && group->sum_dy_xhat),
             "[batch_norm_backward] the group's sums serve dx in training only");
   const double gcount = group ? group->count : 0.0;
+  if (g.blocked && x.dtype == DType::bf16) {
+    check_blocked(g, x);
+    TCV_CHECK(dy.blocked && (!dx || dx->blocked),
+              "[batch_norm_backward] x, dy and dx must all be in the blocked layout");
+    return backward_nhwc(g, training, x.ptr<BFloat16>(), dy.ptr<BFloat16>(), opt_ptr<float>(weight),
+                         mean.ptr<float>(), var.ptr<float>(), opt_mut<BFloat16>(dx),
+                         opt_mut<float>(dweight), opt_mut<float>(dbias),
+                         group ? opt_ptr<float>(group->sum_dy) : nullptr,
+                         group ? opt_ptr<float>(group->sum_dy_xhat) : nullptr,
+                         group ? opt_ptr<float>(group->mean_rest) : nullptr, gcount);
+  }
   if (g.blocked) {
     check_blocked(g, x);
     TCV_CHECK(dy.blocked && (!dx || dx->blocked),
@@ -503,6 +721,13 @@ void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x
                             group ? opt_ptr<float>(group->sum_dy_xhat) : nullptr,
                             group ? opt_ptr<float>(group->mean_rest) : nullptr, gcount);
   }
+  if (x.dtype == DType::bf16)
+    return backward_loops<float, BFloat16>(
+        g, training, x.ptr<BFloat16>(), dy.ptr<BFloat16>(), opt_ptr<float>(weight),
+        mean.ptr<float>(), var.ptr<float>(), opt_mut<BFloat16>(dx), opt_mut<float>(dweight),
+        opt_mut<float>(dbias), group ? opt_ptr<float>(group->sum_dy) : nullptr,
+        group ? opt_ptr<float>(group->sum_dy_xhat) : nullptr,
+        group ? opt_ptr<float>(group->mean_rest) : nullptr, gcount);
   TCV_DISPATCH_FLOAT(x.dtype, "batch_norm_backward", {
     backward_loops<scalar_t>(g, training, x.ptr<scalar_t>(), dy.ptr<scalar_t>(),
                              opt_ptr<scalar_t>(weight), mean.ptr<scalar_t>(), var.ptr<scalar_t>(),

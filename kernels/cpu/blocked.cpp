@@ -19,12 +19,14 @@ Cache<ReorderEntry>& reorder_cache() {
   return cache;
 }
 
-void run(const int64_t dims[4], const void* src, void* dst, bool to_blocked) {
-  const Key key{dims[0], dims[1], dims[2], dims[3], to_blocked};
+void run(const int64_t dims[4], DType dtype, const void* src, void* dst, bool to_blocked) {
+  const Key key{dims[0], dims[1], dims[2], dims[3], to_blocked, static_cast<int64_t>(dtype)};
   const ReorderEntry& e = reorder_cache().get(key, [&] {
     const memory::dims d{dims[0], dims[1], dims[2], dims[3]};
-    const memory::desc plain = plain_md(d);
-    const memory::desc blocked(d, memory::data_type::f32, memory::format_tag::nChw16c);
+    const auto dt = dnnl_dtype(dtype);
+    const memory::desc plain = plain_md(d, dt);
+    const memory::desc blocked(
+        d, dt, dtype == DType::bf16 ? memory::format_tag::nhwc : memory::format_tag::nChw16c);
     auto r = std::make_unique<ReorderEntry>();
     r->src = to_blocked ? plain : blocked;
     r->dst = to_blocked ? blocked : plain;
@@ -41,12 +43,12 @@ void run(const int64_t dims[4], const void* src, void* dst, bool to_blocked) {
 
 }  // namespace
 
-void nchw_to_blocked(const int64_t dims[4], const void* src, void* dst) {
-  run(dims, src, dst, true);
+void nchw_to_blocked(const int64_t dims[4], DType dtype, const void* src, void* dst) {
+  run(dims, dtype, src, dst, true);
 }
 
-void blocked_to_nchw(const int64_t dims[4], const void* src, void* dst) {
-  run(dims, src, dst, false);
+void blocked_to_nchw(const int64_t dims[4], DType dtype, const void* src, void* dst) {
+  run(dims, dtype, src, dst, false);
 }
 
 }  // namespace tcv::kernels::cpu

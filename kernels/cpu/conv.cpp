@@ -1,5 +1,5 @@
-// Convolution: oneDNN for f32, im2col + OpenBLAS GEMM for f64, direct loops as
-// the test oracle.
+// Convolution: oneDNN for f32 and bf16 (autocast, on CPUs with bf16
+// instructions), im2col + OpenBLAS GEMM for f64, direct loops as the test oracle.
 //
 // Measured on this repo's 2-thread AVX-512 box (bench/bench_conv.cpp shapes):
 // oneDNN's plain-NCHW convolutions fall back to im2col+GEMM (92 and 176 GFLOP/s
@@ -254,8 +254,6 @@ void backward_gemm(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* 
 /// 3x3 conv over 4096 channels at 32x32 (batch 4) asks 456 MiB forward and
 /// backward-data (1.4x and 3x faster than direct), 1 GiB backward-weights.
 constexpr size_t kWinogradScratchpadLimit = size_t(512) << 20;
-/// The smallest output height and width that run Winograd (see make_entry).
-constexpr int64_t kWinogradMinOutput = 8;
 
 struct ConvEntry {
   dnnl::convolution_forward::primitive_desc fwd_pd;
@@ -267,6 +265,11 @@ struct ConvEntry {
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
   dnnl::convolution_backward_weights bwd_weights;
   Layout x_bw, dy_bw, dw_bw;
+  // bf16 channels-last weight gradients as a matmul (weights_gemm_fits).
+  bool weights_gemm = false;
+  dnnl::matmul::primitive_desc wg_pd;
+  dnnl::matmul wg;
+  memory::desc wg_dyt, wg_col, wg_dw;  // (K, P) view of dy, (P, R·S·C), (K, R·S·C) f32
   memory::desc bias_md;
   ConvBlockedLayouts blocked;
 };
@@ -276,7 +279,28 @@ Cache<ConvEntry>& conv_cache() {
   return cache;
 }
 
-std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice, ConvAct act) {
+// bf16 weight gradients of a channels-last layer as one matrix product:
+// dW (K, R·S·C) = dyᵀ (K, P) · col (P, R·S·C) over the P = N·OH·OW output
+// pixels, col holding each pixel's receptive field (x itself for a 1x1
+// stride-1 layer without padding), on oneDNN's bf16 matmul (AMX), summing in
+// f32. oneDNN 2.6's own bf16 backward-weights kernels ran 2-5x slower than f32
+// on this repo's AMX Xeon below 32x32 outputs and on 1x1 layers (2.4 s for
+// 512 channels at 4x4, batch 64, where f32 takes 0.24 s), and its faster
+// alternatives read NCHW, which would cost a conversion of x and dy each.
+// Used while col stays within kWeightsGemmLimit; oneDNN's kernel otherwise.
+constexpr size_t kWeightsGemmLimit = size_t(128) << 20;
+
+bool weights_gemm_fits(const Conv2dGeom& g) {
+  const bool plain_1x1 = g.r == 1 && g.s == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                         g.pad[0] == 0 && g.pad[1] == 0;
+  const size_t col = plain_1x1 ? 0
+                               : static_cast<size_t>(g.n * g.oh * g.ow) *
+                                     static_cast<size_t>(g.r * g.s * g.c) * sizeof(BFloat16);
+  return g.groups == 1 && col <= kWeightsGemmLimit;
+}
+
+std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses& wino, ConvAct act,
+                                      DType dtype) {
   const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.k, g.oh, g.ow};
   const memory::dims w_dims =
       g.groups == 1 ? memory::dims{g.k, g.c, g.r, g.s}
@@ -288,10 +312,15 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   const memory::dims pad_r{
       (g.oh - 1) * g.stride[0] + (g.r - 1) * g.dilation[0] + 1 - g.h - g.pad[0],
       (g.ow - 1) * g.stride[1] + (g.s - 1) * g.dilation[1] + 1 - g.w - g.pad[1]};
-  const auto f32 = memory::data_type::f32;
+  // f32, or bf16 (autocast): bf16 data, weights, bias and gradients; oneDNN
+  // accumulates in f32 and rounds each result once.
+  const auto dt = dnnl_dtype(dtype);
   const auto any = memory::format_tag::any;
-  const memory::desc x_any(x_dims, f32, any), y_any(y_dims, f32, any), w_any(w_dims, f32, any);
-  const memory::desc b_md = g.has_bias ? plain_md({g.k}) : memory::desc();
+  // bf16 activations are channels last in every pass (the blocked layout
+  // tcv keeps them in, what oneDNN's AMX kernels take).
+  const auto act_tag = dtype == DType::bf16 ? memory::format_tag::nhwc : any;
+  const memory::desc x_any(x_dims, dt, act_tag), y_any(y_dims, dt, act_tag), w_any(w_dims, dt, any);
+  const memory::desc b_md = g.has_bias ? plain_md({g.k}, dt) : memory::desc();
   const dnnl::primitive_attr attr = default_attr();
   // The forward pass may end in an activation, applied as oneDNN writes y.
   dnnl::primitive_attr fwd_attr = default_attr();
@@ -301,22 +330,11 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
     fwd_attr.set_post_ops(po);
   }
 
-  // Winograd F(4x4, 3x3) for every pass of a 3x3 stride-1 layer on whole
-  // 16-channel blocks with at least 8x8 outputs, chosen here rather than by
-  // oneDNN's convolution_auto, whose heuristic keeps training batches of up
-  // to 8 images on direct kernels although Winograd runs those passes 1.4-2.6x
-  // faster (bench/bench_conv.cpp). Direct where oneDNN has no Winograd kernel
-  // (CPUs without AVX-512), where the pass's scratchpad (a grow-only buffer,
-  // so resident from then on) would pass kWinogradScratchpadLimit, and on
-  // smaller maps (5x5 and below: 2-8x slower). Other channel counts stay
-  // direct: SSD's box heads (24, 84 or 126 output channels) ran Winograd's
-  // backward-weights pass at a small fraction of the direct kernels' speed.
-  const bool winograd = algo_choice == ConvAlgo::automatic && g.r == 3 && g.s == 3 &&
-                        g.stride[0] == 1 && g.stride[1] == 1 && g.dilation[0] == 1 &&
-                        g.dilation[1] == 1 && g.groups == 1 && g.c % kChannelBlock == 0 &&
-                        g.k % kChannelBlock == 0 && g.oh >= kWinogradMinOutput &&
-                        g.ow >= kWinogradMinOutput;
-  auto choose = [&](auto make) {
+  // `wino`: the passes that may run Winograd F(4x4, 3x3) (winograd_passes;
+  // kernels/cpu/conv.h says why). Direct where oneDNN has no Winograd kernel
+  // (CPUs without AVX-512) and where the pass's scratchpad (a grow-only
+  // buffer, so resident from then on) would pass kWinogradScratchpadLimit.
+  auto choose = [&](bool winograd, auto make) {
     if (winograd) try {
         auto pd = make(dnnl::algorithm::convolution_winograd);
         if (pd.scratchpad_desc().get_size() <= kWinogradScratchpadLimit) return pd;
@@ -327,29 +345,32 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   };
   auto e = std::make_unique<ConvEntry>();
   e->bias_md = b_md;
-  e->fwd_pd = choose([&](dnnl::algorithm a) {
+  e->fwd_pd = choose(wino.forward, [&](dnnl::algorithm a) {
     return dnnl::convolution_forward::primitive_desc(
         dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, a, x_any, w_any, b_md,
                                         y_any, strides, dil, pad_l, pad_r),
         fwd_attr, engine());
   });
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
-  const memory::desc x_plain = plain_md(x_dims), y_plain = plain_md(y_dims),
-                     w_plain = plain_md(w_dims);
+  const memory::desc x_plain = plain_md(x_dims, dt), y_plain = plain_md(y_dims, dt),
+                     w_plain = plain_md(w_dims, dt);
   e->x_fwd = Layout(x_plain, e->fwd_pd.src_desc(), true, false);
   e->w_fwd = Layout(w_plain, e->fwd_pd.weights_desc(), true, false);
   e->y_fwd = Layout(y_plain, e->fwd_pd.dst_desc(), false, true);
-  const memory::desc x_blk(x_dims, f32, memory::format_tag::nChw16c),
-      y_blk(y_dims, f32, memory::format_tag::nChw16c);
-  // Only whole 16-channel blocks: a padded nChw16c tensor would not fit a plain one's storage.
-  const bool cx = g.c % kChannelBlock == 0, cy = g.k % kChannelBlock == 0;
+  // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c, only in whole
+  // 16-channel blocks (a padded nChw16c tensor would not fit a plain one's
+  // storage); bf16 channels last.
+  const bool f32 = dtype == DType::f32;
+  const auto blk_tag = f32 ? memory::format_tag::nChw16c : memory::format_tag::nhwc;
+  const memory::desc x_blk(x_dims, dt, blk_tag), y_blk(y_dims, dt, blk_tag);
+  const bool cx = !f32 || g.c % kChannelBlock == 0, cy = !f32 || g.k % kChannelBlock == 0;
   e->blocked.src = cx && e->x_fwd.want == x_blk;
   e->blocked.dst = cy && e->y_fwd.want == y_blk;
   // A forward with an activation is only ever run forward: its backward is the
   // activation's, then the plain convolution's (another entry).
   if (act != ConvAct::none) return e;
 
-  e->bwd_data_pd = choose([&](dnnl::algorithm a) {
+  e->bwd_data_pd = choose(wino.backward_data, [&](dnnl::algorithm a) {
     return dnnl::convolution_backward_data::primitive_desc(
         dnnl::convolution_backward_data::desc(a, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
         attr, engine(), e->fwd_pd);
@@ -359,12 +380,29 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, ConvAlgo algo_choice,
   e->w_bd = Layout(w_plain, e->bwd_data_pd.weights_desc(), true, false);
   e->dx_bd = Layout(x_plain, e->bwd_data_pd.diff_src_desc(), false, true);
 
-  e->bwd_weights_pd = choose([&](dnnl::algorithm a) {
-    return dnnl::convolution_backward_weights::primitive_desc(
-        dnnl::convolution_backward_weights::desc(a, x_any, w_any, b_md, y_any, strides, dil, pad_l,
-                                                 pad_r),
-        attr, engine(), e->fwd_pd);
-  });
+  const dnnl::convolution_backward_weights::desc bw_direct(
+      dnnl::algorithm::convolution_direct, x_any, w_any, b_md, y_any, strides, dil, pad_l, pad_r);
+  if (dtype == DType::bf16) {
+    e->bwd_weights_pd =
+        dnnl::convolution_backward_weights::primitive_desc(bw_direct, attr, engine(), e->fwd_pd);
+    if (weights_gemm_fits(g)) {
+      const int64_t pixels = g.n * g.oh * g.ow, rsc = g.r * g.s * g.c;
+      e->weights_gemm = true;
+      e->wg_dyt = memory::desc({g.k, pixels}, dt, memory::dims{1, g.k});
+      e->wg_col = memory::desc({pixels, rsc}, dt, memory::dims{rsc, 1});
+      e->wg_dw = plain_md({g.k, rsc});
+      e->wg_pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(e->wg_dyt, e->wg_col, e->wg_dw),
+                                              attr, engine());
+      e->wg = dnnl::matmul(e->wg_pd);
+    }
+  } else {
+    e->bwd_weights_pd = choose(wino.backward_weights, [&](dnnl::algorithm a) {
+      return dnnl::convolution_backward_weights::primitive_desc(
+          dnnl::convolution_backward_weights::desc(a, x_any, w_any, b_md, y_any, strides, dil,
+                                                   pad_l, pad_r),
+          attr, engine(), e->fwd_pd);
+    });
+  }
   e->bwd_weights = dnnl::convolution_backward_weights(e->bwd_weights_pd);
   e->x_bw = Layout(x_plain, e->bwd_weights_pd.src_desc(), true, false);
   e->dy_bw = Layout(y_plain, e->bwd_weights_pd.diff_dst_desc(), true, false);
@@ -385,8 +423,11 @@ std::atomic<ConvAlgo>& conv_algo() {
   return algo;
 }
 
-const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none) {
-  const ConvAlgo algo = get_conv_algo();
+const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none, DType dtype = DType::f32) {
+  // Keyed by the passes that run Winograd, so algorithm choices that agree on
+  // a layer share its primitives. oneDNN has no bf16 Winograd.
+  const WinogradPasses wino =
+      dtype == DType::f32 ? winograd_passes(g, get_conv_algo()) : WinogradPasses{};
   const Key key{g.n,
                 g.c,
                 g.h,
@@ -402,21 +443,93 @@ const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none) {
                 g.dilation[1],
                 g.groups,
                 g.has_bias,
-                static_cast<int64_t>(algo),
-                static_cast<int64_t>(act)};
-  return conv_cache().get(key, [&] { return make_entry(g, algo, act); });
+                wino.forward + 2 * wino.backward_data + 4 * wino.backward_weights,
+                static_cast<int64_t>(act),
+                static_cast<int64_t>(dtype)};
+  return conv_cache().get(key, [&] { return make_entry(g, wino, act, dtype); });
 }
 
-// A blocked KTensor only where the primitive's layout is nChw16c (the caller
-// asks conv2d_blocked_layouts first).
+// The weights_gemm path of conv2d_backward: x (N, H, W, C) and dy (N, OH, OW,
+// K) channels last, dweight (K, C, R, S) and dbias (K) bf16.
+void weights_by_gemm(const Conv2dGeom& g, const ConvEntry& e, const KTensor& x, const KTensor& dy,
+                     const KTensor* dweight, const KTensor* dbias) {
+  const int64_t pixels = g.n * g.oh * g.ow, rsc = g.r * g.s * g.c, k = g.k;
+  const BFloat16* xs = x.ptr<BFloat16>();
+  const BFloat16* dys = dy.ptr<BFloat16>();
+  if (dweight) {
+    const bool plain_1x1 = g.r == 1 && g.s == 1 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                           g.pad[0] == 0 && g.pad[1] == 0;
+    const BFloat16* col = xs;
+    if (!plain_1x1) {
+      auto* c = static_cast<BFloat16*>(buffer(Buf::src, e.wg_col.get_size()));
+      parallel_for(pixels, std::max<int64_t>(1, kGrain / std::max<int64_t>(rsc, 1)),
+                   [&](int64_t lo, int64_t hi) {
+                     for (int64_t p = lo; p < hi; ++p) {
+                       const int64_t n = p / (g.oh * g.ow), oy = p / g.ow % g.oh, ox = p % g.ow;
+                       BFloat16* row = c + p * rsc;
+                       for (int64_t r = 0; r < g.r; ++r) {
+                         const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
+                         for (int64_t s = 0; s < g.s; ++s, row += g.c) {
+                           const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
+                           if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w)
+                             std::fill_n(row, g.c, BFloat16());
+                           else
+                             std::copy_n(xs + ((n * g.h + iy) * g.w + ix) * g.c, g.c, row);
+                         }
+                       }
+                     }
+                   });
+      col = c;
+    }
+    auto* dw = static_cast<float*>(buffer(Buf::diff_weights, e.wg_dw.get_size()));
+    e.wg.execute(stream(), {{DNNL_ARG_SRC, wrap(e.wg_dyt, const_cast<BFloat16*>(dys))},
+                            {DNNL_ARG_WEIGHTS, wrap(e.wg_col, const_cast<BFloat16*>(col))},
+                            {DNNL_ARG_DST, wrap(e.wg_dw, dw)},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad(e.wg_pd)}});
+    // (K, R, S, C) -> the weight's (K, C, R, S), rounded to bf16 once.
+    BFloat16* out = dweight->ptr<BFloat16>();
+    const int64_t taps = g.r * g.s;
+    parallel_for(k, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o)
+        for (int64_t t = 0; t < taps; ++t)
+          for (int64_t c = 0; c < g.c; ++c)
+            out[(o * g.c + c) * taps + t] = BFloat16(dw[o * rsc + t * g.c + c]);
+    });
+  }
+  if (dbias) {
+    std::vector<double> sum(static_cast<size_t>(k), 0.0);
+    std::vector<float> part(static_cast<size_t>(k));
+    for (int64_t p0 = 0; p0 < pixels; p0 += 256) {
+      std::fill(part.begin(), part.end(), 0.0f);
+      for (int64_t p = p0; p < std::min(pixels, p0 + 256); ++p) {
+        const BFloat16* d = dys + p * k;
+        for (int64_t o = 0; o < k; ++o) part[o] += static_cast<float>(d[o]);
+      }
+      for (int64_t o = 0; o < k; ++o) sum[o] += part[o];
+    }
+    BFloat16* db = dbias->ptr<BFloat16>();
+    for (int64_t o = 0; o < k; ++o) db[o] = BFloat16(static_cast<float>(sum[o]));
+  }
+}
+
+// A blocked KTensor only where the primitive's layout is the blocked one (the
+// caller asks conv2d_blocked_layouts first).
 void check_blocked(const KTensor& t, bool allowed, const char* what) {
   TCV_CHECK(!t.blocked || allowed, "[conv2d] the ", what,
             " is in the blocked layout where this convolution reads or writes another");
 }
 
-void check_f32(const char* op, const KTensor& t) {
-  TCV_CHECK(t.dtype == DType::f32, "[", op, "] oneDNN path expects f32, got ", dtype_name(t.dtype));
+// What oneDNN runs: f32, and bf16 where the CPU has bf16 instructions.
+void check_dnnl_dtype(const char* op, const KTensor& t, DType want) {
+  TCV_CHECK(t.dtype == want, "[", op, "] expects ", dtype_name(want), ", got ",
+            dtype_name(t.dtype));
   TCV_CHECK(t.is_contiguous(), "[", op, "] expects contiguous tensors");
+}
+
+void check_bf16_here(const char* op) {
+  TCV_CHECK(bf16_in_hardware(), "[", op,
+            "] bf16 on the CPU needs AVX512_BF16 or AMX-BF16 instructions, which this CPU (or "
+            "ONEDNN_MAX_CPU_ISA) does not offer");
 }
 
 }  // namespace
@@ -447,7 +560,7 @@ void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight
 
 void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
                     const KTensor* bias, const KTensor& y, ConvAct act) {
-  if (x.dtype != DType::f32) {
+  if (x.dtype != DType::f32 && x.dtype != DType::bf16) {
     if (x.dtype == DType::f64)
       forward_gemm<double>(g, x.ptr<double>(), weight.ptr<double>(),
                            bias && g.has_bias ? bias->ptr<double>() : nullptr, y.ptr<double>());
@@ -464,11 +577,13 @@ void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight
     }
     return;
   }
-  check_f32("conv2d", x);
-  check_f32("conv2d", weight);
-  check_f32("conv2d", y);
+  const DType dt = x.dtype;
+  if (dt == DType::bf16) check_bf16_here("conv2d");
+  check_dnnl_dtype("conv2d", x, dt);
+  check_dnnl_dtype("conv2d", weight, dt);
+  check_dnnl_dtype("conv2d", y, dt);
   try {
-    const ConvEntry& e = entry(g, act);
+    const ConvEntry& e = entry(g, act, dt);
     check_blocked(x, e.blocked.src, "input");
     check_blocked(y, e.blocked.dst, "output");
     memory xm = e.x_fwd.in(x, Buf::src);
@@ -479,7 +594,7 @@ void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight
                                          {DNNL_ARG_DST, ym},
                                          {DNNL_ARG_SCRATCHPAD, scratchpad(e.fwd_pd)}};
     if (g.has_bias) {
-      TCV_CHECK(bias && bias->dtype == DType::f32, "[conv2d] bias must be f32");
+      TCV_CHECK(bias && bias->dtype == dt, "[conv2d] bias must be ", dtype_name(dt));
       args.emplace(DNNL_ARG_BIAS, wrap(e.bias_md, bias->data));
     }
     e.fwd.execute(stream(), args);
@@ -499,11 +614,14 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
                           dbias ? dbias->ptr<double>() : nullptr);
     return;
   }
-  if (dy.dtype != DType::f32) return conv2d_backward_ref(g, x, weight, dy, dx, dweight, dbias);
-  check_f32("conv2d_backward", dy);
+  if (dy.dtype != DType::f32 && dy.dtype != DType::bf16)
+    return conv2d_backward_ref(g, x, weight, dy, dx, dweight, dbias);
+  const DType dt = dy.dtype;
+  if (dt == DType::bf16) check_bf16_here("conv2d_backward");
+  check_dnnl_dtype("conv2d_backward", dy, dt);
   TCV_CHECK(!dbias || g.has_bias, "[conv2d_backward] dbias requested for a conv without bias");
   try {
-    const ConvEntry& e = entry(g);
+    const ConvEntry& e = entry(g, ConvAct::none, dt);
     check_blocked(dy, e.blocked.diff_dst && (!(dweight || dbias) || e.blocked.bwd_diff_dst),
                   "output gradient");
     // dy is reordered once and shared when both passes want the same layout.
@@ -518,7 +636,9 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
                                     {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_data_pd)}});
       e.dx_bd.finish(dxm, *dx);
     }
-    if (dweight || dbias) {
+    if ((dweight || dbias) && e.weights_gemm && x.blocked && dy.blocked) {
+      weights_by_gemm(g, e, x, dy, dweight, dbias);
+    } else if (dweight || dbias) {
       check_blocked(x, e.blocked.bwd_src, "input");
       memory dym_w = e.dy_bw.want == e.dy_bd.want ? dym : e.dy_bw.in(dy.data, Buf::bwd_src);
       memory xm = e.x_bw.in(x, Buf::src);
@@ -529,7 +649,7 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
                                            {DNNL_ARG_DIFF_WEIGHTS, dwm},
                                            {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_weights_pd)}};
       if (g.has_bias) {
-        void* db_data = dbias ? dbias->data : buffer(Buf::dst, static_cast<size_t>(g.k) * 4);
+        void* db_data = dbias ? dbias->data : buffer(Buf::dst, e.bias_md.get_size());
         args.emplace(DNNL_ARG_DIFF_BIAS, wrap(e.bias_md, db_data));
       }
       e.bwd_weights.execute(stream(), args);
@@ -540,17 +660,21 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
   }
 }
 
+bool bf16_supported() {
+  return bf16_in_hardware();
+}
+
 size_t conv2d_cache_size() {
   return conv_cache().size();
 }
 
-ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act) {
+ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act, DType dtype) {
   try {
-    if (act == ConvAct::none) return entry(g).blocked;
+    if (act == ConvAct::none) return entry(g, ConvAct::none, dtype).blocked;
     // The forward layouts of the entry with the activation, the backward ones
     // of the plain convolution's (which runs the backward).
-    ConvBlockedLayouts bl = entry(g).blocked;
-    const ConvBlockedLayouts f = entry(g, act).blocked;
+    ConvBlockedLayouts bl = entry(g, ConvAct::none, dtype).blocked;
+    const ConvBlockedLayouts f = entry(g, act, dtype).blocked;
     bl.src = f.src, bl.dst = f.dst;
     return bl;
   } catch (const dnnl::error& err) {
@@ -564,10 +688,37 @@ std::string conv2d_impl_names(const Conv2dGeom& g) {
          e.bwd_weights_pd.impl_info_str();
 }
 
+WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
+  // The smallest output height and width that run Winograd: on 5x5 maps and
+  // smaller it ran 2-8x slower than direct.
+  constexpr int64_t kWinogradMinOutput = 8;
+  const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                        g.dilation[0] == 1 && g.dilation[1] == 1 && g.groups == 1 &&
+                        g.c % kChannelBlock == 0 && g.k % kChannelBlock == 0 &&
+                        g.oh >= kWinogradMinOutput && g.ow >= kWinogradMinOutput;
+  // automatic: no pass of oneDNN's Winograd stayed within direct convolution's
+  // error bound on the layers tcv trains (kernels/cpu/conv.h).
+  if (!shape_ok || algo != ConvAlgo::winograd) return {};
+  return {true, true, true};
+}
+
 ConvAlgo parse_conv_algo(const std::string& text, const std::string& what) {
   if (text == "auto") return ConvAlgo::automatic;
   if (text == "direct") return ConvAlgo::direct;
-  TCV_THROW(what, " must be \"auto\" or \"direct\", got \"", text, "\"");
+  if (text == "winograd") return ConvAlgo::winograd;
+  TCV_THROW(what, " must be \"auto\", \"direct\" or \"winograd\", got \"", text, "\"");
+}
+
+const char* conv_algo_name(ConvAlgo algo) {
+  switch (algo) {
+    case ConvAlgo::automatic:
+      return "auto";
+    case ConvAlgo::direct:
+      return "direct";
+    case ConvAlgo::winograd:
+      return "winograd";
+  }
+  return "?";
 }
 
 void set_conv_algo(ConvAlgo algo) {

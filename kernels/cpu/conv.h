@@ -1,7 +1,8 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
 // f32 runs through oneDNN (blocked layouts inside; activations may also come
-// and go in nChw16c, see conv2d_blocked_layouts); f64 through im2col and
+// and go in nChw16c, see conv2d_blocked_layouts), and so does bf16 (mixed
+// precision, on CPUs with bf16 instructions: bf16_supported); f64 through im2col and
 // OpenBLAS's dgemm (gradient checks, f64 runs of whole networks); the direct
 // reference loops are the test oracle.
 #pragma once
@@ -58,8 +59,9 @@ void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& w
                          const KTensor& dy, const KTensor* dx, const KTensor* dweight,
                          const KTensor* dbias);
 
-/// Which activations of g's f32 oneDNN primitives are in the nChw16c layout
-/// (kernels/cpu/blocked.h). Exactly those may be passed to conv2d_forward and
+/// Which activations of g's oneDNN primitives of `dtype` (f32, bf16) are in the
+/// blocked layout (nChw16c for f32, channels last for bf16:
+/// kernels/cpu/blocked.h). Exactly those may be passed to conv2d_forward and
 /// conv2d_backward as KTensors with `blocked` set (dst and diff_src: are
 /// written blocked); every other tensor is row-major.
 struct ConvBlockedLayouts {
@@ -68,31 +70,60 @@ struct ConvBlockedLayouts {
   bool bwd_src = false, bwd_diff_dst = false;  // backward-weights
 };
 /// `act`: that of the forward pass (conv2d_forward with an activation).
-ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act = ConvAct::none);
+ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act = ConvAct::none,
+                                          DType dtype = DType::f32);
+
+/// Whether this CPU runs bf16 convolutions and matrix products in hardware
+/// (AVX512_BF16 or AMX-BF16 in the ISA oneDNN dispatches to; ONEDNN_MAX_CPU_ISA
+/// can lower it). The CPU kernels take bf16 tensors only then.
+bool bf16_supported();
 
 /// Number of distinct convolution configurations whose primitives are cached.
 size_t conv2d_cache_size();
 
 /// How f32 convolutions choose oneDNN's algorithm.
-///  - automatic: Winograd F(4x4, 3x3) for each pass of a 3x3 stride-1
+///  - automatic: each pass runs the fastest algorithm whose rounding error
+///    stays within direct convolution's bound, |error| <= γ_K · Σ|terms| for
+///    every element (K the terms of one sum: C·R·S forward, K·R·S
+///    backward-data, N·OH·OW backward-weights; the bound of any summation
+///    order on any CPU), on the 3x3 layers of the models tcv trains
+///    (build/bench/tcv-conv-accuracy; README, Benchmarks): today oneDNN's
+///    direct kernels in every pass. Winograd F(4x4, 3x3) is not: its
+///    transforms mix the values of a whole tile (6x6 inputs for 4x4 outputs
+///    forward and backward-data, the 3x3 taps backward-weights), so an
+///    element whose terms are all zero (a region of zeros in the maps or the
+///    gradients, as after a ReLU or in an image's padding) gets its
+///    neighbours' rounding errors instead of an exact 0, in every pass, and
+///    forward and backward-data its error is about 10x direct's elsewhere.
+///  - direct: always direct convolution, as PyTorch's CPU path does.
+///  - winograd: Winograd F(4x4, 3x3) for each pass of a 3x3 stride-1
 ///    undilated layer whose input and output channels are whole 16-channel
 ///    blocks and whose output is at least 8x8 (1.4-2.6x faster than direct on
-///    AVX-512 at training batches of 1-4 images; results within about 1e-6
-///    relative of direct), unless that pass's Winograd scratchpad would pass
-///    512 MiB or oneDNN has no Winograd kernel for it (CPUs without AVX-512);
-///    direct everywhere else. (On SSD's box heads, 1024 -> 24 channels at
-///    19x19, Winograd's backward-weights pass took 1.2-1.4 s of a training
-///    step, where direct kernels of that size take milliseconds; on 5x5 maps
-///    and smaller it is 2-8x slower than direct.)
-///  - direct: always direct convolution, as PyTorch's CPU path does.
-/// The default is automatic, or the value of TCV_CONV_ALGO (auto | direct).
-enum class ConvAlgo { automatic, direct };
+///    AVX-512 at training batches of 1-4 images), unless that pass's Winograd
+///    scratchpad would pass 512 MiB or oneDNN has no Winograd kernel for it
+///    (CPUs without AVX-512); direct everywhere else. (On SSD's box heads,
+///    1024 -> 24 channels at 19x19, Winograd's backward-weights pass took
+///    1.2-1.4 s of a training step, where direct kernels of that size take
+///    milliseconds; on 5x5 maps and smaller it is 2-8x slower than direct.)
+/// The default is automatic, or the value of TCV_CONV_ALGO (auto | direct |
+/// winograd); tcv-train's train.conv_algo sets it for a run.
+enum class ConvAlgo { automatic, direct, winograd };
 void set_conv_algo(ConvAlgo algo);
 ConvAlgo get_conv_algo();
 /// oneDNN's implementations for `g` under the current algorithm choice, as
 /// "forward / backward-data / backward-weights" (e.g. "jit_wino_4x3:avx512_core / ...").
 std::string conv2d_impl_names(const Conv2dGeom& g);
-/// Parses "auto" or "direct"; throws naming `what` otherwise.
+/// Parses "auto", "direct" or "winograd"; throws naming `what` otherwise.
 ConvAlgo parse_conv_algo(const std::string& text, const std::string& what);
+/// "auto", "direct" or "winograd".
+const char* conv_algo_name(ConvAlgo algo);
+
+/// The passes of `g` that `algo` asks oneDNN to run as Winograd F(4x4, 3x3)
+/// (each still runs direct where oneDNN has no Winograd kernel or its
+/// scratchpad would be too large).
+struct WinogradPasses {
+  bool forward = false, backward_data = false, backward_weights = false;
+};
+WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo);
 
 }  // namespace tcv::kernels::cpu

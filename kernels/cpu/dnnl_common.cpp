@@ -95,6 +95,17 @@ dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd) {
   return wrap(md, bytes ? buffer(Buf::scratchpad, bytes) : nullptr);
 }
 
+bool bf16_in_hardware() {
+  static const bool ok = [] {
+    // The ISA values are bit sets, each including the ones below it: any ISA
+    // that contains AVX512_BF16 (AMX-BF16 CPUs and newer ones too).
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return ok;
+}
+
 void rethrow(const char* op, const dnnl::error& e) {
   TCV_THROW("[", op, "] oneDNN error: ", e.what(), " (status ", static_cast<int>(e.status), ")");
 }

@@ -48,16 +48,28 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, void* data) {
   return dnnl::memory(md, engine(), data);
 }
 
-/// Plain (row-major) f32 memory descriptor.
-inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims) {
+/// oneDNN's name for f32 and bf16 (the dtypes tcv hands it).
+inline dnnl::memory::data_type dnnl_dtype(DType dt) {
+  TCV_CHECK(dt == DType::f32 || dt == DType::bf16, "[dnnl] f32 or bf16 expected, got ",
+            dtype_name(dt));
+  return dt == DType::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+/// Plain (row-major) memory descriptor, f32 unless said otherwise.
+inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims,
+                                   dnnl::memory::data_type dt = dnnl::memory::data_type::f32) {
   dnnl::memory::dims strides(dims.size());
   int64_t s = 1;
   for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
     strides[i] = s;
     s *= dims[i];
   }
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, dt, strides);
 }
+
+/// Whether oneDNN runs bf16 on this CPU in hardware: AVX512_BF16 or AMX-BF16
+/// in the ISA it dispatches to (ONEDNN_MAX_CPU_ISA can lower it).
+bool bf16_in_hardware();
 
 /// A tensor that lives in a caller-visible plain layout but that a primitive
 /// may want in another (blocked) one: the two descriptors and cached reorders.

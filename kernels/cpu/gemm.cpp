@@ -39,7 +39,8 @@ struct DnnlKey {
   int64_t m, n, k, lda, ldb, ldc;
   Trans ta, tb;
   float alpha, beta;
-  auto tie() const { return std::tie(m, n, k, lda, ldb, ldc, ta, tb, alpha, beta); }
+  DType dtype;  // of a, b and c: f32, or bf16 (accumulated in f32)
+  auto tie() const { return std::tie(m, n, k, lda, ldb, ldc, ta, tb, alpha, beta, dtype); }
   bool operator<(const DnnlKey& o) const { return tie() < o.tie(); }
 };
 
@@ -51,12 +52,12 @@ struct Descs {
 
 Descs descs(const DnnlKey& key) {
   using Dims = dnnl::memory::dims;
-  constexpr auto f32 = dnnl::memory::data_type::f32;
-  return {dnnl::memory::desc(Dims{key.m, key.k}, f32,
+  const auto dt = dnnl_util::dnnl_dtype(key.dtype);
+  return {dnnl::memory::desc(Dims{key.m, key.k}, dt,
                              key.ta == Trans::no ? Dims{key.lda, 1} : Dims{1, key.lda}),
-          dnnl::memory::desc(Dims{key.k, key.n}, f32,
+          dnnl::memory::desc(Dims{key.k, key.n}, dt,
                              key.tb == Trans::no ? Dims{key.ldb, 1} : Dims{1, key.ldb}),
-          dnnl::memory::desc(Dims{key.m, key.n}, f32, Dims{key.ldc, 1})};
+          dnnl::memory::desc(Dims{key.m, key.n}, dt, Dims{key.ldc, 1})};
 }
 
 // Building a primitive descriptor costs tens of microseconds: keep one
@@ -90,17 +91,23 @@ std::shared_ptr<DnnlGemm> dnnl_primitive(const DnnlKey& key) {
   return entry;
 }
 
-void sgemm_dnnl(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const DnnlKey key{m, n, k, lda, ldb, ldc, ta, tb, alpha, beta};
-  auto g = dnnl_primitive(key);
-  const Descs d = descs(key);
-  dnnl::stream& stream = dnnl_util::stream();
-  g->prim.execute(stream, {{DNNL_ARG_SRC, dnnl_util::wrap(d.a, const_cast<float*>(a))},
-                           {DNNL_ARG_WEIGHTS, dnnl_util::wrap(d.b, const_cast<float*>(b))},
-                           {DNNL_ARG_DST, dnnl_util::wrap(d.c, c)},
-                           {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(g->pd)}});
-  stream.wait();
+// f32 or bf16 (dt) operands and result.
+void gemm_dnnl(DType dt, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
+               const void* a, int64_t lda, const void* b, int64_t ldb, float beta, void* c,
+               int64_t ldc) {
+  const DnnlKey key{m, n, k, lda, ldb, ldc, ta, tb, alpha, beta, dt};
+  try {
+    auto g = dnnl_primitive(key);
+    const Descs d = descs(key);
+    dnnl::stream& stream = dnnl_util::stream();
+    g->prim.execute(stream, {{DNNL_ARG_SRC, dnnl_util::wrap(d.a, const_cast<void*>(a))},
+                             {DNNL_ARG_WEIGHTS, dnnl_util::wrap(d.b, const_cast<void*>(b))},
+                             {DNNL_ARG_DST, dnnl_util::wrap(d.c, c)},
+                             {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(g->pd)}});
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    dnnl_util::rethrow("gemm", err);
+  }
 }
 
 // Which library runs f32 GEMMs when the caller does not say. oneDNN: it runs on
@@ -127,19 +134,29 @@ void gemm(DType dt, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, double 
   if (m == 0 || n == 0) return;
   blas_threads();
   if (k == 0) {  // BLAS wants lda >= 1 even here; the product is empty anyway
-    TCV_DISPATCH_FLOAT(dt, "gemm", scale_c(static_cast<scalar_t*>(c), m, n, ldc, beta));
+    if (dt == DType::bf16)
+      scale_c(static_cast<BFloat16*>(c), m, n, ldc, beta);
+    else
+      TCV_DISPATCH_FLOAT(dt, "gemm", scale_c(static_cast<scalar_t*>(c), m, n, ldc, beta));
     return;
   }
   // BLAS rejects a leading dimension below 1 even for a single row or column.
   lda = std::max<int64_t>(lda, 1);
   ldb = std::max<int64_t>(ldb, 1);
   ldc = std::max<int64_t>(ldc, 1);
+  if (dt == DType::bf16) {  // mixed precision: oneDNN only (OpenBLAS has no bf16 here)
+    TCV_CHECK(dnnl_util::bf16_in_hardware(),
+              "[gemm] bf16 on the CPU needs AVX512_BF16 or AMX-BF16 instructions, which this CPU "
+              "does not offer");
+    gemm_dnnl(dt, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb,
+              static_cast<float>(beta), c, ldc);
+    return;
+  }
   if (dt == DType::f32) {
     if (lib == GemmLib::automatic) lib = kDefaultF32;
     if (lib == GemmLib::onednn) {
-      sgemm_dnnl(ta, tb, m, n, k, static_cast<float>(alpha), static_cast<const float*>(a), lda,
-                 static_cast<const float*>(b), ldb, static_cast<float>(beta),
-                 static_cast<float*>(c), ldc);
+      gemm_dnnl(dt, ta, tb, m, n, k, static_cast<float>(alpha), a, lda, b, ldb,
+                static_cast<float>(beta), c, ldc);
       return;
     }
     cblas_sgemm(CblasRowMajor, cblas_trans(ta), cblas_trans(tb), static_cast<blasint>(m),

@@ -1,7 +1,8 @@
-// Pooling: oneDNN for f32, on plain NCHW or, when the input already is (a
-// convolution's output), on nChw16c (reordering to a blocked layout and back
-// around the pooling would cost more than it saves); direct loops for f64 and
-// for average pooling whose ceil-mode overhang PyTorch leaves out of the divisor.
+// Pooling: oneDNN for f32 and bf16 (mixed precision), on plain NCHW or, when
+// the input already is (a convolution's output), on the blocked layout (f32
+// nChw16c, bf16 channels last: reordering to it and back around the pooling
+// would cost more than it saves); direct loops for f64 and for average pooling
+// whose ceil-mode overhang PyTorch leaves out of the divisor.
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
@@ -121,7 +122,7 @@ Cache<PoolEntry>& pool_cache() {
   return cache;
 }
 
-const PoolEntry& entry(const Pool2dGeom& g) {
+const PoolEntry& entry(const Pool2dGeom& g, DType dtype) {
   const Key key{g.n,
                 g.c,
                 g.h,
@@ -135,12 +136,16 @@ const PoolEntry& entry(const Pool2dGeom& g) {
                 g.pad[0],
                 g.pad[1],
                 static_cast<int64_t>(g.kind),
-                g.blocked};
+                g.blocked,
+                static_cast<int64_t>(dtype)};
   return pool_cache().get(key, [&] {
     auto e = std::make_unique<PoolEntry>();
     const auto md = [&](const memory::dims& d) {
-      return g.blocked ? memory::desc(d, memory::data_type::f32, memory::format_tag::nChw16c)
-                       : plain_md(d);
+      // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c, bf16 channels last.
+      if (!g.blocked) return plain_md(d, dnnl_dtype(dtype));
+      return memory::desc(
+          d, dnnl_dtype(dtype),
+          dtype == DType::bf16 ? memory::format_tag::nhwc : memory::format_tag::nChw16c);
     };
     e->x_md = md({g.n, g.c, g.h, g.w});
     e->y_md = md({g.n, g.c, g.oh, g.ow});
@@ -168,7 +173,7 @@ const PoolEntry& entry(const Pool2dGeom& g) {
 }
 
 bool use_dnnl(const Pool2dGeom& g, DType dt) {
-  return dt == DType::f32 && dnnl_can(g);
+  return (dt == DType::f32 || (dt == DType::bf16 && bf16_in_hardware())) && dnnl_can(g);
 }
 
 // The blocked layout is the engine's choice (Pool2dGeom::blocked); both
@@ -176,20 +181,24 @@ bool use_dnnl(const Pool2dGeom& g, DType dt) {
 void check_layout(const char* op, const Pool2dGeom& g, const KTensor& a, const KTensor& b) {
   if (g.blocked)
     TCV_CHECK(a.blocked && b.blocked && pool2d_blockable(g, a.dtype), "[", op,
-              "] the blocked layout needs f32 data in whole 16-channel blocks");
+              "] the blocked layout needs f32 data in whole 16-channel blocks, or bf16");
 }
 
 }  // namespace
 
 bool pool2d_blockable(const Pool2dGeom& g, DType dtype) {
-  return use_dnnl(g, dtype) && g.c % kChannelBlock == 0;
+  return use_dnnl(g, dtype) && (dtype == DType::bf16 || g.c % kChannelBlock == 0);
+}
+
+bool pool2d_takes(const Pool2dGeom& g, DType dtype) {
+  return dtype == DType::f32 || dtype == DType::f64 || use_dnnl(g, dtype);
 }
 
 size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
   if (g.kind != PoolKind::max) return 0;
   if (!use_dnnl(g, dtype)) return static_cast<size_t>(g.n * g.c * g.oh * g.ow) * sizeof(int64_t);
   try {
-    return entry(g).ws_md.get_size();
+    return entry(g, dtype).ws_md.get_size();
   } catch (const dnnl::error& err) {
     rethrow("max_pool2d", err);
   }
@@ -207,7 +216,7 @@ void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
     return;
   }
   try {
-    const PoolEntry& e = entry(g);
+    const PoolEntry& e = entry(g, x.dtype);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.x_md, x.data)},
                                          {DNNL_ARG_DST, wrap(e.y_md, y.data)},
                                          {DNNL_ARG_SCRATCHPAD, scratchpad(e.fwd_pd)}};
@@ -233,7 +242,7 @@ void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
     return;
   }
   try {
-    const PoolEntry& e = entry(g);
+    const PoolEntry& e = entry(g, dy.dtype);
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(e.y_md, dy.data)},
                                          {DNNL_ARG_DIFF_SRC, wrap(e.x_md, dx.data)},
                                          {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_pd)}};

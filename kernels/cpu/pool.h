@@ -34,6 +34,11 @@ namespace tcv::kernels::cpu {
 /// 16-channel blocks): a blocked input then gives a blocked output, no reorder.
 bool pool2d_blockable(const Pool2dGeom& g, DType dtype);
 
+/// Whether pool2d_forward and pool2d_backward take `dtype` for g: f32 and f64
+/// always, bf16 where oneDNN runs it (CPUs with bf16 instructions, and not
+/// PyTorch's ceil-mode average divisor).
+bool pool2d_takes(const Pool2dGeom& g, DType dtype);
+
 /// Bytes the max-pool backward needs from the forward (oneDNN workspace for f32,
 /// i64 argmax indices for f64). 0 for average pooling.
 size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "apps/tcv-bench/bench.h"
+#include "kernels/cpu/conv.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -32,6 +33,7 @@ TEST(BenchCli, RejectsBadTrainArguments) {
   EXPECT_THROW(parse_train_args({}), UsageError);  // no --model
   EXPECT_THROW(parse_train_args({"--model", "m", "--batch", "0"}), UsageError);
   EXPECT_THROW(parse_train_args({"--model", "m", "--conv-algo", "wino"}), UsageError);
+  EXPECT_EQ(parse_train_args({"--model", "m", "--conv-algo", "winograd"}).conv_algo, "winograd");
   EXPECT_THROW(parse_train_args({"--model", "m", "--batch", "4x"}), UsageError);
   EXPECT_THROW(parse_train_args({"--model", "m", "--frobnicate"}), UsageError);
   EXPECT_THROW(parse_train_args({"--model", "m", "--steps"}), UsageError);
@@ -46,7 +48,11 @@ TEST(BenchCli, RejectsBadTrainArguments) {
       EXPECT_NE(std::string(e.what()).find("--device cuda"), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(parse_train_args({"--model", "m", "--dtype", "bf16"}), Error);
+  // bf16 on the CPU where it has bf16 instructions; f16 on CUDA only.
+  if (kernels::cpu::bf16_supported())
+    EXPECT_EQ(parse_train_args({"--model", "m", "--dtype", "bf16"}).dtype, "bf16");
+  else
+    EXPECT_THROW(parse_train_args({"--model", "m", "--dtype", "bf16"}), Error);
   EXPECT_THROW(parse_train_args({"--model", "m", "--dtype", "f16"}), Error);
 }
 

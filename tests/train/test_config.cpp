@@ -147,6 +147,17 @@ TEST(Config, BadValuesNameKeyAndLine) {
   m.set_override("data.max_pixels=0");
   const std::string px = error_of([&] { m.validate(); });
   EXPECT_TRUE(has(px, "--set: data.max_pixels: must be positive, got 0")) << px;
+  const std::string algo =
+      error_of([] { Config::from_string("[train]\nconv_algo = \"fast\"\n", "a.toml").validate(); });
+  EXPECT_EQ(algo,
+            "a.toml:2: train.conv_algo: unknown value 'fast' (valid: auto, direct, winograd)");
+  for (const char* ok : {"auto", "direct", "winograd"}) {
+    Config a;
+    a.set_override(std::string("train.conv_algo=\"") + ok + "\"");
+    EXPECT_NO_THROW(a.validate()) << ok;
+    EXPECT_TRUE(a.is_set("train.conv_algo"));
+  }
+  EXPECT_FALSE(Config().is_set("train.conv_algo"));  // then TCV_CONV_ALGO, else auto
 }
 
 TEST(Config, CommHookKeysAreChecked) {
