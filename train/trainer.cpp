@@ -626,8 +626,8 @@ struct Trainer::Impl {
       last_eval = task->evaluate_results(opts.results);
       if (!last_eval)
         throw ConfigError(at_key(cfg, "task") + " = \"" + cfg.get_string("task") +
-                          "\": --results reads COCO detection or keypoint results; this task "
-                          "has no results format");
+                          "\": --results reads COCO detection or keypoint results, or a folder "
+                          "of label PNGs; this task has no results format");
     }
     const Json row = opts.results.empty() ? evaluate_row() : last_eval->row();
     summary.val = row;

@@ -15,6 +15,8 @@
 #include "data/det/voc.h"
 #include "data/image.h"
 #include "data/label_png.h"
+#include "data/seg/colorize.h"
+#include "data/seg/dataset.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
@@ -766,5 +768,50 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
   data::write_file(file, json_dump(res));
   const std::string msg = tcv::testing::error_of([&] { evaluate(); });
   EXPECT_TRUE(has(msg, file + ": detection 0: category id 2 is not the person category (1)"))
+      << msg;
+}
+
+// --results for segmentation: a folder of label PNGs scored against the val
+// split (cityscapesscripts' way). The val ground truth, its void band given
+// the background, scores mIoU 1 (void pixels count nowhere); one image's
+// prediction shifted a class scores less; a missing file is named.
+TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
+  tcv::testing::TempDir tmp("seg_results");
+  const fs::path scenes = tmp.root() / "scenes";
+  {
+    Trainer t(tiny(kSeg, scenes, 1),
+              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
+  }
+  const data::SegDataset val = data::read_voc_seg({.root = scenes.string(), .split = "val"});
+  ASSERT_EQ(val.size(), 4);
+  const fs::path dir = tmp.root() / "pred";
+  fs::create_directories(dir);
+  for (const data::SegRecord& r : val.records()) {
+    Tensor l = data::read_label_png(r.label_path).labels.clone();
+    uint8_t* p = l.data<uint8_t>();
+    for (int64_t k = 0; k < l.numel(); ++k)
+      if (p[k] == 255) p[k] = 0;
+    data::write_label_png((dir / (r.id + ".png")).string(), l);
+  }
+  auto evaluate = [&] {
+    return Trainer(tiny(kSeg, scenes, 1), {.phase = Phase::test,
+                                           .results = dir.string(),
+                                           .out_dir = tmp.path("t"),
+                                           .progress = ProgressMode::quiet})
+        .run()
+        .val;
+  };
+  const Json row = evaluate();
+  EXPECT_DOUBLE_EQ(row.at("miou").get<double>(), 1.0) << row.dump();
+  EXPECT_EQ(row.at("images").get<int64_t>(), 4);
+  EXPECT_FALSE(row.contains("loss"));
+  // Image 0's objects all predicted as background: less than 1.
+  const data::SegRecord& first = val.records()[0];
+  Tensor bg = zeros(data::read_label_png(first.label_path).labels.shape(), {.dtype = DType::u8});
+  data::write_label_png((dir / (first.id + ".png")).string(), bg);
+  EXPECT_LT(evaluate().at("miou").get<double>(), 1.0);
+  fs::remove(dir / (first.id + ".png"));
+  const std::string msg = tcv::testing::error_of([&] { evaluate(); });
+  EXPECT_TRUE(has(msg, dir.string() + ": no prediction for ") && has(msg, first.id + ".png"))
       << msg;
 }

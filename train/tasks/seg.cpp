@@ -10,6 +10,7 @@
 #include "data/det/scenes.h"
 #include "data/det/voc.h"
 #include "data/image.h"
+#include "data/label_png.h"
 #include "data/seg/colorize.h"
 #include "data/seg/dataset.h"
 #include "data/seg/loader.h"
@@ -265,6 +266,44 @@ class SegEvaluator final : public TaskEvaluator {
     images_ += images;
   }
 
+  // The label maps of a folder of predictions against every val image's
+  // ground truth, as cityscapesscripts scores a results folder: per image
+  // <id>.png, or <id> / the image's stem followed by _labelIds.png or
+  // _label.png (what tcv-predict writes), holding the values the data set's
+  // label files hold (Cityscapes label ids, VOC class indices), mapped as the
+  // ground truth is. A missing or unreadable file, another size than the
+  // ground truth, or a value of a class that is not evaluated is named.
+  void add_results(const std::string& dir) {
+    from_results_ = true;
+    namespace fs = std::filesystem;
+    TCV_CHECK(fs::is_directory(dir), dir, ": --results for segmentation is a folder of label PNGs");
+    for (const data::SegRecord& r : val_.records()) {
+      TCV_CHECK(!r.label_path.empty(), val_.name(), ": image ", r.image_path,
+                " has no ground truth to score a prediction against");
+      const std::string stem = fs::path(r.image_path).stem().string();
+      std::string file;
+      for (const std::string& base : {r.id, stem})
+        for (const char* tail : {".png", "_labelIds.png", "_label.png"})
+          if (file.empty() && fs::exists(fs::path(dir) / (base + tail)))
+            file = (fs::path(dir) / (base + tail)).string();
+      TCV_CHECK(!file.empty(), dir, ": no prediction for ", r.image_path, " (looked for ", r.id,
+                ".png, ", r.id, "_labelIds.png, ", r.id, "_label.png and the same for ", stem, ")");
+      const Tensor truth = data::map_labels(data::read_label_png(r.label_path).labels,
+                                            val_.label_map(), r.label_path);
+      const Tensor pred =
+          data::map_labels(data::read_label_png(file).labels, val_.label_map(), file);
+      TCV_CHECK(pred.shape() == truth.shape(), file, ": the prediction is ", pred.size(1), "x",
+                pred.size(0), " but the ground truth ", r.label_path, " is ", truth.size(1), "x",
+                truth.size(0));
+      const uint8_t* p = pred.data<uint8_t>();
+      for (int64_t k = 0; k < pred.numel(); ++k)
+        TCV_CHECK(p[k] != data::kIgnoreLabel, file, ": pixel (", k % pred.size(1), ", ",
+                  k / pred.size(1), ") predicts a value of a class that is not evaluated");
+      meter_.update(pred.to(DType::i64).unsqueeze(0), truth.to(DType::i64).unsqueeze(0));
+      ++images_;
+    }
+  }
+
   Metrics finish() const override {
     const SegMetrics m = meter_.compute();
     return {{"miou", m.miou}, {"pixel_acc", m.pixel_acc}, {"mean_acc", m.mean_acc}};
@@ -277,7 +316,7 @@ class SegEvaluator final : public TaskEvaluator {
     j["miou"] = std::isfinite(m.miou) ? m.miou : 0.0;
     j["pixel_acc"] = number_or_null(m.pixel_acc);
     j["mean_acc"] = number_or_null(m.mean_acc);
-    j["loss"] = loss_.mean();
+    if (!from_results_) j["loss"] = loss_.mean();  // a results folder has no loss
     j["images"] = images_;
     Json per_class = Json::object();
     for (size_t c = 0; c < m.iou.size(); ++c)
@@ -288,10 +327,13 @@ class SegEvaluator final : public TaskEvaluator {
 
   std::string describe(const Json& row) const override {
     const Json& pa = row.at("pixel_acc");
+    char loss[32] = "";  // a results folder has none
+    if (row.contains("loss"))
+      std::snprintf(loss, sizeof(loss), " loss %.4f", row.at("loss").get<double>());
     char buf[160];
-    std::snprintf(buf, sizeof(buf), "miou %.4f pixel_acc %.4f loss %.4f (%s, %lld images)",
-                  row.at("miou").get<double>(), pa.is_number() ? pa.get<double>() : NAN,
-                  row.at("loss").get<double>(), cfg_.get_string("test.mode").c_str(),
+    std::snprintf(buf, sizeof(buf), "miou %.4f pixel_acc %.4f%s (%s, %lld images)",
+                  row.at("miou").get<double>(), pa.is_number() ? pa.get<double>() : NAN, loss,
+                  cfg_.get_string("test.mode").c_str(),
                   static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
   }
@@ -335,6 +377,7 @@ class SegEvaluator final : public TaskEvaluator {
   const data::Palette& palette_;
   AverageMeter loss_;
   int64_t images_ = 0;
+  bool from_results_ = false;
   std::vector<ReportFigure> figures_;
 };
 
@@ -529,6 +572,13 @@ class SegTask final : public Task {
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[seg] make_evaluator before make_data");
     return std::make_unique<SegEvaluator>(cfg_, val_->dataset(), rank_, world_);
+  }
+
+  std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& dir) override {
+    TCV_CHECK(val_, "[seg] evaluate_results before make_data");
+    auto ev = std::make_unique<SegEvaluator>(cfg_, val_->dataset(), 0, 1);
+    ev->add_results(dir);
+    return ev;
   }
 
   std::string best_metric() const override { return "miou"; }
