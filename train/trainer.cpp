@@ -123,13 +123,6 @@ bool truncate_metrics(const fs::path& file, int64_t iter) {
 
 }  // namespace
 
-Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target) {
-  TCV_CHECK(logits.dim() == 2 && target.shape() == logits.shape(),
-            "[soft_target_cross_entropy] expects logits (N, C) and targets of the same shape, got ",
-            logits.shape_str(), " and ", target.shape_str());
-  return ops::neg(ops::mean(ops::sum(ops::mul(target, ops::log_softmax(logits, 1)), {1})));
-}
-
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params) {
   const double lr = cfg.get_double("solver.lr.base_lr");
   const NoDecay no_decay =

@@ -105,10 +105,6 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Cross-entropy against soft targets (mixup, label smoothing):
-/// -(target * log_softmax(logits)).sum(1).mean(); logits and target (N, C).
-Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target);
-
 class Optimizer;
 /// The optimizer a config asks for (solver.optim.*), over `params`.
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params);

@@ -19,6 +19,7 @@
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/predict.h"
+#include "train/tasks/cls.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;

@@ -15,9 +15,15 @@
 #include "train/metrics.h"
 #include "train/predict.h"
 #include "train/report.h"
-#include "train/trainer.h"
 
 namespace tcv::train {
+
+Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target) {
+  TCV_CHECK(logits.dim() == 2 && target.shape() == logits.shape(),
+            "[soft_target_cross_entropy] expects logits (N, C) and targets of the same shape, got ",
+            logits.shape_str(), " and ", target.shape_str());
+  return ops::neg(ops::mean(ops::sum(ops::mul(target, ops::log_softmax(logits, 1)), {1})));
+}
 
 namespace {
 

@@ -16,4 +16,8 @@ namespace tcv::train {
 /// The classification task's registry entry.
 TaskInfo cls_task_info();
 
+/// Cross-entropy against soft targets (mixup, label smoothing):
+/// -(target * log_softmax(logits)).sum(1).mean(); logits and target (N, C).
+Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target);
+
 }  // namespace tcv::train
