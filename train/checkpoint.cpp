@@ -215,10 +215,6 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& where
   s.best_metric = name_of("best_metric", "top1");
   s.best_score = score("best_" + s.best_metric);
   s.last_score = score("last_" + s.best_metric);
-  if (s.best_metric == "top1") {
-    s.best_top1 = s.best_score;
-    s.last_top1 = s.last_score;
-  }
   s.elapsed_s = number("elapsed_s", 0.0, 1e300);
   // Absent from checkpoints of earlier versions.
   s.nonfinite_skipped = j.contains("nonfinite_skipped") ? integer("nonfinite_skipped", s.iter) : 0;

@@ -38,11 +38,6 @@ struct TrainerState {
   std::string best_metric = "top1";
   double best_score = -1.0;
   double last_score = -1.0;
-  /// A classification run's best_score and last_score under the names of its
-  /// metric (top-1, in percent), as read back by parse_trainer_state; -1 for
-  /// the other tasks. save_checkpoint writes best_score and last_score.
-  double best_top1 = -1.0;
-  double last_top1 = -1.0;
 };
 
 /// Writes `<stem>.safetensors` (model, optimizer state and trainer state)

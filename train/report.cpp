@@ -9,8 +9,8 @@
 #include <limits>
 #include <sstream>
 
-#include "engine/serialize.h"
 #include "engine/error.h"
+#include "engine/serialize.h"
 
 namespace tcv::train {
 

@@ -47,15 +47,14 @@ struct ReportChart {
   std::vector<std::pair<std::string, std::string>> series;
 };
 
-/// What the page shows. The task's parts (headline, val charts, samples) default
-/// to classification's.
+/// What the page shows. The task's parts (headline, val charts, samples,
+/// figures) are the task's to fill (TaskEvaluator::fill_report).
 struct ReportInputs {
   std::string title;
   std::string config_toml;    ///< the resolved config
   std::vector<Json> metrics;  ///< metrics.jsonl lines ("split": "train" | "val")
-  std::vector<ReportHeadline> headline = {{"top1", "top-1", "%"}, {"top5", "top-5", "%"}};
-  std::vector<ReportChart> val_charts = {
-      {"validation accuracy (%)", {{"top1", "top-1"}, {"top5", "top-5"}}}};
+  std::vector<ReportHeadline> headline;
+  std::vector<ReportChart> val_charts;
   /// Classification samples (an image, its predicted and true class).
   std::vector<ReportSample> samples;
   std::vector<std::string> class_names;  ///< may be empty (classes shown by index)

@@ -590,7 +590,6 @@ struct Trainer::Impl {
     summary.iters = state.iter;
     summary.best_metric = state.best_metric;
     summary.best_score = state.best_score;
-    summary.best_top1 = state.best_metric == "top1" ? state.best_score : -1;
     summary.wall_s = seconds_since(t0);
     summary.train_images_per_sec =
         run_compute_s > 0 ? static_cast<double>(run_images) / run_compute_s : 0.0;
@@ -626,9 +625,7 @@ struct Trainer::Impl {
     summary.val = row;
     summary.best_metric = state.best_metric;
     summary.score = row.at(state.best_metric).get<double>();
-    for (auto [key, field] : {std::pair{"top1", &summary.top1}, std::pair{"top5", &summary.top5},
-                              std::pair{"loss", &summary.val_loss}})
-      *field = row.contains(key) ? row.at(key).get<double>() : -1;
+    summary.val_loss = row.contains("loss") ? row.at("loss").get<double>() : -1;
     summary.epochs = state.epoch;
     summary.iters = summary.start_iter = state.iter;
     summary.skipped = data.val->skipped();
@@ -706,9 +703,7 @@ struct Trainer::Impl {
     state.last_score = no_best.empty() ? score : -1.0;  // -1: none (the trainer state's "none yet")
     summary.val = row;
     summary.score = score;
-    for (auto [key, field] : {std::pair{"top1", &summary.top1}, std::pair{"top5", &summary.top5},
-                              std::pair{"loss", &summary.val_loss}})
-      *field = row.contains(key) ? row.at(key).get<double>() : -1;
+    summary.val_loss = row.contains("loss") ? row.at("loss").get<double>() : -1;
     Json j = Json::object();
     j["split"] = "val";
     j["epoch"] = state.epoch + 1;  // 1-based, as people count

@@ -49,10 +49,15 @@ struct TrainSummary {
   Json val;                            ///< the last evaluation's metrics (its val row)
   std::string best_metric;             ///< the task's metric that picks `best`
   double score = -1, best_score = -1;  ///< its last and best values
-  /// Classification's metrics of the last evaluation and the best top-1 (-1
-  /// when the task has none; val_loss: the val row's "loss" when it has one).
-  double top1 = -1, top5 = -1, val_loss = -1;
-  double best_top1 = -1;
+  /// The val row's "loss" (-1 when it has none).
+  double val_loss = -1;
+  /// `key` of the last evaluation's row (top1, map, miou, ...), -1 when the
+  /// row has no such number.
+  double metric(const std::string& key) const {
+    return val.is_object() && val.contains(key) && val.at(key).is_number()
+               ? val.at(key).get<double>()
+               : -1.0;
+  }
   double wall_s = 0;  ///< this run's wall time
   double train_images_per_sec = 0;
   int64_t skipped = 0;  ///< corrupt images skipped (data.skip_corrupt), train and val

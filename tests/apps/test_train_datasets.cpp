@@ -155,8 +155,8 @@ TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
   EXPECT_EQ(s.iters, 12);
   EXPECT_EQ(s.epochs, 4);
   EXPECT_EQ(s.skipped, 0);
-  EXPECT_GE(s.top1, 90.0);  // chance is 33%
-  EXPECT_NEAR(s.best_top1, 100.0, 10.0 + 1e-9);
+  EXPECT_GE(s.metric("top1"), 90.0);  // chance is 33%
+  EXPECT_NEAR(s.best_score, 100.0, 10.0 + 1e-9);
 
   std::vector<int64_t> train_iters, val_iters;
   std::vector<double> losses;
@@ -217,7 +217,7 @@ TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
   c.set_override("loss.label_smoothing=0.1");
   const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 15);
-  EXPECT_GT(s.top1, 50.0);  // chance is 33%, mixup slows it down a little
+  EXPECT_GT(s.metric("top1"), 50.0);  // chance is 33%, mixup slows it down a little
   for (const auto& j : read_jsonl(tmp.root() / "run" / "metrics.jsonl"))
     if (json_string(j, "split") == "train") {
       EXPECT_TRUE(std::isfinite(json_double(j, "loss")));
@@ -278,7 +278,7 @@ TEST(TrainDatasets, Cifar10Binary) {
   c.set_override("train.aug.hflip=0.5");
   const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 12);
-  EXPECT_GT(s.top1, 60.0);  // 3 colours; chance is 33% at best
+  EXPECT_GT(s.metric("top1"), 60.0);  // 3 colours; chance is 33% at best
   int vals = 0;
   for (const auto& j : read_jsonl(tmp.root() / "run" / "metrics.jsonl"))
     if (json_string(j, "split") == "val") {
@@ -300,7 +300,7 @@ TEST(TrainDatasets, Cifar10Binary) {
   r.set_override("val.max_images=4");
   const TrainSummary rs = run_training(r, tmp.root() / "run_resnet");
   EXPECT_EQ(rs.iters, 2);
-  EXPECT_GE(rs.top1, 0.0);
+  EXPECT_GE(rs.metric("top1"), 0.0);
   EXPECT_EQ(json_int(read_jsonl(tmp.root() / "run_resnet" / "metrics.jsonl").back(), "images"), 4);
 
   // Errors name the key: the wrong class count, a missing directory.

@@ -95,8 +95,8 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
   }
   EXPECT_EQ(s1.iters, 30);
   EXPECT_EQ(s1.epochs, 0);
-  EXPECT_GT(s1.top1, 40.0);  // chance is 10%
-  EXPECT_GE(s1.top5, s1.top1);
+  EXPECT_GT(s1.metric("top1"), 40.0);  // chance is 10%
+  EXPECT_GE(s1.metric("top5"), s1.metric("top1"));
 
   // metrics.jsonl: train lines at 10, 20, 30, one val line at the end.
   const auto lines = read_jsonl(a / "metrics.jsonl");
@@ -115,7 +115,7 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
       EXPECT_EQ(json_string(j, "split"), "val");
       EXPECT_EQ(json_int(j, "iter"), 30);
       EXPECT_EQ(json_int(j, "epoch"), 1);
-      EXPECT_NEAR(json_double(j, "top1"), s1.top1, 1e-9);
+      EXPECT_NEAR(json_double(j, "top1"), s1.metric("top1"), 1e-9);
       EXPECT_TRUE(j.contains("top5") && j.contains("loss") && j.contains("time"));
       ++vals;
     }
@@ -142,7 +142,7 @@ TEST(TrainE2E, ShortRunWritesArtifactsAndResumesExactly) {
   EXPECT_EQ(json_int(st, "iter"), 30);
   EXPECT_EQ(json_int(st, "epoch"), 0);
   EXPECT_EQ(json_int(st, "epoch_iter"), 30);
-  EXPECT_NEAR(json_double(st, "best_top1"), s1.top1, 1e-9);
+  EXPECT_NEAR(json_double(st, "best_top1"), s1.metric("top1"), 1e-9);
   int model_keys = 0, optim_keys = 0;
   for (const auto& [name, t] : w.tensors) {
     model_keys += name.rfind("model.", 0) == 0;
@@ -245,7 +245,7 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
     }
   EXPECT_EQ(val_epochs, (std::vector<int64_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(val_iters, (std::vector<int64_t>{4, 8, 12, 16, 20}));
-  EXPECT_NEAR(s.best_top1, best, 1e-9);
+  EXPECT_NEAR(s.best_score, best, 1e-9);
 
   const fs::path ck = out / "checkpoints";
   std::vector<std::string> files;
@@ -257,8 +257,8 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   EXPECT_EQ(latest.epoch, 5);
   EXPECT_EQ(latest.epoch_iter, 0);
   EXPECT_EQ(latest.iter, 20);
-  EXPECT_NEAR(latest.best_top1, best, 1e-9);
-  EXPECT_NEAR(load_trainer_state((ck / "best").string()).best_top1, best, 1e-9);
+  EXPECT_NEAR(latest.best_score, best, 1e-9);
+  EXPECT_NEAR(load_trainer_state((ck / "best").string()).best_score, best, 1e-9);
   EXPECT_EQ(load_trainer_state((ck / "best").string()).iter, best_iter);  // saved when reached
   // report.html: charts, the config, and sample validation images as PNG data URIs.
   const std::string html = slurp(out / "report.html");

@@ -58,7 +58,7 @@ struct CheckpointTest : ::testing::Test {
     state.lr = 0.05;
     state.rng_seed = 18446744073709551615ull;  // u64 values beyond i64 survive
     state.rng_offset = 12345678901234567890ull;
-    state.best_score = 81.25;  // best_metric "top1": read back as best_top1 too
+    state.best_score = 81.25;  // best_metric "top1": written as best_top1
     state.last_score = 80.5;
     state.elapsed_s = 12.5;
     state.nonfinite_skipped = 2;
@@ -103,8 +103,8 @@ TEST_F(CheckpointTest, OneFileHoldsWeightsOptimizerAndTrainerState) {
   EXPECT_EQ(s.lr, 0.05);
   EXPECT_EQ(s.rng_seed, 18446744073709551615ull);
   EXPECT_EQ(s.rng_offset, 12345678901234567890ull);
-  EXPECT_EQ(s.best_top1, 81.25);
-  EXPECT_EQ(s.last_top1, 80.5);
+  EXPECT_EQ(s.best_score, 81.25);
+  EXPECT_EQ(s.last_score, 80.5);
   EXPECT_EQ(s.elapsed_s, 12.5);
   EXPECT_EQ(s.nonfinite_skipped, 2);
 

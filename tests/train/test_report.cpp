@@ -75,6 +75,8 @@ TEST(Report, PageHasChartsSamplesAndConfig) {
   v["top5"] = 99.0;
   v["loss"] = 0.5;
   in.metrics.push_back(v);
+  in.headline = {{"top1", "top-1", "%"}, {"top5", "top-5", "%"}};
+  in.val_charts = {{"validation accuracy (%)", {{"top1", "top-1"}, {"top5", "top-5"}}}};
   for (int i = 0; i < 5; ++i)
     in.samples.push_back({std::vector<uint8_t>(4, static_cast<uint8_t>(i)), 1, 2, 2, i, i % 2});
   in.class_names = dataset_class_names("fashion_mnist", 10);

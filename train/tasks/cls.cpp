@@ -217,6 +217,8 @@ class ClsEvaluator final : public TaskEvaluator {
   }
 
   void fill_report(ReportInputs& report) const override {
+    report.headline = {{"top1", "top-1", "%"}, {"top5", "top-5", "%"}};
+    report.val_charts = {{"validation accuracy (%)", {{"top1", "top-1"}, {"top5", "top-5"}}}};
     report.samples = samples_;
     report.class_names = names_;
   }
