@@ -305,11 +305,13 @@ def golden(prefix, model, input_shape, num_classes, grads, stats):
     return out
 
 
-def save_safetensors(path, tensors, metadata):
+def save_safetensors(path, tensors, metadata, dtype=torch.float32):
+    """Writes `tensors` (name -> torch tensor, stored as `dtype`: float32 or float64)."""
+    tag = {torch.float32: "F32", torch.float64: "F64"}[dtype]
     header, offset, blobs = {"__metadata__": metadata}, 0, []
     for name, t in tensors.items():
-        b = t.detach().contiguous().to(torch.float32).numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
+        b = t.detach().contiguous().to(dtype).numpy().tobytes()
+        header[name] = {"dtype": tag, "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(b)]}
         offset += len(b)
         blobs.append(b)

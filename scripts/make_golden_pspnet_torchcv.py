@@ -34,7 +34,6 @@ sampled gradients with their L2 norms (sampling as make_golden_seg.py: all eleme
 to 6000, else every k-th, k = numel // 1024 + 1).
 """
 import os
-import struct
 import json
 import sys
 
@@ -43,7 +42,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_golden_cls import formula_input, formula_tensor, sample  # noqa: E402
+from make_golden_cls import formula_input, formula_tensor, sample, save_safetensors  # noqa: E402
+from make_golden_seg import formula_target, golden_step  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 NUM_CLASSES = 19
@@ -251,15 +251,6 @@ def write_keys():
 
 # ---------------------------------------------------------------- golden run
 
-def formula_target(n, h, w):
-    t = torch.empty(n, h, w, dtype=torch.int64)
-    for b in range(n):
-        for y in range(h):
-            for x in range(w):
-                t[b, y, x] = 255 if (x + 2 * y + b) % 11 == 0 else (3 * b + 5 * y + 7 * x) % NUM_CLASSES
-    return t
-
-
 GRADS = [
     "stage1.0.weight", "stage1.1.weight", "stage1.3.weight", "stage1.6.weight", "stage1.7.bias",
     "stage1.10.0.conv1.weight", "stage1.10.0.downsample.0.weight",
@@ -274,20 +265,6 @@ STATS = ["stage1.1.running_mean", "stage1.7.running_var", "stage1.12.5.bn2.runni
          "ppm.ppm.3.2.0.running_mean", "cls.1.0.running_var"]
 
 
-def save_safetensors_f64(path, tensors, metadata):
-    header, offset, blobs = {"__metadata__": metadata}, 0, []
-    for name, t in tensors.items():
-        b = t.detach().contiguous().to(torch.float64).numpy().tobytes()
-        header[name] = {"dtype": "F64", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
-
 def write_golden():
     torch.set_num_threads(2)
     model = PSPNet(NUM_CLASSES, 50)
@@ -299,38 +276,12 @@ def write_golden():
             t.copy_(formula_tensor(name, t))
     x = formula_input(INPUT_SHAPE).double()
     n, _, h, w = INPUT_SHAPE
-    target = formula_target(n, h, w)
+    target = formula_target(n, h, w, NUM_CLASSES)
     cw = torch.tensor(CLASS_WEIGHTS, dtype=torch.float64)
     p = "pspnet_deepbase_resnet50"
-    out = {p + ".input_sample": x.reshape(-1)[::97].clone(),
-           p + ".target_sample": sample(target.double())}
-    model.eval()
-    with torch.no_grad():
-        r = model(x)
-        out[p + ".eval.out"] = sample(r["out"])
-        out[p + ".eval.aux"] = sample(r["dsn_out"])
-    model.train()
-    r = model(x)
-    loss_out = F.cross_entropy(r["out"], target, weight=cw, ignore_index=255)
-    loss_aux = F.cross_entropy(r["dsn_out"], target, weight=cw, ignore_index=255)
-    loss = CE_WEIGHT * loss_out + DSN_WEIGHT * loss_aux
-    loss.backward()
-    out[p + ".train.out"] = sample(r["out"].detach())
-    out[p + ".train.aux"] = sample(r["dsn_out"].detach())
-    out[p + ".train.loss_out"] = loss_out.detach().reshape(1)
-    out[p + ".train.loss_aux"] = loss_aux.detach().reshape(1)
-    out[p + ".train.loss"] = loss.detach().reshape(1)
-    sd = model.state_dict()
-    for s in STATS:
-        out[p + ".stat." + s] = sample(sd[s])
-    params = dict(model.named_parameters())
-    for g in GRADS:
-        grad = params[g].grad
-        out[p + ".grad." + g] = sample(grad)
-        out[p + ".grad_norm." + g] = grad.norm().reshape(1)
-    print(f"{p}: loss {loss.item():.12f} (out {loss_out.item():.12f}, dsn {loss_aux.item():.12f})")
+    out = golden_step(model, x, target, p, "dsn_out", CE_WEIGHT, DSN_WEIGHT, cw, STATS, GRADS)
     path = os.path.join(ROOT, "tests", "data", "golden", "seg_pspnet_torchcv.safetensors")
-    save_safetensors_f64(path, out, {
+    save_safetensors(path, out, {
         "generator": "scripts/make_golden_pspnet_torchcv.py",
         "torch": torch.__version__,
         "precision": "float64 computation, stored as float64",
@@ -338,7 +289,7 @@ def write_golden():
         "input": "formula_input((2, 3, 63, 54)); target (3n + 5y + 7x) mod 19, 255 where "
                  "(x + 2y + n) mod 11 == 0; loss CE_w(out) + 0.4 CE_w(dsn_out), TorchCV's "
                  "Cityscapes class weights, ignore_index 255",
-    })
+    }, torch.float64)
     print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(out)} tensors)")
 
 

@@ -144,13 +144,49 @@ def write_keys():
 
 # ---------------------------------------------------------------- golden run
 
-def formula_target(n, h, w):
+def formula_target(n, h, w, num_classes=NUM_CLASSES):
     t = torch.empty(n, h, w, dtype=torch.int64)
     for b in range(n):
         for y in range(h):
             for x in range(w):
-                t[b, y, x] = 255 if (x + 2 * y + b) % 11 == 0 else (3 * b + 5 * y + 7 * x) % NUM_CLASSES
+                t[b, y, x] = 255 if (x + 2 * y + b) % 11 == 0 else (3 * b + 5 * y + 7 * x) % num_classes
     return t
+
+
+def golden_step(model, x, target, p, aux_key, main_weight, aux_weight, class_weight, stats, grads):
+    """The tensors a segmentation golden file holds, under prefix p: samples of the
+    input and target, both outputs in eval mode, then one training forward and
+    backward of main_weight CE(out) + aux_weight CE(aux) (class_weight, ignore
+    255): both outputs, the three losses, the running statistics `stats` after
+    the forward and the gradients `grads` (samples and L2 norms)."""
+    out = {p + ".input_sample": x.reshape(-1)[::97].clone(),
+           p + ".target_sample": sample(target.double())}
+    model.eval()
+    with torch.no_grad():
+        r = model(x)
+        out[p + ".eval.out"] = sample(r["out"])
+        out[p + ".eval.aux"] = sample(r[aux_key])
+    model.train()
+    r = model(x)
+    loss_out = F.cross_entropy(r["out"], target, weight=class_weight, ignore_index=255)
+    loss_aux = F.cross_entropy(r[aux_key], target, weight=class_weight, ignore_index=255)
+    loss = main_weight * loss_out + aux_weight * loss_aux
+    loss.backward()
+    out[p + ".train.out"] = sample(r["out"].detach())
+    out[p + ".train.aux"] = sample(r[aux_key].detach())
+    out[p + ".train.loss_out"] = loss_out.detach().reshape(1)
+    out[p + ".train.loss_aux"] = loss_aux.detach().reshape(1)
+    out[p + ".train.loss"] = loss.detach().reshape(1)
+    sd = model.state_dict()
+    for s in stats:
+        out[p + ".stat." + s] = sample(sd[s])
+    params = dict(model.named_parameters())
+    for g in grads:
+        grad = params[g].grad
+        out[p + ".grad." + g] = sample(grad)
+        out[p + ".grad_norm." + g] = grad.norm().reshape(1)
+    print(f"{p}: loss {loss.item():.12f} (out {loss_out.item():.12f}, aux {loss_aux.item():.12f})")
+    return out
 
 
 GRADS = [
@@ -184,33 +220,7 @@ def write_golden():
     n, _, h, w = INPUT_SHAPE
     target = formula_target(n, h, w)
     p = "deeplabv3_resnet50"
-    out = {p + ".input_sample": x.reshape(-1)[::97].clone(),
-           p + ".target_sample": sample(target.double())}
-    model.eval()
-    with torch.no_grad():
-        r = model(x)
-        out[p + ".eval.out"] = sample(r["out"])
-        out[p + ".eval.aux"] = sample(r["aux"])
-    model.train()
-    r = model(x)
-    loss_out = F.cross_entropy(r["out"], target, ignore_index=255)
-    loss_aux = F.cross_entropy(r["aux"], target, ignore_index=255)
-    loss = loss_out + AUX_WEIGHT * loss_aux
-    loss.backward()
-    out[p + ".train.out"] = sample(r["out"].detach())
-    out[p + ".train.aux"] = sample(r["aux"].detach())
-    out[p + ".train.loss_out"] = loss_out.detach().reshape(1)
-    out[p + ".train.loss_aux"] = loss_aux.detach().reshape(1)
-    out[p + ".train.loss"] = loss.detach().reshape(1)
-    sd = model.state_dict()
-    for s in STATS:
-        out[p + ".stat." + s] = sample(sd[s])
-    params = dict(model.named_parameters())
-    for g in GRADS:
-        grad = params[g].grad
-        out[p + ".grad." + g] = sample(grad)
-        out[p + ".grad_norm." + g] = grad.norm().reshape(1)
-    print(f"{p}: loss {loss.item():.8f} (out {loss_out.item():.8f}, aux {loss_aux.item():.8f})")
+    out = golden_step(model, x, target, p, "aux", 1.0, AUX_WEIGHT, None, STATS, GRADS)
     path = os.path.join(ROOT, "tests", "data", "golden", "seg_deeplabv3.safetensors")
     save_safetensors(path, out, {
         "generator": "scripts/make_golden_seg.py",

@@ -20,12 +20,15 @@ tcv's AnchorLayout::torchcv must give the same bits
 
     /usr/bin/python3 scripts/make_golden_torchcv_priors.py
 """
-import json
 import math
 import os
-import struct
+import sys
 
 import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_golden_cls import save_safetensors  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "tests", "data", "golden", "ssd300_torchcv_priors.safetensors")
@@ -66,27 +69,9 @@ def torchcv_priors():
     return priors.astype(np.float32), corners.astype(np.float32)
 
 
-def save_safetensors(path, tensors, metadata):
-    header, blobs, offset = {}, [], 0
-    for name, a in tensors.items():
-        raw = np.ascontiguousarray(a).astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    header["__metadata__"] = metadata
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for raw in blobs:
-            f.write(raw)
-
-
 def main():
     priors, corners = torchcv_priors()
-    save_safetensors(OUT, {"priors": priors, "corners": corners},
+    save_safetensors(OUT, {"priors": torch.from_numpy(priors), "corners": torch.from_numpy(corners)},
                      {"source": "scripts/make_golden_torchcv_priors.py"})
     print("%d priors; first %s, last %s" % (priors.shape[0], priors[0], priors[-1]))
 

@@ -30,13 +30,13 @@
 #include "models/seg/loss.h"
 #include "models/seg/segmentation.h"
 #include "support/golden_model.h"
+#include "support/golden_seg.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
 namespace {
 
 using models::seg::SegmentationModel;
-using testing::golden_rel_error;
 using testing::golden_sample;
 
 const std::string kFile = "/tests/data/golden/seg_pspnet_torchcv.safetensors";
@@ -63,21 +63,6 @@ const Json& key_reference() {
     return json_parse(ss.str());
   }();
   return j;
-}
-
-const std::map<std::string, Tensor>& golden() {
-  static const std::map<std::string, Tensor> g = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [name, t] : load_safetensors(testing::source_dir() + kFile).tensors) m[name] = t;
-    return m;
-  }();
-  return g;
-}
-
-std::vector<double> golden_values(const std::string& key) {
-  auto it = golden().find(key);
-  TCV_CHECK(it != golden().end(), "golden tensor \"", key, "\" missing from ", kFile);
-  return it->second.to_vector<double>();
 }
 
 std::shared_ptr<SegmentationModel> make(const std::string& name) {
@@ -143,56 +128,19 @@ TEST(GoldenPSPNetTorchCV, StructureAsTorchCV) {
   EXPECT_EQ(o.aux.shape(), (Shape{1, 19, 33, 41}));
 }
 
-struct Checker {
-  double worst_output = 0, worst_grad = 0;
-
-  void expect_matches(const std::vector<double>& actual, const std::string& key) {
-    const double err = golden_rel_error(actual, golden_values(kPrefix + key));
-    const bool grad = key.rfind("grad", 0) == 0;
-    (grad ? worst_grad : worst_output) = std::max(grad ? worst_grad : worst_output, err);
-    if (std::getenv("TCV_GOLDEN_VERBOSE")) std::printf("%-50s %.3g\n", key.c_str(), err);
-    EXPECT_LT(err, kTol) << key;
-  }
-};
-
-/// The script's target: (3n + 5y + 7x) mod 19, 255 where (x + 2y + n) mod 11 == 0.
-Tensor golden_target(int64_t n, int64_t h, int64_t w) {
-  std::vector<int64_t> v;
-  v.reserve(static_cast<size_t>(n * h * w));
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        v.push_back((x + 2 * y + b) % 11 == 0 ? 255 : (3 * b + 5 * y + 7 * x) % 19);
-  return from_vector<int64_t>(v, {n, h, w});
-}
-
 TEST(GoldenPSPNetTorchCV, ResNet50InF64MatchesTranscription) {
   auto model = models::seg::pspnet_deepbase_resnet50({.num_classes = 19});
   // TorchCV's two Dropout2d at p = 0 in the script: deterministic outputs.
   for (auto& [name, m] : model->named_modules())
     if (auto* d = dynamic_cast<nn::Dropout2d*>(m)) d->p = 0.0;
   testing::set_golden_weights(*model);
-  const Shape shape{2, 3, 63, 54};
-  Tensor x = testing::golden_input(shape);
-  const Tensor target = golden_target(2, 63, 54);
-  Checker c;
-  {
-    std::vector<double> input_sample;
-    const std::vector<double> flat = x.to_vector<double>();
-    for (size_t i = 0; i < flat.size(); i += 97) input_sample.push_back(flat[i]);
-    c.expect_matches(input_sample, "input_sample");
-    c.expect_matches(golden_sample(target.to(DType::f64)), "target_sample");
-  }
+  Tensor x = testing::golden_input({2, 3, 63, 54});
+  const Tensor target = testing::golden_seg_target(2, 63, 54, 19);
+  testing::SegGolden c(kFile, kPrefix, kTol);
+  c.expect_inputs(x, target);
   model->to(DType::f64);
   x = x.to(DType::f64);
-
-  model->eval();
-  {
-    NoGradGuard no_grad;
-    const models::seg::SegOutput o = model->forward_seg(x);
-    c.expect_matches(golden_sample(o.out), "eval.out");
-    c.expect_matches(golden_sample(o.aux), "eval.aux");
-  }
+  c.expect_eval(*model, x);
 
   model->train();
   const models::seg::SegOutput o = model->forward_seg(x);
@@ -201,46 +149,21 @@ TEST(GoldenPSPNetTorchCV, ResNet50InF64MatchesTranscription) {
                             {.seg_weight = 1.0,
                              .aux_weight = 0.4,
                              .class_weight = from_vector<double>(kClassWeights, {19})});
-  c.expect_matches(golden_sample(o.out.detach()), "train.out");
-  c.expect_matches(golden_sample(o.aux.detach()), "train.aux");
-  c.expect_matches({loss.main.item()}, "train.loss_out");
-  c.expect_matches({loss.aux.item()}, "train.loss_aux");
-  c.expect_matches({loss.total.item()}, "train.loss");
-
-  std::map<std::string, Tensor> state, params;
-  for (auto& [name, t] : model->state_dict()) state[name] = t;
-  for (auto& [name, t] : model->named_parameters()) params[name] = t;
-  int stats = 0, grads = 0;
-  for (const auto& [key, t] : golden()) {
-    if (key.rfind(kPrefix + "stat.", 0) != 0) continue;
-    const std::string name = key.substr(kPrefix.size() + 5);
-    ASSERT_TRUE(state.count(name)) << name;
-    c.expect_matches(golden_sample(state[name]), "stat." + name);
-    ++stats;
-  }
-  EXPECT_EQ(stats, 8);
+  c.expect_train(o, loss.main, loss.aux, loss.total);
+  EXPECT_EQ(c.expect_stats(*model), 8);
   loss.total.backward();
-  for (const auto& [key, t] : golden()) {
-    if (key.rfind(kPrefix + "grad.", 0) != 0) continue;
-    const std::string name = key.substr(kPrefix.size() + 5);
-    ASSERT_TRUE(params.count(name)) << name;
-    const Tensor g = params[name].grad();
-    ASSERT_TRUE(g.defined()) << name;
-    c.expect_matches(golden_sample(g), "grad." + name);
-    c.expect_matches({ops::sqrt(ops::sum(ops::square(g))).item()}, "grad_norm." + name);
-    ++grads;
-  }
-  EXPECT_EQ(grads, 25);
+  EXPECT_EQ(c.expect_grads(*model), 25);
   std::printf(
       "pspnet_deepbase_resnet50 in f64 vs the TorchCV transcription: largest relative error "
       "%.3g in outputs, losses and statistics, %.3g in gradients (tolerance %.3g)\n",
-      c.worst_output, c.worst_grad, kTol);
+      c.worst_output(), c.worst_grad(), kTol);
 }
 
 TEST(GoldenPSPNetTorchCV, FileIsSmallAndF64) {
   EXPECT_LT(std::filesystem::file_size(testing::source_dir() + kFile), 256u * 1024u);
-  EXPECT_EQ(golden().size(), 67u);
-  EXPECT_EQ(golden().at(kPrefix + "train.loss").dtype(), DType::f64);
+  const testing::SegGolden g(kFile, kPrefix, kTol);
+  EXPECT_EQ(g.tensors().size(), 67u);
+  EXPECT_EQ(g.tensors().at(kPrefix + "train.loss").dtype(), DType::f64);
 }
 
 }  // namespace

@@ -17,12 +17,12 @@
 #include "engine/serialize.h"
 #include "models/seg/segmentation.h"
 #include "support/golden_model.h"
+#include "support/golden_seg.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
 namespace {
 
-using testing::golden_rel_error;
 using testing::golden_sample;
 
 const std::string kFile = "/tests/data/golden/seg_deeplabv3.safetensors";
@@ -54,46 +54,6 @@ constexpr double f32_network_tolerance(int layers, double sqrt_max_terms) {
 }
 constexpr double kF32Tol = f32_network_tolerance(63, 136.0);
 
-const std::map<std::string, Tensor>& golden() {
-  static const std::map<std::string, Tensor> g = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [name, t] : load_safetensors(testing::source_dir() + kFile).tensors) m[name] = t;
-    return m;
-  }();
-  return g;
-}
-
-std::vector<double> golden_values(const std::string& key) {
-  auto it = golden().find(key);
-  TCV_CHECK(it != golden().end(), "golden tensor \"", key, "\" missing from ", kFile);
-  return it->second.to_vector<double>();
-}
-
-/// Compares with the golden tensors and remembers the largest errors.
-struct Checker {
-  double tol;
-  double worst_output = 0, worst_grad = 0;
-
-  void expect_matches(const std::vector<double>& actual, const std::string& key) {
-    const double err = golden_rel_error(actual, golden_values("deeplabv3_resnet50." + key));
-    (key.rfind("grad", 0) == 0 ? worst_grad : worst_output) =
-        std::max(key.rfind("grad", 0) == 0 ? worst_grad : worst_output, err);
-    if (std::getenv("TCV_GOLDEN_VERBOSE")) std::printf("%-50s %.3g\n", key.c_str(), err);
-    EXPECT_LT(err, tol) << key;
-  }
-};
-
-/// The script's target: (3n + 5y + 7x) mod 21, 255 where (x + 2y + n) mod 11 == 0.
-Tensor golden_target(int64_t n, int64_t h, int64_t w) {
-  std::vector<int64_t> v;
-  v.reserve(static_cast<size_t>(n * h * w));
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        v.push_back((x + 2 * y + b) % 11 == 0 ? 255 : (3 * b + 5 * y + 7 * x) % 21);
-  return from_vector<int64_t>(v, {n, h, w});
-}
-
 enum class Gradients : uint8_t { checked, skipped };
 
 void run_golden(DType dtype, double tol, Gradients grads_mode) {
@@ -102,73 +62,31 @@ void run_golden(DType dtype, double tol, Gradients grads_mode) {
   for (auto& [name, m] : model->named_modules())
     if (auto* d = dynamic_cast<nn::Dropout*>(m)) d->p = 0.0;
   testing::set_golden_weights(*model);
-  const Shape shape{2, 3, 112, 104};
-  Tensor x = testing::golden_input(shape);
-  const Tensor target = golden_target(2, 112, 104);
-  Checker c{.tol = tol};
-  {
-    std::vector<double> input_sample;
-    const std::vector<double> flat = x.to_vector<double>();
-    for (size_t i = 0; i < flat.size(); i += 97) input_sample.push_back(flat[i]);
-    c.expect_matches(input_sample, "input_sample");
-    c.expect_matches(golden_sample(target.to(DType::f64)), "target_sample");
-  }
+  Tensor x = testing::golden_input({2, 3, 112, 104});
+  const Tensor target = testing::golden_seg_target(2, 112, 104, 21);
+  testing::SegGolden c(kFile, "deeplabv3_resnet50.", tol);
+  c.expect_inputs(x, target);
   if (dtype != DType::f32) {
     model->to(dtype);
     x = x.to(dtype);
   }
-
-  model->eval();
-  {
-    NoGradGuard no_grad;
-    const models::seg::SegOutput o = model->forward_seg(x);
-    c.expect_matches(golden_sample(o.out), "eval.out");
-    c.expect_matches(golden_sample(o.aux), "eval.aux");
-  }
+  c.expect_eval(*model, x);
 
   model->train();
   const models::seg::SegOutput o = model->forward_seg(x);
   const Tensor loss_out = ops::cross_entropy(o.out, target, {.ignore_index = 255});
   const Tensor loss_aux = ops::cross_entropy(o.aux, target, {.ignore_index = 255});
   const Tensor loss = ops::add(loss_out, ops::mul(loss_aux, 0.4));
-  c.expect_matches(golden_sample(o.out.detach()), "train.out");
-  c.expect_matches(golden_sample(o.aux.detach()), "train.aux");
-  c.expect_matches({loss_out.item()}, "train.loss_out");
-  c.expect_matches({loss_aux.item()}, "train.loss_aux");
-  c.expect_matches({loss.item()}, "train.loss");
-
-  std::map<std::string, Tensor> state, params;
-  for (auto& [name, t] : model->state_dict()) state[name] = t;
-  for (auto& [name, t] : model->named_parameters()) params[name] = t;
-  int stats = 0, grads = 0;
-  const std::string p = "deeplabv3_resnet50.";
-  for (const auto& [key, t] : golden()) {
-    if (key.rfind(p + "stat.", 0) != 0) continue;
-    const std::string name = key.substr(p.size() + 5);
-    ASSERT_TRUE(state.count(name)) << name;
-    c.expect_matches(golden_sample(state[name]), "stat." + name);
-    ++stats;
-  }
-  EXPECT_EQ(stats, 4);
+  c.expect_train(o, loss_out, loss_aux, loss);
+  EXPECT_EQ(c.expect_stats(*model), 4);
   if (grads_mode == Gradients::checked) {
     loss.backward();
-    for (const auto& [key, t] : golden()) {
-      if (key.rfind(p + "grad.", 0) != 0) continue;
-      const std::string name = key.substr(p.size() + 5);
-      ASSERT_TRUE(params.count(name)) << name;
-      const Tensor g = params[name].grad();
-      ASSERT_TRUE(g.defined()) << name;
-      c.expect_matches(golden_sample(g), "grad." + name);
-      c.expect_matches({ops::sqrt(ops::sum(ops::square(g.to(DType::f64)))).item()},
-                       "grad_norm." + name);
-      ++grads;
-    }
-    EXPECT_EQ(grads, 23);
+    EXPECT_EQ(c.expect_grads(*model), 23);
   }
   std::printf(
       "deeplabv3_resnet50 in %s vs torchvision (f64): largest relative error %.3g in "
       "outputs, losses and statistics, %.3g in gradients (tolerance %.3g)\n",
-      dtype_name(dtype), c.worst_output, c.worst_grad, tol);
+      dtype_name(dtype), c.worst_output(), c.worst_grad(), tol);
 }
 
 TEST(GoldenSeg, DeepLabV3ResNet50InF64MatchesTorchvision) {
@@ -181,7 +99,7 @@ TEST(GoldenSeg, DeepLabV3ResNet50InF32MatchesTorchvision) {
 
 TEST(GoldenSeg, FileIsSmall) {
   EXPECT_LT(std::filesystem::file_size(testing::source_dir() + kFile), 200u * 1024u);
-  EXPECT_EQ(golden().size(), 59u);
+  EXPECT_EQ(testing::SegGolden(kFile, "deeplabv3_resnet50.", kF64Tol).tensors().size(), 59u);
 }
 
 }  // namespace
