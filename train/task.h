@@ -134,6 +134,10 @@ class TaskEvaluator : public Evaluator {
   /// The predictions as results files (name, contents) for the test phase's
   /// run directory: detection's COCO results JSON, pose's keypoint results.
   virtual std::vector<std::pair<std::string, std::string>> results_files() const { return {}; }
+  /// The test phase: write this rank's predictions under `dir` as they are
+  /// made, one file per image (segmentation's label PNGs); before add().
+  /// Whether the task does.
+  virtual bool write_predictions_to(const std::string& /*dir*/) { return false; }
 };
 
 /// How tcv-predict's output is shaped.

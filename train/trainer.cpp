@@ -410,7 +410,8 @@ struct Trainer::Impl {
   // ---- the loop ---------------------------------------------------------------------
 
   bool testing() const { return opts.phase == Phase::test; }
-  std::string tested;  // the checkpoint's stem (Phase::test)
+  std::string tested;               // the checkpoint's stem (Phase::test)
+  std::string predictions_written;  // the folder the task wrote per-image predictions to
 
   TrainSummary run() {
     if (testing()) return run_test();
@@ -621,7 +622,9 @@ struct Trainer::Impl {
                           "\": --results reads COCO detection or keypoint results, or a folder "
                           "of label PNGs; this task has no results format");
     }
-    const Json row = opts.results.empty() ? evaluate_row() : last_eval->row();
+    const Json row = opts.results.empty()
+                         ? evaluate_row((fs::path(opts.out_dir) / "predictions").string())
+                         : last_eval->row();
     summary.val = row;
     summary.best_metric = state.best_metric;
     summary.score = row.at(state.best_metric).get<double>();
@@ -657,6 +660,8 @@ struct Trainer::Impl {
       else
         *os << "test  " << opts.results << ": ";
       *os << last_eval->describe(row) << " (" << hms(summary.wall_s) << ")\n" << last_eval->table();
+      if (!predictions_written.empty())
+        written += (written.empty() ? "" : ", ") + predictions_written + "/";
       if (!written.empty()) *os << "predictions: " << written << "\n";
       *os << std::flush;
     }
@@ -670,9 +675,11 @@ struct Trainer::Impl {
   // "val" line, rewrites report.html and saves `best`.
   // The task's evaluation of the whole val split (each rank its share, then
   // combined), into last_eval; returns its row.
-  Json evaluate_row() {
+  Json evaluate_row(const std::string& predictions_dir = "") {
     model->eval();
     std::unique_ptr<TaskEvaluator> ev = task->make_evaluator();
+    if (!predictions_dir.empty() && ev->write_predictions_to(predictions_dir))
+      predictions_written = predictions_dir;
     {
       NoGradGuard no_grad;
       start_loader(*data.val, 0, 0);

@@ -254,12 +254,15 @@ std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& 
     trained.erase(k);
   }
   EXPECT_EQ(tested, trained);
-  // The predictions the test phase wrote, read back as a results file, score
-  // what the model scored (detection's mAP, pose's AP; no results for seg).
+  // The predictions the test phase wrote, read back as results, score what
+  // the model scored (detection's mAP, pose's AP, segmentation's mIoU).
   for (const auto& [file, metric] :
-       {std::pair{"detections.json", "map"}, {"keypoints.json", "ap"}}) {
+       {std::pair{"detections.json", "map"}, {"keypoints.json", "ap"}, {"predictions", "miou"}}) {
     const fs::path written = root / "eval1" / file;
-    const bool expected = std::string(file) == "detections.json" ? toml == kDet : toml == kPose;
+    const std::string f = file;
+    const bool expected = f == "detections.json"  ? toml == kDet
+                          : f == "keypoints.json" ? toml == kPose
+                                                  : toml == kSeg;
     EXPECT_EQ(fs::exists(written), expected) << written;
     if (!expected || !fs::exists(written)) continue;
     const Json again =

@@ -1,6 +1,7 @@
 #include "train/tasks/seg.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -228,6 +229,7 @@ class SegEvaluator final : public TaskEvaluator {
           logits, labels, {.reduction = ops::Reduction::sum, .ignore_index = 255});
       loss_.add(loss.item(), counted);
     }
+    if (!predictions_dir_.empty()) write_predictions(b, logits);
     if (static_cast<int64_t>(figures_.size()) < kReportFigures) {
       const Tensor pred = seg_predict(logits).to(kCPU);  // i64 (B, Hl, Wl)
       for (int64_t i = 0; i < b.size() && static_cast<int64_t>(figures_.size()) < kReportFigures;
@@ -304,6 +306,19 @@ class SegEvaluator final : public TaskEvaluator {
     }
   }
 
+  bool write_predictions_to(const std::string& dir) override {
+    std::filesystem::create_directories(dir);
+    predictions_dir_ = dir;
+    // File value of each class: the smallest value the label files map to it
+    // (Cityscapes: the label id of a train id; VOC: the class itself).
+    file_value_.fill(-1);
+    const auto& lut = val_.label_map().lut;
+    for (int v = 255; v >= 0; --v)
+      if (lut[static_cast<size_t>(v)] >= 0 && lut[static_cast<size_t>(v)] != data::kIgnoreLabel)
+        file_value_[static_cast<size_t>(lut[static_cast<size_t>(v)])] = static_cast<int16_t>(v);
+    return true;
+  }
+
   Metrics finish() const override {
     const SegMetrics m = meter_.compute();
     return {{"miou", m.miou}, {"pixel_acc", m.pixel_acc}, {"mean_acc", m.mean_acc}};
@@ -367,6 +382,29 @@ class SegEvaluator final : public TaskEvaluator {
 
   bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
 
+  // This rank's images of the batch as <id>.png: the argmax at the label map's
+  // size, in the values the data set's label files hold (what --results reads).
+  void write_predictions(const data::SegBatch& b, const Tensor& logits) {
+    const Tensor pred = seg_predict(logits).to(kCPU);  // i64 (B, Hl, Wl)
+    for (int64_t i = 0; i < b.size(); ++i) {
+      const int64_t index = b.indices[static_cast<size_t>(i)];
+      if (!owned(index)) continue;
+      const auto [h, w] = b.label_sizes[static_cast<size_t>(i)];
+      const Tensor p = pred.select(0, i).narrow(0, 0, h).narrow(1, 0, w).contiguous();
+      Tensor out = empty({h, w}, {.dtype = DType::u8});
+      const int64_t* src = p.data<int64_t>();
+      uint8_t* dst = out.data<uint8_t>();
+      for (int64_t k = 0; k < h * w; ++k) {
+        const int16_t v = file_value_[static_cast<size_t>(src[k])];
+        TCV_CHECK(v >= 0, "[seg] class ", src[k], " has no value in the label files");
+        dst[k] = static_cast<uint8_t>(v);
+      }
+      data::write_label_png(
+          (std::filesystem::path(predictions_dir_) / (val_.record(index).id + ".png")).string(),
+          out, palette_);
+    }
+  }
+
   const Config& cfg_;
   const data::SegDataset& val_;
   int64_t rank_, world_;
@@ -378,6 +416,8 @@ class SegEvaluator final : public TaskEvaluator {
   AverageMeter loss_;
   int64_t images_ = 0;
   bool from_results_ = false;
+  std::string predictions_dir_;
+  std::array<int16_t, 256> file_value_{};
   std::vector<ReportFigure> figures_;
 };
 
