@@ -127,6 +127,13 @@ class Flags {
       hit->set(hit->flag, hit->takes_value ? a.value(hit->flag) : std::string());
     }
   }
+  /// The same over a subcommand's arguments (those after its name).
+  void parse(const std::vector<std::string>& args) const {
+    std::vector<char*> argv{nullptr};  // Args skips argv[0]
+    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    Args a(static_cast<int>(argv.size()), argv.data());
+    parse(a);
+  }
 
  private:
   struct Entry {

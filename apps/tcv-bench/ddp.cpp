@@ -70,67 +70,43 @@ double non_negative(const std::string& flag, const std::string& text) {
 
 DdpProjectOptions parse_ddp_args(const std::vector<std::string>& args) {
   DdpProjectOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string inline_value;
-    bool has_inline = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      inline_value = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
-      has_inline = true;
-    }
-    auto value = [&]() -> std::string {
-      if (has_inline) return inline_value;
-      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
-      return args[++i];
-    };
-    if (a == "--project") {
-      o.timeline = value();
-    } else if (a == "--machines") {
-      o.machines = parse_list(a, value());
-    } else if (a == "--gpus-per-machine") {
-      o.gpus_per_machine = parse_int(a, value(), 1);
-    } else if (a == "--link-gbps") {
-      o.link_gbps = positive(a, value());
-    } else if (a == "--link-latency-us") {
-      o.link_latency_us = non_negative(a, value());
-    } else if (a == "--intra-gbps") {
-      o.intra_gbps = positive(a, value());
-    } else if (a == "--intra-latency-us") {
-      o.intra_latency_us = non_negative(a, value());
-    } else if (a == "--intra-from") {
-      o.intra_from = value();
-    } else if (a == "--intra-from-timeline") {
-      o.intra_from = "\x01";  // the --project file, once known
-    } else if (a == "--algo") {
-      const std::string v = value();
-      if (v == "ring")
-        o.algos = {dist::AllReduceAlgo::ring};
-      else if (v == "tree")
-        o.algos = {dist::AllReduceAlgo::tree};
-      else if (v == "both")
-        o.algos = {dist::AllReduceAlgo::ring, dist::AllReduceAlgo::tree};
-      else
-        throw UsageError{"--algo expects ring, tree or both, got '" + v + "'"};
-    } else if (a == "--compute-scale") {
-      o.compute_scale = positive(a, value());
-    } else if (a == "--compute-ms") {
-      o.compute_ms = positive(a, value());
-    } else if (a == "--replan") {
-      o.replan = true;
-    } else if (a == "--batch") {
-      o.batch = parse_int(a, value(), 1);
-    } else if (a == "--json") {
-      o.json = true;
-    } else {
-      throw UsageError{"ddp: unknown argument '" + args[i] + "'"};
-    }
-  }
+  bool intra_from_timeline = false;
+  auto into = [](double& dst, auto check) {
+    return [&dst, check](const std::string& f, const std::string& v) { dst = check(f, v); };
+  };
+  apps::Flags()
+      .text("--project", o.timeline)
+      .with_value("--machines", [&](const std::string& f,
+                                    const std::string& v) { o.machines = parse_list(f, v); })
+      .integer("--gpus-per-machine", o.gpus_per_machine, 1)
+      .with_value("--link-gbps", into(o.link_gbps, positive))
+      .with_value("--link-latency-us", into(o.link_latency_us, non_negative))
+      .with_value("--intra-gbps", into(o.intra_gbps, positive))
+      .with_value("--intra-latency-us", into(o.intra_latency_us, non_negative))
+      .text("--intra-from", o.intra_from)
+      .toggle("--intra-from-timeline", intra_from_timeline)
+      .with_value("--algo",
+                  [&](const std::string&, const std::string& v) {
+                    if (v == "ring")
+                      o.algos = {dist::AllReduceAlgo::ring};
+                    else if (v == "tree")
+                      o.algos = {dist::AllReduceAlgo::tree};
+                    else if (v == "both")
+                      o.algos = {dist::AllReduceAlgo::ring, dist::AllReduceAlgo::tree};
+                    else
+                      throw UsageError{"--algo expects ring, tree or both, got '" + v + "'"};
+                  })
+      .with_value("--compute-scale", into(o.compute_scale, positive))
+      .with_value("--compute-ms", into(o.compute_ms, positive))
+      .toggle("--replan", o.replan)
+      .integer("--batch", o.batch, 1)
+      .toggle("--json", o.json)
+      .parse(args);
   if (o.timeline.empty())
     throw UsageError{
         "ddp needs --project FILE (a step timeline: TCV_TIMELINE=FILE, or "
         "tcv-ddp-bench --timeline FILE)"};
-  if (o.intra_from == "\x01") o.intra_from = o.timeline;
+  if (intra_from_timeline) o.intra_from = o.timeline;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "data/det/coco_json.h"
 #include "data/idx.h"
 
 namespace tcv::data {
@@ -100,10 +101,9 @@ const json& array_member(const json& obj, const char* key, const std::string& na
 
 }  // namespace
 
-CocoFile parse_coco(const std::string& text, const std::string& name) {
-  json doc;
+json parse_coco_json(const std::string& text, const std::string& name) {
   try {
-    doc = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     // nlohmann's message quotes the token it read last, which may be megabytes long.
     std::string what = e.what();
@@ -115,6 +115,10 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
     if (what.size() > 200) what = what.substr(0, 200) + "...";
     TCV_THROW(name, ": bad JSON: ", what);
   }
+}
+
+CocoFile parse_coco(const std::string& text, const std::string& name) {
+  const json doc = parse_coco_json(text, name);
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoFile f;
   std::unordered_map<int64_t, size_t> image_at;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "data/det/coco_json.h"
 #include "data/idx.h"
 
 namespace tcv::data {
@@ -124,20 +125,7 @@ json segmentation_json(const Segmentation& s) {
 }  // namespace
 
 CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string& name) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message quotes the token it read last, which may be megabytes long.
-    std::string what = e.what();
-    if (what.size() > 200) what = what.substr(0, 200) + "...";
-    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
-  } catch (const json::exception& e) {
-    // A number beyond a double ("1e+408") is nlohmann's out_of_range, not a parse_error.
-    std::string what = e.what();
-    if (what.size() > 200) what = what.substr(0, 200) + "...";
-    TCV_THROW(name, ": bad JSON: ", what);
-  }
+  const json doc = parse_coco_json(text, name);
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
   CocoKeypointFile f;
   std::unordered_map<int64_t, size_t> image_at;

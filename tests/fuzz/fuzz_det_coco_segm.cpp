@@ -23,22 +23,8 @@ namespace fs = std::filesystem;
 using namespace tcv;
 
 const std::string& image_dir() {
-  static const std::string dir = [] {
-    const std::string d = fuzz::write_input("", ".images");
-    fs::remove(d);
-    fs::create_directories(d);
-    std::vector<std::string> names{"a.jpg", "b.jpg", "c.jpg", "000000397133.jpg"};
-    for (int k = 1; k <= 12; ++k) {
-      char name[16];
-      std::snprintf(name, sizeof(name), "%06d.jpg", k);
-      names.emplace_back(name);
-    }
-    for (const std::string& name : names) {
-      std::FILE* f = std::fopen((fs::path(d) / name).c_str(), "wb");
-      if (f) std::fclose(f);
-    }
-    return d;
-  }();
+  static const std::string dir =
+      tcv::fuzz::empty_image_dir({"a.jpg", "b.jpg", "c.jpg", "000000397133.jpg"});
   return dir;
 }
 

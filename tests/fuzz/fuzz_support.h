@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
@@ -43,6 +45,26 @@ inline std::string write_input(std::string_view bytes, const std::string& suffix
     std::abort();
   }
   return path;
+}
+
+/// A directory (one per process) of empty image files the seeds name: `names`
+/// and 000001.jpg ... 000012.jpg (the scenes'); the readers only ask whether
+/// an image exists.
+inline std::string empty_image_dir(std::vector<std::string> names) {
+  namespace fs = std::filesystem;
+  const std::string d = write_input("", ".images");
+  fs::remove(d);
+  fs::create_directories(d);
+  for (int k = 1; k <= 12; ++k) {
+    char name[16];
+    std::snprintf(name, sizeof(name), "%06d.jpg", k);
+    names.emplace_back(name);
+  }
+  for (const std::string& name : names) {
+    std::FILE* f = std::fopen((fs::path(d) / name).c_str(), "wb");
+    if (f) std::fclose(f);
+  }
+  return d;
 }
 
 /// A promise the parser broke with an input it accepted: report and crash.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "engine/device.h"
@@ -74,6 +75,13 @@ std::array<uint8_t, 3> mean_color(const data::Normalize& n) {
   std::array<uint8_t, 3> fill{};
   for (int64_t c = 0; c < 3; ++c) fill[c] = to_pixel(channel(n.mean, c) * n.div_value);
   return fill;
+}
+
+std::string loss_words(const Json& row) {
+  if (!row.contains("loss")) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), " loss %.4f", row.at("loss").get<double>());
+  return buf;
 }
 
 ReportPicture picture_of(const Tensor& u8) {

@@ -377,10 +377,7 @@ class DetEvaluator final : public TaskEvaluator {
     from_results_ = true;
     data::CocoTruth truth;
     truth.labels.names = names_;
-    truth.labels.category_ids = val_.label_ids();
-    if (truth.labels.category_ids.empty())
-      for (size_t k = 1; k <= names_.size(); ++k)
-        truth.labels.category_ids.push_back(static_cast<int64_t>(k));
+    truth.labels.category_ids = category_ids();
     for (const data::DetRecord& r : val_.records()) {
       truth.image_ids.push_back(r.image_id);
       truth.targets.push_back(r.target);
@@ -392,10 +389,7 @@ class DetEvaluator final : public TaskEvaluator {
   }
 
   std::vector<std::pair<std::string, std::string>> results_files() const override {
-    std::vector<int64_t> ids = val_.label_ids();  // COCO's category ids, or the labels
-    if (ids.empty())
-      for (size_t k = 1; k <= names_.size(); ++k) ids.push_back(static_cast<int64_t>(k));
-    return {{"detections.json", format_coco_results(eval_.detections(), ids)}};
+    return {{"detections.json", format_coco_results(eval_.detections(), category_ids())}};
   }
 
   std::string table() const override {
@@ -419,11 +413,9 @@ class DetEvaluator final : public TaskEvaluator {
 
   std::string describe(const Json& row) const override {
     char buf[160];
-    char loss[32] = "";  // a results file has none
-    if (row.contains("loss"))
-      std::snprintf(loss, sizeof(loss), " loss %.4f", row.at("loss").get<double>());
+    const std::string loss = loss_words(row);
     std::snprintf(buf, sizeof(buf), "map %.4f ap50 %.4f%s (%s, %lld images)",
-                  row.at("map").get<double>(), row.at("ap50").get<double>(), loss,
+                  row.at("map").get<double>(), row.at("ap50").get<double>(), loss.c_str(),
                   cfg_.get_string("val.metric").c_str(),
                   static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
@@ -438,6 +430,15 @@ class DetEvaluator final : public TaskEvaluator {
   }
 
  private:
+  // Results files' category ids of labels 1..K: COCO's ids, or the labels
+  // themselves (VOC, scenes).
+  std::vector<int64_t> category_ids() const {
+    std::vector<int64_t> ids = val_.label_ids();
+    if (ids.empty())
+      for (size_t k = 1; k <= names_.size(); ++k) ids.push_back(static_cast<int64_t>(k));
+    return ids;
+  }
+
   void add_figure(const data::DetBatch& b, int64_t i, const mdet::Detections& d) {
     Tensor pred = denormalized_image(b.images, i, {b.images.size(2), b.images.size(3)}, norm_),
            truth = pred.clone();

@@ -470,12 +470,10 @@ class PoseEvaluator final : public TaskEvaluator {
       const Json& v = row.at(k);
       return v.is_number() ? v.get<double>() : NAN;
     };
-    char loss[32] = "";  // a results file has none
-    if (row.contains("loss"))
-      std::snprintf(loss, sizeof(loss), " loss %.4f", row.at("loss").get<double>());
+    const std::string loss = loss_words(row);
     char buf[192];
     std::snprintf(buf, sizeof(buf), "ap %.4f ap50 %.4f ar %.4f%s (%s, %lld images)", num("ap"),
-                  num("ap50"), num("ar"), loss, cfg_.get_string("test.mode").c_str(),
+                  num("ap50"), num("ar"), loss.c_str(), cfg_.get_string("test.mode").c_str(),
                   static_cast<long long>(row.at("images").get<int64_t>()));
     return buf;
   }
