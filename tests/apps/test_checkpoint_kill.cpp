@@ -15,11 +15,11 @@
 #include <thread>
 
 #include "apps/process.h"
-#include "apps/small_data.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "models/registry.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"

@@ -12,12 +12,12 @@
 #include <sstream>
 
 #include "apps/process.h"
-#include "apps/small_data.h"
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/serialize.h"
 #include "kernels/cpu/conv.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "train/config.h"
 #include "train/trainer.h"

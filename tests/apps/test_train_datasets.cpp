@@ -15,6 +15,7 @@
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "train/config.h"
 #include "train/data_setup.h"
@@ -27,6 +28,10 @@ using namespace tcv;
 using namespace tcv::train;
 
 namespace {
+
+using tcv::testing::contains;
+using tcv::testing::read_jsonl;
+using tcv::testing::slurp;
 
 using tcv::testing::error_of;
 using tcv::testing::TempDir;
@@ -53,21 +58,6 @@ void write_folder(const fs::path& root, int n, int seed0) {
       data::write_image((root / kClasses[k] / ("img_" + std::to_string(i) + ".png")).string(),
                         color_image(k, 16, 16, seed0 + i));
   }
-}
-
-std::vector<Json> read_jsonl(const fs::path& p) {
-  std::vector<Json> out;
-  std::ifstream f(p);
-  std::string line;
-  while (std::getline(f, line)) out.push_back(json_parse(line));
-  return out;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // A small fmnist_cnn run on 3-channel images resized to 28 x 28.
@@ -100,10 +90,6 @@ Config folder_config(const fs::path& train, const fs::path& val) {
 TrainSummary run_training(const Config& c, const fs::path& out) {
   Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
   return t.run();
-}
-
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
 }
 
 }  // namespace
@@ -182,7 +168,7 @@ TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
        p = html.find("<img alt=\"sample\"", p + 1))
     ++imgs;
   EXPECT_EQ(imgs, 12u);
-  EXPECT_TRUE(has(html, "c_blue")) << "class names from the folder";
+  EXPECT_TRUE(contains(html, "c_blue")) << "class names from the folder";
 
   // tcv-predict: input size and channels come from the config; any image size works.
   const Predictor pred(Config::from_file((out / "config.toml").string()), out.string());
@@ -232,8 +218,8 @@ TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
   bad.close();
   c.set_override("data.train_list=\"" + (tmp.root() / "bad.txt").string() + "\"");
   const std::string msg = error_of([&] { run_training(c, tmp.root() / "run2"); });
-  EXPECT_TRUE(has(msg, "data.train_list")) << msg;
-  EXPECT_TRUE(has(msg, "bad.txt:3")) << msg;
+  EXPECT_TRUE(contains(msg, "data.train_list")) << msg;
+  EXPECT_TRUE(contains(msg, "bad.txt:3")) << msg;
 }
 
 TEST(TrainDatasets, SoftTargetCrossEntropyMatchesCrossEntropy) {
@@ -287,7 +273,7 @@ TEST(TrainDatasets, Cifar10Binary) {
     }
   EXPECT_EQ(vals, 4);
   const std::string html = slurp(tmp.root() / "run" / "report.html");
-  EXPECT_TRUE(has(html, "airplane")) << "CIFAR-10 class names";
+  EXPECT_TRUE(contains(html, "airplane")) << "CIFAR-10 class names";
 
   // At its own 32 x 32 without augmentation: the in-memory path, with resnet18_cifar.
   Config r = c;
@@ -306,13 +292,13 @@ TEST(TrainDatasets, Cifar10Binary) {
   // Errors name the key: the wrong class count, a missing directory.
   Config n = c;
   n.set_override("data.num_classes=3");
-  EXPECT_TRUE(has(error_of([&] { run_training(n, tmp.root() / "x"); }),
-                  "data.num_classes: cifar10 has 10 classes, got 3"));
+  EXPECT_TRUE(contains(error_of([&] { run_training(n, tmp.root() / "x"); }),
+                       "data.num_classes: cifar10 has 10 classes, got 3"));
   Config m = c;
   m.set_override("data.data_dir=\"" + (tmp.root() / "nowhere").string() + "\"");
   const std::string missing = error_of([&] { run_training(m, tmp.root() / "x"); });
-  EXPECT_TRUE(has(missing, "--set: data.data_dir")) << missing;
-  EXPECT_TRUE(has(missing, "data_batch_1.bin")) << missing;
+  EXPECT_TRUE(contains(missing, "--set: data.data_dir")) << missing;
+  EXPECT_TRUE(contains(missing, "data_batch_1.bin")) << missing;
 }
 
 TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
@@ -343,10 +329,10 @@ TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
                   .log = &log});
     t.run();
   }
-  EXPECT_TRUE(has(log.str(), "skipped 1 corrupt images")) << log.str();
-  EXPECT_TRUE(has(log.str(), "zz_corrupt.png")) << log.str();
+  EXPECT_TRUE(contains(log.str(), "skipped 1 corrupt images")) << log.str();
+  EXPECT_TRUE(contains(log.str(), "zz_corrupt.png")) << log.str();
 
   c.set_override("data.skip_corrupt=false");
   const std::string msg = error_of([&] { run_training(c, tmp.root() / "run2"); });
-  EXPECT_TRUE(has(msg, bad.string())) << msg;
+  EXPECT_TRUE(contains(msg, bad.string())) << msg;
 }

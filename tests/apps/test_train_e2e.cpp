@@ -8,13 +8,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "apps/small_data.h"
 #include "data/dataset.h"
 #include "data/idx.h"
 #include "data/image.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -27,23 +27,12 @@ using namespace tcv::train;
 
 namespace {
 
+using tcv::testing::expect_bitwise_equal;
+using tcv::testing::read_jsonl;
+using tcv::testing::slurp;
+
 using tcv::testing::source_dir;
 using tcv::testing::write_small_fmnist;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::vector<Json> read_jsonl(const fs::path& p) {
-  std::vector<Json> out;
-  std::ifstream f(p);
-  std::string line;
-  while (std::getline(f, line)) out.push_back(json_parse(line));
-  return out;
-}
 
 Config short_run(int64_t max_iters) {
   Config c = Config::from_file(source_dir() + "/configs/cls/fmnist_cnn.toml");
@@ -58,25 +47,6 @@ Config short_run(int64_t max_iters) {
   c.set_override("data.workers=1");
   c.set_override("device=cpu");
   return c;
-}
-
-// Every tensor of two checkpoints (model and optimizer state) holds the same bytes.
-void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
-  const auto wa = load_safetensors(a.string()).tensors;
-  const auto wb = load_safetensors(b.string()).tensors;
-  ASSERT_EQ(wa.size(), wb.size());
-  int optim = 0;
-  for (size_t i = 0; i < wa.size(); ++i) {
-    ASSERT_EQ(wa[i].first, wb[i].first);
-    const Tensor& x = wa[i].second;
-    const Tensor& y = wb[i].second;
-    ASSERT_EQ(x.shape(), y.shape()) << wa[i].first;
-    ASSERT_EQ(x.dtype(), y.dtype()) << wa[i].first;
-    ASSERT_TRUE(x.is_contiguous() && y.is_contiguous());
-    EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()), 0) << wa[i].first;
-    optim += wa[i].first.rfind("optim.", 0) == 0;
-  }
-  EXPECT_GT(optim, 0);
 }
 
 }  // namespace

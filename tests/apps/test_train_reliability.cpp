@@ -15,12 +15,12 @@
 #include <thread>
 
 #include "apps/process.h"
-#include "apps/small_data.h"
 #include "engine/json.h"
 #include "engine/ops.h"
 #include "engine/serialize.h"
 #include "models/registry.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -33,24 +33,9 @@ using tcv::testing::error_of;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::vector<Json> read_jsonl(const fs::path& p) {
-  std::vector<Json> out;
-  std::ifstream f(p);
-  std::string line;
-  while (std::getline(f, line)) out.push_back(json_parse(line));
-  return out;
-}
+using tcv::testing::contains;
+using tcv::testing::read_jsonl;
+using tcv::testing::slurp;
 
 // The iterations of metrics.jsonl's lines of one split, in file order.
 std::vector<int64_t> logged_iters(const fs::path& run, const std::string& split) {

@@ -21,6 +21,8 @@
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
 #include "support/png_builder.h"
+#include "support/run_files.h"
+#include "support/scenes_configs.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -32,39 +34,13 @@ using namespace tcv::train;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-std::vector<Json> read_jsonl(const fs::path& p) {
-  std::vector<Json> out;
-  std::ifstream f(p);
-  std::string line;
-  while (std::getline(f, line))
-    if (!line.empty()) out.push_back(json_parse(line));
-  return out;
-}
-
-std::vector<Json> val_rows(const fs::path& run) {
-  std::vector<Json> v;
-  for (auto& j : read_jsonl(run / "metrics.jsonl"))
-    if (j.at("split").get<std::string>() == "val") v.push_back(j);
-  return v;
-}
-
-// Every tensor of two checkpoints holds the same bytes.
-void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
-  const auto wa = load_safetensors(a.string()).tensors;
-  const auto wb = load_safetensors(b.string()).tensors;
-  ASSERT_EQ(wa.size(), wb.size());
-  for (size_t i = 0; i < wa.size(); ++i) {
-    ASSERT_EQ(wa[i].first, wb[i].first);
-    ASSERT_EQ(wa[i].second.shape(), wb[i].second.shape()) << wa[i].first;
-    EXPECT_EQ(std::memcmp(wa[i].second.data_ptr(), wb[i].second.data_ptr(), wa[i].second.nbytes()),
-              0)
-        << wa[i].first;
-  }
-}
+using tcv::testing::contains;
+using tcv::testing::expect_bitwise_equal;
+using tcv::testing::kScenesDet;
+using tcv::testing::kScenesPose;
+using tcv::testing::kScenesSeg;
+using tcv::testing::read_jsonl;
+using tcv::testing::split_rows;
 
 TrainSummary run_training(const Config& c, const fs::path& out) {
   Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
@@ -78,109 +54,6 @@ Config tiny(const std::string& toml, const fs::path& scenes, int64_t iters) {
   c.set_override("solver.max_iters=" + std::to_string(iters));
   return c;
 }
-
-const char* kDet = R"(
-task = "det"
-device = "cpu"
-[data]
-dataset = "scenes"
-num_classes = 11
-workers = 1
-[data.scenes]
-train = 8
-val = 4
-size = 96
-seed = 3
-[data.normalize]
-div_value = 255.0
-mean = [0.485, 0.456, 0.406]
-std = [0.229, 0.224, 0.225]
-[train]
-batch_size = 4
-[val]
-batch_size = 4
-[network]
-model_name = "ssd300_lite"
-[solver]
-display_iter = 1
-test_interval = 1
-[solver.lr]
-base_lr = 0.01
-)";
-
-const char* kSeg = R"(
-task = "seg"
-device = "cpu"
-[data]
-dataset = "scenes"
-num_classes = 11
-workers = 1
-[data.scenes]
-train = 8
-val = 4
-size = 64
-seed = 3
-[data.normalize]
-div_value = 255.0
-mean = [0.485, 0.456, 0.406]
-std = [0.229, 0.224, 0.225]
-[train]
-batch_size = 4
-[train.aug_trans.random_crop]
-crop_size = [64, 64]
-[val]
-batch_size = 3
-[network]
-model_name = "pspnet_resnet18"
-stride = 16
-[solver]
-display_iter = 1
-test_interval = 1
-[solver.lr]
-base_lr = 0.01
-)";
-
-const char* kPose = R"(
-task = "pose"
-device = "cpu"
-[data]
-dataset = "scenes"
-workers = 1
-[data.scenes]
-train = 16
-val = 4
-size = 128
-seed = 3
-[data.normalize]
-div_value = 255.0
-mean = [0.485, 0.456, 0.406]
-std = [0.229, 0.224, 0.225]
-[train]
-batch_size = 4
-[train.aug_trans.random_resize]
-scale_range = [0.8, 1.2]
-[train.aug_trans.random_focus_crop]
-crop_size = [128, 128]
-[test]
-input_size = [128, 128]
-[val]
-batch_size = 3
-[network]
-model_name = "openpose_lite"
-[res]
-part_threshold = 0.02
-limb_threshold = 0.0
-limb_pos_ratio = 0.0
-num_threshold = 1
-avg_threshold = 0.0
-[solver]
-display_iter = 1
-test_interval = 1
-[solver.lr]
-base_lr = 0.01
-[solver.optim]
-optim_method = "adam"
-)";
 
 // Runs 2 iterations, resumes to 3 and checks the resumed weights against 3
 // uninterrupted iterations; returns the run directory of the 3 iterations.
@@ -197,7 +70,7 @@ fs::path train_and_resume(const std::string& toml, const fs::path& root) {
   expect_bitwise_equal(a / "checkpoints/latest.safetensors", b / "checkpoints/latest.safetensors");
   // Each iteration logged once, a val row at each.
   std::vector<int64_t> iters;
-  for (const auto& j : val_rows(a)) iters.push_back(j.at("iter").get<int64_t>());
+  for (const auto& j : split_rows(a, "val")) iters.push_back(j.at("iter").get<int64_t>());
   EXPECT_EQ(iters, (std::vector<int64_t>{1, 2, 3}));
   return a;
 }
@@ -206,7 +79,7 @@ fs::path train_and_resume(const std::string& toml, const fs::path& root) {
 void expect_best_by(const fs::path& run, const std::string& metric) {
   double best = -1;
   int64_t best_iter = -1;
-  for (const auto& j : val_rows(run))
+  for (const auto& j : split_rows(run, "val"))
     if (j.at(metric).get<double>() > best) {
       best = j.at(metric).get<double>();
       best_iter = j.at("iter").get<int64_t>();
@@ -243,7 +116,7 @@ std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& 
   const auto ones = test_rows(root / "eval1");
   EXPECT_EQ(ones.size(), 1u);
   Json trained;
-  for (const Json& j : val_rows(run))
+  for (const Json& j : split_rows(run, "val"))
     if (j.at("iter").get<int64_t>() == iter) trained = j;
   EXPECT_FALSE(trained.is_null());
   Json tested = ones.at(0);
@@ -260,9 +133,9 @@ std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& 
        {std::pair{"detections.json", "map"}, {"keypoints.json", "ap"}, {"predictions", "miou"}}) {
     const fs::path written = root / "eval1" / file;
     const std::string f = file;
-    const bool expected = f == "detections.json"  ? toml == kDet
-                          : f == "keypoints.json" ? toml == kPose
-                                                  : toml == kSeg;
+    const bool expected = f == "detections.json"  ? toml == kScenesDet
+                          : f == "keypoints.json" ? toml == kScenesPose
+                                                  : toml == kScenesSeg;
     EXPECT_EQ(fs::exists(written), expected) << written;
     if (!expected || !fs::exists(written)) continue;
     const Json again =
@@ -314,10 +187,10 @@ std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& 
 
 TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   tcv::testing::TempDir tmp("det_task");
-  const fs::path run = train_and_resume(kDet, tmp.root());
+  const fs::path run = train_and_resume(kScenesDet, tmp.root());
 
   // Val rows: the configured mAP, AP50, per-class AP, the loss and the images.
-  const auto rows = val_rows(run);
+  const auto rows = split_rows(run, "val");
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& j : rows) {
     for (const char* k : {"map", "ap50", "map_voc07", "map_voc", "loss"})
@@ -334,8 +207,9 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   EXPECT_EQ(latest.task, "det");
   EXPECT_EQ(latest.best_metric, "map");
   const std::string html = tcv::testing::read_text((run / "report.html").string());
-  EXPECT_TRUE(has(html, "validation mAP") && has(html, "Validation detections")) << html.size();
-  EXPECT_TRUE(has(html, "<figcaption>detections</figcaption>"));
+  EXPECT_TRUE(contains(html, "validation mAP") && contains(html, "Validation detections"))
+      << html.size();
+  EXPECT_TRUE(contains(html, "<figcaption>detections</figcaption>"));
 
 #ifdef TCV_PREDICT
   // tcv-predict draws each image's boxes and prints them.
@@ -363,7 +237,7 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 #endif
 
   // Detections of both ranks gathered: the same numbers as one process.
-  const auto [one, two] = evaluate_1_and_2(kDet, tmp.root(), run, 3);
+  const auto [one, two] = evaluate_1_and_2(kScenesDet, tmp.root(), run, 3);
   EXPECT_EQ(one.at("images").get<int64_t>(), 4);
   if (!two.is_null()) {
     EXPECT_EQ(two.at("images").get<int64_t>(), 4);
@@ -382,7 +256,7 @@ TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
   tcv::testing::TempDir tmp("det_bomb");
   const fs::path scenes = tmp.root() / "scenes";
   {  // makes the scenes
-    Trainer t(tiny(kDet, scenes, 1),
+    Trainer t(tiny(kScenesDet, scenes, 1),
               {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
   }
   const fs::path image = scenes / "JPEGImages" / "000009.jpg",
@@ -395,12 +269,12 @@ TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
                                        data::encode_image(zeros({3, 2, 2}, {.dtype = DType::u8}),
                                                           data::ImageFormat::png),
                                        18000, 18000));
-  const std::string msg =
-      tcv::testing::error_of([&] { run_training(tiny(kDet, scenes, 1), tmp.root() / "run"); });
-  EXPECT_TRUE(has(msg, image.string() + ": image is 18000x18000 (width x height, 324000000 "
-                                        "pixels), more than data.max_pixels = 178956970"))
+  const std::string msg = tcv::testing::error_of(
+      [&] { run_training(tiny(kScenesDet, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(contains(msg, image.string() + ": image is 18000x18000 (width x height, 324000000 "
+                                             "pixels), more than data.max_pixels = 178956970"))
       << msg;
-  Config skip = tiny(kDet, scenes, 1);
+  Config skip = tiny(kScenesDet, scenes, 1);
   skip.set_override("data.skip_corrupt=true");
   const TrainSummary s = run_training(skip, tmp.root() / "run_skip");
   EXPECT_EQ(s.skipped, 1);
@@ -414,33 +288,36 @@ TEST(TrainTasks, EmptySplitsAreRefusedNamingTheDataSet) {
   tcv::testing::TempDir tmp("seg_empty");
   const fs::path scenes = tmp.root() / "scenes";
   {  // makes the scenes
-    Trainer t(tiny(kSeg, scenes, 1),
+    Trainer t(tiny(kScenesSeg, scenes, 1),
               {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
   }
   const fs::path lists = scenes / "ImageSets" / "Segmentation";
   const std::string val = tcv::testing::read_text((lists / "val.txt").string());
   const std::string train = tcv::testing::read_text((lists / "train.txt").string());
   data::write_file((lists / "val.txt").string(), "");
-  std::string msg =
-      tcv::testing::error_of([&] { run_training(tiny(kSeg, scenes, 1), tmp.root() / "run"); });
-  EXPECT_TRUE(has(msg, "data.dataset = \"scenes\": the validation set ") &&
-              has(msg, scenes.string()) && has(msg, " has no images (8 train / 0 val images"))
+  std::string msg = tcv::testing::error_of(
+      [&] { run_training(tiny(kScenesSeg, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(contains(msg, "data.dataset = \"scenes\": the validation set ") &&
+              contains(msg, scenes.string()) &&
+              contains(msg, " has no images (8 train / 0 val images"))
       << msg;
   EXPECT_FALSE(fs::exists(tmp.root() / "run" / "checkpoints" / "best.safetensors"));
   data::write_file((lists / "val.txt").string(), val);
   data::write_file((lists / "train.txt").string(), "");
-  msg = tcv::testing::error_of([&] { run_training(tiny(kSeg, scenes, 1), tmp.root() / "run"); });
-  EXPECT_TRUE(has(msg, "data.dataset = \"scenes\": the training set ") &&
-              has(msg, " has no images (0 train / 4 val images") && !has(msg, "train.batch_size"))
+  msg = tcv::testing::error_of(
+      [&] { run_training(tiny(kScenesSeg, scenes, 1), tmp.root() / "run"); });
+  EXPECT_TRUE(contains(msg, "data.dataset = \"scenes\": the training set ") &&
+              contains(msg, " has no images (0 train / 4 val images") &&
+              !contains(msg, "train.batch_size"))
       << msg;
   data::write_file((lists / "train.txt").string(), train);
 }
 
 TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   tcv::testing::TempDir tmp("seg_task");
-  const fs::path run = train_and_resume(kSeg, tmp.root());
+  const fs::path run = train_and_resume(kScenesSeg, tmp.root());
 
-  const auto rows = val_rows(run);
+  const auto rows = split_rows(run, "val");
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& j : rows) {
     for (const char* k : {"miou", "pixel_acc", "mean_acc", "loss"})
@@ -454,7 +331,8 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   }
   expect_best_by(run, "miou");
   const std::string html = tcv::testing::read_text((run / "report.html").string());
-  EXPECT_TRUE(has(html, "validation mIoU") && has(html, "<figcaption>ground truth</figcaption>"));
+  EXPECT_TRUE(contains(html, "validation mIoU") &&
+              contains(html, "<figcaption>ground truth</figcaption>"));
 
 #ifdef TCV_PREDICT
   // tcv-predict writes an overlay and the label PNG (class indices) per image.
@@ -464,7 +342,7 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
        "--out", (tmp.root() / "pred").string(), (images / "000009.jpg").string()},
       tmp.path("predict.log"));
   ASSERT_EQ(p.status, 0) << p.output;
-  EXPECT_TRUE(has(p.output, "000009.jpg: 64x64")) << p.output;
+  EXPECT_TRUE(contains(p.output, "000009.jpg: 64x64")) << p.output;
   EXPECT_TRUE(fs::exists(tmp.root() / "pred" / "000009_overlay.png"));
   const auto label = data::read_label_png((tmp.root() / "pred" / "000009_label.png").string());
   EXPECT_EQ(label.labels.size(0), 64);
@@ -475,22 +353,22 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
        "--label-ids", (images / "000009.jpg").string()},
       tmp.path("predict_bad.log"));
   EXPECT_EQ(bad.status, 2) << bad.output;
-  EXPECT_TRUE(has(bad.output, "--label-ids")) << bad.output;
+  EXPECT_TRUE(contains(bad.output, "--label-ids")) << bad.output;
 #endif
 
   // Sliding windows over two scales and the flip: a number between 0 and 1.
-  Config ms = tiny(kSeg, tmp.root() / "scenes", 3);
+  Config ms = tiny(kScenesSeg, tmp.root() / "scenes", 3);
   ms.set_override("network.resume=\"" + run.string() + "\"");
   ms.set_override("test.mode=\"mscrop_test\"");
   ms.set_override("test.crop_size=[48, 48]");
   ms.set_override("test.scale_search=[0.75, 1.0]");
   run_training(ms, tmp.root() / "ms");
-  const double ms_miou = val_rows(tmp.root() / "ms").at(0).at("miou").get<double>();
+  const double ms_miou = split_rows(tmp.root() / "ms", "val").at(0).at("miou").get<double>();
   EXPECT_TRUE(ms_miou >= 0 && ms_miou <= 1) << ms_miou;
 
   // The confusion matrices of both ranks summed, each image counted once (4
   // images on 2 ranks in batches of 3: no padding; 3 per rank would pad).
-  const auto [one, two] = evaluate_1_and_2(kSeg, tmp.root(), run, 3);
+  const auto [one, two] = evaluate_1_and_2(kScenesSeg, tmp.root(), run, 3);
   if (!two.is_null()) {
     EXPECT_EQ(two.at("images").get<int64_t>(), 4);
     for (const char* k : {"miou", "pixel_acc", "mean_acc"})
@@ -500,10 +378,10 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 
 TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   tcv::testing::TempDir tmp("pose_task");
-  const fs::path run = train_and_resume(kPose, tmp.root());
+  const fs::path run = train_and_resume(kScenesPose, tmp.root());
 
   // Val rows: COCO's keypoint AP and AR, the loss, images and people found.
-  const auto rows = val_rows(run);
+  const auto rows = split_rows(run, "val");
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& j : rows) {
     for (const char* k : {"ap", "ap50", "ap75", "ar", "ar50", "ar75", "loss"})
@@ -522,9 +400,9 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   expect_best_by(run, "ap");
   EXPECT_EQ(load_trainer_state((run / "checkpoints/latest").string()).task, "pose");
   const std::string html = tcv::testing::read_text((run / "report.html").string());
-  EXPECT_TRUE(has(html, "validation keypoint AP") && has(html, "Validation skeletons"))
+  EXPECT_TRUE(contains(html, "validation keypoint AP") && contains(html, "Validation skeletons"))
       << html.size();
-  EXPECT_TRUE(has(html, "<figcaption>ground truth</figcaption>"));
+  EXPECT_TRUE(contains(html, "<figcaption>ground truth</figcaption>"));
 
 #ifdef TCV_PREDICT
   // tcv-predict draws the skeletons and lists the people in COCO's results format.
@@ -580,22 +458,22 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
                                             (run / "config.toml").string(), files[0].string()},
                                            tmp.path("predict_text.log"));
   ASSERT_EQ(t.status, 0) << t.output;
-  EXPECT_TRUE(has(t.output, files[0].string() + ": ")) << t.output;
-  EXPECT_TRUE(has(t.output, "(ss_test)")) << t.output;
+  EXPECT_TRUE(contains(t.output, files[0].string() + ": ")) << t.output;
+  EXPECT_TRUE(contains(t.output, "(ss_test)")) << t.output;
 #endif
 
   // Multi-scale inference: a number between 0 and 1.
-  Config ms = tiny(kPose, tmp.root() / "scenes", 3);
+  Config ms = tiny(kScenesPose, tmp.root() / "scenes", 3);
   ms.set_override("network.resume=\"" + run.string() + "\"");
   ms.set_override("test.mode=\"ms_test\"");
   ms.set_override("test.scale_search=[0.75, 1.0]");
   run_training(ms, tmp.root() / "ms");
-  const Json msrow = val_rows(tmp.root() / "ms").at(0);
+  const Json msrow = split_rows(tmp.root() / "ms", "val").at(0);
   EXPECT_TRUE(msrow.at("ap").get<double>() >= 0 && msrow.at("ap").get<double>() <= 1);
   EXPECT_EQ(msrow.at("images").get<int64_t>(), 4);
 
   // The people of both ranks combined: the same numbers as one process.
-  const auto [one, two] = evaluate_1_and_2(kPose, tmp.root(), run, 3);
+  const auto [one, two] = evaluate_1_and_2(kScenesPose, tmp.root(), run, 3);
   EXPECT_EQ(one.at("images").get<int64_t>(), 4);
   if (!two.is_null()) {
     EXPECT_EQ(two.at("images").get<int64_t>(), 4);
@@ -609,26 +487,27 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 }
 
 TEST(TrainTasks, AKeyOfAnotherTaskNamesItsTask) {
-  Config c = Config::from_string(kSeg, "seg.toml");
+  Config c = Config::from_string(kScenesSeg, "seg.toml");
   c.set_override("anchor.iou_threshold=0.4");
   const std::string msg = tcv::testing::error_of([&] { c.validate(); });
-  EXPECT_TRUE(has(msg,
-                  "anchor.iou_threshold: the key belongs to task det; this config has task = "
-                  "\"seg\""))
+  EXPECT_TRUE(contains(msg,
+                       "anchor.iou_threshold: the key belongs to task det; this config has task = "
+                       "\"seg\""))
       << msg;
-  Config d = Config::from_string(kDet, "det.toml");
+  Config d = Config::from_string(kScenesDet, "det.toml");
   d.set_override("test.mode=\"ms_test\"");
-  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to tasks seg and pose"));
-  d = Config::from_string(kDet, "det.toml");
+  EXPECT_TRUE(
+      contains(tcv::testing::error_of([&] { d.validate(); }), "belongs to tasks seg and pose"));
+  d = Config::from_string(kScenesDet, "det.toml");
   d.set_override("loss.label_smoothing=0.1");
-  EXPECT_TRUE(has(tcv::testing::error_of([&] { d.validate(); }), "belongs to task cls"));
+  EXPECT_TRUE(contains(tcv::testing::error_of([&] { d.validate(); }), "belongs to task cls"));
   // A classifier in a detection config names the detection models.
   tcv::testing::TempDir tmp("task_keys");
-  d = tiny(kDet, tmp.root() / "scenes", 1);
+  d = tiny(kScenesDet, tmp.root() / "scenes", 1);
   d.set_override("network.model_name=\"resnet18\"");
   const std::string m = tcv::testing::error_of(
       [&] { Trainer t(d, {.out_dir = tmp.path("run"), .progress = ProgressMode::quiet}); });
-  EXPECT_TRUE(has(m, "not a detection model") && has(m, "ssd300_lite")) << m;
+  EXPECT_TRUE(contains(m, "not a detection model") && contains(m, "ssd300_lite")) << m;
 }
 
 // The test phase evaluates a named checkpoint of the config's model and task:
@@ -639,26 +518,27 @@ TEST(TrainTasks, TestPhaseNeedsACheckpointOfTheConfigsModel) {
   const fs::path scenes = tmp.root() / "scenes";
   const TrainOptions test{
       .phase = Phase::test, .out_dir = tmp.path("t"), .progress = ProgressMode::quiet};
-  std::string msg = tcv::testing::error_of([&] { Trainer(tiny(kDet, scenes, 1), test); });
-  EXPECT_TRUE(has(msg, "network.resume: the test phase evaluates a checkpoint; name it")) << msg;
-  Config c = tiny(kDet, scenes, 1);
+  std::string msg = tcv::testing::error_of([&] { Trainer(tiny(kScenesDet, scenes, 1), test); });
+  EXPECT_TRUE(contains(msg, "network.resume: the test phase evaluates a checkpoint; name it"))
+      << msg;
+  Config c = tiny(kScenesDet, scenes, 1);
   c.set_override("network.resume=\"auto\"");
   msg = tcv::testing::error_of([&] { Trainer(c, test); });
-  EXPECT_TRUE(has(msg, "network.resume: the test phase evaluates a checkpoint")) << msg;
+  EXPECT_TRUE(contains(msg, "network.resume: the test phase evaluates a checkpoint")) << msg;
 
-  run_training(tiny(kDet, scenes, 1), tmp.root() / "det");
-  c = tiny(kDet, scenes, 1);
+  run_training(tiny(kScenesDet, scenes, 1), tmp.root() / "det");
+  c = tiny(kScenesDet, scenes, 1);
   c.set_override("network.model_name=\"ssd300\"");
   c.set_override("network.resume=\"" + tmp.path("det") + "\"");
   msg = tcv::testing::error_of([&] { Trainer(c, test); });
-  EXPECT_TRUE(has(msg, "network.resume: checkpoint ") &&
-              has(msg, "holds a \"ssd300_lite\", but network.model_name is \"ssd300\""))
+  EXPECT_TRUE(contains(msg, "network.resume: checkpoint ") &&
+              contains(msg, "holds a \"ssd300_lite\", but network.model_name is \"ssd300\""))
       << msg;
 
   const fs::path list = scenes / "ImageSets" / "Main" / "train.txt";
   const std::string train = tcv::testing::read_text(list.string());
   data::write_file(list.string(), "");
-  c = tiny(kDet, scenes, 1);
+  c = tiny(kScenesDet, scenes, 1);
   c.set_override("network.resume=\"" + tmp.path("det") + "\"");
   const TrainSummary s = Trainer(c, test).run();
   EXPECT_EQ(s.val.at("images").get<int64_t>(), 4);
@@ -676,7 +556,7 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
   tcv::testing::TempDir tmp("det_results");
   const fs::path scenes = tmp.root() / "scenes";
   {
-    Trainer t(tiny(kDet, scenes, 1),
+    Trainer t(tiny(kScenesDet, scenes, 1),
               {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
   }
   const data::DetDataset val = data::read_voc({.roots = {scenes.string()}, .split = "val"});
@@ -701,7 +581,7 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
     return path;
   };
   auto evaluate = [&](const std::string& metric, const std::string& file) {
-    Config c = tiny(kDet, scenes, 1);
+    Config c = tiny(kScenesDet, scenes, 1);
     c.set_override("val.metric=\"" + metric + "\"");
     return Trainer(c, {.phase = Phase::test,
                        .results = file,
@@ -728,8 +608,8 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
 
   const std::string msg =
       tcv::testing::error_of([&] { evaluate("voc07", write_results(-1, 999)); });
-  EXPECT_TRUE(has(msg, tmp.path("results.json") + ": detection ") &&
-              has(msg, ": image id 999 is not among the ground truth's 4 images"))
+  EXPECT_TRUE(contains(msg, tmp.path("results.json") + ": detection ") &&
+              contains(msg, ": image id 999 is not among the ground truth's 4 images"))
       << msg;
 }
 
@@ -740,7 +620,7 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
   tcv::testing::TempDir tmp("pose_results");
   const fs::path scenes = tmp.root() / "scenes";
   {
-    Trainer t(tiny(kPose, scenes, 1),
+    Trainer t(tiny(kScenesPose, scenes, 1),
               {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
   }
   const Json gt = json_parse(
@@ -756,10 +636,10 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
   const std::string file = tmp.path("results.json");
   data::write_file(file, json_dump(res));
   auto evaluate = [&] {
-    return Trainer(tiny(kPose, scenes, 1), {.phase = Phase::test,
-                                            .results = file,
-                                            .out_dir = tmp.path("t"),
-                                            .progress = ProgressMode::quiet})
+    return Trainer(tiny(kScenesPose, scenes, 1), {.phase = Phase::test,
+                                                  .results = file,
+                                                  .out_dir = tmp.path("t"),
+                                                  .progress = ProgressMode::quiet})
         .run()
         .val;
   };
@@ -770,7 +650,7 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
   res[0]["category_id"] = 2;
   data::write_file(file, json_dump(res));
   const std::string msg = tcv::testing::error_of([&] { evaluate(); });
-  EXPECT_TRUE(has(msg, file + ": detection 0: category id 2 is not the person category (1)"))
+  EXPECT_TRUE(contains(msg, file + ": detection 0: category id 2 is not the person category (1)"))
       << msg;
 }
 
@@ -782,7 +662,7 @@ TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
   tcv::testing::TempDir tmp("seg_results");
   const fs::path scenes = tmp.root() / "scenes";
   {
-    Trainer t(tiny(kSeg, scenes, 1),
+    Trainer t(tiny(kScenesSeg, scenes, 1),
               {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
   }
   const data::SegDataset val = data::read_voc_seg({.root = scenes.string(), .split = "val"});
@@ -797,10 +677,10 @@ TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
     data::write_label_png((dir / (r.id + ".png")).string(), l);
   }
   auto evaluate = [&] {
-    return Trainer(tiny(kSeg, scenes, 1), {.phase = Phase::test,
-                                           .results = dir.string(),
-                                           .out_dir = tmp.path("t"),
-                                           .progress = ProgressMode::quiet})
+    return Trainer(tiny(kScenesSeg, scenes, 1), {.phase = Phase::test,
+                                                 .results = dir.string(),
+                                                 .out_dir = tmp.path("t"),
+                                                 .progress = ProgressMode::quiet})
         .run()
         .val;
   };
@@ -815,6 +695,7 @@ TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
   EXPECT_LT(evaluate().at("miou").get<double>(), 1.0);
   fs::remove(dir / (first.id + ".png"));
   const std::string msg = tcv::testing::error_of([&] { evaluate(); });
-  EXPECT_TRUE(has(msg, dir.string() + ": no prediction for ") && has(msg, first.id + ".png"))
+  EXPECT_TRUE(contains(msg, dir.string() + ": no prediction for ") &&
+              contains(msg, first.id + ".png"))
       << msg;
 }

@@ -190,20 +190,7 @@ TEST(TrainFaults, StoppedRankStopsTheRunNamingIt) {
 // Every process below `root` (its children, theirs, ...), from /proc.
 std::vector<pid_t> descendants(pid_t root) {
   std::map<pid_t, std::vector<pid_t>> kids;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    kids[ppid].push_back(std::stoi(name));
-  }
+  for (const auto& [pid, ppid] : test::processes()) kids[ppid].push_back(pid);
   std::vector<pid_t> out, todo = {root};
   while (!todo.empty()) {
     const pid_t p = todo.back();

@@ -33,6 +33,7 @@
 #include "dist/spawn.h"
 #include "dist/train_runs.h"
 #include "support/gradcheck.h"
+#include "support/scenes_configs.h"
 #include "support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -175,6 +176,7 @@ class MultiMachineTest : public ::testing::Test {
     ASSERT_TRUE(job.wait(180s)) << job.out(0) << "\n---\n" << job.out(1);
     for (int k = 0; k < machines; ++k) ASSERT_EQ(job.kids[k].status, 0) << job.out(k);
   }
+  void expect_machines_equal_one(int machines, int nproc, int iters);
 
   tcv::testing::TempDir tmp_{"multinode"};
   fs::path data_;
@@ -194,30 +196,28 @@ void expect_bound_by_route(const Job& job, int machines, int nproc) {
 
 }  // namespace
 
-TEST_F(MultiMachineTest, TwoMachinesOfTwoRanksEqualOneMachineOfFourBitForBit) {
-  NetnsLab lab(2);
+// `machines` x `nproc` ranks train fmnist_cnn for `iters` iterations and end
+// where one machine's run with as many ranks does, bit for bit.
+void MultiMachineTest::expect_machines_equal_one(int machines, int nproc, int iters) {
+  NetnsLab lab(machines);
   if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
-  const std::vector<std::string> sets = {"solver.max_iters=12"};
-  run_one_machine(4, train(tmp_.root() / "one", sets));
+  const std::vector<std::string> sets = {"solver.max_iters=" + std::to_string(iters)};
+  run_one_machine(machines * nproc, train(tmp_.root() / "one", sets));
   Job job;
-  run_machines(lab, 2, 2, train(tmp_.root() / "two", sets), job);
-  expect_bound_by_route(job, 2, 2);
+  run_machines(lab, machines, nproc, train(tmp_.root() / "many", sets), job);
+  expect_bound_by_route(job, machines, nproc);
   test::expect_bitwise_equal(tmp_.root() / "one/checkpoints/latest.safetensors",
-                             tmp_.root() / "two/checkpoints/latest.safetensors");
-  std::printf("2 machines x 2 ranks vs 1 x 4, fmnist_cnn, 12 iterations: bit-equal\n");
+                             tmp_.root() / "many/checkpoints/latest.safetensors");
+  std::printf("%d machines x %d rank(s) vs 1 x %d, fmnist_cnn, %d iterations: bit-equal\n",
+              machines, nproc, machines * nproc, iters);
+}
+
+TEST_F(MultiMachineTest, TwoMachinesOfTwoRanksEqualOneMachineOfFourBitForBit) {
+  expect_machines_equal_one(2, 2, 12);
 }
 
 TEST_F(MultiMachineTest, ThreeMachinesOfOneRankEqualOneMachineOfThreeBitForBit) {
-  NetnsLab lab(3);
-  if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
-  const std::vector<std::string> sets = {"solver.max_iters=10"};
-  run_one_machine(3, train(tmp_.root() / "one", sets));
-  Job job;
-  run_machines(lab, 3, 1, train(tmp_.root() / "three", sets), job);
-  expect_bound_by_route(job, 3, 1);
-  test::expect_bitwise_equal(tmp_.root() / "one/checkpoints/latest.safetensors",
-                             tmp_.root() / "three/checkpoints/latest.safetensors");
-  std::printf("3 machines x 1 rank vs 1 x 3, fmnist_cnn, 10 iterations: bit-equal\n");
+  expect_machines_equal_one(3, 1, 10);
 }
 
 // PSPNet on generated scenes with SyncBatchNorm: the group statistics cross
@@ -226,48 +226,20 @@ TEST_F(MultiMachineTest, SegmentationWithSyncBatchNormOnTwoMachinesEqualsOneBitF
   NetnsLab lab(2);
   if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
   const fs::path toml = tmp_.root() / "seg.toml";
-  std::ofstream(toml) << R"(task = "seg"
-device = "cpu"
-[data]
-dataset = "scenes"
-num_classes = 11
-workers = 1
-[data.scenes]
-train = 8
-val = 4
-size = 64
-seed = 3
-[data.normalize]
-div_value = 255.0
-mean = [0.485, 0.456, 0.406]
-std = [0.229, 0.224, 0.225]
-[train]
-batch_size = 2
-[train.aug_trans.random_crop]
-crop_size = [64, 64]
-[val]
-batch_size = 2
-[network]
-model_name = "pspnet_resnet18"
-stride = 16
-distributed = true
-sync_bn = true
-timeout = 60
-[solver]
-max_iters = 12
-display_iter = 1
-test_interval = 12
-[solver.lr]
-base_lr = 0.01
-)";
+  std::ofstream(toml) << tcv::testing::kScenesSeg;
   auto cmd = [&](const std::string& out) {
-    return std::vector<std::string>{TCV_TRAIN,
-                                    "--config",
-                                    toml.string(),
-                                    "--out",
-                                    (tmp_.root() / out).string(),
-                                    "--set",
-                                    "data.data_dir=\"" + (tmp_.root() / "scenes").string() + "\""};
+    std::vector<std::string> argv = {TCV_TRAIN,
+                                     "--config",
+                                     toml.string(),
+                                     "--out",
+                                     (tmp_.root() / out).string(),
+                                     "--set",
+                                     "data.data_dir=\"" + (tmp_.root() / "scenes").string() + "\""};
+    for (const char* set : {"train.batch_size=2", "val.batch_size=2", "network.distributed=true",
+                            "network.sync_bn=true", "network.timeout=60", "solver.max_iters=12",
+                            "solver.test_interval=12"})
+      argv.insert(argv.end(), {"--set", set});
+    return argv;
   };
   run_one_machine(2, cmd("one"));
   Job job;

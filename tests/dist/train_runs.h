@@ -15,13 +15,13 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "data/idx.h"
 #include "dist/spawn.h"
 #include "engine/json.h"
-#include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "train/checkpoint.h"
 
 namespace tcv::test {
@@ -30,40 +30,12 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 using Env = std::map<std::string, std::string>;
+using tcv::testing::contains;
+using tcv::testing::expect_bitwise_equal;
+using tcv::testing::write_small_fmnist;
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// Writes the first n samples of an IDX tensor (u8) as a raw IDX file.
-inline void write_idx_head(const Tensor& t, int64_t n, const fs::path& p) {
-  std::string out("\0\0\x08", 3);
-  out += static_cast<char>(t.dim());
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const auto v = static_cast<uint32_t>(d == 0 ? n : t.size(d));
-    for (int s = 24; s >= 0; s -= 8) out += static_cast<char>((v >> s) & 0xff);
-  }
-  const int64_t per = t.numel() / t.size(0);
-  out.append(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(n * per));
-  std::ofstream(p, std::ios::binary) << out;
-}
-
-// The first images of each Fashion-MNIST split, as IDX files in `dir`.
-inline void write_small_fmnist(const fs::path& dir, int64_t n_train, int64_t n_test) {
-  fs::create_directories(dir);
-  const std::string src = "/usr/share/datasets/fashion-mnist/";
-  write_idx_head(data::read_idx(src + "train-images-idx3-ubyte.gz"), n_train,
-                 dir / "train-images-idx3-ubyte");
-  write_idx_head(data::read_idx(src + "train-labels-idx1-ubyte.gz"), n_train,
-                 dir / "train-labels-idx1-ubyte");
-  write_idx_head(data::read_idx(src + "t10k-images-idx3-ubyte.gz"), n_test,
-                 dir / "t10k-images-idx3-ubyte");
-  write_idx_head(data::read_idx(src + "t10k-labels-idx1-ubyte.gz"), n_test,
-                 dir / "t10k-labels-idx1-ubyte");
 }
 
 // `train_bin` (tcv-train) on the fmnist CNN config with `sets` on top of the common ones.
@@ -113,8 +85,9 @@ inline RunResult run_to_end(const std::vector<std::string>& argv, const Env& env
   return r;
 }
 
-// The pid of the child of `parent` whose environment has RANK=rank (-1: none).
-inline pid_t find_rank(pid_t parent, int rank) {
+// Every process now running, as (pid, parent pid), from /proc.
+inline std::vector<std::pair<pid_t, pid_t>> processes() {
+  std::vector<std::pair<pid_t, pid_t>> out;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
@@ -127,11 +100,19 @@ inline pid_t find_rank(pid_t parent, int rank) {
     char state;
     pid_t ppid = 0;
     rest >> state >> ppid;
+    out.emplace_back(std::stoi(name), ppid);
+  }
+  return out;
+}
+
+// The pid of the child of `parent` whose environment has RANK=rank (-1: none).
+inline pid_t find_rank(pid_t parent, int rank) {
+  for (const auto& [pid, ppid] : processes()) {
     if (ppid != parent) continue;
-    std::ifstream env_file(e.path() / "environ", std::ios::binary);
+    std::ifstream env_file("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
     std::string env((std::istreambuf_iterator<char>(env_file)), std::istreambuf_iterator<char>());
     if (env.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos)
-      return std::stoi(name);
+      return pid;
   }
   return -1;
 }
@@ -159,27 +140,6 @@ inline int64_t checkpoint_iter(const fs::path& stem) {
   } catch (const std::exception&) {
     return -1;
   }
-}
-
-// Every tensor of two checkpoints (model and optimizer state) holds the same bytes.
-inline void expect_bitwise_equal(const fs::path& a, const fs::path& b) {
-  const auto wa = load_safetensors(a.string()).tensors;
-  const auto wb = load_safetensors(b.string()).tensors;
-  ASSERT_EQ(wa.size(), wb.size());
-  int optim = 0, differ = 0;
-  for (size_t i = 0; i < wa.size(); ++i) {
-    ASSERT_EQ(wa[i].first, wb[i].first);
-    const Tensor& x = wa[i].second;
-    const Tensor& y = wb[i].second;
-    ASSERT_EQ(x.shape(), y.shape()) << wa[i].first;
-    ASSERT_EQ(x.dtype(), y.dtype()) << wa[i].first;
-    const bool same = std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-    EXPECT_TRUE(same) << wa[i].first;
-    differ += !same;
-    optim += wa[i].first.rfind("optim.", 0) == 0;
-  }
-  EXPECT_GT(optim, 0);
-  std::printf("compared %zu tensors (%d optimizer): %d differ\n", wa.size(), optim, differ);
 }
 
 }  // namespace tcv::test
