@@ -20,6 +20,7 @@
 #include "engine/serialize.h"
 #include "models/cls/mobilenet_v2.h"
 #include "models/cls/resnet.h"
+#include "support/golden_model.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
@@ -42,96 +43,8 @@ constexpr double f32_network_tolerance(int layers, double sqrt_max_terms) {
 }
 constexpr double kRelTol = f32_network_tolerance(53, 31.0);  // √960 ≈ 31
 
-const std::map<std::string, Tensor>& golden() {
-  static const std::map<std::string, Tensor> g = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [name, t] :
-         load_safetensors(source_dir() + "/tests/data/golden/cls_models.safetensors").tensors)
-      m[name] = t;
-    return m;
-  }();
-  return g;
-}
-
 const Tensor& golden_tensor(const std::string& name) {
-  auto it = golden().find(name);
-  TCV_CHECK(it != golden().end(), "golden tensor \"", name, "\" missing");
-  return it->second;
-}
-
-// ---- the formulas of scripts/make_golden_cls.py ----
-
-int64_t seed(const std::string& name) {
-  int64_t s = 0;
-  for (size_t j = 0; j < name.size(); ++j)
-    s += static_cast<int64_t>(j + 1) * static_cast<unsigned char>(name[j]);
-  return s % 1009;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-/// u(i, seed) in [0, 1): murmur3's 32-bit finalizer of a Weyl sequence.
-double uniform(int64_t i, int64_t s) {
-  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u +
-               static_cast<uint32_t>(static_cast<uint64_t>(s) * 0x7F4A7C15u + 1u);
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return static_cast<double>(h) / 4294967296.0;
-}
-
-std::vector<float> formula_values(const std::string& name, const Tensor& t) {
-  const int64_t n = t.numel(), s = seed(name);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const double r = 2.0 * uniform(i, s) - 1.0;
-    double x;
-    if (ends_with(name, "running_mean")) {
-      x = 0.1 * r;
-    } else if (ends_with(name, "running_var")) {
-      x = 1.0 + 0.5 * r;
-    } else if (t.dim() >= 2) {
-      x = std::sqrt(6.0 / static_cast<double>(n / t.size(0))) * r;
-    } else if (ends_with(name, "weight")) {
-      x = 1.0 + 0.2 * r;
-    } else {
-      x = 0.1 * r;
-    }
-    v[static_cast<size_t>(i)] = static_cast<float>(x);
-  }
-  return v;
-}
-
-void set_formula_weights(nn::Module& m) {
-  NoGradGuard no_grad;
-  for (auto& [name, t] : m.state_dict()) {
-    if (ends_with(name, "num_batches_tracked")) continue;  // stays 0
-    t.copy_(from_vector<float>(formula_values(name, t), t.shape()));
-  }
-}
-
-Tensor formula_input(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(2.0 * uniform(i, 7) - 1.0);
-  return from_vector<float>(v, shape);
-}
-
-/// Every k-th element of the flattened tensor, as the script's sample().
-std::vector<double> sample(const Tensor& t) {
-  const std::vector<double> flat = t.contiguous().to_vector<double>();
-  const size_t n = flat.size();
-  const size_t k = n <= 6000 ? 1 : n / 1024 + 1;
-  std::vector<double> s;
-  for (size_t i = 0; i < n; i += k) s.push_back(flat[i]);
-  return s;
+  return tcv::testing::golden_file_tensor("tests/data/golden/cls_models.safetensors", name);
 }
 
 /// ‖actual − expected‖∞ / ‖expected‖∞, after checking the sizes agree.
@@ -139,13 +52,7 @@ double rel_error(const std::vector<double>& actual, const Tensor& expected_t,
                  const std::string& what) {
   const std::vector<double> expected = expected_t.to_vector<double>();
   EXPECT_EQ(actual.size(), expected.size()) << what;
-  if (actual.size() != expected.size()) return INFINITY;
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    diff = std::max(diff, std::abs(actual[i] - expected[i]));
-    scale = std::max(scale, std::abs(expected[i]));
-  }
-  return scale > 0 ? diff / scale : diff;
+  return tcv::testing::golden_rel_error(actual, expected);
 }
 
 void expect_matches(const std::vector<double>& actual, const std::string& key,
@@ -165,8 +72,8 @@ struct GoldenCase {
 };
 
 void run_golden(nn::Module& model, const GoldenCase& c) {
-  set_formula_weights(model);
-  Tensor x = formula_input(c.input_shape);  // (N, 3, H, W)
+  tcv::testing::set_golden_weights(model);
+  Tensor x = tcv::testing::golden_input(c.input_shape);  // (N, 3, H, W)
   if (c.dtype != DType::f32) {
     model.to(c.dtype);
     x = x.to(c.dtype);
@@ -204,7 +111,7 @@ void run_golden(nn::Module& model, const GoldenCase& c) {
     ASSERT_TRUE(params.count(g)) << g;
     const Tensor grad = params[g].grad();
     ASSERT_TRUE(grad.defined()) << g;
-    expect_matches(sample(grad), c.prefix + ".grad." + g, c.tol);
+    expect_matches(tcv::testing::golden_sample(grad), c.prefix + ".grad." + g, c.tol);
     const auto v = grad.contiguous().to_vector<double>();
     double ss = 0;
     for (double e : v) ss += e * e;
@@ -283,7 +190,9 @@ TEST(Golden, FileIsSmall) {
   const auto size =
       std::filesystem::file_size(source_dir() + "/tests/data/golden/cls_models.safetensors");
   EXPECT_LT(size, 300u * 1024u);
-  EXPECT_EQ(golden().size(), 53u);
+  EXPECT_EQ(
+      load_safetensors(source_dir() + "/tests/data/golden/cls_models.safetensors").tensors.size(),
+      53u);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include "support/golden_model.h"
 #include "support/golden_seg.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 
 namespace tcv {
 namespace {
@@ -54,14 +55,7 @@ const std::vector<double> kClassWeights = {0.8373, 0.9180, 0.8660, 1.0345, 1.016
                                            1.0865, 1.0955, 1.0865, 1.1529, 1.0507};
 
 const Json& key_reference() {
-  static const Json j = [] {
-    const std::string path = testing::source_dir() + kKeys;
-    std::ifstream f(path);
-    TCV_CHECK(f.good(), "cannot open ", path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return json_parse(ss.str());
-  }();
+  static const Json j = testing::read_json(testing::source_dir() + kKeys);
   return j;
 }
 

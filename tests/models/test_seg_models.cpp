@@ -19,6 +19,7 @@
 #include "models/seg/heads.h"
 #include "models/seg/segmentation.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 
 namespace tcv {
 namespace {
@@ -27,14 +28,8 @@ using models::seg::SegmentationModel;
 using models::seg::SegModelOptions;
 
 const Json& reference() {
-  static const Json j = [] {
-    const std::string path = testing::source_dir() + "/tests/data/golden/seg_state_dicts.json";
-    std::ifstream f(path);
-    TCV_CHECK(f.good(), "cannot open ", path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return json_parse(ss.str());
-  }();
+  static const Json j =
+      testing::read_json(testing::source_dir() + "/tests/data/golden/seg_state_dicts.json");
   return j;
 }
 

@@ -19,6 +19,7 @@
 #include "models/det/multibox_loss.h"
 #include "models/det/ssd.h"
 #include "support/golden_formula.h"
+#include "support/golden_model.h"
 #include "support/gradcheck.h"
 
 namespace tcv {
@@ -34,19 +35,8 @@ const SafetensorsFile& golden_file() {
   return f;
 }
 
-const std::map<std::string, Tensor>& golden() {
-  static const std::map<std::string, Tensor> g = [] {
-    std::map<std::string, Tensor> m;
-    for (auto& [name, t] : golden_file().tensors) m[name] = t;
-    return m;
-  }();
-  return g;
-}
-
 const Tensor& golden_tensor(const std::string& name) {
-  auto it = golden().find(name);
-  TCV_CHECK(it != golden().end(), "golden tensor \"", name, "\" missing");
-  return it->second;
+  return testing::golden_file_tensor("tests/data/golden/det_ssd.safetensors", name);
 }
 
 // ---- the closed forms of scripts/make_golden_det.py ----

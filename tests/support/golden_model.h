@@ -5,14 +5,33 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/autograd.h"
+#include "engine/serialize.h"
 #include "layers/module.h"
 #include "support/golden_formula.h"
+#include "support/gradcheck.h"
 
 namespace tcv::testing {
+
+/// Tensor `name` of the golden file at `rel_path` (relative to the source
+/// tree), read once per file; a missing name is an error naming both.
+inline const Tensor& golden_file_tensor(const std::string& rel_path, const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::map<std::string, Tensor>> files;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [file, fresh] = files.try_emplace(rel_path);
+  if (fresh)
+    for (auto& [key, t] : load_safetensors(source_dir() + "/" + rel_path).tensors)
+      file->second[key] = t;
+  auto it = file->second.find(name);
+  TCV_CHECK(it != file->second.end(), "golden tensor \"", name, "\" missing from ", rel_path);
+  return it->second;
+}
 
 /// The script's formula_tensor(name, t) for a state_dict entry, as f32 values:
 /// r = 2u(i, seed(name)) − 1; running_mean 0.1r, running_var 1 + 0.5r, weights of

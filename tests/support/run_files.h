@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "engine/error.h"
 #include "engine/json.h"
 #include "engine/serialize.h"
 #include "engine/tensor.h"
@@ -32,6 +33,15 @@ inline std::string slurp(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+/// A JSON file's value; a file that cannot be opened is an error naming it.
+inline Json read_json(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  TCV_CHECK(f.good(), "cannot open ", p.string());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return json_parse(ss.str());
 }
 
 /// The JSON values of a JSON-lines file, empty lines skipped.
