@@ -1,5 +1,7 @@
 """What the side-by-side scripts in bench/compare share."""
+import argparse
 import json
+import resource
 import socket
 import statistics
 import time
@@ -32,3 +34,37 @@ def median_step_ms(step, warmup, steps):
         out = step()
         ms.append(1000.0 * (time.perf_counter() - t0))
     return statistics.median(ms), out
+
+
+def torch_step_parser(batch, image_size, steps, warmup, classes=None, model=None, bf16=True):
+    """The flags every PyTorch training-step script takes (as tcv-bench train's)."""
+    p = argparse.ArgumentParser()
+    if model is not None:
+        p.add_argument("--model", default=model)
+    p.add_argument("--threads", type=int, default=2)
+    if bf16:
+        p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                       help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--image-size", type=int, default=image_size)
+    if classes is not None:
+        p.add_argument("--classes", type=int, default=classes)
+    p.add_argument("--steps", type=int, default=steps)
+    p.add_argument("--warmup", type=int, default=warmup)
+    return p
+
+
+def print_torch_step(args, model, net, ms_per_step, final_loss, **extra):
+    """The one JSON line a PyTorch training-step script prints: images/s, the
+    median step, peak RSS and the last loss (keys as tcv-bench train --json)."""
+    import torch
+    row = {"bench": "train", "impl": "pytorch", "torch": torch.__version__}
+    if hasattr(args, "dtype"):
+        row["dtype"] = args.dtype
+    row.update({"model": model, **extra, "threads": torch.get_num_threads(),
+                "batch": args.batch, "image_size": args.image_size,
+                "parameters": sum(t.numel() for t in net.parameters()),
+                "images_per_sec": 1000.0 * args.batch / ms_per_step, "ms_per_step": ms_per_step,
+                "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                "final_loss": float(final_loss)})
+    print(json.dumps(row))

@@ -24,14 +24,11 @@ ms/step, peak RSS (getrusage maxrss).
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736 \\
     /usr/bin/python3 bench/compare/openpose_step_torch.py --model openpose --threads 2
 """
-import argparse
-import json
-import resource
 import sys
 
 import torch
 import torch.nn as nn
-from common import median_step_ms
+from common import median_step_ms, print_torch_step, torch_step_parser
 
 
 def conv_relu(layers, cin, cout, k, bn=False, relu=True):
@@ -129,13 +126,7 @@ def openpose_loss(pafs, heats, paf_t, heat_t, mask):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="openpose")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--image-size", type=int, default=368)
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
+    p = torch_step_parser(2, 368, 3, 1, model="openpose", bf16=False)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -161,13 +152,7 @@ def main():
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
-    print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "model": args.model,
-        "loss": "openpose_masked_l2", "threads": torch.get_num_threads(), "batch": b,
-        "image_size": s, "parameters": params, "images_per_sec": 1000.0 * b / med,
-        "ms_per_step": med,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "final_loss": loss.item()}))
+    print_torch_step(args, args.model, net, med, loss.item(), loss="openpose_masked_l2")
 
 
 if __name__ == "__main__":

@@ -13,15 +13,12 @@ Run with Debian's PyTorch and glibc malloc tuned as PyTorch's users do:
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736 \
     /usr/bin/python3 bench/compare/resnet18_cifar_torch.py --threads 2
 """
-import argparse
-import json
 import os
-import resource
 import sys
 
 import torch
 import torch.nn as nn
-from common import median_step_ms
+from common import median_step_ms, print_torch_step, torch_step_parser
 
 # torchvision's models without torchvision: the ones the golden tests use.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
@@ -36,17 +33,9 @@ MODELS = {
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = torch_step_parser(64, 32, 20, 5, classes=10)
     p.add_argument("--model", default="resnet18_cifar", choices=sorted(MODELS))
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
-                   help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--channels", type=int, default=3)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=5)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -67,14 +56,7 @@ def main():
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
-    print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "dtype": args.dtype,
-        "model": args.model,
-        "threads": torch.get_num_threads(), "batch": args.batch, "image_size": args.image_size,
-        "parameters": sum(t.numel() for t in net.parameters()),
-        "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "final_loss": loss.item()}))
+    print_torch_step(args, args.model, net, med, loss.item())
 
 
 if __name__ == "__main__":

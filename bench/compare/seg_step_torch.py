@@ -12,15 +12,12 @@ Prints one JSON line: images/s (batch / median step time), ms/step, peak RSS (ma
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736 \\
     /usr/bin/python3 bench/compare/seg_step_torch.py --model deeplabv3_resnet50 --threads 2
 """
-import argparse
-import json
 import os
-import resource
 import sys
 
 import torch
 import torch.nn.functional as F
-from common import median_step_ms
+from common import median_step_ms, print_torch_step, torch_step_parser
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from make_golden_seg import PSPNet  # noqa: E402
@@ -37,16 +34,7 @@ def make_model(name, classes):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--model", default="deeplabv3_resnet50")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
-                   help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--image-size", type=int, default=256)
-    p.add_argument("--classes", type=int, default=21)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=2)
+    p = torch_step_parser(4, 256, 5, 2, classes=21, model="deeplabv3_resnet50")
     p.add_argument("--aux-weight", type=float, default=0.4)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
@@ -70,14 +58,7 @@ def main():
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
-    print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "dtype": args.dtype,
-        "model": args.model,
-        "threads": torch.get_num_threads(), "batch": args.batch, "image_size": s,
-        "parameters": sum(t.numel() for t in net.parameters()),
-        "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "final_loss": loss.item()}))
+    print_torch_step(args, args.model, net, med, loss.item())
 
 
 if __name__ == "__main__":

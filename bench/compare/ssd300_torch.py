@@ -13,15 +13,12 @@ median step time), ms/step, peak RSS (getrusage maxrss).
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736 \
     /usr/bin/python3 bench/compare/ssd300_torch.py --threads 2 --batch 4
 """
-import argparse
-import json
-import resource
 
 import torch
 from torchvision.models.detection import ssd300_vgg16
 from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import boxes as box_ops
-from common import median_step_ms
+from common import median_step_ms, print_torch_step, torch_step_parser
 
 
 def synthetic_targets(batch, size, classes, gen):
@@ -36,15 +33,7 @@ def synthetic_targets(batch, size, classes, gen):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
-                   help="bf16: the forward and the loss under torch.autocast(\"cpu\", bfloat16)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--image-size", type=int, default=300)
-    p.add_argument("--classes", type=int, default=21)
-    p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=2)
+    p = torch_step_parser(4, 300, 5, 2, classes=21)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -72,14 +61,7 @@ def main():
         return loss
 
     med, loss = median_step_ms(step, args.warmup, args.steps)
-    print(json.dumps({
-        "bench": "train", "impl": "pytorch", "torch": torch.__version__, "dtype": args.dtype,
-        "model": "ssd300_vgg16",
-        "threads": torch.get_num_threads(), "batch": args.batch, "image_size": s,
-        "parameters": sum(t.numel() for t in model.parameters()),
-        "images_per_sec": 1000.0 * args.batch / med, "ms_per_step": med,
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "final_loss": float(loss)}))
+    print_torch_step(args, "ssd300_vgg16", model, med, loss)
 
 
 if __name__ == "__main__":
