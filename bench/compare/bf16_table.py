@@ -12,14 +12,10 @@ printed with the ratios the issue asks for, the CPU's name and the load.
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 
-from common import TORCH_ENV, last_json
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from common import tcv_train_step, torch_train_step
 
 # (tcv-bench shape flags, PyTorch script and its flags) per model, at the
 # shapes the other bench/compare scripts use.
@@ -56,18 +52,15 @@ def load():
 
 def run_tcv(args, model, dtype):
     shape, _, _ = MODELS[model]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    cmd = [os.path.join(args.build, "apps", "tcv-bench"), "train", "--model", model, *shape,
-           "--steps", str(args.steps), "--warmup", str(args.warmup), "--dtype", dtype, "--json"]
-    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    return tcv_train_step(args.build, model, args.threads,
+                          [*shape, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                           "--dtype", dtype])
 
 
 def run_torch(args, model, dtype):
     _, script, flags = MODELS[model]
-    env = dict(os.environ, **TORCH_ENV)
-    cmd = ["/usr/bin/python3", os.path.join(HERE, script), *flags, "--threads", str(args.threads),
-           "--steps", str(args.steps), "--warmup", str(args.warmup), "--dtype", dtype]
-    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    return torch_train_step(script, args.threads, [*flags, "--steps", str(args.steps), "--warmup",
+                                                   str(args.warmup), "--dtype", dtype])
 
 
 def main():

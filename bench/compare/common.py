@@ -1,9 +1,11 @@
 """What the side-by-side scripts in bench/compare share."""
 import argparse
 import json
+import os
 import resource
 import socket
 import statistics
+import subprocess
 import time
 
 # PyTorch's fastest setting on these machines: glibc keeps freed memory instead of
@@ -21,6 +23,29 @@ def free_port():
 def last_json(out):
     """The last line of a program's output that is a JSON object, parsed."""
     return json.loads([l for l in out.splitlines() if l.strip().startswith("{")][-1])
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_json(cmd, env):
+    """Runs `cmd` to its end (an error if it fails): the last JSON object it printed."""
+    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+
+
+def tcv_train_step(build, model, threads, flags, env=None):
+    """tcv-bench train --model `model` --json with `flags`, on `threads` OpenMP threads."""
+    env = dict(os.environ if env is None else env, OMP_NUM_THREADS=str(threads))
+    return run_json([os.path.join(build, "apps", "tcv-bench"), "train", "--model", model, *flags,
+                     "--json"], env)
+
+
+def torch_train_step(script, threads, flags, env=None):
+    """A PyTorch step script of this folder with `flags`, on `threads` threads, with
+    PyTorch's fastest malloc settings."""
+    env = dict(os.environ if env is None else env, **TORCH_ENV)
+    return run_json(["/usr/bin/python3", os.path.join(HERE, script), "--threads", str(threads),
+                     *flags], env)
 
 
 def median_step_ms(step, warmup, steps):

@@ -14,14 +14,10 @@ is a fresh process, so peak RSS is that of one run.
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 
-from common import TORCH_ENV, last_json
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from common import tcv_train_step, torch_train_step
 
 
 def shape_args(args):
@@ -31,17 +27,12 @@ def shape_args(args):
 
 
 def run_tcv(args, model):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    cmd = [os.path.join(args.build, "apps", "tcv-bench"), "train", "--model", model,
-           *shape_args(args), "--conv-algo", args.conv_algo, "--json"]
-    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    return tcv_train_step(args.build, model, args.threads,
+                          [*shape_args(args), "--conv-algo", args.conv_algo])
 
 
 def run_torch(args, model):
-    env = dict(os.environ, **TORCH_ENV)
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "seg_step_torch.py"), "--model", model,
-           "--threads", str(args.threads), *shape_args(args)]
-    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    return torch_train_step("seg_step_torch.py", args.threads, ["--model", model, *shape_args(args)])
 
 
 def main():

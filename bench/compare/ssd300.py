@@ -11,14 +11,10 @@ printed with their ratios.
 """
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 
-from common import TORCH_ENV, last_json
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from common import tcv_train_step, torch_train_step
 
 
 def shape_args(args):
@@ -27,17 +23,11 @@ def shape_args(args):
 
 
 def run_tcv(args):
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    cmd = [os.path.join(args.build, "apps", "tcv-bench"), "train", "--model", "ssd300",
-           *shape_args(args), "--json"]
-    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    return tcv_train_step(args.build, "ssd300", args.threads, shape_args(args))
 
 
 def run_torch(args):
-    env = dict(os.environ, **TORCH_ENV)
-    cmd = ["/usr/bin/python3", os.path.join(HERE, "ssd300_torch.py"), "--threads",
-           str(args.threads), *shape_args(args)]
-    return last_json(subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout)
+    return torch_train_step("ssd300_torch.py", args.threads, shape_args(args))
 
 
 def main():
