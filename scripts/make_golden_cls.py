@@ -35,16 +35,17 @@ norm of the whole gradient).
 
 Run: /usr/bin/python3 scripts/make_golden_cls.py [--check-counts]
 """
-import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_common import seed, uniform, write_safetensors  # noqa: E402
 
 
 # ---------------------------------------------------------------- models
@@ -226,19 +227,6 @@ class MobileNetV2(nn.Module):
 
 # ---------------------------------------------------------------- formulas
 
-def seed(name):
-    return sum((j + 1) * ord(c) for j, c in enumerate(name)) % 1009
-
-
-def uniform(n, s):
-    m = np.uint64(0xFFFFFFFF)
-    h = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B1) + np.uint64(s * 0x7F4A7C15 + 1)) & m
-    h ^= h >> np.uint64(16)
-    h = (h * np.uint64(0x85EBCA6B)) & m
-    h ^= h >> np.uint64(13)
-    h = (h * np.uint64(0xC2B2AE35)) & m
-    h ^= h >> np.uint64(16)
-    return h.astype(np.float64) / 4294967296.0
 
 
 def formula_tensor(name, t):
@@ -307,18 +295,7 @@ def golden(prefix, model, input_shape, num_classes, grads, stats):
 
 def save_safetensors(path, tensors, metadata, dtype=torch.float32):
     """Writes `tensors` (name -> torch tensor, stored as `dtype`: float32 or float64)."""
-    tag = {torch.float32: "F32", torch.float64: "F64"}[dtype]
-    header, offset, blobs = {"__metadata__": metadata}, 0, []
-    for name, t in tensors.items():
-        b = t.detach().contiguous().to(dtype).numpy().tobytes()
-        header[name] = {"dtype": tag, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    write_safetensors(path, {n: t.detach().to(dtype).numpy() for n, t in tensors.items()}, metadata)
 
 
 def count(m):

@@ -39,7 +39,7 @@ python3-torchvision; about a minute on two cores)
 import json
 import math
 import os
-import struct
+import sys
 
 import numpy as np
 import torch
@@ -48,22 +48,12 @@ from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
 from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import nms
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_common import seed, uniform, write_safetensors  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def seed(name):
-    return sum((j + 1) * ord(c) for j, c in enumerate(name)) % 1009
-
-
-def uniform(n, s):
-    m = np.uint64(0xFFFFFFFF)
-    h = (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B1) + np.uint64(s * 0x7F4A7C15 + 1)) & m
-    h ^= h >> np.uint64(16)
-    h = (h * np.uint64(0x85EBCA6B)) & m
-    h ^= h >> np.uint64(13)
-    h = (h * np.uint64(0xC2B2AE35)) & m
-    h ^= h >> np.uint64(16)
-    return h.astype(np.float64) / 4294967296.0
 
 
 def formula_tensor(name, t):
@@ -275,24 +265,10 @@ def nms_goldens(out):
 
 # ---------------------------------------------------------------- file
 
-DTYPES = {torch.float32: "F32", torch.int32: "I32"}
-
-
 def save_safetensors(path, tensors, metadata):
-    header, offset, blobs = {"__metadata__": metadata}, 0, []
-    for name, t in tensors.items():
-        if t.dtype != torch.int32:
-            t = t.to(torch.float32)
-        b = t.detach().contiguous().numpy().tobytes()
-        header[name] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    print(f"wrote {len(tensors)} tensors, {os.path.getsize(path)} bytes, to {path}")
+    """Writes `tensors` (name -> torch tensor): int32 ones as they are, the rest as float32."""
+    write_safetensors(path, {n: (t if t.dtype == torch.int32 else t.to(torch.float32)).detach().numpy()
+                             for n, t in tensors.items()}, metadata)
 
 
 def main():

@@ -42,7 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_golden_cls import formula_input, formula_tensor, sample, save_safetensors  # noqa: E402
+from make_golden_cls import formula_input, formula_tensor, save_safetensors  # noqa: E402
 from make_golden_seg import formula_target, golden_step  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

@@ -27,10 +27,12 @@ Run: /usr/bin/python3 scripts/pose_targets_ref.py [annotations.json] [out.safete
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_common import write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -185,21 +187,6 @@ def loss_mask(persons, missed, crowds, width, height):
     return full[np.ix_(rows, cols)][np.newaxis]
 
 
-def save_safetensors(path, tensors, metadata):
-    header, offset, blobs = {"__metadata__": metadata}, 0, []
-    for name, t in tensors.items():
-        b = np.ascontiguousarray(t, dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(b)]}
-        offset += len(b)
-        blobs.append(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-    print(f"wrote {len(tensors)} tensors, {os.path.getsize(path)} bytes, to {path}")
-
-
 def main():
     golden = os.path.join(ROOT, "tests", "data", "golden")
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(golden, "pose_scenes.json")
@@ -219,7 +206,7 @@ def main():
               f"{len(crowds)} crowds")
     meta = {"stride": str(STRIDE), "sigma": str(SIGMA), "limb_width": str(THETA),
             "source": os.path.basename(src)}
-    save_safetensors(out, tensors, meta)
+    write_safetensors(out, {n: np.asarray(t, dtype=np.float32) for n, t in tensors.items()}, meta)
 
 
 if __name__ == "__main__":

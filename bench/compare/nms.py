@@ -19,23 +19,14 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from golden_common import uniform  # noqa: E402
+
 CASES = [(1000, 0), (10000, 0), (10000, 1)]
 
 
-def hash_uniform(n, seed, offset=0):
-    m = np.uint64(0xFFFFFFFF)
-    i = np.arange(offset, offset + n, dtype=np.uint64)
-    h = (i * np.uint64(0x9E3779B1) + np.uint64(seed * 0x7F4A7C15 + 1)) & m
-    h ^= h >> np.uint64(16)
-    h = (h * np.uint64(0x85EBCA6B)) & m
-    h ^= h >> np.uint64(13)
-    h = (h * np.uint64(0xC2B2AE35)) & m
-    h ^= h >> np.uint64(16)
-    return h.astype(np.float64) / 4294967296.0
-
-
 def boxes(n, layout):
-    v = hash_uniform(5 * n, 77).reshape(n, 5)
+    v = uniform(5 * n, 77).reshape(n, 5)
     if layout == 0:
         x1, y1 = 1000.0 * v[:, 0], 1000.0 * v[:, 1]
         w, h = 10.0 + 90.0 * v[:, 2], 10.0 + 90.0 * v[:, 3]
@@ -45,7 +36,7 @@ def boxes(n, layout):
         y1 = 20.0 * np.floor(c / 7.0) * 7.0 + 30.0 * v[:, 2]
         w, h = 40.0 + 40.0 * v[:, 3], 40.0 + 40.0 * v[:, 4]
     b = np.stack([x1, y1, x1 + w, y1 + h], 1).astype(np.float32)
-    s = hash_uniform(n, 78).astype(np.float32)
+    s = uniform(n, 78).astype(np.float32)
     return b, s
 
 
