@@ -1,4 +1,5 @@
-// Whole training steps (forward, loss, backward, SGD) in images/s.
+// Whole training steps (forward, loss, backward, SGD) in images/s, and
+// evaluation forwards.
 //
 // FmnistCnnTrainStep is the model bench/compare/fmnist_cnn_torch.py runs
 // through PyTorch: compare the two with bench/compare/fmnist_cnn.sh.
@@ -43,7 +44,33 @@ void FmnistResnetTrainStep(benchmark::State& state) {
   train_step_bench(state, "fmnist_resnet", 1, 28);
 }
 
+// One evaluation forward (no graph, eval mode) of ResNet-18-CIFAR on a batch
+// of 32x32 images. range(1) = 1: the parameters require gradients, as a
+// trained model's do, so the convolutions keep their weights in oneDNN's layout
+// between batches; 0: they do not, and every batch reorders every weight.
+void Resnet18CifarEval(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  models::register_builtin_models();
+  manual_seed(0);
+  auto model = models::create_model("resnet18_cifar", {.num_classes = 10, .in_channels = 3});
+  model->eval();
+  for (auto& [name, p] : model->named_parameters()) p.set_requires_grad(state.range(1) == 1);
+  Tensor x = randn({batch, 3, 32, 32});
+  NoGradGuard no_grad;
+  for (int i = 0; i < 3; ++i) (*model)(x);
+  for (auto _ : state) benchmark::DoNotOptimize((*model)(x));
+  state.counters["images_per_sec"] =
+      benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(FmnistCnnTrainStep)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(FmnistResnetTrainStep)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Resnet18CifarEval)
+    ->Args({64, 0})
+    ->Args({64, 1})
+    ->Args({8, 0})
+    ->Args({8, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace

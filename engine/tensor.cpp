@@ -56,6 +56,8 @@ Storage::Storage(void* data, size_t nbytes, Device device, std::function<void(vo
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
+  // Weights the convolutions keep in their layout are keyed by address.
+  if (device_.is_cpu()) kernels::cpu::conv2d_forget_weights(data_, nbytes_);
   if (row_major_) backend::deallocate(row_major_, nbytes_, device_);
   if (deleter_) {
     deleter_(data_);

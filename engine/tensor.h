@@ -137,7 +137,10 @@ class Tensor {
 
   // ---- data ----
   /// The first element, in row-major strided memory: a storage still in the
-  /// blocked layout is converted first (Storage::make_row_major).
+  /// blocked layout is converted first (Storage::make_row_major). Writing
+  /// through it is not seen by the version counter: code that changes a
+  /// parameter's values this way calls bump_version() afterwards (evaluation
+  /// keeps CPU convolution weights in oneDNN's layout while the version holds).
   void* data_ptr() const;
   template <typename T>
   T* data() const;

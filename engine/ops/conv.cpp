@@ -134,16 +134,22 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
                     : empty(y_shape, {.dtype = x.dtype(), .device = x.device()});
   if (y.numel() > 0) {
     const kernels::KTensor bk = bc.defined() ? bc.strided_desc() : kernels::KTensor{};
-    if (act == ConvAct::none) {
-      TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
-                 wc.strided_desc(), bc.defined() ? &bk : nullptr, y.desc_as_stored());
-    } else {
-      TCV_CHECK(x.device().is_cpu(), "[conv2d_relu] the fused kernel is CPU-only, got ",
-                x.device().str());
+    if (x.device().is_cpu()) {
+      // A parameter read without a graph (evaluation) keeps its values until an
+      // in-place write bumps its version: the kernel may keep it in its layout.
+      const kernels::cpu::WeightReuse reuse{.keep = !autograd::grad_enabled() &&
+                                                    weight.requires_grad() &&
+                                                    wc.storage() == weight.storage(),
+                                            .version = weight.version()};
       profiler::Scope prof("conv2d_forward", x.device());
       kernels::cpu::conv2d_forward(g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
                                    wc.strided_desc(), bc.defined() ? &bk : nullptr,
-                                   y.desc_as_stored(), act);
+                                   y.desc_as_stored(), act, reuse);
+    } else {
+      TCV_CHECK(act == ConvAct::none, "[conv2d_relu] the fused kernel is CPU-only, got ",
+                x.device().str());
+      TCV_KERNEL(x.device(), conv2d_forward, g, bl.src ? xc.desc_as_stored() : xc.strided_desc(),
+                 wc.strided_desc(), bc.defined() ? &bk : nullptr, y.desc_as_stored());
     }
   }
   if (autograd::needs_grad({&x, &weight, &bias})) {

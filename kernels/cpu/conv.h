@@ -46,6 +46,27 @@ enum class ConvAct { none, relu };
 void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
                     const KTensor* bias, const KTensor& y, ConvAct act);
 
+/// Whether the forward may keep `weight` in oneDNN's layout for later calls:
+/// `keep` for weights that stay unchanged across calls (a model's parameters
+/// in evaluation), with `version` the storage's version counter, which every
+/// in-place write bumps. A later call with the same bytes and version reuses
+/// the reordered copy; one with another version reorders again; one without
+/// `keep` (training: the weights change every step) drops the copy.
+struct WeightReuse {
+  bool keep = false;
+  uint64_t version = 0;
+};
+void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,
+                    const KTensor* bias, const KTensor& y, ConvAct act, WeightReuse reuse);
+
+/// Drops the kept weights whose bytes start in [data, data + nbytes): the
+/// engine calls it when a CPU storage is freed, before its bytes can be reused.
+/// Cheap when nothing is kept.
+void conv2d_forget_weights(const void* data, size_t nbytes);
+/// Bytes of weights kept in oneDNN's layout now, and how many weights.
+size_t conv2d_kept_weight_bytes();
+size_t conv2d_kept_weights();
+
 /// Gradients of conv2d_forward given dy (n, k, oh, ow). Each output pointer may be
 /// null when that gradient is not wanted; x is read only for dweight, weight only for dx.
 void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight,

@@ -468,6 +468,50 @@ TEST(Conv2d, PrimitivesAreCached) {
   EXPECT_EQ(kernels::cpu::conv2d_cache_size(), n + 1);
 }
 
+// A parameter read without a graph (evaluation) is reordered into oneDNN's
+// layout once and kept while its version holds: later calls reuse it, an
+// in-place write is seen at the next call, a training forward and the
+// parameter's end drop it. Results are bit-equal to reordering every call.
+TEST(Conv2d, EvaluationKeepsWeightsInTheirLayoutWhileTheyDoNotChange) {
+  const ops::Conv2dParams p{.padding = {1, 1}};
+  const Tensor x = rand_f64({2, 32, 8, 8}, 5, -1, 1, false).to(DType::f32);
+  auto fresh = [&](const Tensor& w) {  // a copy nothing keeps: reordered in this call
+    return ops::conv2d(x, w.detach().clone(), Tensor(), p).to_vector<float>();
+  };
+  ASSERT_EQ(kernels::cpu::conv2d_kept_weights(), 0u);
+  {
+    Tensor w = rand_f64({64, 32, 3, 3}, 6, -1, 1, false).to(DType::f32);
+    w.set_requires_grad(true);
+    const std::vector<float> want = fresh(w);
+    {
+      NoGradGuard no_grad;
+      EXPECT_EQ(ops::conv2d(x, w, Tensor(), p).to_vector<float>(), want);
+      ASSERT_EQ(kernels::cpu::conv2d_kept_weights(), 1u);  // blocked weights on AVX2 and later
+      EXPECT_GE(kernels::cpu::conv2d_kept_weight_bytes(), w.nbytes());
+      EXPECT_EQ(ops::conv2d(x, w, Tensor(), p).to_vector<float>(), want);
+      EXPECT_EQ(kernels::cpu::conv2d_kept_weights(), 1u);
+      // An in-place write (an optimizer step, a loaded checkpoint) bumps the version.
+      w.mul_(-0.5);
+      EXPECT_EQ(ops::conv2d(x, w, Tensor(), p).to_vector<float>(), fresh(w));
+      w.copy_(rand_f64({64, 32, 3, 3}, 7, -1, 1, false).to(DType::f32));
+      EXPECT_EQ(ops::conv2d(x, w, Tensor(), p).to_vector<float>(), fresh(w));
+    }
+    // A forward that records a graph (training) drops what evaluation kept.
+    ops::conv2d(x, w, Tensor(), p);
+    EXPECT_EQ(kernels::cpu::conv2d_kept_weights(), 0u);
+    EXPECT_EQ(kernels::cpu::conv2d_kept_weight_bytes(), 0u);
+    NoGradGuard no_grad;
+    ops::conv2d(x, w, Tensor(), p);
+    EXPECT_EQ(kernels::cpu::conv2d_kept_weights(), 1u);
+    // Tensors that are not parameters (no requires_grad) are never kept.
+    ops::conv2d(x, w.detach().clone(), Tensor(), p);
+    EXPECT_EQ(kernels::cpu::conv2d_kept_weights(), 1u);
+  }
+  // The weight's storage is gone: so is its kept copy (its address may be reused).
+  EXPECT_EQ(kernels::cpu::conv2d_kept_weights(), 0u);
+  EXPECT_EQ(kernels::cpu::conv2d_kept_weight_bytes(), 0u);
+}
+
 TEST(Conv2d, Errors) {
   Tensor x = zeros({1, 4, 5, 5});
   EXPECT_THROW(ops::conv2d(x, zeros({2, 3, 3, 3})), Error);                           // channels
