@@ -13,7 +13,6 @@ using data::Box;
 namespace {
 
 constexpr uint64_t kStateMagic = 0x3276444554564354ull;  // "TCVTDEv2"
-constexpr int32_t kNoImage = std::numeric_limits<int32_t>::max();
 
 // (image position, object index) of one class's objects, in image order.
 using Refs = std::vector<std::pair<int32_t, int32_t>>;
@@ -319,250 +318,66 @@ VocSummary DetectionEvaluator::voc(bool use_07_metric, double iou) const {
   return out;
 }
 
+namespace {
+
+// iouType "bbox": pycocotools' bbIou on [x, y, w, h] boxes; against a crowd
+// region, the intersection over the detection's area.
+class BoxIou final : public CocoSimilarity {
+ public:
+  // Per image: its ground-truth boxes and its detections' boxes.
+  using Boxes = std::vector<std::pair<const std::vector<Box>*, const std::vector<Box>*>>;
+  explicit BoxIou(Boxes boxes) : boxes_(std::move(boxes)) {}
+  void compute(std::span<const CocoTruthRef> truth, std::span<const CocoDetectionRef> dets,
+               double* out) const override {
+    const size_t ng = truth.size();
+    const auto& [gt_boxes, det_boxes] = boxes_[static_cast<size_t>(truth.front().image)];
+    for (size_t g = 0; g < ng; ++g) {
+      const Box& gb = (*gt_boxes)[static_cast<size_t>(truth[g].index)];
+      const double gx = gb[0], gy = gb[1], gw = gb[2] - gb[0], gh = gb[3] - gb[1];
+      const double ga = gw * gh;
+      for (size_t d = 0; d < dets.size(); ++d) {
+        const Box& db = (*det_boxes)[static_cast<size_t>(dets[d].index)];
+        const double dx = db[0], dy = db[1], dw = db[2] - db[0], dh = db[3] - db[1];
+        const double da = dw * dh;
+        const double w = std::min(dw + dx, gw + gx) - std::max(dx, gx);
+        if (w <= 0) continue;
+        const double h = std::min(dh + dy, gh + gy) - std::max(dy, gy);
+        if (h <= 0) continue;
+        const double i = w * h;
+        out[d * ng + g] = i / (truth[g].crowd ? da : da + ga - i);
+      }
+    }
+  }
+
+ private:
+  Boxes boxes_;
+};
+
+}  // namespace
+
 CocoSummary DetectionEvaluator::coco() const {
   const auto imgs = sorted();
   const size_t K = opts_.class_names.size();
-  constexpr int T = 10, R = 101, A = 4, M = 3;
-  constexpr int64_t kMaxDets[M] = {1, 10, 100};
-  // pycocotools' np.linspace(.5, .95, 10) and np.linspace(0, 1, 101), value for value.
-  double iou_thrs[T], rec_thrs[R];
-  const double istep = (0.95 - 0.5) / 9.0;
-  for (int t = 0; t < T; ++t) iou_thrs[t] = t * istep + 0.5;
-  iou_thrs[T - 1] = 0.95;
-  const double rstep = 1.0 / 100.0;
-  for (int r = 0; r < R; ++r) rec_thrs[r] = r * rstep + 0.0;
-  rec_thrs[R - 1] = 1.0;
-  const double area_lo[A] = {0, 0, 32.0 * 32.0, 96.0 * 96.0};
-  const double area_hi[A] = {1e5 * 1e5, 32.0 * 32.0, 96.0 * 96.0, 1e5 * 1e5};
-  const double eps = std::numeric_limits<double>::epsilon();  // np.spacing(1)
-
-  std::vector<Refs> gts, dets;
-  bucket_by_class(imgs, K, gts, dets);
-  // precision[((t * R + r) * K + k) * A * M + a * M + m], recall[((t * K + k) * A + a) * M + m]
-  std::vector<double> precision(static_cast<size_t>(T * R) * K * A * M, -1.0);
-  std::vector<double> recall(static_cast<size_t>(T) * K * A * M, -1.0);
-  auto P = [&](int t, int r, size_t k, int a, int m) -> double& {
-    return precision[((static_cast<size_t>(t) * R + r) * K + k) * A * M + a * M + m];
-  };
-  auto Rc = [&](int t, size_t k, int a, int m) -> double& {
-    return recall[((static_cast<size_t>(t) * K + k) * A + a) * M + m];
-  };
-
-#pragma omp parallel for schedule(dynamic, 1)
-  for (size_t k = 0; k < K; ++k) {
-    // One entry per kept detection per area range, in image order, each image's
-    // by descending score: bit t of `matched` / `ignored` for IoU threshold t.
-    struct Entry {
-      double score;
-      int32_t rank;
-      uint16_t matched[A], ignored[A];
-    };
-    std::vector<Entry> entries;  // one per kept detection, the same for every area range
-    int64_t npig[A] = {0, 0, 0, 0};
-    const Refs& G = gts[k];
-    const Refs& D = dets[k];
-    std::vector<int32_t> g_idx, d_idx, g_order;
-    std::vector<double> ious;
-    std::vector<uint8_t> g_ign, g_taken;
-    std::vector<uint16_t> d_match, d_ign;
-    size_t gi = 0, di = 0;
-    while (gi < G.size() || di < D.size()) {
-      const int32_t img =
-          std::min(gi < G.size() ? G[gi].first : kNoImage, di < D.size() ? D[di].first : kNoImage);
-      const auto& im = *imgs[static_cast<size_t>(img)];
-      g_idx.clear();
-      d_idx.clear();
-      for (; gi < G.size() && G[gi].first == img; ++gi) g_idx.push_back(G[gi].second);
-      for (; di < D.size() && D[di].first == img; ++di) d_idx.push_back(D[di].second);
-      std::stable_sort(d_idx.begin(), d_idx.end(), [&](int32_t a, int32_t b) {
-        return im.det_scores[static_cast<size_t>(a)] > im.det_scores[static_cast<size_t>(b)];
-      });
-      if (d_idx.size() > static_cast<size_t>(kMaxDets[M - 1])) d_idx.resize(kMaxDets[M - 1]);
-      const size_t ng = g_idx.size(), nd = d_idx.size();
-      // pycocotools' bbIou on [x, y, w, h] boxes.
-      ious.assign(nd * ng, 0.0);
-      for (size_t g = 0; g < ng; ++g) {
-        const Box& gb = im.gt_boxes[static_cast<size_t>(g_idx[g])];
-        const double gx = gb[0], gy = gb[1], gw = gb[2] - gb[0], gh = gb[3] - gb[1];
-        const double ga = gw * gh;
-        const bool crowd = im.gt_crowd[static_cast<size_t>(g_idx[g])];
-        for (size_t d = 0; d < nd; ++d) {
-          const Box& db = im.det_boxes[static_cast<size_t>(d_idx[d])];
-          const double dx = db[0], dy = db[1], dw = db[2] - db[0], dh = db[3] - db[1];
-          const double da = dw * dh;
-          const double w = std::min(dw + dx, gw + gx) - std::max(dx, gx);
-          if (w <= 0) continue;
-          const double h = std::min(dh + dy, gh + gy) - std::max(dy, gy);
-          if (h <= 0) continue;
-          const double i = w * h;
-          ious[d * ng + g] = i / (crowd ? da : da + ga - i);
-        }
-      }
-      const size_t base = entries.size();
-      for (size_t d = 0; d < nd; ++d)
-        entries.push_back({im.det_scores[static_cast<size_t>(d_idx[d])],
-                           static_cast<int32_t>(d),
-                           {0, 0, 0, 0},
-                           {0, 0, 0, 0}});
-      for (int a = 0; a < A; ++a) {
-        g_ign.resize(ng);
-        for (size_t g = 0; g < ng; ++g) {
-          const size_t o = static_cast<size_t>(g_idx[g]);
-          g_ign[g] = im.gt_crowd[o] || im.gt_area[o] < area_lo[a] || im.gt_area[o] > area_hi[a];
-          npig[a] += g_ign[g] ? 0 : 1;
-        }
-        g_order.resize(ng);
-        std::iota(g_order.begin(), g_order.end(), 0);
-        std::stable_sort(g_order.begin(), g_order.end(), [&](int32_t x, int32_t y) {
-          return g_ign[static_cast<size_t>(x)] < g_ign[static_cast<size_t>(y)];
-        });
-        d_match.assign(nd, 0);
-        d_ign.assign(nd, 0);
-        for (int t = 0; t < T; ++t) {
-          g_taken.assign(ng, 0);
-          for (size_t d = 0; d < nd; ++d) {
-            double best = std::min(iou_thrs[t], 1 - 1e-10);
-            int m = -1;
-            for (size_t s = 0; s < ng; ++s) {
-              const size_t g = static_cast<size_t>(g_order[s]);
-              if (g_taken[s] && !im.gt_crowd[static_cast<size_t>(g_idx[g])]) continue;
-              if (m > -1 && !g_ign[static_cast<size_t>(g_order[static_cast<size_t>(m)])] &&
-                  g_ign[g])
-                break;
-              // !(>=), not <: a NaN IoU (boxes so large that their areas
-              // overflow) never matches, where pycocotools' `<` lets it match.
-              if (!(ious[d * ng + g] >= best)) continue;
-              best = ious[d * ng + g];
-              m = static_cast<int>(s);
-            }
-            if (m == -1) continue;
-            if (g_ign[static_cast<size_t>(g_order[static_cast<size_t>(m)])])
-              d_ign[d] |= static_cast<uint16_t>(1u << t);
-            d_match[d] |= static_cast<uint16_t>(1u << t);
-            g_taken[static_cast<size_t>(m)] = 1;
-          }
-        }
-        for (size_t d = 0; d < nd; ++d) {
-          const double da = im.det_area[static_cast<size_t>(d_idx[d])];
-          const bool out_of_range = da < area_lo[a] || da > area_hi[a];
-          if (out_of_range) d_ign[d] |= static_cast<uint16_t>(~d_match[d] & ((1u << T) - 1));
-          entries[base + d].matched[a] = d_match[d];
-          entries[base + d].ignored[a] = d_ign[d];
-        }
-      }
-    }
-    // Accumulate. One stable sort by score serves every (area, max detections):
-    // keeping the first m of each image is a subsequence, which a stable sort
-    // leaves in the order it would give it alone.
-    std::vector<int32_t> order(entries.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
-      return entries[static_cast<size_t>(x)].score > entries[static_cast<size_t>(y)].score;
-    });
-    // Per (max detections, area range): the kept detections' bits in score
-    // order; per threshold, running true/false positive counts, then recall and
-    // precision as pycocotools computes them (the divisions in their own loops,
-    // which vectorize).
-    std::vector<uint16_t> hit, ign;
-    std::vector<double> tps, fps, pr, rc;
-    for (int m = 0; m < M; ++m) {
-      std::vector<const Entry*> sel;
-      for (const int32_t i : order)
-        if (entries[static_cast<size_t>(i)].rank < kMaxDets[m])
-          sel.push_back(&entries[static_cast<size_t>(i)]);
-      const size_t nd = sel.size();
-      hit.resize(nd);
-      ign.resize(nd);
-      tps.resize(nd);
-      fps.resize(nd);
-      rc.resize(nd);
-      pr.resize(nd);
-      for (int a = 0; a < A; ++a) {
-        if (npig[a] == 0) continue;
-        for (size_t i = 0; i < nd; ++i) {
-          hit[i] = sel[i]->matched[a];
-          ign[i] = sel[i]->ignored[a];
-        }
-        const auto n_pos = static_cast<double>(npig[a]);
-        for (int t = 0; t < T; ++t) {
-          int64_t tp = 0, fp = 0;  // counts: exact, as numpy's float cumsum of 0s and 1s
-          for (size_t i = 0; i < nd; ++i) {
-            const unsigned h = (hit[i] >> t) & 1u, g = (ign[i] >> t) & 1u;
-            tp += h & ~g & 1u;
-            fp += ~h & ~g & 1u;
-            tps[i] = static_cast<double>(tp);
-            fps[i] = static_cast<double>(fp);
-          }
-          const double* __restrict tpp = tps.data();
-          const double* __restrict fpp = fps.data();
-          double* __restrict rcp = rc.data();
-          double* __restrict prp = pr.data();
-          for (size_t i = 0; i < nd; ++i) rcp[i] = tpp[i] / n_pos;
-          for (size_t i = 0; i < nd; ++i) prp[i] = tpp[i] / (fpp[i] + tpp[i] + eps);
-          Rc(t, k, a, m) = nd ? rc[nd - 1] : 0.0;
-          for (size_t i = nd; i-- > 1;) pr[i - 1] = std::max(pr[i - 1], pr[i]);
-          size_t pos = 0;
-          for (int r = 0; r < R; ++r) {
-            while (pos < nd && rc[pos] < rec_thrs[r]) ++pos;  // searchsorted, side='left'
-            if (pos >= nd) {
-              for (int q = r; q < R; ++q) P(t, q, k, a, m) = 0.0;
-              break;
-            }
-            P(t, r, k, a, m) = pr[pos];
-          }
-        }
-      }
-    }
+  std::vector<std::vector<CocoTruthRef>> truth(K);
+  std::vector<std::vector<CocoDetectionRef>> dets(K);
+  BoxIou::Boxes boxes;
+  for (size_t i = 0; i < imgs.size(); ++i) {
+    const Image& im = *imgs[i];
+    const auto img = static_cast<int32_t>(i);
+    boxes.emplace_back(&im.gt_boxes, &im.det_boxes);
+    for (size_t g = 0; g < im.gt_labels.size(); ++g)
+      truth[static_cast<size_t>(im.gt_labels[g] - 1)].push_back(
+          {img, static_cast<int32_t>(g), im.gt_area[g], im.gt_crowd[g] != 0, im.gt_crowd[g] != 0});
+    for (size_t d = 0; d < im.det_labels.size(); ++d)
+      dets[static_cast<size_t>(im.det_labels[d] - 1)].push_back(
+          {img, static_cast<int32_t>(d), im.det_scores[d], im.det_area[d]});
   }
-
-  // COCOeval.summarize: means over the entries > -1.
-  auto mean_p = [&](int t_only, int a, int m) {
-    double s = 0;
-    int64_t n = 0;
-    for (int t = 0; t < T; ++t) {
-      if (t_only >= 0 && t != t_only) continue;
-      for (int r = 0; r < R; ++r)
-        for (size_t k = 0; k < K; ++k) {
-          const double v = P(t, r, k, a, m);
-          if (v > -1) {
-            s += v;
-            ++n;
-          }
-        }
-    }
-    return n ? s / static_cast<double>(n) : -1.0;
-  };
-  auto mean_r = [&](int a, int m) {
-    double s = 0;
-    int64_t n = 0;
-    for (int t = 0; t < T; ++t)
-      for (size_t k = 0; k < K; ++k) {
-        const double v = Rc(t, k, a, m);
-        if (v > -1) {
-          s += v;
-          ++n;
-        }
-      }
-    return n ? s / static_cast<double>(n) : -1.0;
-  };
+  const CocoAccumulation acc =
+      coco_evaluate(truth, dets, CocoEvalParams::boxes(), BoxIou(std::move(boxes)));
   CocoSummary out;
-  out.stats = {mean_p(-1, 0, 2), mean_p(0, 0, 2),  mean_p(5, 0, 2), mean_p(-1, 1, 2),
-               mean_p(-1, 2, 2), mean_p(-1, 3, 2), mean_r(0, 0),    mean_r(0, 1),
-               mean_r(0, 2),     mean_r(1, 2),     mean_r(2, 2),    mean_r(3, 2)};
-  out.per_class.assign(K, -1.0);
-  for (size_t k = 0; k < K; ++k) {
-    double s = 0;
-    int64_t n = 0;
-    for (int t = 0; t < T; ++t)
-      for (int r = 0; r < R; ++r) {
-        const double v = P(t, r, k, 0, 2);
-        if (v > -1) {
-          s += v;
-          ++n;
-        }
-      }
-    out.per_class[k] = n ? s / static_cast<double>(n) : -1.0;
-  }
+  out.stats = coco_box_stats(acc);
+  out.per_class.resize(K);
+  for (size_t k = 0; k < K; ++k) out.per_class[k] = acc.ap(-1, 0, 2, static_cast<int64_t>(k));
   return out;
 }
 

@@ -18,17 +18,12 @@
 // the area metric integrates the precision envelope over recall. A class
 // without non-difficult boxes has no AP (reported as -1, left out of the mean).
 //
-// COCO: per image and category, detections sorted by score (stable) and cut
-// to 100; IoU as pycocotools' bbIou (crowd boxes: intersection / detection
-// area); greedy matching at IoU thresholds 0.50:0.05:0.95 over ground truth
-// sorted with the ignored (crowd, or area outside the range) last; unmatched
-// detections outside the area range ignored; per category, area range
-// (all, small < 32^2, medium, large > 96^2; by the ground truth's `area`,
-// the detection's box area) and max detections (1, 10, 100) the detections of
-// all images in image-id order are sorted by score (stable) and precision is
-// read at the 101 recall thresholds after making it non-increasing. AP
-// averages precision over thresholds, recall points and categories that have
-// ground truth; AR averages final recall.
+// COCO: COCOeval (train/eval/coco_eval.h) with pycocotools' bbIou as the
+// similarity (crowd boxes: intersection / detection area), area ranges all,
+// small < 32^2, medium, large > 96^2 (by the ground truth's `area`, the
+// detection's box area) and 1, 10, 100 detections per image. AP averages
+// precision over thresholds, recall points and categories that have ground
+// truth; AR averages final recall.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +31,7 @@
 #include <vector>
 
 #include "data/det/dataset.h"
+#include "train/eval/coco_eval.h"
 #include "train/eval/evaluator.h"
 
 namespace tcv::train {

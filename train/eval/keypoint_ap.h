@@ -7,16 +7,11 @@
 // OKS = mean over the keypoints labelled in g (v > 0) of exp(-e_k); a ground
 // truth without labelled keypoints measures dx, dy to the box twice its bbox
 // around it ([x - w, x + 2w] × [y - h, y + 2h]) over all K keypoints. σ are
-// COCO's per-keypoint sigmas. Per image, detections sorted by score (stable)
-// and cut to 20; ground truth with num_keypoints = 0 or crowd is ignored, as is
-// ground truth whose area lies outside the range (all, medium 32²..96², large
-// > 96²); greedy matching at OKS thresholds 0.50:0.05:0.95 with pycocotools'
-// rules (ignored ground truth last, crowds may be matched many times, an
-// unmatched detection whose area, the box of its keypoints, lies outside the
-// range is ignored). Per area range, the detections of all images in image-id
-// order are sorted by score (stable); precision is read at the 101 recall
-// thresholds after making it non-increasing. AP averages precision over
-// thresholds and recall points, AR final recall over thresholds.
+// COCO's per-keypoint sigmas. COCOeval (train/eval/coco_eval.h) with OKS as
+// the similarity: 20 detections per image; ground truth with num_keypoints = 0
+// or crowd ignored; area ranges all, medium 32²..96², large > 96² (by the
+// ground truth's area, a detection's by the box of its keypoints). AP averages
+// precision over thresholds and recall points, AR final recall over thresholds.
 //
 // NaN: a detection whose keypoints hold NaN has a NaN OKS and matches nothing
 // (a false positive). pycocotools' matching skips a pair only when its OKS is
@@ -29,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "train/eval/coco_eval.h"
 #include "train/eval/evaluator.h"
 
 namespace tcv::train {
