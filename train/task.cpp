@@ -6,6 +6,7 @@
 #include "dist/ddp.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
+#include "train/report.h"
 #include "train/tasks/cls.h"
 #include "train/tasks/det.h"
 #include "train/tasks/pose.h"
@@ -35,6 +36,76 @@ std::vector<Tensor> StepModel::forward_with(
     const std::function<std::vector<Tensor>(nn::Module&)>& fn) {
   return ddp_ ? ddp_->forward_with(fn) : fn(model_);
 }
+
+// ---- the evaluators' base ------------------------------------------------------------
+
+namespace {
+constexpr size_t kReportFigures = 6;
+}  // namespace
+
+TaskEvaluator::TaskEvaluator(std::string what, int64_t rank, int64_t world,
+                             std::string figures_title)
+    : what_(std::move(what)), rank_(rank), world_(world), figures_title_(std::move(figures_title)) {
+  TCV_CHECK(world >= 1 && rank >= 0 && rank < world, what_, ": rank ", rank, " of ", world);
+}
+
+TaskEvaluator::~TaskEvaluator() = default;
+
+void TaskEvaluator::reset() {
+  loss_.reset();
+  figures_.clear();
+  reset_metric();
+}
+
+std::string TaskEvaluator::serialize() const {
+  ByteWriter w;
+  w.put<double>(loss_.sum());
+  w.put<int64_t>(loss_.count());
+  write_metric(w);
+  return w.take();
+}
+
+void TaskEvaluator::merge(const std::string& bytes) {
+  ByteReader r(bytes, what_);
+  const auto sum = r.get<double>();
+  const auto n = r.get<int64_t>();
+  TCV_CHECK(n >= 0, what_, ": malformed state");
+  read_metric(r);
+  TCV_CHECK(r.done(), what_, ": malformed state");
+  loss_.add(sum, n);
+}
+
+Json TaskEvaluator::row() const {
+  Json j = Json::object(), details = Json::object();
+  fill_row(j, details);
+  if (!from_results_) j["loss"] = loss_.mean();  // a results file has no loss
+  j["images"] = images();
+  for (auto& [key, value] : details.items()) j[key] = std::move(value);
+  return j;
+}
+
+void TaskEvaluator::fill_report(ReportInputs& report) const {
+  report_metric(report);
+  if (figures_title_.empty()) return;
+  report.figures = figures_;
+  report.figures_title = figures_title_;
+}
+
+void TaskEvaluator::add_owned_loss(const Tensor& loss, const std::vector<int64_t>& indices) {
+  const auto mine =
+      std::count_if(indices.begin(), indices.end(), [&](int64_t i) { return owned(i); });
+  if (mine > 0) loss_.update(loss.item(), mine);
+}
+
+bool TaskEvaluator::wants_figure() const {
+  return figures_.size() < kReportFigures;
+}
+
+void TaskEvaluator::keep_figure(ReportFigure figure) {
+  figures_.push_back(std::move(figure));
+}
+
+// ---- the task registry -----------------------------------------------------------------
 
 void register_task(TaskInfo info) {
   std::lock_guard<std::recursive_mutex> lock(registry_mutex());

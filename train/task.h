@@ -30,6 +30,7 @@
 #include "layers/module.h"
 #include "train/config.h"
 #include "train/eval/evaluator.h"
+#include "train/metrics.h"
 
 namespace tcv::dist {
 class DistributedDataParallel;
@@ -38,6 +39,7 @@ class DistributedDataParallel;
 namespace tcv::train {
 
 struct ReportInputs;
+struct ReportFigure;
 
 /// A batch as a task's loader assembled it, on the host. Only the task that
 /// made it looks inside (each task downcasts to its own batch type).
@@ -115,19 +117,37 @@ struct StepContext {
 /// One evaluation: runs the model on the val batches this rank gets,
 /// accumulates, merges the other ranks' state (Evaluator's serialize / merge),
 /// and finishes into the metrics of the val row.
+///
+/// What every task's evaluation shares lives here: the val loss meter, which
+/// rank owns which image (the val sampler pads the last ranks' shares with the
+/// first images; each counts on rank index mod world), the framing of the
+/// state that the ranks exchange, the row's loss and image count, and the
+/// figures report.html shows. A task's evaluator keeps only its metric: its
+/// state (reset_metric, write_metric, read_metric), its row, its report.
 class TaskEvaluator : public Evaluator {
  public:
+  /// `what` names the evaluator in errors about its state ("detection
+  /// evaluator"); this process is rank `rank` of `world`; `figures_title`
+  /// heads the figures in report.html ("" keeps the report's default).
+  explicit TaskEvaluator(std::string what, int64_t rank = 0, int64_t world = 1,
+                         std::string figures_title = "");
+  ~TaskEvaluator() override;
   /// Runs `model` (in eval mode, autograd off) on one val batch on `device` and
   /// accumulates what it finds.
   virtual void add(nn::Module& model, const TaskBatch& batch, Device device) = 0;
-  /// The val row's metrics (after "split", "epoch", "iter"), e.g. top1, top5,
-  /// loss, images; must hold the task's best_metric().
-  virtual Json row() const = 0;
+  void reset() final;
+  /// The loss meter, then the task's state (write_metric).
+  std::string serialize() const final;
+  void merge(const std::string& bytes) final;
+  /// The val row's metrics (after "split", "epoch", "iter"): the task's
+  /// metrics, "loss" (none for a results file), "images", then the task's
+  /// details (fill_row); must hold the task's best_metric().
+  Json row() const;
   /// The log line's words for the row, e.g. "top1 81.20% top5 99.10% loss 0.5123".
   virtual std::string describe(const Json& row) const = 0;
-  /// Fills what report.html shows of the task: its headline and charts, and
-  /// the sample pictures this process kept of the evaluation.
-  virtual void fill_report(ReportInputs& report) const = 0;
+  /// Fills what report.html shows of the task: its headline and charts
+  /// (report_metric), and the figures this process kept of the evaluation.
+  void fill_report(ReportInputs& report) const;
   /// A table printed after the line when there is one (detection's COCO
   /// metric: COCOeval.summarize()'s twelve lines).
   virtual std::string table() const { return ""; }
@@ -138,6 +158,40 @@ class TaskEvaluator : public Evaluator {
   /// made, one file per image (segmentation's label PNGs); before add().
   /// Whether the task does.
   virtual bool write_predictions_to(const std::string& /*dir*/) { return false; }
+
+ protected:
+  /// Whether this rank counts the val image at data set index `index`.
+  bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
+  /// Adds a batch's mean loss, weighted by the images of `indices` this rank owns.
+  void add_owned_loss(const Tensor& loss, const std::vector<int64_t>& indices);
+  /// The val loss meter (a task with its own weighting adds to it directly).
+  AverageMeter& loss_meter() { return loss_; }
+  const AverageMeter& loss_meter() const { return loss_; }
+  /// The evaluation reads a results file (tcv-train --results): no loss.
+  void mark_from_results() { from_results_ = true; }
+  /// Whether another figure is wanted for the report, and keeping one.
+  bool wants_figure() const;
+  void keep_figure(ReportFigure figure);
+
+  /// The task's metric state: forget it, write it, add another rank's.
+  virtual void reset_metric() = 0;
+  virtual void write_metric(ByteWriter& w) const = 0;
+  virtual void read_metric(ByteReader& r) = 0;
+  /// The row's metrics, before "loss" (objects, filled in order), and what it
+  /// holds after "images" (per-class values, counts).
+  virtual void fill_row(Json& metrics, Json& details) const = 0;
+  /// The row's "images": the val images evaluated (every rank's once merged).
+  virtual int64_t images() const = 0;
+  /// The report's headline and charts (and samples).
+  virtual void report_metric(ReportInputs& report) const = 0;
+
+ private:
+  std::string what_;
+  int64_t rank_, world_;
+  std::string figures_title_;
+  AverageMeter loss_;
+  bool from_results_ = false;
+  std::vector<ReportFigure> figures_;
 };
 
 /// How tcv-predict's output is shaped.

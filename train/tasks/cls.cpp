@@ -153,7 +153,11 @@ class ClsEvaluator final : public TaskEvaluator {
  public:
   // `val` is the loader the batches come from; samples are kept when it is not sharded.
   ClsEvaluator(ClsLoader& val, bool in_memory, bool sharded, std::vector<std::string> names)
-      : val_(val), in_memory_(in_memory), sharded_(sharded), names_(std::move(names)) {}
+      : TaskEvaluator("classification evaluator"),
+        val_(val),
+        in_memory_(in_memory),
+        sharded_(sharded),
+        names_(std::move(names)) {}
 
   void add(nn::Module& model, const TaskBatch& batch, Device device) override {
     const data::Batch& b = static_cast<const ClsBatch&>(batch).b;
@@ -163,49 +167,12 @@ class ClsEvaluator final : public TaskEvaluator {
       add_samples(seen_, ops::argmax(logits, 1).to(kCPU), b);
     seen_ += b.y.size(0);  // the val loader does not shuffle: row i is image seen_ + i
     const Tensor loss = ops::cross_entropy(logits, y);
-    loss_.update(loss.item(), y.size(0));
+    loss_meter().update(loss.item(), y.size(0));
     acc_.update(logits, y);
   }
 
-  void reset() override {
-    acc_.reset();
-    loss_.reset();
-    samples_.clear();
-    seen_ = 0;
-  }
-
-  std::string serialize() const override {
-    ByteWriter w;
-    w.put<int64_t>(acc_.correct1());
-    w.put<int64_t>(acc_.correct5());
-    w.put<int64_t>(acc_.count());
-    w.put<double>(loss_.sum());
-    w.put<int64_t>(loss_.count());
-    return w.take();
-  }
-
-  void merge(const std::string& bytes) override {
-    ByteReader r(bytes, "classification evaluator");
-    const auto c1 = r.get<int64_t>(), c5 = r.get<int64_t>(), n = r.get<int64_t>();
-    const auto sum = r.get<double>();
-    const auto ln = r.get<int64_t>();
-    TCV_CHECK(r.done() && c1 >= 0 && c5 >= c1 && n >= c5 && ln >= 0,
-              "classification evaluator: malformed state");
-    acc_.add_counts(c1, c5, n);
-    loss_.add(sum, ln);
-  }
-
   Metrics finish() const override {
-    return {{"top1", acc_.top1()}, {"top5", acc_.top5()}, {"loss", loss_.mean()}};
-  }
-
-  Json row() const override {
-    Json j = Json::object();
-    j["top1"] = acc_.top1();
-    j["top5"] = acc_.top5();
-    j["loss"] = loss_.mean();
-    j["images"] = acc_.count();
-    return j;
+    return {{"top1", acc_.top1()}, {"top5", acc_.top5()}, {"loss", loss_meter().mean()}};
   }
 
   std::string describe(const Json& row) const override {
@@ -216,14 +183,39 @@ class ClsEvaluator final : public TaskEvaluator {
     return buf;
   }
 
-  void fill_report(ReportInputs& report) const override {
+ private:
+  void reset_metric() override {
+    acc_.reset();
+    samples_.clear();
+    seen_ = 0;
+  }
+
+  void write_metric(ByteWriter& w) const override {
+    w.put<int64_t>(acc_.correct1());
+    w.put<int64_t>(acc_.correct5());
+    w.put<int64_t>(acc_.count());
+  }
+
+  void read_metric(ByteReader& r) override {
+    const auto c1 = r.get<int64_t>(), c5 = r.get<int64_t>(), n = r.get<int64_t>();
+    TCV_CHECK(c1 >= 0 && c5 >= c1 && n >= c5, "classification evaluator: malformed state");
+    acc_.add_counts(c1, c5, n);
+  }
+
+  void fill_row(Json& metrics, Json& /*details*/) const override {
+    metrics["top1"] = acc_.top1();
+    metrics["top5"] = acc_.top5();
+  }
+
+  int64_t images() const override { return acc_.count(); }
+
+  void report_metric(ReportInputs& report) const override {
     report.headline = {{"top1", "top-1", "%"}, {"top5", "top-5", "%"}};
     report.val_charts = {{"validation accuracy (%)", {{"top1", "top-1"}, {"top5", "top-5"}}}};
     report.samples = samples_;
     report.class_names = names_;
   }
 
- private:
   // Keeps the first images of a val batch (rows from `first` on) with their labels:
   // the stored u8 images of an in-memory dataset, or the batch itself de-normalised.
   void add_samples(int64_t first, const Tensor& pred, const data::Batch& b) {
@@ -262,7 +254,6 @@ class ClsEvaluator final : public TaskEvaluator {
   bool in_memory_, sharded_;
   std::vector<std::string> names_;
   AccuracyMeter acc_;
-  AverageMeter loss_;
   std::vector<ReportSample> samples_;
   int64_t seen_ = 0;
 };

@@ -296,8 +296,6 @@ using DetLoader = TaskLoaderOf<data::DetDataset, data::DetDataLoader, data::DetB
 
 // ---- evaluation ----------------------------------------------------------------------
 
-constexpr int64_t kReportFigures = 6;
-
 class DetEvaluator final : public TaskEvaluator {
  public:
   // This process is rank `rank` of `world`: the val loader's sampler pads the
@@ -305,11 +303,12 @@ class DetEvaluator final : public TaskEvaluator {
   // image id) and the loss on the rank that owns them (index mod world).
   DetEvaluator(const Config& cfg, const data::DetDataset& val, int64_t side, int64_t rank,
                int64_t world)
-      : cfg_(cfg),
+      : TaskEvaluator("detection evaluator", rank, world,
+                      "Validation detections (score >= " +
+                          format_double(cfg.get_double("res.vis_conf_thre")) + ")"),
+        cfg_(cfg),
         val_(val),
         side_(side),
-        rank_(rank),
-        world_(world),
         names_(val.class_names()),
         eval_(DetEvalOptions{.metric = parse_det_metric(cfg.get_string("val.metric")),
                              .class_names = val.class_names()}),
@@ -325,14 +324,10 @@ class DetEvaluator final : public TaskEvaluator {
     const mdet::SsdOutput o = net.forward_heads(b.images.to(device));
     const Tensor anchors = net.default_boxes(side_, side_, device);
     std::vector<mdet::DetTarget> targets;
-    int64_t owned = 0;
-    for (int64_t i = 0; i < b.size(); ++i) {
+    for (int64_t i = 0; i < b.size(); ++i)
       targets.push_back(target_in_pixels(b.boxes[i], b.labels[i], static_cast<double>(side_)));
-      owned += world_ == 1 || b.indices[i] % world_ == rank_;
-    }
-    // The batch's mean loss, weighted by the images this rank owns.
-    const Tensor loss = mdet::multibox_loss(o.loc, o.conf, anchors, targets, loss_opts_).total();
-    if (owned > 0) loss_.update(loss.item(), owned);
+    add_owned_loss(mdet::multibox_loss(o.loc, o.conf, anchors, targets, loss_opts_).total(),
+                   b.indices);
     const auto dets = mdet::postprocess_detections(o.loc, o.conf, anchors, {side_, side_}, post_);
     const double s = static_cast<double>(side_);
     for (int64_t i = 0; i < b.size(); ++i) {
@@ -340,32 +335,8 @@ class DetEvaluator final : public TaskEvaluator {
       const auto& d = dets[static_cast<size_t>(i)];
       eval_.add(b.image_ids[i], rec.target, ops::mul(d.boxes, 1.0 / s), d.scores, d.labels,
                 static_cast<double>(b.sizes[i][1]), static_cast<double>(b.sizes[i][0]));
-      if (static_cast<int64_t>(figures_.size()) < kReportFigures) add_figure(b, i, d);
+      if (wants_figure()) add_figure(b, i, d);
     }
-  }
-
-  void reset() override {
-    eval_.reset();
-    loss_.reset();
-    figures_.clear();
-  }
-
-  std::string serialize() const override {
-    ByteWriter w;
-    w.put<double>(loss_.sum());
-    w.put<int64_t>(loss_.count());
-    w.put_string(eval_.serialize());
-    return w.take();
-  }
-
-  void merge(const std::string& bytes) override {
-    ByteReader r(bytes, "detection evaluator");
-    const auto sum = r.get<double>();
-    const auto n = r.get<int64_t>();
-    const std::string inner = r.get_string();
-    TCV_CHECK(r.done() && n >= 0, "detection evaluator: malformed state");
-    loss_.add(sum, n);
-    eval_.merge(inner);
   }
 
   Metrics finish() const override { return eval_.finish(); }
@@ -374,7 +345,7 @@ class DetEvaluator final : public TaskEvaluator {
   // truth (as pycocotools' loadRes + COCOeval): category ids are the data
   // set's (COCO's ids) or the labels themselves (VOC, scenes).
   void add_results(const std::string& file) {
-    from_results_ = true;
+    mark_from_results();
     data::CocoTruth truth;
     truth.labels.names = names_;
     truth.labels.category_ids = category_ids();
@@ -396,21 +367,6 @@ class DetEvaluator final : public TaskEvaluator {
     return eval_.options().metric == DetMetric::coco ? format_coco_summary(eval_.coco().stats) : "";
   }
 
-  Json row() const override {
-    Json j = Json::object();
-    Json per_class = Json::object();
-    for (const auto& [name, v] : eval_.finish()) {
-      if (name.rfind("ap/", 0) == 0)
-        per_class[name.substr(3)] = v < 0 ? Json() : Json(v);  // null: no ground truth
-      else
-        j[name] = v;
-    }
-    if (!from_results_) j["loss"] = loss_.mean();  // a results file has no loss
-    j["images"] = eval_.images();
-    j["class_ap"] = std::move(per_class);
-    return j;
-  }
-
   std::string describe(const Json& row) const override {
     char buf[160];
     const std::string loss = loss_words(row);
@@ -421,15 +377,30 @@ class DetEvaluator final : public TaskEvaluator {
     return buf;
   }
 
-  void fill_report(ReportInputs& report) const override {
+ private:
+  void reset_metric() override { eval_.reset(); }
+  void write_metric(ByteWriter& w) const override { w.put_string(eval_.serialize()); }
+  void read_metric(ByteReader& r) override { eval_.merge(r.get_string()); }
+
+  void fill_row(Json& metrics, Json& details) const override {
+    Json per_class = Json::object();
+    for (const auto& [name, v] : eval_.finish()) {
+      if (name.rfind("ap/", 0) == 0)
+        per_class[name.substr(3)] = v < 0 ? Json() : Json(v);  // null: no ground truth
+      else
+        metrics[name] = v;
+    }
+    details["class_ap"] = std::move(per_class);
+  }
+
+  int64_t images() const override { return eval_.images(); }
+
+  void report_metric(ReportInputs& report) const override {
     report.headline = {{"map", "mAP (" + cfg_.get_string("val.metric") + ")", ""},
                        {"ap50", "AP50", ""}};
     report.val_charts = {{"validation mAP", {{"map", "mAP"}, {"ap50", "AP50"}}}};
-    report.figures = figures_;
-    report.figures_title = "Validation detections (score >= " + format_double(vis_) + ")";
   }
 
- private:
   // Results files' category ids of labels 1..K: COCO's ids, or the labels
   // themselves (VOC, scenes).
   std::vector<int64_t> category_ids() const {
@@ -458,21 +429,18 @@ class DetEvaluator final : public TaskEvaluator {
     f.labels = {"detections", "ground truth"};
     f.caption = val_.record(b.indices[i]).image_path + ": " + std::to_string(p.boxes.size()) +
                 " detections, " + std::to_string(t.boxes.size()) + " objects";
-    figures_.push_back(std::move(f));
+    keep_figure(std::move(f));
   }
 
   const Config& cfg_;
   const data::DetDataset& val_;
-  int64_t side_, rank_, world_;
+  int64_t side_;
   std::vector<std::string> names_;
   DetectionEvaluator eval_;
   mdet::DetectionOptions post_;
   mdet::MultiBoxLossOptions loss_opts_;
   data::Normalize norm_;
   double vis_;
-  AverageMeter loss_;
-  std::vector<ReportFigure> figures_;
-  bool from_results_ = false;
 };
 
 // ---- prediction ----------------------------------------------------------------------

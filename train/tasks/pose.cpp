@@ -318,8 +318,6 @@ TruthMap read_truth(const std::string& file) {
 
 // ---- evaluation ----------------------------------------------------------------------
 
-constexpr int64_t kReportFigures = 6;
-
 const char* const kStatNames[10] = {"ap", "ap50", "ap75", "ap_medium", "ap_large",
                                     "ar", "ar50", "ar75", "ar_medium", "ar_large"};
 
@@ -331,12 +329,11 @@ class PoseEvaluator final : public TaskEvaluator {
   PoseEvaluator(const Config& cfg, const data::PoseDataset& val,
                 std::shared_ptr<const TruthMap> truth, mpose::OpenPoseLossOptions loss_opts,
                 int64_t rank, int64_t world)
-      : cfg_(cfg),
+      : TaskEvaluator("pose evaluator", rank, world, "Validation skeletons"),
+        cfg_(cfg),
         val_(val),
         truth_(std::move(truth)),
         loss_opts_(std::move(loss_opts)),
-        rank_(rank),
-        world_(world),
         side_(test_side(cfg)),
         parse_(parse_options(cfg)),
         norm_(normalize_of(cfg)),
@@ -346,12 +343,10 @@ class PoseEvaluator final : public TaskEvaluator {
     const data::PoseBatch& b = batch_of<data::PoseBatch>(batch);
     mpose::OpenPose& net = openpose_of(model);
     const mpose::PoseOutput o = net.forward_stages(b.images.to(device));
-    int64_t mine = 0;
-    for (int64_t i = 0; i < b.size(); ++i) mine += owned(b.indices[static_cast<size_t>(i)]);
-    // The batch's mean loss, weighted by the images this rank owns.
-    const mpose::OpenPoseLossTerms l = mpose::openpose_loss(
-        o, b.pafs.to(device), b.heatmaps.to(device), b.masks.to(device), loss_opts_);
-    if (mine > 0) loss_.update(l.total.item(), mine);
+    add_owned_loss(mpose::openpose_loss(o, b.pafs.to(device), b.heatmaps.to(device),
+                                        b.masks.to(device), loss_opts_)
+                       .total,
+                   b.indices);
     const bool ms = multi_scale(cfg_);
     Tensor heat, paf;
     if (!ms) {  // the last stage's maps at the input's size
@@ -387,36 +382,8 @@ class PoseEvaluator final : public TaskEvaluator {
       const auto t = truth_->find(id);
       static const std::vector<KeypointTruth> none;
       eval_.add(id, t == truth_->end() ? none : t->second, dets);
-      if (static_cast<int64_t>(figures_.size()) < kReportFigures) add_figure(b, i, found);
+      if (wants_figure()) add_figure(b, i, found);
     }
-  }
-
-  void reset() override {
-    eval_.reset();
-    loss_.reset();
-    people_ = 0;
-    figures_.clear();
-  }
-
-  std::string serialize() const override {
-    ByteWriter w;
-    w.put<double>(loss_.sum());
-    w.put<int64_t>(loss_.count());
-    w.put<int64_t>(people_);
-    w.put_string(eval_.serialize());
-    return w.take();
-  }
-
-  void merge(const std::string& bytes) override {
-    ByteReader r(bytes, "pose evaluator");
-    const auto sum = r.get<double>();
-    const auto n = r.get<int64_t>();
-    const auto people = r.get<int64_t>();
-    const std::string inner = r.get_string();
-    TCV_CHECK(r.done() && n >= 0 && people >= 0, "pose evaluator: malformed state");
-    loss_.add(sum, n);
-    people_ += people;
-    eval_.merge(inner);
   }
 
   Metrics finish() const override { return eval_.finish(); }
@@ -425,7 +392,7 @@ class PoseEvaluator final : public TaskEvaluator {
   // ground truth (pycocotools' loadRes + COCOeval "keypoints"): category 1
   // (person) only, keypoints in COCO's coordinates as the file gives them.
   void add_results(const std::string& file) {
-    from_results_ = true;
+    mark_from_results();
     std::unordered_map<int64_t, std::vector<KeypointDetection>> by_image;
     for (const data::PoseRecord& r : val_.records()) by_image[r.image_id];
     const auto results =
@@ -452,19 +419,6 @@ class PoseEvaluator final : public TaskEvaluator {
     return {{"keypoints.json", format_coco_keypoint_results(eval_.detections())}};
   }
 
-  Json row() const override {
-    const KeypointSummary s = eval_.coco();
-    Json j = Json::object();
-    for (size_t k = 0; k < s.stats.size(); ++k)
-      j[kStatNames[k]] = s.stats[k] < 0 ? Json() : Json(s.stats[k]);  // null: no ground truth
-    // AP 0 when nothing had ground truth, so that `best` compares numbers.
-    if (!j["ap"].is_number()) j["ap"] = 0.0;
-    if (!from_results_) j["loss"] = loss_.mean();  // a results file has no loss
-    j["images"] = eval_.images();
-    j["people"] = people_;
-    return j;
-  }
-
   std::string describe(const Json& row) const override {
     auto num = [&](const char* k) {
       const Json& v = row.at(k);
@@ -478,7 +432,36 @@ class PoseEvaluator final : public TaskEvaluator {
     return buf;
   }
 
-  void fill_report(ReportInputs& report) const override {
+ private:
+  void reset_metric() override {
+    eval_.reset();
+    people_ = 0;
+  }
+
+  void write_metric(ByteWriter& w) const override {
+    w.put<int64_t>(people_);
+    w.put_string(eval_.serialize());
+  }
+
+  void read_metric(ByteReader& r) override {
+    const auto people = r.get<int64_t>();
+    TCV_CHECK(people >= 0, "pose evaluator: malformed state");
+    people_ += people;
+    eval_.merge(r.get_string());
+  }
+
+  void fill_row(Json& metrics, Json& details) const override {
+    const KeypointSummary s = eval_.coco();
+    for (size_t k = 0; k < s.stats.size(); ++k)
+      metrics[kStatNames[k]] = s.stats[k] < 0 ? Json() : Json(s.stats[k]);  // null: no ground truth
+    // AP 0 when nothing had ground truth, so that `best` compares numbers.
+    if (!metrics["ap"].is_number()) metrics["ap"] = 0.0;
+    details["people"] = people_;
+  }
+
+  int64_t images() const override { return eval_.images(); }
+
+  void report_metric(ReportInputs& report) const override {
     report.headline = {
         {"ap", "keypoint AP (OKS .50:.95, " + cfg_.get_string("test.mode") + ")", ""},
         {"ap50", "AP50", ""},
@@ -486,11 +469,8 @@ class PoseEvaluator final : public TaskEvaluator {
     report.val_charts = {
         {"validation keypoint AP", {{"ap", "AP"}, {"ap50", "AP50"}, {"ap75", "AP75"}}},
         {"validation keypoint AR", {{"ar", "AR"}, {"ar50", "AR50"}, {"ar75", "AR75"}}}};
-    report.figures = figures_;
-    report.figures_title = "Validation skeletons";
   }
 
- private:
   // The val image as the network saw it, predicted people (in its pixels) and
   // the ground truth drawn side by side.
   void add_figure(const data::PoseBatch& b, int64_t i, const std::vector<Skeleton>& found) {
@@ -518,24 +498,19 @@ class PoseEvaluator final : public TaskEvaluator {
     f.labels = {"prediction", "ground truth"};
     f.caption = val_.record(b.indices[idx]).image_path + ": " + std::to_string(p.size()) +
                 " people found, " + std::to_string(t.size()) + " annotated";
-    figures_.push_back(std::move(f));
+    keep_figure(std::move(f));
   }
-
-  bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
 
   const Config& cfg_;
   const data::PoseDataset& val_;
   std::shared_ptr<const TruthMap> truth_;
   mpose::OpenPoseLossOptions loss_opts_;
-  int64_t rank_, world_, side_;
+  int64_t side_;
   mpose::PoseParseOptions parse_;
   data::Normalize norm_;
   DrawStyle style_;
   KeypointEvaluator eval_;
-  AverageMeter loss_;
   int64_t people_ = 0;  // people found in the images this rank owns
-  bool from_results_ = false;
-  std::vector<ReportFigure> figures_;
 };
 
 // ---- prediction ----------------------------------------------------------------------

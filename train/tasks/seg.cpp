@@ -189,18 +189,15 @@ using SegLoader = TaskLoaderOf<data::SegDataset, data::SegDataLoader, data::SegB
 
 // ---- evaluation ----------------------------------------------------------------------
 
-constexpr int64_t kReportFigures = 6;
-
 class SegEvaluator final : public TaskEvaluator {
  public:
   // This process is rank `rank` of `world`: with several, the val loader's
   // sampler pads the last ranks' shares with the first images, which are
   // counted once, on the rank that owns them (index mod world).
   SegEvaluator(const Config& cfg, const data::SegDataset& val, int64_t rank, int64_t world)
-      : cfg_(cfg),
+      : TaskEvaluator("segmentation evaluator", rank, world, "Validation predictions"),
+        cfg_(cfg),
         val_(val),
-        rank_(rank),
-        world_(world),
         names_(val.class_names()),
         meter_(static_cast<int64_t>(val.class_names().size())),
         infer_(infer_options(cfg)),
@@ -227,45 +224,13 @@ class SegEvaluator final : public TaskEvaluator {
     if (counted > 0) {
       const Tensor loss = ops::cross_entropy(
           logits, labels, {.reduction = ops::Reduction::sum, .ignore_index = 255});
-      loss_.add(loss.item(), counted);
+      loss_meter().add(loss.item(), counted);
     }
     if (!predictions_dir_.empty()) write_predictions(b, logits);
-    if (static_cast<int64_t>(figures_.size()) < kReportFigures) {
+    if (wants_figure()) {
       const Tensor pred = seg_predict(logits).to(kCPU);  // i64 (B, Hl, Wl)
-      for (int64_t i = 0; i < b.size() && static_cast<int64_t>(figures_.size()) < kReportFigures;
-           ++i)
-        add_figure(b, i, pred);
+      for (int64_t i = 0; i < b.size() && wants_figure(); ++i) add_figure(b, i, pred);
     }
-  }
-
-  void reset() override {
-    meter_.reset();
-    loss_.reset();
-    images_ = 0;
-    figures_.clear();
-  }
-
-  std::string serialize() const override {
-    ByteWriter w;
-    w.put_vector(meter_.counts());
-    w.put<double>(loss_.sum());
-    w.put<int64_t>(loss_.count());
-    w.put<int64_t>(images_);
-    return w.take();
-  }
-
-  void merge(const std::string& bytes) override {
-    ByteReader r(bytes, "segmentation evaluator");
-    const auto counts = r.get_vector<int64_t>();
-    const auto sum = r.get<double>();
-    const auto n = r.get<int64_t>();
-    const auto images = r.get<int64_t>();
-    const auto c = meter_.num_classes();
-    TCV_CHECK(r.done() && static_cast<int64_t>(counts.size()) == c * c && n >= 0 && images >= 0,
-              "segmentation evaluator: malformed state");
-    meter_.add_counts(counts);
-    loss_.add(sum, n);
-    images_ += images;
   }
 
   // The label maps of a folder of predictions against every val image's
@@ -276,7 +241,7 @@ class SegEvaluator final : public TaskEvaluator {
   // ground truth is. A missing or unreadable file, another size than the
   // ground truth, or a value of a class that is not evaluated is named.
   void add_results(const std::string& dir) {
-    from_results_ = true;
+    mark_from_results();
     namespace fs = std::filesystem;
     TCV_CHECK(fs::is_directory(dir), dir, ": --results for segmentation is a folder of label PNGs");
     for (const data::SegRecord& r : val_.records()) {
@@ -324,22 +289,6 @@ class SegEvaluator final : public TaskEvaluator {
     return {{"miou", m.miou}, {"pixel_acc", m.pixel_acc}, {"mean_acc", m.mean_acc}};
   }
 
-  Json row() const override {
-    const SegMetrics m = meter_.compute();
-    Json j = Json::object();
-    // mIoU 0 when nothing was counted, so that `best` compares numbers.
-    j["miou"] = std::isfinite(m.miou) ? m.miou : 0.0;
-    j["pixel_acc"] = number_or_null(m.pixel_acc);
-    j["mean_acc"] = number_or_null(m.mean_acc);
-    if (!from_results_) j["loss"] = loss_.mean();  // a results folder has no loss
-    j["images"] = images_;
-    Json per_class = Json::object();
-    for (size_t c = 0; c < m.iou.size(); ++c)
-      per_class[c < names_.size() ? names_[c] : std::to_string(c)] = number_or_null(m.iou[c]);
-    j["class_iou"] = std::move(per_class);
-    return j;
-  }
-
   std::string describe(const Json& row) const override {
     const Json& pa = row.at("pixel_acc");
     const std::string loss = loss_words(row);
@@ -351,16 +300,48 @@ class SegEvaluator final : public TaskEvaluator {
     return buf;
   }
 
-  void fill_report(ReportInputs& report) const override {
+ private:
+  void reset_metric() override {
+    meter_.reset();
+    images_ = 0;
+  }
+
+  void write_metric(ByteWriter& w) const override {
+    w.put_vector(meter_.counts());
+    w.put<int64_t>(images_);
+  }
+
+  void read_metric(ByteReader& r) override {
+    const auto counts = r.get_vector<int64_t>();
+    const auto images = r.get<int64_t>();
+    const auto c = meter_.num_classes();
+    TCV_CHECK(static_cast<int64_t>(counts.size()) == c * c && images >= 0,
+              "segmentation evaluator: malformed state");
+    meter_.add_counts(counts);
+    images_ += images;
+  }
+
+  void fill_row(Json& metrics, Json& details) const override {
+    const SegMetrics m = meter_.compute();
+    // mIoU 0 when nothing was counted, so that `best` compares numbers.
+    metrics["miou"] = std::isfinite(m.miou) ? m.miou : 0.0;
+    metrics["pixel_acc"] = number_or_null(m.pixel_acc);
+    metrics["mean_acc"] = number_or_null(m.mean_acc);
+    Json per_class = Json::object();
+    for (size_t c = 0; c < m.iou.size(); ++c)
+      per_class[c < names_.size() ? names_[c] : std::to_string(c)] = number_or_null(m.iou[c]);
+    details["class_iou"] = std::move(per_class);
+  }
+
+  int64_t images() const override { return images_; }
+
+  void report_metric(ReportInputs& report) const override {
     report.headline = {{"miou", "mIoU (" + cfg_.get_string("test.mode") + ")", ""},
                        {"pixel_acc", "pixel accuracy", ""}};
     report.val_charts = {
         {"validation mIoU", {{"miou", "mIoU"}, {"pixel_acc", "pixel acc"}, {"mean_acc", "mAcc"}}}};
-    report.figures = figures_;
-    report.figures_title = "Validation predictions";
   }
 
- private:
   void add_figure(const data::SegBatch& b, int64_t i, const Tensor& pred) {
     const auto lhw = b.label_sizes[static_cast<size_t>(i)];
     Tensor img = denormalized_image(b.images, i, b.sizes[static_cast<size_t>(i)], norm_);
@@ -375,10 +356,8 @@ class SegEvaluator final : public TaskEvaluator {
     f.labels = {"image", "prediction", "ground truth"};
     const data::SegRecord& rec = val_.record(b.indices[static_cast<size_t>(i)]);
     f.caption = rec.id;
-    figures_.push_back(std::move(f));
+    keep_figure(std::move(f));
   }
-
-  bool owned(int64_t index) const { return world_ == 1 || index % world_ == rank_; }
 
   // This rank's images of the batch as <id>.png: the argmax at the label map's
   // size, in the values the data set's label files hold (what --results reads).
@@ -405,18 +384,14 @@ class SegEvaluator final : public TaskEvaluator {
 
   const Config& cfg_;
   const data::SegDataset& val_;
-  int64_t rank_, world_;
   std::vector<std::string> names_;
   ConfusionMeter meter_;
   SegInferOptions infer_;
   data::Normalize norm_;
   const data::Palette& palette_;
-  AverageMeter loss_;
   int64_t images_ = 0;
-  bool from_results_ = false;
   std::string predictions_dir_;
   std::array<int16_t, 256> file_value_{};
-  std::vector<ReportFigure> figures_;
 };
 
 // ---- prediction ----------------------------------------------------------------------
