@@ -1,6 +1,8 @@
 #include "train/task.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <mutex>
 
 #include "dist/ddp.h"
@@ -95,6 +97,22 @@ void TaskEvaluator::add_owned_loss(const Tensor& loss, const std::vector<int64_t
   const auto mine =
       std::count_if(indices.begin(), indices.end(), [&](int64_t i) { return owned(i); });
   if (mine > 0) loss_.update(loss.item(), mine);
+}
+
+std::string TaskEvaluator::row_words(const Json& row, const std::vector<std::string>& keys,
+                                     const std::string& setting) {
+  std::string out;
+  char buf[64];
+  for (const std::string& k : keys) {
+    const Json& v = row.at(k);
+    std::snprintf(buf, sizeof(buf), "%.4f", v.is_number() ? v.get<double>() : NAN);
+    out += (out.empty() ? "" : " ") + k + " " + buf;
+  }
+  if (row.contains("loss")) {
+    std::snprintf(buf, sizeof(buf), " loss %.4f", row.at("loss").get<double>());
+    out += buf;
+  }
+  return out + " (" + setting + ", " + std::to_string(row.at("images").get<int64_t>()) + " images)";
 }
 
 bool TaskEvaluator::wants_figure() const {

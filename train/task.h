@@ -169,6 +169,11 @@ class TaskEvaluator : public Evaluator {
   const AverageMeter& loss_meter() const { return loss_; }
   /// The evaluation reads a results file (tcv-train --results): no loss.
   void mark_from_results() { from_results_ = true; }
+  /// The log line of a row: "<key> <value>" for each of `keys` (%.4f, nan
+  /// for null), " loss <value>" when it has one, then " (<setting>, <n>
+  /// images)", e.g. "map 0.5012 ap50 0.7421 loss 2.1034 (voc07, 500 images)".
+  static std::string row_words(const Json& row, const std::vector<std::string>& keys,
+                               const std::string& setting);
   /// Whether another figure is wanted for the report, and keeping one.
   bool wants_figure() const;
   void keep_figure(ReportFigure figure);

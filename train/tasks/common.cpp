@@ -77,13 +77,6 @@ std::array<uint8_t, 3> mean_color(const data::Normalize& n) {
   return fill;
 }
 
-std::string loss_words(const Json& row) {
-  if (!row.contains("loss")) return "";
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), " loss %.4f", row.at("loss").get<double>());
-  return buf;
-}
-
 ReportPicture picture_of(const Tensor& u8) {
   const Tensor c = u8.contiguous();
   const auto* px = static_cast<const uint8_t*>(c.data_ptr());

@@ -84,8 +84,4 @@ std::array<uint8_t, 3> mean_color(const data::Normalize& n);
 /// A report picture of a u8 (C, H, W) image.
 ReportPicture picture_of(const Tensor& u8);
 
-/// " loss 0.1234" for a val row's "loss", or "" when it has none (a row of
-/// a results file, which has no model to take a loss of).
-std::string loss_words(const Json& row);
-
 }  // namespace tcv::train

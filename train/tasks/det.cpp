@@ -368,13 +368,7 @@ class DetEvaluator final : public TaskEvaluator {
   }
 
   std::string describe(const Json& row) const override {
-    char buf[160];
-    const std::string loss = loss_words(row);
-    std::snprintf(buf, sizeof(buf), "map %.4f ap50 %.4f%s (%s, %lld images)",
-                  row.at("map").get<double>(), row.at("ap50").get<double>(), loss.c_str(),
-                  cfg_.get_string("val.metric").c_str(),
-                  static_cast<long long>(row.at("images").get<int64_t>()));
-    return buf;
+    return row_words(row, {"map", "ap50"}, cfg_.get_string("val.metric"));
   }
 
  private:

@@ -420,16 +420,7 @@ class PoseEvaluator final : public TaskEvaluator {
   }
 
   std::string describe(const Json& row) const override {
-    auto num = [&](const char* k) {
-      const Json& v = row.at(k);
-      return v.is_number() ? v.get<double>() : NAN;
-    };
-    const std::string loss = loss_words(row);
-    char buf[192];
-    std::snprintf(buf, sizeof(buf), "ap %.4f ap50 %.4f ar %.4f%s (%s, %lld images)", num("ap"),
-                  num("ap50"), num("ar"), loss.c_str(), cfg_.get_string("test.mode").c_str(),
-                  static_cast<long long>(row.at("images").get<int64_t>()));
-    return buf;
+    return row_words(row, {"ap", "ap50", "ar"}, cfg_.get_string("test.mode"));
   }
 
  private:

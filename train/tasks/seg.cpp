@@ -290,14 +290,7 @@ class SegEvaluator final : public TaskEvaluator {
   }
 
   std::string describe(const Json& row) const override {
-    const Json& pa = row.at("pixel_acc");
-    const std::string loss = loss_words(row);
-    char buf[160];
-    std::snprintf(buf, sizeof(buf), "miou %.4f pixel_acc %.4f%s (%s, %lld images)",
-                  row.at("miou").get<double>(), pa.is_number() ? pa.get<double>() : NAN,
-                  loss.c_str(), cfg_.get_string("test.mode").c_str(),
-                  static_cast<long long>(row.at("images").get<int64_t>()));
-    return buf;
+    return row_words(row, {"miou", "pixel_acc"}, cfg_.get_string("test.mode"));
   }
 
  private:
