@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -608,6 +609,7 @@ void Config::set_override(const std::string& assignment) {
   if (!err.empty()) throw ConfigError(where + ": " + err);
   values_[key] = std::move(v);
   sources_[key] = "--set";
+  settings_.reset();
 }
 
 void Config::set(const std::string& key, ConfigValue value, const std::string& source) {
@@ -619,6 +621,7 @@ void Config::set(const std::string& key, ConfigValue value, const std::string& s
     throw ConfigError(key + ": expected " + expected_name(spec->type));
   values_[key] = std::move(value);
   sources_[key] = source;
+  settings_.reset();
 }
 
 const ConfigValue& Config::get(const std::string& key) const {
@@ -713,106 +716,200 @@ void ConfigChecks::range_pair(const std::string& key, double lo, double hi) cons
                   " <= low <= high <= " + format_double(hi) + ", got " + format_value(v));
 }
 
-void Config::validate() const {
-  const ConfigChecks check(*this);
+namespace {
+
+// The common keys, parsed and checked: each choice is checked here once and
+// becomes its enum.
+Settings parse_settings(const Config& c) {
+  const ConfigChecks check(c);
+  Settings st;
   // The task first: every other key is read as the task reads it.
   const std::vector<std::string> tasks = task_names();
   check.choice("task", tasks);
-  const std::string& task = get_string("task");
+  st.task = c.get_string("task");
   for (const auto& spec : config_schema()) {
-    if (spec.tasks.empty() || !is_set(spec.key) ||
-        std::find(spec.tasks.begin(), spec.tasks.end(), task) != spec.tasks.end())
+    if (spec.tasks.empty() || !c.is_set(spec.key) ||
+        std::find(spec.tasks.begin(), spec.tasks.end(), st.task) != spec.tasks.end())
       continue;
-    fail(spec.key, "the key belongs to task" + std::string(spec.tasks.size() > 1 ? "s " : " ") +
-                       tasks_text(spec.tasks) + "; this config has task = \"" + task + "\"");
+    c.fail(spec.key, "the key belongs to task" + std::string(spec.tasks.size() > 1 ? "s " : " ") +
+                         tasks_text(spec.tasks) + "; this config has task = \"" + st.task + "\"");
   }
 
+  // A string key of `valid` values, as the index of its value.
+  const auto pick = [&](const std::string& key, const std::vector<std::string>& valid) {
+    check.choice(key, valid);
+    return static_cast<size_t>(std::find(valid.begin(), valid.end(), c.get_string(key)) -
+                               valid.begin());
+  };
+
   check.at_least("seed", 0);
-  check.choice("device", {"cpu", "cuda", "auto"});
-  check.choice("train.amp", {"off", "bf16", "f16"});
-  check.choice("train.conv_algo", {"auto", "direct", "winograd"});
+  st.seed = static_cast<uint64_t>(c.get_int("seed"));
+  st.device = static_cast<DeviceChoice>(pick("device", {"cpu", "cuda", "auto"}));
+  auto& tr = st.train;
+  tr.amp = static_cast<AmpMode>(pick("train.amp", {"off", "bf16", "f16"}));
+  tr.conv_algo = static_cast<ConvAlgoMode>(pick("train.conv_algo", {"auto", "direct", "winograd"}));
+  tr.conv_algo_set = c.is_set("train.conv_algo");
+  auto& d = st.data;
   check.at_least("data.num_classes", 1);
   check.at_least("data.workers", 0);
   check.at_least("data.max_pixels", 1);
-  if (get_int("data.workers") > kMaxWorkers)
-    fail("data.workers", "must be at most " + std::to_string(kMaxWorkers) + ", got " +
-                             std::to_string(get_int("data.workers")) +
-                             " (threads that assemble batches; about one per core is plenty)");
+  d.dataset = c.get_string("data.dataset");
+  d.data_dir = c.get_string("data.data_dir");
+  d.skip_corrupt = c.get_bool("data.skip_corrupt");
+  d.max_pixels = c.get_int("data.max_pixels");
+  d.num_classes = c.get_int("data.num_classes");
+  d.workers = c.get_int("data.workers");
+  if (d.workers > kMaxWorkers)
+    c.fail("data.workers", "must be at most " + std::to_string(kMaxWorkers) + ", got " +
+                               std::to_string(d.workers) +
+                               " (threads that assemble batches; about one per core is plenty)");
   check.positive("data.normalize.div_value");
-  if (get_doubles("data.normalize.mean").empty()) fail("data.normalize.mean", "must not be empty");
-  const auto stds = get_doubles("data.normalize.std");
-  if (stds.empty()) fail("data.normalize.std", "must not be empty");
-  for (double s : stds)
-    if (!(s > 0)) fail("data.normalize.std", "values must be positive, got " + format_double(s));
+  d.normalize.div_value = c.get_double("data.normalize.div_value");
+  d.normalize.mean = c.get_doubles("data.normalize.mean");
+  if (d.normalize.mean.empty()) c.fail("data.normalize.mean", "must not be empty");
+  d.normalize.std = c.get_doubles("data.normalize.std");
+  if (d.normalize.std.empty()) c.fail("data.normalize.std", "must not be empty");
+  for (double s : d.normalize.std)
+    if (!(s > 0)) c.fail("data.normalize.std", "values must be positive, got " + format_double(s));
   check.at_least("train.batch_size", 1);
+  tr.batch_size = c.get_int("train.batch_size");
+  tr.drop_last = c.get_bool("train.drop_last");
   check.at_least("val.batch_size", 1);
   check.at_least("val.max_images", 0);
-  if (get_string("network.model_name").empty()) fail("network.model_name", "must not be empty");
-  if (!(get_double("network.bucket_cap_mb") > 0)) fail("network.bucket_cap_mb", "must be > 0");
+  st.val.batch_size = c.get_int("val.batch_size");
+  st.val.max_images = c.get_int("val.max_images");
+
+  auto& n = st.network;
+  n.model_name = c.get_string("network.model_name");
+  if (n.model_name.empty()) c.fail("network.model_name", "must not be empty");
+  n.bucket_cap_mb = c.get_double("network.bucket_cap_mb");
+  if (!(n.bucket_cap_mb > 0)) c.fail("network.bucket_cap_mb", "must be > 0");
   check.choice("network.comm_hook", dist::comm_hook_names());
-  check.choice("network.bucket_plan", {"timed", "cap"});
+  n.comm_hook = c.get_string("network.comm_hook");
+  n.bucket_plan = static_cast<BucketPlanChoice>(pick("network.bucket_plan", {"timed", "cap"}));
   check.at_least("network.powersgd.rank", 1);
   check.at_least("network.powersgd.start_iter", 0);
   check.positive("network.powersgd.min_compression_rate");
-  if (get_string("network.comm_hook") == "powersgd" &&
-      get_int("network.powersgd.start_iter") <= 1 &&
-      (get_bool("network.powersgd.error_feedback") || get_bool("network.powersgd.warm_start")))
-    fail("network.powersgd.start_iter",
-         "must be > 1 when network.powersgd.error_feedback or network.powersgd.warm_start is true "
-         "(as PyTorch's PowerSGDState: DDP rebuilds its buckets after the first step), got " +
-             std::to_string(get_int("network.powersgd.start_iter")));
-  if (const double t = get_double("network.timeout"); !(t >= 0.001 && t < 1e9))
-    fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(t));
-  if (const double t = get_double("network.wait_log_interval"); !(t >= 0 && t < 1e9))
-    fail("network.wait_log_interval", "must be in [0, 1e9) seconds, got " + format_double(t));
+  auto& ps = n.powersgd;
+  ps.rank = c.get_int("network.powersgd.rank");
+  ps.start_iter = c.get_int("network.powersgd.start_iter");
+  ps.min_compression_rate = c.get_double("network.powersgd.min_compression_rate");
+  ps.error_feedback = c.get_bool("network.powersgd.error_feedback");
+  ps.warm_start = c.get_bool("network.powersgd.warm_start");
+  if (n.comm_hook == "powersgd" && ps.start_iter <= 1 && (ps.error_feedback || ps.warm_start))
+    c.fail("network.powersgd.start_iter",
+           "must be > 1 when network.powersgd.error_feedback or network.powersgd.warm_start is "
+           "true (as PyTorch's PowerSGDState: DDP rebuilds its buckets after the first step), "
+           "got " +
+               std::to_string(ps.start_iter));
+  n.timeout = c.get_double("network.timeout");
+  if (!(n.timeout >= 0.001 && n.timeout < 1e9))
+    c.fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(n.timeout));
+  n.wait_log_interval = c.get_double("network.wait_log_interval");
+  if (!(n.wait_log_interval >= 0 && n.wait_log_interval < 1e9))
+    c.fail("network.wait_log_interval",
+           "must be in [0, 1e9) seconds, got " + format_double(n.wait_log_interval));
+  n.distributed = c.get_bool("network.distributed");
+  n.sync_bn = c.get_bool("network.sync_bn");
+  n.find_unused_parameters = c.get_bool("network.find_unused_parameters");
+  n.resume = c.get_string("network.resume");
+  n.pretrained = c.get_string("network.pretrained");
+
+  auto& so = st.solver;
   check.at_least("solver.max_epoch", 1);
   check.at_least("solver.max_iters", 0);
   for (const char* key : {"solver.max_epoch", "solver.max_iters"})
-    if (get_int(key) > kMaxIterations)
-      fail(key, "must be at most " + std::to_string(kMaxIterations) + " (2^40), got " +
-                    std::to_string(get_int(key)));
+    if (c.get_int(key) > kMaxIterations)
+      c.fail(key, "must be at most " + std::to_string(kMaxIterations) + " (2^40), got " +
+                      std::to_string(c.get_int(key)));
+  so.max_epoch = c.get_int("solver.max_epoch");
+  so.max_iters = c.get_int("solver.max_iters");
   check.at_least("solver.display_iter", 1);
   check.at_least("solver.test_interval", 0);
   check.at_least("solver.save_epoch", 0);
   check.at_least("solver.save_iters", 0);
+  so.display_iter = c.get_int("solver.display_iter");
+  so.test_interval = c.get_int("solver.test_interval");
+  so.save_epoch = c.get_int("solver.save_epoch");
+  so.save_iters = c.get_int("solver.save_iters");
+  auto& lr = so.lr;
   check.positive("solver.lr.base_lr");
+  lr.base_lr = c.get_double("solver.lr.base_lr");
   check.choice("solver.lr.lr_policy",
                {"fixed", "step", "multistep", "cosine", "lambda_poly", "poly"});
-  check.choice("solver.lr.metric", {"epoch", "iters"});
+  lr.lr_policy = parse_lr_policy(c.get_string("solver.lr.lr_policy"));
+  lr.per_epoch = pick("solver.lr.metric", {"epoch", "iters"}) == 0;
   check.positive("solver.lr.step.gamma");
   check.at_least("solver.lr.step.step_size", 1);
   check.positive("solver.lr.multistep.gamma");
-  const auto steps = get_ints("solver.lr.multistep.stepvalue");
+  lr.step_gamma = c.get_double("solver.lr.step.gamma");
+  lr.step_size = c.get_int("solver.lr.step.step_size");
+  lr.multistep_gamma = c.get_double("solver.lr.multistep.gamma");
+  lr.stepvalue = c.get_ints("solver.lr.multistep.stepvalue");
+  const auto& steps = lr.stepvalue;
   for (size_t i = 0; i < steps.size(); ++i)
     if (steps[i] <= 0 || (i > 0 && steps[i] <= steps[i - 1]))
-      fail("solver.lr.multistep.stepvalue", "must be positive and increasing");
-  if (get_string("solver.lr.lr_policy") == "multistep" && steps.empty())
-    fail("solver.lr.multistep.stepvalue", "must not be empty with lr_policy \"multistep\"");
+      c.fail("solver.lr.multistep.stepvalue", "must be positive and increasing");
+  if (lr.lr_policy == LrPolicyKind::multistep && steps.empty())
+    c.fail("solver.lr.multistep.stepvalue", "must not be empty with lr_policy \"multistep\"");
   check.non_negative("solver.lr.lambda_poly.power");
+  lr.poly_power = c.get_double("solver.lr.lambda_poly.power");
   check.at_least("solver.lr.warm.warm_iters", 0);
   check.at_least("solver.lr.warm.warm_epochs", 0);
-  if (get_bool("solver.lr.is_warm") && get_int("solver.lr.warm.warm_iters") == 0 &&
-      get_int("solver.lr.warm.warm_epochs") == 0)
-    fail("solver.lr.warm.warm_iters",
-         "must be positive when solver.lr.is_warm is true (or set solver.lr.warm.warm_epochs)");
+  lr.is_warm = c.get_bool("solver.lr.is_warm");
+  lr.warm_iters = c.get_int("solver.lr.warm.warm_iters");
+  lr.warm_epochs = c.get_int("solver.lr.warm.warm_epochs");
+  if (lr.is_warm && lr.warm_iters == 0 && lr.warm_epochs == 0)
+    c.fail("solver.lr.warm.warm_iters",
+           "must be positive when solver.lr.is_warm is true (or set solver.lr.warm.warm_epochs)");
   check.non_negative("solver.clip_grad_norm");
-  check.choice("solver.nonfinite", {"stop", "skip"});
-  check.choice("solver.optim.optim_method", {"sgd", "adam", "adamw"});
+  so.clip_grad_norm = c.get_double("solver.clip_grad_norm");
+  so.nonfinite = static_cast<NonFinite>(pick("solver.nonfinite", {"stop", "skip"}));
+  auto& op = so.optim;
+  op.method = static_cast<OptimMethod>(pick("solver.optim.optim_method", {"sgd", "adam", "adamw"}));
+  op.nodecay_bn_bias = c.get_bool("solver.optim.nodecay_bn_bias");
   check.in_unit("solver.optim.sgd.momentum");
   check.non_negative("solver.optim.sgd.weight_decay");
-  if (get_bool("solver.optim.sgd.nesterov") && !(get_double("solver.optim.sgd.momentum") > 0))
-    fail("solver.optim.sgd.nesterov", "needs solver.optim.sgd.momentum > 0");
+  op.sgd_momentum = c.get_double("solver.optim.sgd.momentum");
+  op.sgd_weight_decay = c.get_double("solver.optim.sgd.weight_decay");
+  op.sgd_nesterov = c.get_bool("solver.optim.sgd.nesterov");
+  if (op.sgd_nesterov && !(op.sgd_momentum > 0))
+    c.fail("solver.optim.sgd.nesterov", "needs solver.optim.sgd.momentum > 0");
   for (const std::string opt : {"adam", "adamw"}) {
     const std::string key = "solver.optim." + opt + ".betas";
-    const auto betas = get_doubles(key);
-    if (betas.size() != 2) fail(key, "expected 2 values, got " + std::to_string(betas.size()));
+    const auto betas = c.get_doubles(key);
+    if (betas.size() != 2) c.fail(key, "expected 2 values, got " + std::to_string(betas.size()));
     for (double b : betas)
-      if (!(b >= 0 && b < 1)) fail(key, "must be in [0, 1), got " + format_double(b));
+      if (!(b >= 0 && b < 1)) c.fail(key, "must be in [0, 1), got " + format_double(b));
     check.positive("solver.optim." + opt + ".eps");
     check.non_negative("solver.optim." + opt + ".weight_decay");
+    AdamConfig& a = opt == "adam" ? op.adam : op.adamw;
+    a.beta1 = betas[0];
+    a.beta2 = betas[1];
+    a.eps = c.get_double("solver.optim." + opt + ".eps");
+    a.weight_decay = c.get_double("solver.optim." + opt + ".weight_decay");
   }
   check.at_least("checkpoints.keep_last", 0);
-  task_info(task).validate(*this);
+  st.keep_last = c.get_int("checkpoints.keep_last");
+  return st;
+}
+
+// Guards the Configs' parsed settings: a Config read by several threads parses once.
+std::mutex& settings_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+const Settings& Config::settings() const {
+  const std::lock_guard<std::mutex> lock(settings_mutex());
+  if (!settings_) settings_ = std::make_shared<const Settings>(parse_settings(*this));
+  return *settings_;
+}
+
+void Config::validate() const {
+  task_info(settings().task).validate(*this);
 }
 
 std::string Config::to_toml() const {

@@ -9,11 +9,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "engine/error.h"
+#include "train/lr_policy.h"
 
 namespace tcv::train {
 
@@ -71,6 +73,138 @@ class ConfigError : public Error {
   using Error::Error;
 };
 
+/// device: where the run computes.
+enum class DeviceChoice : uint8_t { cpu, cuda, automatic };
+/// train.amp: mixed precision.
+enum class AmpMode : uint8_t { off, bf16, f16 };
+/// train.conv_algo: how CPU f32 convolutions run.
+enum class ConvAlgoMode : uint8_t { automatic, direct, winograd };
+/// solver.optim.optim_method.
+enum class OptimMethod : uint8_t { sgd, adam, adamw };
+/// solver.nonfinite: what a step whose loss or gradients hold inf or NaN does.
+enum class NonFinite : uint8_t { stop, skip };
+/// network.bucket_plan: how the gradient buckets are cut.
+enum class BucketPlanChoice : uint8_t { timed, cap };
+
+/// network.powersgd.*.
+struct PowerSgdConfig {
+  int64_t rank = 1;
+  int64_t start_iter = 1000;
+  double min_compression_rate = 2.0;
+  bool error_feedback = true;
+  bool warm_start = true;
+};
+
+/// network.*: the model and data parallelism.
+struct NetworkConfig {
+  std::string model_name;
+  bool distributed = false;
+  bool sync_bn = false;
+  double bucket_cap_mb = 25.0;
+  BucketPlanChoice bucket_plan = BucketPlanChoice::timed;
+  bool find_unused_parameters = false;
+  std::string comm_hook;  ///< one of dist::comm_hook_names()
+  PowerSgdConfig powersgd;
+  double timeout = 300.0;           ///< seconds
+  double wait_log_interval = 30.0;  ///< seconds; 0 = never
+  std::string resume;               ///< "" = none, "auto" = the newest checkpoint
+  std::string pretrained;           ///< "" = none
+};
+
+/// solver.lr.*: the learning-rate policy.
+struct LrConfig {
+  double base_lr = 0.1;
+  LrPolicyKind lr_policy = LrPolicyKind::fixed;
+  bool per_epoch = true;  ///< solver.lr.metric "epoch" (else "iters")
+  double step_gamma = 0.1;
+  int64_t step_size = 30;
+  double multistep_gamma = 0.1;
+  std::vector<int64_t> stepvalue;
+  double poly_power = 0.9;
+  bool is_warm = false;
+  int64_t warm_iters = 0;
+  int64_t warm_epochs = 0;
+};
+
+/// solver.optim.adam.* or solver.optim.adamw.*.
+struct AdamConfig {
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+};
+
+/// solver.optim.*.
+struct OptimConfig {
+  OptimMethod method = OptimMethod::sgd;
+  bool nodecay_bn_bias = false;
+  double sgd_momentum = 0.9;
+  double sgd_weight_decay = 0;
+  bool sgd_nesterov = false;
+  AdamConfig adam, adamw;
+};
+
+/// solver.*: how long, how often, and the optimizer.
+struct SolverConfig {
+  int64_t max_epoch = 10;
+  int64_t max_iters = 0;  ///< 0 = by epochs
+  int64_t display_iter = 50;
+  int64_t test_interval = 0;
+  int64_t save_epoch = 1;
+  int64_t save_iters = 0;
+  double clip_grad_norm = 0;  ///< 0 = off
+  NonFinite nonfinite = NonFinite::stop;
+  LrConfig lr;
+  OptimConfig optim;
+};
+
+/// data.normalize.*: x = (pixel / div_value - mean) / std, per channel (one
+/// value stands for every channel).
+struct NormalizeConfig {
+  double div_value = 255.0;
+  std::vector<double> mean, std;
+};
+
+/// data.* that every task reads.
+struct DataConfig {
+  std::string dataset;
+  std::string data_dir;
+  bool skip_corrupt = false;
+  int64_t max_pixels = 0;
+  int64_t num_classes = 10;
+  int64_t workers = 1;
+  NormalizeConfig normalize;
+};
+
+/// train.* that every task reads.
+struct TrainConfig {
+  int64_t batch_size = 64;
+  AmpMode amp = AmpMode::off;
+  ConvAlgoMode conv_algo = ConvAlgoMode::automatic;
+  bool conv_algo_set = false;  ///< set in the file or by --set (else TCV_CONV_ALGO decides)
+  bool drop_last = true;
+};
+
+/// val.* that every task reads.
+struct ValConfig {
+  int64_t batch_size = 500;
+  int64_t max_images = 0;  ///< 0 = all
+};
+
+/// The keys every task reads, typed and checked (Config::settings()). The
+/// tasks' own keys (anchors, test modes, augmentations, ...) are parsed by each
+/// task's file into its own struct.
+struct Settings {
+  std::string task;
+  uint64_t seed = 0;
+  DeviceChoice device = DeviceChoice::automatic;
+  int64_t keep_last = 3;  ///< checkpoints.keep_last
+  NetworkConfig network;
+  SolverConfig solver;
+  DataConfig data;
+  TrainConfig train;
+  ValConfig val;
+};
+
 /// A resolved config: every schema key has a value (its default unless set).
 class Config {
  public:
@@ -91,6 +225,11 @@ class Config {
   /// another task than `task` is an error saying whose it is.
   /// from_file/from_string/set_override do not; call this once all overrides are in.
   void validate() const;
+
+  /// The keys every task reads, parsed and checked (as validate() checks them,
+  /// the task's own checks aside) on the first call after the last change; later
+  /// calls return the same struct. Errors are validate()'s.
+  const Settings& settings() const;
 
   bool get_bool(const std::string& key) const;
   int64_t get_int(const std::string& key) const;
@@ -124,6 +263,7 @@ class Config {
   std::map<std::string, ConfigValue> values_;
   std::map<std::string, std::string> sources_;
   std::string path_;
+  mutable std::shared_ptr<const Settings> settings_;  ///< null until settings(), or after a change
 };
 
 /// The known key closest to `key` (edit distance over dotted names), or "".

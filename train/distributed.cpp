@@ -98,10 +98,10 @@ DistContext::DistContext(const Config& cfg, Device device) {
     if (n > 1) device_ = Device(DeviceType::CUDA, env_.local_rank % n);
     cuda::set_device(device_.index);
   }
-  const auto timeout = dist::seconds_to_ms(cfg.get_double("network.timeout"), "network.timeout",
-                                           /*allow_zero=*/false);
-  const auto wait_log = dist::seconds_to_ms(cfg.get_double("network.wait_log_interval"),
-                                            "network.wait_log_interval", /*allow_zero=*/true);
+  const NetworkConfig& net = cfg.settings().network;
+  const auto timeout = dist::seconds_to_ms(net.timeout, "network.timeout", /*allow_zero=*/false);
+  const auto wait_log = dist::seconds_to_ms(net.wait_log_interval, "network.wait_log_interval",
+                                            /*allow_zero=*/true);
   dist::TcpStoreOptions so;
   so.timeout = timeout;
   so.wait_log_interval = wait_log;
@@ -173,21 +173,21 @@ void DistContext::check_same(const std::string& what,
 
 std::shared_ptr<dist::DistributedDataParallel> DistContext::wrap(
     const Config& cfg, std::shared_ptr<nn::Module> model) {
-  if (cfg.get_bool("network.sync_bn"))
-    nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group_));
+  const NetworkConfig& net = cfg.settings().network;
+  if (net.sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group_));
   dist::DDPOptions o;
-  o.bucket_cap_mb = cfg.get_double("network.bucket_cap_mb");
-  o.bucket_plan = cfg.get_string("network.bucket_plan") == "cap" ? dist::BucketPlan::cap
-                                                                 : dist::BucketPlan::timed;
-  o.find_unused_parameters = cfg.get_bool("network.find_unused_parameters");
+  o.bucket_cap_mb = net.bucket_cap_mb;
+  o.bucket_plan =
+      net.bucket_plan == BucketPlanChoice::cap ? dist::BucketPlan::cap : dist::BucketPlan::timed;
+  o.find_unused_parameters = net.find_unused_parameters;
   auto ddp = std::make_shared<dist::DistributedDataParallel>(std::move(model), group_, o);
   dist::PowerSGDOptions ps;
-  ps.matrix_approximation_rank = cfg.get_int("network.powersgd.rank");
-  ps.start_powerSGD_iter = cfg.get_int("network.powersgd.start_iter");
-  ps.min_compression_rate = cfg.get_double("network.powersgd.min_compression_rate");
-  ps.use_error_feedback = cfg.get_bool("network.powersgd.error_feedback");
-  ps.warm_start = cfg.get_bool("network.powersgd.warm_start");
-  if (auto hook = dist::make_builtin_comm_hook(cfg.get_string("network.comm_hook"), ps))
+  ps.matrix_approximation_rank = net.powersgd.rank;
+  ps.start_powerSGD_iter = net.powersgd.start_iter;
+  ps.min_compression_rate = net.powersgd.min_compression_rate;
+  ps.use_error_feedback = net.powersgd.error_feedback;
+  ps.warm_start = net.powersgd.warm_start;
+  if (auto hook = dist::make_builtin_comm_hook(net.comm_hook, ps))
     ddp->register_comm_hook(std::move(hook));
   return ddp;
 }
@@ -236,7 +236,7 @@ std::string ddp_summary(dist::DistributedDataParallel& ddp) {
 }
 
 std::unique_ptr<DistContext> init_distributed(const Config& cfg, Device device) {
-  if (cfg.get_bool("network.distributed")) return std::make_unique<DistContext>(cfg, device);
+  if (cfg.settings().network.distributed) return std::make_unique<DistContext>(cfg, device);
   // Launched as one of several without asking for data parallelism: each rank
   // would train alone into the same run directory.
   const dist::EnvMap env = dist::process_dist_env();

@@ -27,22 +27,22 @@ LrPolicy::LrPolicy(LrPolicyOptions opts) : opts_(std::move(opts)) {
 }
 
 LrPolicy LrPolicy::from_config(const Config& cfg, int64_t iters_per_epoch, int64_t max_iters) {
+  const LrConfig& lr = cfg.settings().solver.lr;
   LrPolicyOptions o;
-  o.kind = parse_lr_policy(cfg.get_string("solver.lr.lr_policy"));
-  o.base_lr = cfg.get_double("solver.lr.base_lr");
-  const bool per_epoch = cfg.get_string("solver.lr.metric") == "epoch";
+  o.kind = lr.lr_policy;
+  o.base_lr = lr.base_lr;
+  const bool per_epoch = lr.per_epoch;
   o.iters_per_unit = per_epoch ? iters_per_epoch : 1;
   o.decay = per_epoch ? LrPolicyOptions::Decay::per_unit : LrPolicyOptions::Decay::per_iter;
   o.max_iters = max_iters;
-  o.step_gamma = cfg.get_double("solver.lr.step.gamma");
-  o.step_size = cfg.get_int("solver.lr.step.step_size");
-  o.multistep_gamma = cfg.get_double("solver.lr.multistep.gamma");
-  o.stepvalue = cfg.get_ints("solver.lr.multistep.stepvalue");
-  o.poly_power = cfg.get_double("solver.lr.lambda_poly.power");
-  const int64_t warm_epochs = cfg.get_int("solver.lr.warm.warm_epochs");
-  o.warm_iters = !cfg.get_bool("solver.lr.is_warm") ? 0
-                 : warm_epochs > 0                  ? warm_epochs * iters_per_epoch
-                                                    : cfg.get_int("solver.lr.warm.warm_iters");
+  o.step_gamma = lr.step_gamma;
+  o.step_size = lr.step_size;
+  o.multistep_gamma = lr.multistep_gamma;
+  o.stepvalue = lr.stepvalue;
+  o.poly_power = lr.poly_power;
+  o.warm_iters = !lr.is_warm          ? 0
+                 : lr.warm_epochs > 0 ? lr.warm_epochs * iters_per_epoch
+                                      : lr.warm_iters;
   return LrPolicy(o);
 }
 

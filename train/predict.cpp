@@ -18,11 +18,12 @@ Predictor::Predictor(const Config& cfg, const std::string& checkpoint) {
   height_ = in.height;
   width_ = in.width;
   preprocess_ = eval_transform(cfg);
-  const int64_t num_classes = cfg.get_int("data.num_classes");
+  const DataConfig& data = cfg.settings().data;
+  const int64_t num_classes = data.num_classes;
   names_ = config_class_names(cfg);
-  div_ = cfg.get_double("data.normalize.div_value");
-  mean_ = cfg.get_doubles("data.normalize.mean");
-  std_ = cfg.get_doubles("data.normalize.std");
+  div_ = data.normalize.div_value;
+  mean_ = data.normalize.mean;
+  std_ = data.normalize.std;
   for (auto* v : {&mean_, &std_}) {
     TCV_CHECK(v->size() == 1 || static_cast<int64_t>(v->size()) == channels_,
               "[Predictor] data.normalize.mean/std: ", v->size(), " values for ", channels_,

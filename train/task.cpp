@@ -163,7 +163,7 @@ std::vector<std::string> task_names() {
 }
 
 std::unique_ptr<Task> make_task(const Config& cfg) {
-  return task_info(cfg.get_string("task")).make(cfg);
+  return task_info(cfg.settings().task).make(cfg);
 }
 
 std::string at_key(const Config& cfg, const std::string& key) {
@@ -174,7 +174,7 @@ std::string at_key(const Config& cfg, const std::string& key) {
 std::shared_ptr<nn::Module> create_config_model(const Config& cfg, int64_t num_classes,
                                                 int64_t in_channels) {
   models::register_builtin_models();
-  const std::string& name = cfg.get_string("network.model_name");
+  const std::string& name = cfg.settings().network.model_name;
   try {
     return models::create_model(name, {num_classes, in_channels});
   } catch (const ConfigError&) {
@@ -188,13 +188,14 @@ std::string load_model_for_prediction(const Config& cfg, const std::string& chec
                                       nn::Module& model) {
   const std::string stem = resolve_checkpoint(checkpoint);
   const TrainerState s = load_trainer_state(stem);
-  const std::string& name = cfg.get_string("network.model_name");
+  const Settings& st = cfg.settings();
+  const std::string& name = st.network.model_name;
   if (s.model_name != name)
     throw ConfigError(stem + ".safetensors holds a \"" + s.model_name +
                       "\", but the config's network.model_name is \"" + name + "\"");
-  if (s.task != cfg.get_string("task"))
+  if (s.task != st.task)
     throw ConfigError(stem + ".safetensors holds a model of task \"" + s.task +
-                      "\", but the config has task = \"" + cfg.get_string("task") + "\"");
+                      "\", but the config has task = \"" + st.task + "\"");
   load_checkpoint(stem, model, nullptr);
   model.eval();
   return stem;

@@ -69,9 +69,9 @@ std::string score_text(double v) {
 }
 
 Device pick_device(const Config& cfg) {
-  const std::string& d = cfg.get_string("device");
-  if (d == "cpu") return kCPU;
-  if (d == "cuda") {
+  const DeviceChoice d = cfg.settings().device;
+  if (d == DeviceChoice::cpu) return kCPU;
+  if (d == DeviceChoice::cuda) {
     if (!cuda_ops_supported())
       throw ConfigError(at_key(cfg, "device") +
                         ": \"cuda\" requested, but this build of tcv has no CUDA (it was built "
@@ -85,9 +85,6 @@ Device pick_device(const Config& cfg) {
   }
   return cuda_ops_supported() && cuda_is_available() ? Device(DeviceType::CUDA, 0) : kCPU;
 }
-
-// What to do with a step whose loss or gradients hold inf or NaN (solver.nonfinite).
-enum class NonFinite : uint8_t { stop, skip };
 
 // Keeps the lines of a run's metrics.jsonl up to iteration `iter`, where a
 // resumed run starts, and drops those after it and any line a kill cut short:
@@ -124,35 +121,35 @@ bool truncate_metrics(const fs::path& file, int64_t iter) {
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const Config& cfg, const nn::StateDict& params) {
-  const double lr = cfg.get_double("solver.lr.base_lr");
-  const NoDecay no_decay =
-      cfg.get_bool("solver.optim.nodecay_bn_bias") ? NoDecay::bn_and_bias : NoDecay::none;
-  const std::string& method = cfg.get_string("solver.optim.optim_method");
-  if (method == "adam" || method == "adamw") {
-    const std::string k = "solver.optim." + method + ".";
-    const auto betas = cfg.get_doubles(k + "betas");
+  const SolverConfig& so = cfg.settings().solver;
+  const double lr = so.lr.base_lr;
+  const OptimConfig& op = so.optim;
+  const NoDecay no_decay = op.nodecay_bn_bias ? NoDecay::bn_and_bias : NoDecay::none;
+  if (op.method == OptimMethod::adam || op.method == OptimMethod::adamw) {
+    const AdamConfig& a = op.method == OptimMethod::adam ? op.adam : op.adamw;
     AdamOptions o;
     o.lr = lr;
-    o.beta1 = betas.at(0);
-    o.beta2 = betas.at(1);
-    o.eps = cfg.get_double(k + "eps");
-    o.weight_decay = cfg.get_double(k + "weight_decay");
+    o.beta1 = a.beta1;
+    o.beta2 = a.beta2;
+    o.eps = a.eps;
+    o.weight_decay = a.weight_decay;
     o.no_decay = no_decay;
-    if (method == "adam") return std::make_unique<Adam>(params, o);
+    if (op.method == OptimMethod::adam) return std::make_unique<Adam>(params, o);
     return std::make_unique<AdamW>(
         params, AdamWOptions{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.no_decay});
   }
   SGDOptions o;
   o.lr = lr;
   o.no_decay = no_decay;
-  o.momentum = cfg.get_double("solver.optim.sgd.momentum");
-  o.weight_decay = cfg.get_double("solver.optim.sgd.weight_decay");
-  o.nesterov = cfg.get_bool("solver.optim.sgd.nesterov");
+  o.momentum = op.sgd_momentum;
+  o.weight_decay = op.sgd_weight_decay;
+  o.nesterov = op.sgd_nesterov;
   return std::make_unique<SGD>(params, o);
 }
 
 struct Trainer::Impl {
   Config cfg;
+  const Settings* set = nullptr;  // cfg's, parsed in setup()
   TrainOptions opts;
   Device device;
   std::unique_ptr<Task> task;
@@ -240,14 +237,15 @@ struct Trainer::Impl {
     try {
       loader.start_epoch(epoch, skip);
     } catch (const std::system_error& e) {
-      throw ConfigError(
-          at_key(cfg, "data.workers") + " = " + std::to_string(cfg.get_int("data.workers")) +
-          ": cannot start the data loader's worker threads (" + e.what() + "); lower data.workers");
+      throw ConfigError(at_key(cfg, "data.workers") + " = " + std::to_string(set->data.workers) +
+                        ": cannot start the data loader's worker threads (" + e.what() +
+                        "); lower data.workers");
     }
   }
 
   void setup() {
     cfg.validate();
+    set = &cfg.settings();
     device = pick_device(cfg);
     dist = init_distributed(cfg, device);
     if (dist) device = dist->device();  // cuda:LOCAL_RANK on a node with several GPUs
@@ -255,12 +253,12 @@ struct Trainer::Impl {
     if (!std::getenv("OMP_NUM_THREADS"))
       omp_set_num_threads(
           dist::threads_per_local_process(dist::process_dist_env(), omp_get_num_procs()));
-    manual_seed(static_cast<uint64_t>(cfg.get_int("seed")));
+    manual_seed(set->seed);
     task = make_task(cfg);
 
     // Data.
     data = dist ? task->make_data(dist->rank(), dist->world_size()) : task->make_data(0, 1);
-    skip_corrupt = cfg.get_bool("data.skip_corrupt");
+    skip_corrupt = set->data.skip_corrupt;
     // An empty split is its data set's fault, not train.batch_size's (nor a
     // val row of metric 0 that becomes `best`).
     for (const bool train : {true, false}) {
@@ -269,7 +267,7 @@ struct Trainer::Impl {
       if (loader.size() > 0) continue;
       const std::string name = loader.name();
       throw ConfigError(
-          at_key(cfg, "data.dataset") + " = \"" + cfg.get_string("data.dataset") + "\": the " +
+          at_key(cfg, "data.dataset") + " = \"" + set->data.dataset + "\": the " +
           (train ? "training" : "validation") + " set" + (name.empty() ? "" : " " + name) +
           " has no images (" + data.summary + ")" +
           (train ? "; images with nothing to train on (no box, no person) are left out" : "") +
@@ -280,10 +278,10 @@ struct Trainer::Impl {
     if (iters_per_epoch == 0 && !testing())
       throw ConfigError(at_key(cfg, "train.batch_size") + ": larger than the training set (" +
                         std::to_string(data.train->size()) + " images) with train.drop_last");
-    if (cfg.get_int("solver.max_iters") > 0) {
-      max_iters = cfg.get_int("solver.max_iters");
+    if (set->solver.max_iters > 0) {
+      max_iters = set->solver.max_iters;
     } else {
-      const int64_t epochs = cfg.get_int("solver.max_epoch");
+      const int64_t epochs = set->solver.max_epoch;
       if (epochs > kMaxIterations / iters_per_epoch)
         throw ConfigError(at_key(cfg, "solver.max_epoch") + ": " + std::to_string(epochs) +
                           " epochs of " + std::to_string(iters_per_epoch) +
@@ -293,9 +291,9 @@ struct Trainer::Impl {
     }
 
     // Model and optimizer.
-    const std::string& name = cfg.get_string("network.model_name");
+    const std::string& name = set->network.model_name;
     model = task->make_model();
-    const std::string& pretrained = cfg.get_string("network.pretrained");
+    const std::string& pretrained = set->network.pretrained;
     if (!pretrained.empty()) {
       try {
         pretrained_load = load_pretrained(pretrained, *model);
@@ -309,7 +307,7 @@ struct Trainer::Impl {
     max_epochs = (max_iters + iters_per_epoch - 1) / iters_per_epoch;
     lr_policy = std::make_unique<LrPolicy>(LrPolicy::from_config(cfg, iters_per_epoch, max_iters));
     state.model_name = name;
-    state.task = cfg.get_string("task");
+    state.task = set->task;
     state.best_metric = task->best_metric();
 
     // Output directory.
@@ -323,7 +321,7 @@ struct Trainer::Impl {
 
     // "auto": the newest complete checkpoint of this run directory, if any
     // (an elastic restart continues where the failed attempt last saved).
-    std::string resume = cfg.get_string("network.resume");
+    std::string resume = set->network.resume;
     if (!opts.results.empty()) {
       TCV_CHECK(testing(), "[Trainer] TrainOptions::results is for Phase::test");
       resume.clear();  // a results file stands for the model's output
@@ -381,8 +379,8 @@ struct Trainer::Impl {
       if (!testing()) *os << ", " << iters_per_epoch << " iters/epoch, " << max_iters << " iters";
       if (dist)
         *os << "; data-parallel over " << world() << " processes (" << dist->group()->backend_name()
-            << "): batch " << cfg.get_int("train.batch_size") << " per process, global batch "
-            << cfg.get_int("train.batch_size") * world();
+            << "): batch " << set->train.batch_size << " per process, global batch "
+            << set->train.batch_size * world();
       if (!opts.results.empty())
         *os << "; evaluating the results file " << opts.results;
       else if (testing())
@@ -394,9 +392,9 @@ struct Trainer::Impl {
       if (stale > 0)
         *os << "removed " << stale << " temp file" << (stale > 1 ? "s" : "")
             << " left by a process killed while writing\n";
-      if (!cfg.get_string("network.pretrained").empty()) {
+      if (!set->network.pretrained.empty()) {
         *os << "pretrained: " << pretrained_load.loaded << " tensors from "
-            << cfg.get_string("network.pretrained");
+            << set->network.pretrained;
         if (!pretrained_load.kept.empty()) {
           *os << "; new head keeps its init:";
           for (const auto& k : pretrained_load.kept) *os << " " << k;
@@ -440,23 +438,27 @@ struct Trainer::Impl {
     t0 = Clock::now();
     summary.start_iter = state.iter;
     StepSettings& s = step_cfg;
-    s.display = cfg.get_int("solver.display_iter");
-    s.test_interval = cfg.get_int("solver.test_interval");
-    s.save_iters = cfg.get_int("solver.save_iters");
-    s.save_epoch = cfg.get_int("solver.save_epoch");
-    s.clip_norm = cfg.get_double("solver.clip_grad_norm");
-    if (cfg.is_set("train.conv_algo")) {
-      ops::set_conv_algo(
-          ops::parse_conv_algo(cfg.get_string("train.conv_algo"), "train.conv_algo"));
+    const SolverConfig& so = set->solver;
+    s.display = so.display_iter;
+    s.test_interval = so.test_interval;
+    s.save_iters = so.save_iters;
+    s.save_epoch = so.save_epoch;
+    s.clip_norm = so.clip_grad_norm;
+    if (set->train.conv_algo_set) {
+      ops::set_conv_algo(set->train.conv_algo == ConvAlgoMode::direct ? ops::ConvAlgo::direct
+                         : set->train.conv_algo == ConvAlgoMode::winograd
+                             ? ops::ConvAlgo::winograd
+                             : ops::ConvAlgo::automatic);
       conv_algo.set = true;
     }
-    s.amp = autocast::parse_mode(cfg.get_string("train.amp"), s.amp_dtype);
+    s.amp = set->train.amp != AmpMode::off;
+    s.amp_dtype = set->train.amp == AmpMode::f16 ? DType::f16 : DType::bf16;
     if (s.amp && !autocast::supported(device, s.amp_dtype))
       throw ConfigError(at_key(cfg, "train.amp") + ": " +
                         autocast::unsupported_reason(device, s.amp_dtype));
     if (s.amp && s.amp_dtype == DType::f16) s.scaler = std::make_unique<GradScaler>();
     s.stop_at = opts.stop_at_iter > 0 ? std::min(opts.stop_at_iter, max_iters) : max_iters;
-    s.nonfinite = cfg.get_string("solver.nonfinite") == "skip" ? NonFinite::skip : NonFinite::stop;
+    s.nonfinite = so.nonfinite;
     if (s.nonfinite == NonFinite::skip)
       for (const auto& [name, b] : model->named_buffers()) s.buffers.emplace_back(b, b.clone());
     win_t0 = Clock::now();
@@ -481,10 +483,7 @@ struct Trainer::Impl {
     }
     autocast::Guard amp(s.amp, s.amp_dtype);
     StepModel step_model(*model, ddp.get());
-    StepContext ctx{.device = device,
-                    .iter = state.iter,
-                    .seed = static_cast<uint64_t>(cfg.get_int("seed")),
-                    .world = world()};
+    StepContext ctx{.device = device, .iter = state.iter, .seed = set->seed, .world = world()};
     if (dist)
       ctx.sum_over_ranks = [this](double v) {
         std::vector<double> x{v};
@@ -618,7 +617,7 @@ struct Trainer::Impl {
     if (!opts.results.empty()) {
       last_eval = task->evaluate_results(opts.results);
       if (!last_eval)
-        throw ConfigError(at_key(cfg, "task") + " = \"" + cfg.get_string("task") +
+        throw ConfigError(at_key(cfg, "task") + " = \"" + set->task +
                           "\": --results reads COCO detection or keypoint results, or a folder "
                           "of label PNGs; this task has no results format");
     }
@@ -739,7 +738,7 @@ struct Trainer::Impl {
     if (!main_rank()) return;
     const fs::path dir(opts.out_dir);
     ReportInputs in;
-    in.title = "tcv-train: " + cfg.get_string("network.model_name") + " (" + dir.string() + ")";
+    in.title = "tcv-train: " + set->network.model_name + " (" + dir.string() + ")";
     in.config_toml = cfg.to_toml();
     in.metrics = read_jsonl((dir / "metrics.jsonl").string());
     if (last_eval) last_eval->fill_report(in);
@@ -758,7 +757,7 @@ struct Trainer::Impl {
     char name[32];
     std::snprintf(name, sizeof(name), "epoch_%04lld", static_cast<long long>(epochs_done));
     save(name);
-    const int64_t keep = cfg.get_int("checkpoints.keep_last");
+    const int64_t keep = set->keep_last;
     if (keep == 0) return;
     std::vector<std::string> stems;
     for (const auto& e : fs::directory_iterator(ckpt_dir)) {

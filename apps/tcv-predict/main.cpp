@@ -152,8 +152,9 @@ int run(int argc, char** argv) {
   const std::unique_ptr<tcv::train::TaskPredictor> predictor = task->make_predictor(ckpt, popts);
   const auto mode = predictor->image_mode();
   const tcv::data::ImageLimits limits = tcv::train::image_limits(cfg);
+  const tcv::train::Settings& settings = cfg.settings();
 
-  const bool skip_corrupt = cfg.get_bool("data.skip_corrupt");
+  const bool skip_corrupt = settings.data.skip_corrupt;
   std::vector<Input> inputs;
   std::vector<Unreadable> unreadable;
   auto read = [&](const std::string& file) {
@@ -180,7 +181,7 @@ int run(int argc, char** argv) {
   if (!idx_indices.empty()) {
     const auto files = tcv::data::find_idx_files(tcv::train::resolve_data_dir(cfg));
     const auto test = tcv::data::ImageClassificationDataset::from_idx(
-        files.test_images, files.test_labels, cfg.get_int("data.num_classes"));
+        files.test_images, files.test_labels, settings.data.num_classes);
     for (int64_t n : idx_indices) {
       if (n >= test.size())
         throw tcv::apps::UsageError{"--idx-index " + std::to_string(n) + ": the test split has " +
@@ -192,7 +193,7 @@ int run(int argc, char** argv) {
 
   tcv::Json out = tcv::Json::object();
   out["checkpoint"] = predictor->checkpoint();
-  out["model"] = cfg.get_string("network.model_name");
+  out["model"] = settings.network.model_name;
   tcv::Json preds = tcv::Json::array();
   for (const auto& in : inputs) {
     const tcv::Json entry = predictor->predict(in.image, in.name, in.label);

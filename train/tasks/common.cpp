@@ -23,26 +23,27 @@ uint8_t to_pixel(double v) {
 }  // namespace
 
 SplitLoaderOptions split_loader_options(const Config& cfg, int64_t world, int64_t rank) {
+  const Settings& st = cfg.settings();
   SplitLoaderOptions o;
-  o.train = {.batch_size = cfg.get_int("train.batch_size"),
+  o.train = {.batch_size = st.train.batch_size,
              .shuffle = true,
-             .drop_last = cfg.get_bool("train.drop_last"),
-             .workers = static_cast<int>(cfg.get_int("data.workers")),
-             .seed = static_cast<uint64_t>(cfg.get_int("seed")),
+             .drop_last = st.train.drop_last,
+             .workers = static_cast<int>(st.data.workers),
+             .seed = st.seed,
              .normalize = normalize_of(cfg),
              .world_size = world,
              .rank = rank,
-             .pin_memory = cfg.get_string("device") != "cpu" && cuda_is_available()};
+             .pin_memory = st.device != DeviceChoice::cpu && cuda_is_available()};
   o.val = o.train;
-  o.val.batch_size = cfg.get_int("val.batch_size");
+  o.val.batch_size = st.val.batch_size;
   o.val.shuffle = false;
   o.val.drop_last = false;
   return o;
 }
 
 data::Normalize normalize_of(const Config& cfg) {
-  return {cfg.get_double("data.normalize.div_value"), cfg.get_doubles("data.normalize.mean"),
-          cfg.get_doubles("data.normalize.std")};
+  const NormalizeConfig& n = cfg.settings().data.normalize;
+  return {n.div_value, n.mean, n.std};
 }
 
 Tensor normalized_image(const Tensor& u8, const data::Normalize& n) {
