@@ -296,19 +296,22 @@ TEST(Tasks, ShippedDetectionAndSegmentationConfigsAreValid) {
 // Issue 25, item 8: seven rows of aspect ratios for SSD300's six feature maps
 // were blamed on anchor.cur_anchor_sizes ("7 sizes for 7 feature maps").
 TEST(Tasks, AnchorRatioRowsAreCountedAgainstTheModelsMaps) {
+  // A det config (the task checks its keys when it is made).
   Config c = Config::from_string(
       "task = \"det\"\n[network]\nmodel_name = \"ssd300_lite\"\n[data]\nnum_classes = 3\n"
+      "dataset = \"scenes\"\ndata_dir = \"scenes\"\n"
       "[anchor]\naspect_ratio_list = [[2], [2, 3], [2, 3], [2, 3], [2], [2], [2]]\n",
       "det.toml");
   std::string msg = error_of([&] { make_task(c)->make_model(); });
   EXPECT_TRUE(has(msg,
-                  "det.toml:7: anchor.aspect_ratio_list: 7 rows, but ssd300_lite has 6 "
+                  "det.toml:9: anchor.aspect_ratio_list: 7 rows, but ssd300_lite has 6 "
                   "feature maps (give one row of ratios per map)") &&
               !has(msg, "cur_anchor_sizes"))
       << msg;
   // With six rows, a size list of the wrong length is still the sizes' fault.
   c = Config::from_string(
       "task = \"det\"\n[network]\nmodel_name = \"ssd300_lite\"\n[data]\nnum_classes = 3\n"
+      "dataset = \"scenes\"\ndata_dir = \"scenes\"\n"
       "[anchor]\naspect_ratio_list = [[2], [2, 3], [2, 3], [2, 3], [2], [2]]\n"
       "cur_anchor_sizes = [21, 45, 99, 153, 207, 261]\n",
       "det.toml");

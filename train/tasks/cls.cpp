@@ -60,11 +60,19 @@ std::vector<KeySpec> cls_keys() {
   };
 }
 
-void validate_cls(const Config& c) {
+}  // namespace
+
+bool ClsTrainAug::any() const {
+  return resize_shorter > 0 || random_resized_crop || random_crop || hflip > 0 ||
+         std::any_of(color_jitter.begin(), color_jitter.end(), [](double v) { return v > 0; });
+}
+
+ClsConfig parse_cls_config(const Config& c) {
   const ConfigChecks check(c);
+  ClsConfig o;
   check.choice("data.dataset",
                {"fashion_mnist", "mnist", "cifar10", "cifar100", "image_folder", "list"});
-  const std::string& dataset = c.get_string("data.dataset");
+  const std::string& dataset = c.settings().data.dataset;
   const std::string with = "with data.dataset \"" + dataset + "\"";
   if (dataset == "image_folder") {
     check.required("data.train_dir", with);
@@ -75,13 +83,20 @@ void validate_cls(const Config& c) {
   } else if (dataset == "cifar10" || dataset == "cifar100") {
     check.required("data.data_dir", with);
   }
-  const auto size = c.get_ints("data.input_size");
+  o.train_dir = c.get_string("data.train_dir");
+  o.val_dir = c.get_string("data.val_dir");
+  o.train_list = c.get_string("data.train_list");
+  o.val_list = c.get_string("data.val_list");
+  o.image_root = c.get_string("data.image_root");
+  o.input_size = c.get_ints("data.input_size");
+  const auto& size = o.input_size;
   if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0))
     check.fail("data.input_size",
                "expected [h, w] with positive values, got " + format_value(size));
   if (size.empty() && (dataset == "image_folder" || dataset == "list"))
     check.fail("data.input_size", "must be set ([h, w]) " + with);
-  const int64_t channels = c.get_int("data.channels");
+  o.channels = c.get_int("data.channels");
+  const int64_t channels = o.channels;
   if (channels != 0 && channels != 1 && channels != 3)
     check.fail("data.channels",
                "must be 0 (the dataset's own), 1 or 3, got " + std::to_string(channels));
@@ -90,22 +105,31 @@ void validate_cls(const Config& c) {
   if ((dataset == "cifar10" || dataset == "cifar100") && channels == 1)
     check.fail("data.channels", "CIFAR has 3 channels, got 1");
   check.non_negative("train.mixup_alpha");
+  o.mixup_alpha = c.get_double("train.mixup_alpha");
   check.at_least("train.aug.resize_shorter", 0);
   check.at_least("val.aug.resize_shorter", 0);
+  ClsTrainAug& aug = o.aug;
+  aug.resize_shorter = c.get_int("train.aug.resize_shorter");
+  o.val_resize_shorter = c.get_int("val.aug.resize_shorter");
   for (const std::string k : {"scale", "ratio"}) {
     const std::string key = "train.aug.random_resized_crop." + k;
     const auto v = c.get_doubles(key);
     if (v.size() != 2 || !(v[0] > 0) || !(v[0] <= v[1]) || (k == "scale" && v[1] > 1))
       check.fail(key, "expected [low, high] with 0 < low <= high" +
                           std::string(k == "scale" ? " <= 1" : "") + ", got " + format_value(v));
+    (k == "scale" ? aug.rrc_scale : aug.rrc_ratio) = v;
   }
-  if (c.get_bool("train.aug.random_resized_crop.enable") &&
-      c.get_bool("train.aug.random_crop.enable"))
+  aug.random_resized_crop = c.get_bool("train.aug.random_resized_crop.enable");
+  aug.random_crop = c.get_bool("train.aug.random_crop.enable");
+  if (aug.random_resized_crop && aug.random_crop)
     check.fail("train.aug.random_crop.enable",
                "set only one of train.aug.random_crop and train.aug.random_resized_crop");
   check.at_least("train.aug.random_crop.padding", 0);
+  aug.random_crop_padding = c.get_int("train.aug.random_crop.padding");
   check.probability("train.aug.hflip");
-  const auto jitter = c.get_doubles("train.aug.color_jitter");
+  aug.hflip = c.get_double("train.aug.hflip");
+  aug.color_jitter = c.get_doubles("train.aug.color_jitter");
+  const auto& jitter = aug.color_jitter;
   if (jitter.size() != 4)
     check.fail("train.aug.color_jitter",
                "expected [brightness, contrast, saturation, hue], got " + format_value(jitter));
@@ -113,8 +137,13 @@ void validate_cls(const Config& c) {
     if (!(v >= 0))
       check.fail("train.aug.color_jitter", "values must be >= 0, got " + format_value(jitter));
   if (jitter[3] > 0.5) check.fail("train.aug.color_jitter", "hue must be in [0, 0.5]");
+  o.val_center_crop = c.get_bool("val.aug.center_crop");
   check.in_unit("loss.label_smoothing");
+  o.label_smoothing = c.get_double("loss.label_smoothing");
+  return o;
 }
+
+namespace {
 
 // ---- data --------------------------------------------------------------------------
 
@@ -303,9 +332,7 @@ class ClsPredictor final : public TaskPredictor {
 class ClsTask final : public Task {
  public:
   explicit ClsTask(const Config& cfg)
-      : cfg_(cfg),
-        label_smoothing_(cfg.get_double("loss.label_smoothing")),
-        mixup_alpha_(cfg.get_double("train.mixup_alpha")) {}
+      : cfg_(cfg), cls_(parse_cls_config(cfg)), num_classes_(cfg.settings().data.num_classes) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
     DataSources src = train::make_data(cfg_, rank, world);
@@ -314,7 +341,7 @@ class ClsTask final : public Task {
     val_in_memory_ = src.val_in_memory;
     TaskData d;
     d.summary = std::to_string(src.train_size) + " train / " + std::to_string(src.val_size) +
-                " val images (" + cfg_.get_string("data.dataset") + ", " +
+                " val images (" + cfg_.settings().data.dataset + ", " +
                 std::to_string(input_.channels) + "x" + std::to_string(input_.height) + "x" +
                 std::to_string(input_.width) + ")";
     d.train = std::make_unique<ClsLoader>(std::move(src.train), src.train_files);
@@ -325,23 +352,23 @@ class ClsTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    return create_config_model(cfg_, cfg_.get_int("data.num_classes"), input_spec(cfg_).channels);
+    return create_config_model(cfg_, num_classes_, input_spec(cfg_).channels);
   }
 
   Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
     const data::Batch& b = static_cast<const ClsBatch&>(batch).b;
-    if (mixup_alpha_ > 0) {
+    if (cls_.mixup_alpha > 0) {
       // Soft targets (label smoothing inside), mixed with a stream that depends
       // only on (seed, iter), so a resumed run mixes the same way.
       Tensor mx = b.x, my = b.y;
       data::Rng rng(ctx.seed ^ kMixupKey, static_cast<uint64_t>(ctx.iter));
-      data::mixup(mx, my, cfg_.get_int("data.num_classes"), mixup_alpha_, rng, label_smoothing_);
+      data::mixup(mx, my, num_classes_, cls_.mixup_alpha, rng, cls_.label_smoothing);
       return soft_target_cross_entropy(autocast::to_f32(model.forward(mx.to(ctx.device))),
                                        my.to(ctx.device));
     }
     const Tensor x = b.x.to(ctx.device), y = b.y.to(ctx.device);  // (B, C, H, W), (B)
     const Tensor logits = autocast::to_f32(model.forward(x));
-    return ops::cross_entropy(logits, y, {.label_smoothing = label_smoothing_});
+    return ops::cross_entropy(logits, y, {.label_smoothing = cls_.label_smoothing});
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
@@ -361,7 +388,8 @@ class ClsTask final : public Task {
   static constexpr uint64_t kMixupKey = 0x6d69787570ULL;  // "mixup"
 
   Config cfg_;
-  double label_smoothing_, mixup_alpha_;
+  ClsConfig cls_;
+  int64_t num_classes_;
   InputSpec input_;
   ClsLoader* val_ = nullptr;
   bool val_in_memory_ = false, sharded_ = false;
@@ -373,7 +401,7 @@ TaskInfo cls_task_info() {
   return {.name = "cls",
           .description = "image classification",
           .keys = cls_keys(),
-          .validate = validate_cls,
+          .validate = [](const Config& cfg) { parse_cls_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<ClsTask>(cfg); }};
 }
 

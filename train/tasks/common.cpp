@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "engine/device.h"
@@ -44,6 +45,26 @@ SplitLoaderOptions split_loader_options(const Config& cfg, int64_t world, int64_
 data::Normalize normalize_of(const Config& cfg) {
   const NormalizeConfig& n = cfg.settings().data.normalize;
   return {n.div_value, n.mean, n.std};
+}
+
+void check_three_channel_normalize(const Config& cfg, const std::string& what) {
+  const NormalizeConfig& n = cfg.settings().data.normalize;
+  for (const auto& [key, v] :
+       {std::pair{"data.normalize.mean", &n.mean}, std::pair{"data.normalize.std", &n.std}})
+    if (v->size() != 1 && v->size() != 3)
+      cfg.fail(key, what + " images have 3 channels; give 1 or 3 values");
+}
+
+CocoFiles parse_coco_files(const Config& cfg, bool required, const std::string& why) {
+  const ConfigChecks check(cfg);
+  if (required)
+    for (const char* k : {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
+                          "data.val_images"})
+      check.required(k, why);
+  const std::filesystem::path dir = cfg.settings().data.data_dir;
+  const auto path = [&](const char* key) { return (dir / cfg.get_string(key)).string(); };
+  return {path("data.train_ann"), path("data.val_ann"), path("data.train_images"),
+          path("data.val_images")};
 }
 
 Tensor normalized_image(const Tensor& u8, const data::Normalize& n) {

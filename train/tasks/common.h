@@ -60,6 +60,20 @@ class TaskLoaderOf final : public TaskLoader {
 /// data.normalize.{div_value, mean, std} of the config.
 data::Normalize normalize_of(const Config& cfg);
 
+/// Checks that data.normalize.mean and .std hold 1 or 3 values (images of 3
+/// channels); `what` names the task's images in the error ("detection").
+void check_three_channel_normalize(const Config& cfg, const std::string& what);
+
+/// A COCO data set's files (detection and pose): data.train_ann, data.val_ann,
+/// data.train_images, data.val_images, as paths under data.data_dir.
+struct CocoFiles {
+  std::string train_ann, val_ann, train_images, val_images;
+};
+
+/// Reads them; with `required` (data.dataset "coco"), data.data_dir and each of
+/// them must be set, an error ending with `why` otherwise.
+CocoFiles parse_coco_files(const Config& cfg, bool required, const std::string& why);
+
 /// The loader options of a task's two splits: train.batch_size, shuffled,
 /// train.drop_last; val.batch_size, in order, every image; both with
 /// data.workers, seed, data.normalize, this rank's share of world, and pinned

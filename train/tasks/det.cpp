@@ -103,18 +103,41 @@ std::vector<KeySpec> det_keys() {
   return keys;
 }
 
-void validate_det(const Config& c) {
+// det's own keys (and the shared ones it reads its own way), parsed and checked.
+struct DetConfig {
+  std::string train_split, val_split;
+  std::vector<std::string> train_roots, val_roots;
+  CocoFiles coco;
+  bool keep_difficult = false;
+  std::vector<int64_t> input_size;  // [s, s] or empty: the model's
+  double photometric = 0, hflip = 0, pad = 0, pad_max_scale = 1, det_crop = 0;
+  std::vector<std::vector<double>> aspect_ratio_list;
+  std::vector<double> anchor_sizes;
+  bool torchcv_layout = false;
+  std::vector<int64_t> stride_list;
+  mdet::MultiBoxLossOptions loss;  // anchor.iou_threshold, loss.neg_pos_ratio
+  mdet::DetectionOptions nms;      // res.*; score_threshold is res.val_conf_thre
+  double vis_conf_thre = 0.5;
+  std::string metric;  // val.metric
+  SceneConfig scenes;
+};
+
+DetConfig parse_det_config(const Config& c) {
   const ConfigChecks check(c);
+  DetConfig o;
   check.choice("data.dataset", {"voc", "coco", "scenes"});
-  const std::string& dataset = c.get_string("data.dataset");
+  const std::string& dataset = c.settings().data.dataset;
   const std::string with = "with data.dataset \"" + dataset + "\"";
   if (dataset == "voc") check.required("data.data_dir", with);
-  if (dataset == "coco")
-    for (const char* k : {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
-                          "data.val_images"})
-      check.required(k, with);
-  validate_scene_keys(c);
-  const auto size = c.get_ints("data.input_size");
+  o.coco = parse_coco_files(c, dataset == "coco", with);
+  o.scenes = parse_scene_config(c);
+  o.train_split = c.get_string("data.train_split");
+  o.val_split = c.get_string("data.val_split");
+  o.train_roots = c.get_strings("data.train_roots");
+  o.val_roots = c.get_strings("data.val_roots");
+  o.keep_difficult = c.get_bool("data.keep_difficult");
+  o.input_size = c.get_ints("data.input_size");
+  const auto& size = o.input_size;
   if (!size.empty() && (size.size() != 2 || size[0] != size[1] || size[0] < 32))
     check.fail("data.input_size",
                "expected [s, s] with s >= 32 (SSD takes square images), got " + format_value(size));
@@ -122,17 +145,26 @@ void validate_det(const Config& c) {
        {"train.aug_trans.photometric.ratio", "train.aug_trans.random_hflip.ratio",
         "train.aug_trans.random_pad.ratio", "train.aug_trans.random_det_crop.ratio"})
     check.probability(k);
+  o.photometric = c.get_double("train.aug_trans.photometric.ratio");
+  o.hflip = c.get_double("train.aug_trans.random_hflip.ratio");
+  o.pad = c.get_double("train.aug_trans.random_pad.ratio");
+  o.det_crop = c.get_double("train.aug_trans.random_det_crop.ratio");
   check.range_pair("train.aug_trans.random_pad.up_scale_range", 1.0, 16.0);
-  if (c.get_doubles("train.aug_trans.random_pad.up_scale_range")[0] != 1.0)
+  const auto up = c.get_doubles("train.aug_trans.random_pad.up_scale_range");
+  if (up[0] != 1.0)
     check.fail("train.aug_trans.random_pad.up_scale_range",
                "the expansion starts at 1 (the image as it is); give [1, max]");
+  o.pad_max_scale = up[1];
   check.probability("anchor.iou_threshold");
+  o.loss.iou_threshold = c.get_double("anchor.iou_threshold");
   check.choice("anchor.layout", {"torchvision", "torchcv"});
-  if (c.get_string("anchor.layout") == "torchcv" &&
-      c.get_doubles("anchor.cur_anchor_sizes").empty())
+  o.torchcv_layout = c.get_string("anchor.layout") == "torchcv";
+  o.anchor_sizes = c.get_doubles("anchor.cur_anchor_sizes");
+  if (o.torchcv_layout && o.anchor_sizes.empty())
     check.fail("anchor.layout",
                "\"torchcv\" places TorchCV's prior boxes of anchor.cur_anchor_sizes; give them");
   check.positive("loss.neg_pos_ratio");
+  o.loss.neg_pos_ratio = c.get_double("loss.neg_pos_ratio");
   check.probability("res.nms.max_threshold");
   check.at_least("res.nms.pre_nms", 1);
   check.choice("res.nms.pre_nms_scope", {"class", "image"});
@@ -140,20 +172,29 @@ void validate_det(const Config& c) {
   check.probability("res.val_conf_thre");
   check.probability("res.vis_conf_thre");
   check.at_least("res.max_per_image", 1);
+  o.nms.score_threshold = c.get_double("res.val_conf_thre");
+  o.nms.top_k = c.get_int("res.nms.pre_nms");
+  o.nms.top_k_scope = c.get_string("res.nms.pre_nms_scope") == "image" ? mdet::TopKScope::per_image
+                                                                       : mdet::TopKScope::per_class;
+  o.nms.keep_per_class = c.get_int("res.cls_keep_num");
+  o.nms.nms_threshold = c.get_double("res.nms.max_threshold");
+  o.nms.max_detections = c.get_int("res.max_per_image");
+  o.vis_conf_thre = c.get_double("res.vis_conf_thre");
   check.choice("val.metric", {"voc07", "voc", "coco"});
-  for (const auto& row : c.get_float_lists("anchor.aspect_ratio_list"))
+  o.metric = c.get_string("val.metric");
+  o.aspect_ratio_list = c.get_float_lists("anchor.aspect_ratio_list");
+  for (const auto& row : o.aspect_ratio_list)
     for (double r : row)
       if (!(r >= 1))
         check.fail("anchor.aspect_ratio_list",
                    "ratios must be >= 1 (each adds its transpose too), got " + format_double(r));
-  for (double s : c.get_doubles("anchor.cur_anchor_sizes"))
+  for (double s : o.anchor_sizes)
     if (!(s > 0)) check.fail("anchor.cur_anchor_sizes", "sizes must be positive");
-  for (int64_t s : c.get_ints("network.stride_list"))
+  o.stride_list = c.get_ints("network.stride_list");
+  for (int64_t s : o.stride_list)
     if (s <= 0) check.fail("network.stride_list", "strides must be positive");
-  if (const auto m = c.get_doubles("data.normalize.mean"); m.size() != 1 && m.size() != 3)
-    check.fail("data.normalize.mean", "detection images have 3 channels; give 1 or 3 values");
-  if (const auto s = c.get_doubles("data.normalize.std"); s.size() != 1 && s.size() != 3)
-    check.fail("data.normalize.std", "detection images have 3 channels; give 1 or 3 values");
+  check_three_channel_normalize(c, "detection");
+  return o;
 }
 
 // ---- settings read from the config --------------------------------------------------
@@ -163,41 +204,40 @@ mdet::SSD& ssd_of(nn::Module& m) {
 }
 
 // The input side: data.input_size, or the model's own (512 for SSD512, 300 otherwise).
-int64_t input_side(const Config& cfg) {
-  const auto size = cfg.get_ints("data.input_size");
-  if (!size.empty()) return size[0];
-  return cfg.get_string("network.model_name") == "ssd512" ? 512 : 300;
+int64_t input_side(const Config& cfg, const DetConfig& det) {
+  if (!det.input_size.empty()) return det.input_size[0];
+  return cfg.settings().network.model_name == "ssd512" ? 512 : 300;
 }
 
-mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
+mdet::SsdOptions ssd_options(const Config& cfg, const DetConfig& det, int64_t num_classes) {
   mdet::SsdOptions o;
   o.num_classes = num_classes;
-  const std::string& name = cfg.get_string("network.model_name");
+  const std::string& name = cfg.settings().network.model_name;
   mdet::AnchorOptions a =
       name == "ssd512" ? mdet::ssd512_anchor_options() : mdet::ssd300_anchor_options();
   // The model fixes the number of feature maps: a list of ratios of another
   // length is the list's fault (it was blamed on anchor.cur_anchor_sizes).
   const size_t maps = a.aspect_ratios.size();
-  if (const auto r = cfg.get_float_lists("anchor.aspect_ratio_list"); !r.empty()) {
+  if (const auto& r = det.aspect_ratio_list; !r.empty()) {
     if (r.size() != maps)
       throw ConfigError(at_key(cfg, "anchor.aspect_ratio_list") + ": " + std::to_string(r.size()) +
                         " rows, but " + name + " has " + std::to_string(maps) +
                         " feature maps (give one row of ratios per map)");
     a.aspect_ratios = r;
   }
-  if (const auto s = cfg.get_doubles("anchor.cur_anchor_sizes"); !s.empty()) {
+  if (const auto& s = det.anchor_sizes; !s.empty()) {
     // TorchCV gives sizes in pixels of the input; torchvision's boxes take
     // fractions of it, TorchCV's the pixels.
-    const double side = static_cast<double>(input_side(cfg));
+    const double side = static_cast<double>(input_side(cfg, det));
     a.scales.clear();
     for (double v : s) a.scales.push_back(v / side);
     a.sizes_px = s;
   }
-  if (cfg.get_string("anchor.layout") == "torchcv") {
+  if (det.torchcv_layout) {
     a.layout = mdet::AnchorLayout::torchcv;
     a.clip = mdet::AnchorClip::none;
   }
-  if (const auto st = cfg.get_ints("network.stride_list"); !st.empty()) a.steps = st;
+  if (!det.stride_list.empty()) a.steps = det.stride_list;
   if (a.scales.size() != a.aspect_ratios.size() + 1)
     throw ConfigError(at_key(cfg, "anchor.cur_anchor_sizes") + ": " +
                       std::to_string(a.scales.size()) + " sizes for " +
@@ -208,18 +248,6 @@ mdet::SsdOptions ssd_options(const Config& cfg, int64_t num_classes) {
                       " strides for " + std::to_string(a.aspect_ratios.size()) + " feature maps");
   o.anchors = a;
   return o;
-}
-
-mdet::DetectionOptions detection_options(const Config& cfg, double score_threshold) {
-  mdet::DetectionOptions d;
-  d.score_threshold = score_threshold;
-  d.top_k = cfg.get_int("res.nms.pre_nms");
-  d.top_k_scope = cfg.get_string("res.nms.pre_nms_scope") == "image" ? mdet::TopKScope::per_image
-                                                                     : mdet::TopKScope::per_class;
-  d.keep_per_class = cfg.get_int("res.cls_keep_num");
-  d.nms_threshold = cfg.get_double("res.nms.max_threshold");
-  d.max_detections = cfg.get_int("res.max_per_image");
-  return d;
 }
 
 // Ground truth of one image in network-input pixels, boxes without area left out.
@@ -301,22 +329,20 @@ class DetEvaluator final : public TaskEvaluator {
   // This process is rank `rank` of `world`: the val loader's sampler pads the
   // last ranks' shares with the first images, which the mAP takes once (by
   // image id) and the loss on the rank that owns them (index mod world).
-  DetEvaluator(const Config& cfg, const data::DetDataset& val, int64_t side, int64_t rank,
-               int64_t world)
+  DetEvaluator(const Config& cfg, const DetConfig& det, const data::DetDataset& val, int64_t side,
+               int64_t rank, int64_t world)
       : TaskEvaluator("detection evaluator", rank, world,
-                      "Validation detections (score >= " +
-                          format_double(cfg.get_double("res.vis_conf_thre")) + ")"),
-        cfg_(cfg),
+                      "Validation detections (score >= " + format_double(det.vis_conf_thre) + ")"),
+        metric_(det.metric),
         val_(val),
         side_(side),
         names_(val.class_names()),
-        eval_(DetEvalOptions{.metric = parse_det_metric(cfg.get_string("val.metric")),
+        eval_(DetEvalOptions{.metric = parse_det_metric(det.metric),
                              .class_names = val.class_names()}),
-        post_(detection_options(cfg, cfg.get_double("res.val_conf_thre"))),
-        loss_opts_{.iou_threshold = cfg.get_double("anchor.iou_threshold"),
-                   .neg_pos_ratio = cfg.get_double("loss.neg_pos_ratio")},
+        post_(det.nms),
+        loss_opts_(det.loss),
         norm_(normalize_of(cfg)),
-        vis_(cfg.get_double("res.vis_conf_thre")) {}
+        vis_(det.vis_conf_thre) {}
 
   void add(nn::Module& model, const TaskBatch& batch, Device device) override {
     const data::DetBatch& b = batch_of<data::DetBatch>(batch);
@@ -368,7 +394,7 @@ class DetEvaluator final : public TaskEvaluator {
   }
 
   std::string describe(const Json& row) const override {
-    return row_words(row, {"map", "ap50"}, cfg_.get_string("val.metric"));
+    return row_words(row, {"map", "ap50"}, metric_);
   }
 
  private:
@@ -390,8 +416,7 @@ class DetEvaluator final : public TaskEvaluator {
   int64_t images() const override { return eval_.images(); }
 
   void report_metric(ReportInputs& report) const override {
-    report.headline = {{"map", "mAP (" + cfg_.get_string("val.metric") + ")", ""},
-                       {"ap50", "AP50", ""}};
+    report.headline = {{"map", "mAP (" + metric_ + ")", ""}, {"ap50", "AP50", ""}};
     report.val_charts = {{"validation mAP", {{"map", "mAP"}, {"ap50", "AP50"}}}};
   }
 
@@ -426,7 +451,7 @@ class DetEvaluator final : public TaskEvaluator {
     keep_figure(std::move(f));
   }
 
-  const Config& cfg_;
+  std::string metric_;  // val.metric
   const data::DetDataset& val_;
   int64_t side_;
   std::vector<std::string> names_;
@@ -441,16 +466,15 @@ class DetEvaluator final : public TaskEvaluator {
 
 class DetPredictor final : public TaskPredictor {
  public:
-  DetPredictor(const Config& cfg, std::shared_ptr<mdet::SSD> model, std::string stem,
-               std::vector<std::string> names, const PredictOptions& opts)
+  DetPredictor(const Config& cfg, const DetConfig& det, std::shared_ptr<mdet::SSD> model,
+               std::string stem, std::vector<std::string> names, const PredictOptions& opts)
       : model_(std::move(model)),
         stem_(std::move(stem)),
         names_(std::move(names)),
-        side_(input_side(cfg)),
+        side_(input_side(cfg, det)),
         norm_(normalize_of(cfg)),
-        post_(detection_options(cfg, cfg.get_double("res.val_conf_thre"))),
-        threshold_(opts.score_threshold >= 0 ? opts.score_threshold
-                                             : cfg.get_double("res.vis_conf_thre")),
+        post_(det.nms),
+        threshold_(opts.score_threshold >= 0 ? opts.score_threshold : det.vis_conf_thre),
         out_dir_(opts.out_dir) {}
 
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
@@ -526,23 +550,25 @@ class DetPredictor final : public TaskPredictor {
 
 class DetTask final : public Task {
  public:
-  explicit DetTask(const Config& cfg) : cfg_(cfg), side_(input_side(cfg)) {}
+  explicit DetTask(const Config& cfg)
+      : cfg_(cfg), det_(parse_det_config(cfg)), side_(input_side(cfg, det_)) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
     rank_ = rank;
     world_ = world;
+    const Settings& st = cfg_.settings();
     const data::OnCorrupt on_corrupt =
-        cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+        st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::DetDataset> train = read(true, on_corrupt);
     std::shared_ptr<const data::DetDataset> val = read(false, on_corrupt);
-    if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
+    if (const int64_t n = st.val.max_images; n > 0 && n < val->size()) {
       std::vector<data::DetRecord> head(val->records().begin(), val->records().begin() + n);
       val = std::make_shared<const data::DetDataset>(std::move(head), val->class_names(),
                                                      val->label_ids(), on_corrupt, val->name(), 0,
                                                      "", val->limits());
     }
     names_ = train->class_names();
-    const int64_t classes = cfg_.get_int("data.num_classes");
+    const int64_t classes = st.data.num_classes;
     if (classes != train->num_classes() + 1)
       throw ConfigError(at_key(cfg_, "data.num_classes") + ": " + std::to_string(classes) +
                         ", but the data set has " + std::to_string(train->num_classes()) +
@@ -554,17 +580,17 @@ class DetTask final : public Task {
 
     data::SsdAugmentOptions aug;
     aug.size = side_;
-    aug.keep_difficult = cfg_.get_bool("data.keep_difficult");
-    aug.distort.p = cfg_.get_double("train.aug_trans.photometric.ratio");
+    aug.keep_difficult = det_.keep_difficult;
+    aug.distort.p = det_.photometric;
     aug.photometric = aug.distort.p > 0;
-    aug.flip.p = cfg_.get_double("train.aug_trans.random_hflip.ratio");
-    aug.expand_opts.p = cfg_.get_double("train.aug_trans.random_pad.ratio");
-    aug.expand_opts.max_scale = cfg_.get_doubles("train.aug_trans.random_pad.up_scale_range")[1];
+    aug.flip.p = det_.hflip;
+    aug.expand_opts.p = det_.pad;
+    aug.expand_opts.max_scale = det_.pad_max_scale;
     aug.expand_opts.fill = mean_color(normalize_of(cfg_));
-    aug.expand_opts.max_pixels = cfg_.get_int("data.max_pixels");
+    aug.expand_opts.max_pixels = st.data.max_pixels;
     aug.expand = aug.expand_opts.p > 0;
     // TorchCV's order (data::ssd_train_transform), SSD's IoU crop with a probability.
-    const double crop_p = cfg_.get_double("train.aug_trans.random_det_crop.ratio");
+    const double crop_p = det_.det_crop;
     const data::DetTransform train_tf = [aug, crop_p](data::DetSample& s, data::Rng& rng) {
       data::det_drop_objects(s, aug.keep_difficult, aug.keep_crowd);
       if (aug.photometric) aug.distort(s, rng);
@@ -577,9 +603,8 @@ class DetTask final : public Task {
     const auto [to, vo] = split_loader_options(cfg_, world, rank);
     TaskData d;
     d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
-                " val images (" + cfg_.get_string("data.dataset") + ", " +
-                std::to_string(train->num_classes()) + " classes, " + std::to_string(side_) + "x" +
-                std::to_string(side_) + ")";
+                " val images (" + st.data.dataset + ", " + std::to_string(train->num_classes()) +
+                " classes, " + std::to_string(side_) + "x" + std::to_string(side_) + ")";
     d.train = std::make_unique<DetLoader>(train, train_tf, to);
     auto v = std::make_unique<DetLoader>(val, data::det_eval_transform(side_), vo);
     val_ = v.get();
@@ -588,9 +613,9 @@ class DetTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    const std::string& name = cfg_.get_string("network.model_name");
+    const std::string& name = cfg_.settings().network.model_name;
     auto model = for_key(cfg_, "network.model_name", [&] {
-      return mdet::create_ssd(name, ssd_options(cfg_, cfg_.get_int("data.num_classes")));
+      return mdet::create_ssd(name, ssd_options(cfg_, det_, cfg_.settings().data.num_classes));
     });
     if (!model) {
       std::string known;
@@ -612,10 +637,8 @@ class DetTask final : public Task {
     std::vector<mdet::DetTarget> targets;
     for (int64_t i = 0; i < b.size(); ++i)
       targets.push_back(target_in_pixels(b.boxes[i], b.labels[i], static_cast<double>(side_)));
-    const mdet::MultiBoxLossOptions lo{.iou_threshold = cfg_.get_double("anchor.iou_threshold"),
-                                       .neg_pos_ratio = cfg_.get_double("loss.neg_pos_ratio")};
     const mdet::MultiBoxLosses l = mdet::multibox_loss(
-        autocast::to_f32(out[0]), autocast::to_f32(out[1]), anchors, targets, lo);
+        autocast::to_f32(out[0]), autocast::to_f32(out[1]), anchors, targets, det_.loss);
     // Normalised by the matched default boxes of the global batch, not this rank's.
     const double local = static_cast<double>(std::max<int64_t>(1, l.num_matched));
     const double global = std::max(1.0, ctx.sum_over_ranks(static_cast<double>(l.num_matched)));
@@ -625,12 +648,12 @@ class DetTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[det] make_evaluator before make_data");
-    return std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_, rank_, world_);
+    return std::make_unique<DetEvaluator>(cfg_, det_, val_->dataset(), side_, rank_, world_);
   }
 
   std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& file) override {
     TCV_CHECK(val_, "[det] evaluate_results before make_data");
-    auto ev = std::make_unique<DetEvaluator>(cfg_, val_->dataset(), side_, 0, 1);
+    auto ev = std::make_unique<DetEvaluator>(cfg_, det_, val_->dataset(), side_, 0, 1);
     ev->add_results(file);
     return ev;
   }
@@ -641,39 +664,34 @@ class DetTask final : public Task {
                                                 const PredictOptions& opts) override {
     auto model = std::dynamic_pointer_cast<mdet::SSD>(make_model());
     const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
-    return std::make_unique<DetPredictor>(cfg_, model, stem, class_names(), opts);
+    return std::make_unique<DetPredictor>(cfg_, det_, model, stem, class_names(), opts);
   }
 
  private:
-  std::string path(const std::string& key) const {
-    const std::string& v = cfg_.get_string(key);
-    return (fs::path(cfg_.get_string("data.data_dir")) / v).string();
-  }
-
   std::shared_ptr<const data::DetDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const std::string& dataset = cfg_.get_string("data.dataset");
+    const DataConfig& data = cfg_.settings().data;
     const std::string split = train ? "data.train_split" : "data.val_split";
-    if (dataset == "coco") {
+    if (data.dataset == "coco") {
       const std::string ann = train ? "data.train_ann" : "data.val_ann";
       return for_key(cfg_, ann, [&] {
         return std::make_shared<const data::DetDataset>(data::read_coco(
-            {.annotation_file = path(ann),
-             .image_dir = path(train ? "data.train_images" : "data.val_images"),
+            {.annotation_file = train ? det_.coco.train_ann : det_.coco.val_ann,
+             .image_dir = train ? det_.coco.train_images : det_.coco.val_images,
              .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
              .on_corrupt = on_corrupt,
              .limits = image_limits(cfg_)}));
       });
     }
-    std::string dir = cfg_.get_string("data.data_dir");
-    if (dataset == "scenes") dir = ensure_scenes(cfg_);
+    std::string dir = data.data_dir;
+    if (data.dataset == "scenes") dir = ensure_scenes(cfg_, det_.scenes);
     std::vector<std::string> roots;
-    for (const auto& r : cfg_.get_strings(train ? "data.train_roots" : "data.val_roots"))
+    for (const auto& r : train ? det_.train_roots : det_.val_roots)
       roots.push_back((fs::path(dir) / r).string());
     if (roots.empty()) roots.push_back(dir);
-    return for_key(cfg_, dataset == "scenes" ? "data.data_dir" : split, [&] {
+    return for_key(cfg_, data.dataset == "scenes" ? "data.data_dir" : split, [&] {
       return std::make_shared<const data::DetDataset>(
           data::read_voc({.roots = roots,
-                          .split = cfg_.get_string(split),
+                          .split = train ? det_.train_split : det_.val_split,
                           .on_corrupt = on_corrupt,
                           .limits = image_limits(cfg_)}));
     });
@@ -683,9 +701,9 @@ class DetTask final : public Task {
   // classes.txt of the first root when there is one.
   std::vector<std::string> class_names() const {
     if (!names_.empty()) return names_;
-    const std::string& dataset = cfg_.get_string("data.dataset");
-    fs::path dir = cfg_.get_string("data.data_dir");
-    if (const auto r = cfg_.get_strings("data.train_roots"); !r.empty()) dir /= r.front();
+    const std::string& dataset = cfg_.settings().data.dataset;
+    fs::path dir = cfg_.settings().data.data_dir;
+    if (!det_.train_roots.empty()) dir /= det_.train_roots.front();
     std::error_code ec;
     if (dataset != "coco" && fs::exists(dir / "classes.txt", ec))
       return data::read_class_names((dir / "classes.txt").string());
@@ -695,13 +713,14 @@ class DetTask final : public Task {
     try {
       names = read(false, data::OnCorrupt::skip)->class_names();
     } catch (const Error&) {
-      for (int64_t k = 1; k < cfg_.get_int("data.num_classes"); ++k)
+      for (int64_t k = 1; k < cfg_.settings().data.num_classes; ++k)
         names.push_back(std::to_string(k));
     }
     return names;
   }
 
   Config cfg_;
+  DetConfig det_;
   int64_t side_;
   std::vector<std::string> names_;
   DetLoader* val_ = nullptr;
@@ -714,7 +733,7 @@ TaskInfo det_task_info() {
   return {.name = "det",
           .description = "object detection (SSD)",
           .keys = det_keys(),
-          .validate = validate_det,
+          .validate = [](const Config& cfg) { parse_det_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<DetTask>(cfg); }};
 }
 

@@ -113,46 +113,81 @@ std::vector<KeySpec> pose_keys() {
   return keys;
 }
 
-// A square size [s, s] with s >= lo and s a multiple of 8.
-void validate_square(const ConfigChecks& check, const Config& c, const std::string& key) {
+struct DrawStyle {
+  double stick_width = 4, circle_radius = 4;
+};
+
+// pose's own keys (and the shared ones it reads its own way), parsed and checked.
+struct PoseConfig {
+  CocoFiles coco;
+  SceneConfig scenes;
+  data::PoseAugmentOptions aug;
+  data::PoseTargetOptions targets;
+  int64_t test_side = 368;  // test.input_size
+  std::string test_mode;
+  Doubles scales;  // ms_test: test.scale_search; ss_test: {1}
+  mpose::PoseInit init = mpose::PoseInit::torchcv;
+  mpose::PoseParseOptions parse;
+  DrawStyle style;
+  std::array<double, kMaxStages> paf_weight{}, heatmap_weight{};
+};
+
+// A square size [s, s] with s >= 32 and s a multiple of 8: s.
+int64_t square_side(const ConfigChecks& check, const Config& c, const std::string& key) {
   const auto v = c.get_ints(key);
   if (v.size() != 2 || v[0] != v[1] || v[0] < 32 || v[0] % 8 != 0)
     check.fail(key, "expected [s, s] with s >= 32 a multiple of 8 (OpenPose's stride), got " +
                         format_value(v));
+  return v[0];
 }
 
-void validate_pose(const Config& c) {
+PoseConfig parse_pose_config(const Config& c) {
   const ConfigChecks check(c);
+  PoseConfig o;
   check.choice("data.dataset", {"coco", "scenes"});
-  const std::string& dataset = c.get_string("data.dataset");
-  if (dataset == "coco")
-    for (const char* k : {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
-                          "data.val_images"})
-      check.required(k, "with data.dataset \"coco\"");
-  validate_scene_keys(c);
-  validate_people_scene_keys(c);
+  const Settings& st = c.settings();
+  const std::string& dataset = st.data.dataset;
+  o.coco = parse_coco_files(c, dataset == "coco", "with data.dataset \"coco\"");
+  o.scenes = parse_scene_config(c, SceneKind::people);
+  data::PoseAugmentOptions& aug = o.aug;
   check.probability("train.aug_trans.random_hflip.ratio");
+  aug.flip_p = c.get_double("train.aug_trans.random_hflip.ratio");
   check.range_pair("train.aug_trans.random_resize.scale_range", 1e-3, 1e3);
+  const auto scale = c.get_doubles("train.aug_trans.random_resize.scale_range");
+  aug.scale_range = {scale[0], scale[1]};
   check.range_pair("train.aug_trans.random_resize.aspect_range", 1e-2, 1e2);
+  const auto aspect = c.get_doubles("train.aug_trans.random_resize.aspect_range");
+  aug.aspect_range = {aspect[0], aspect[1]};
   check.choice("train.aug_trans.random_resize.method", {"focus", "random"});
+  aug.focus = c.get_string("train.aug_trans.random_resize.method") == "focus" ? 0.6 : 0.0;
   check.probability("train.aug_trans.random_rotate.ratio");
-  if (const double d = c.get_double("train.aug_trans.random_rotate.max_degree");
-      !(d >= 0 && d <= 180))
+  aug.rotate_p = c.get_double("train.aug_trans.random_rotate.ratio");
+  aug.max_degrees = c.get_double("train.aug_trans.random_rotate.max_degree");
+  if (const double d = aug.max_degrees; !(d >= 0 && d <= 180))
     check.fail("train.aug_trans.random_rotate.max_degree",
                "must be in [0, 180], got " + format_double(d));
-  validate_square(check, c, "train.aug_trans.random_focus_crop.crop_size");
+  aug.size = square_side(check, c, "train.aug_trans.random_focus_crop.crop_size");
   check.at_least("train.aug_trans.random_focus_crop.center_jitter", 0);
+  aug.centre_jitter = c.get_int("train.aug_trans.random_focus_crop.center_jitter");
   check.positive("target.heatmap.sigma");
   check.positive("target.paf.theta");
-  validate_square(check, c, "test.input_size");
+  o.targets.sigma = c.get_double("target.heatmap.sigma");
+  o.targets.limb_width = c.get_double("target.paf.theta");
+  o.test_side = square_side(check, c, "test.input_size");
   check.choice("test.mode", {"ss_test", "ms_test"});
+  o.test_mode = c.get_string("test.mode");
   const auto scales = c.get_doubles("test.scale_search");
   if (scales.empty()) check.fail("test.scale_search", "must not be empty");
-  for (double s : scales)
-    if (!(s > 0 && s <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
-  if (const int64_t s = c.get_int("network.stride"); s != 8)
-    check.fail("network.stride", "OpenPose's output stride is 8, got " + std::to_string(s));
+  for (double v : scales)
+    if (!(v > 0 && v <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
+  o.scales = o.test_mode == "ms_test" ? scales : Doubles{1.0};
+  o.targets.stride = c.get_int("network.stride");
+  if (o.targets.stride != 8)
+    check.fail("network.stride",
+               "OpenPose's output stride is 8, got " + std::to_string(o.targets.stride));
   check.choice("network.init", {"torchcv", "pytorch"});
+  o.init = c.get_string("network.init") == "pytorch" ? mpose::PoseInit::pytorch_default
+                                                     : mpose::PoseInit::torchcv;
   check.in_unit("res.part_threshold");
   check.non_negative("res.limb_threshold");
   check.at_least("res.mid_point_num", 1);
@@ -161,14 +196,22 @@ void validate_pose(const Config& c) {
   check.non_negative("res.avg_threshold");
   check.positive("res.vis_stick_width");
   check.positive("res.vis_circle_radius");
+  o.parse.part_threshold = c.get_double("res.part_threshold");
+  o.parse.limb_threshold = c.get_double("res.limb_threshold");
+  o.parse.mid_points = c.get_int("res.mid_point_num");
+  o.parse.limb_pos_ratio = c.get_double("res.limb_pos_ratio");
+  o.parse.min_parts = c.get_int("res.num_threshold");
+  o.parse.min_mean_score = c.get_double("res.avg_threshold");
+  o.style = {c.get_double("res.vis_stick_width"), c.get_double("res.vis_circle_radius")};
   for (int64_t s = 0; s < kMaxStages; ++s) {
     check.non_negative(weight_key("paf", s));
     check.non_negative(weight_key("heatmap", s));
+    o.paf_weight[static_cast<size_t>(s)] = c.get_double(weight_key("paf", s));
+    o.heatmap_weight[static_cast<size_t>(s)] = c.get_double(weight_key("heatmap", s));
   }
-  if (const auto m = c.get_doubles("data.normalize.mean"); m.size() != 1 && m.size() != 3)
-    check.fail("data.normalize.mean", "pose images have 3 channels; give 1 or 3 values");
-  if (const auto s = c.get_doubles("data.normalize.std"); s.size() != 1 && s.size() != 3)
-    check.fail("data.normalize.std", "pose images have 3 channels; give 1 or 3 values");
+  check_three_channel_normalize(c, "pose");
+  aug.fill = mean_color(normalize_of(c));
+  return o;
 }
 
 // ---- settings read from the config --------------------------------------------------
@@ -177,32 +220,13 @@ mpose::OpenPose& openpose_of(nn::Module& m) {
   return dynamic_cast<mpose::OpenPose&>(m);
 }
 
-int64_t test_side(const Config& cfg) {
-  return cfg.get_ints("test.input_size")[0];
-}
-
-bool multi_scale(const Config& cfg) {
-  return cfg.get_string("test.mode") == "ms_test";
-}
-
-mpose::PoseParseOptions parse_options(const Config& cfg) {
-  mpose::PoseParseOptions o;
-  o.part_threshold = cfg.get_double("res.part_threshold");
-  o.limb_threshold = cfg.get_double("res.limb_threshold");
-  o.mid_points = cfg.get_int("res.mid_point_num");
-  o.limb_pos_ratio = cfg.get_double("res.limb_pos_ratio");
-  o.min_parts = cfg.get_int("res.num_threshold");
-  o.min_mean_score = cfg.get_double("res.avg_threshold");
-  return o;
-}
-
 // Inference on one normalised image (1, 3, H, W) as tcv-predict and ms_test
 // run it: at test.input_size's height (keeping the aspect), or averaged over
 // test.scale_search times it.
-mpose::PoseMaps image_maps(const Config& cfg, mpose::OpenPose& net, const Tensor& x) {
+mpose::PoseMaps image_maps(const PoseConfig& pose, mpose::OpenPose& net, const Tensor& x) {
   mpose::MultiScaleOptions o;
-  o.base_height = test_side(cfg);
-  o.scales = multi_scale(cfg) ? cfg.get_doubles("test.scale_search") : Doubles{1.0};
+  o.base_height = pose.test_side;
+  o.scales = pose.scales;
   return mpose::infer_maps(net, x, o);
 }
 
@@ -259,14 +283,6 @@ data::Rgb pose_color(size_t i) {
        {0, 170, 255}, {0, 85, 255},  {0, 0, 255},   {85, 0, 255},  {170, 0, 255},
        {255, 0, 255}, {255, 0, 170}, {255, 0, 85},  {255, 0, 170}, {255, 0, 85}}};
   return colors[i % colors.size()];
-}
-
-struct DrawStyle {
-  double stick_width = 4, circle_radius = 4;
-};
-
-DrawStyle draw_style(const Config& cfg) {
-  return {cfg.get_double("res.vis_stick_width"), cfg.get_double("res.vis_circle_radius")};
 }
 
 // Draws people as OpenPose does: each limb in its colour (blended 0.6 over
@@ -326,18 +342,18 @@ class PoseEvaluator final : public TaskEvaluator {
   // This process is rank `rank` of `world`: the val loader's sampler pads the
   // last ranks' shares with the first images, which the AP takes once (by
   // image id) and the loss on the rank that owns them (index mod world).
-  PoseEvaluator(const Config& cfg, const data::PoseDataset& val,
+  PoseEvaluator(const Config& cfg, const PoseConfig& pose, const data::PoseDataset& val,
                 std::shared_ptr<const TruthMap> truth, mpose::OpenPoseLossOptions loss_opts,
                 int64_t rank, int64_t world)
       : TaskEvaluator("pose evaluator", rank, world, "Validation skeletons"),
-        cfg_(cfg),
+        pose_(pose),
         val_(val),
         truth_(std::move(truth)),
         loss_opts_(std::move(loss_opts)),
-        side_(test_side(cfg)),
-        parse_(parse_options(cfg)),
+        side_(pose.test_side),
+        parse_(pose.parse),
         norm_(normalize_of(cfg)),
-        style_(draw_style(cfg)) {}
+        style_(pose.style) {}
 
   void add(nn::Module& model, const TaskBatch& batch, Device device) override {
     const data::PoseBatch& b = batch_of<data::PoseBatch>(batch);
@@ -347,7 +363,7 @@ class PoseEvaluator final : public TaskEvaluator {
                                         b.masks.to(device), loss_opts_)
                        .total,
                    b.indices);
-    const bool ms = multi_scale(cfg_);
+    const bool ms = pose_.test_mode == "ms_test";
     Tensor heat, paf;
     if (!ms) {  // the last stage's maps at the input's size
       const int64_t H = b.images.size(2), W = b.images.size(3);
@@ -363,7 +379,7 @@ class PoseEvaluator final : public TaskEvaluator {
       if (ms) {  // the image as read, at each scale
         const data::PoseSample s = val_.load(b.indices[idx]);
         const mpose::PoseMaps m =
-            image_maps(cfg_, net, normalized_image(s.image, norm_).to(device));
+            image_maps(pose_, net, normalized_image(s.image, norm_).to(device));
         people = mpose::parse_poses(m.heatmaps, m.pafs, parse_);
       } else {
         people = mpose::parse_poses(heat.select(0, i), paf.select(0, i), parse_);
@@ -420,7 +436,7 @@ class PoseEvaluator final : public TaskEvaluator {
   }
 
   std::string describe(const Json& row) const override {
-    return row_words(row, {"ap", "ap50", "ar"}, cfg_.get_string("test.mode"));
+    return row_words(row, {"ap", "ap50", "ar"}, pose_.test_mode);
   }
 
  private:
@@ -453,10 +469,9 @@ class PoseEvaluator final : public TaskEvaluator {
   int64_t images() const override { return eval_.images(); }
 
   void report_metric(ReportInputs& report) const override {
-    report.headline = {
-        {"ap", "keypoint AP (OKS .50:.95, " + cfg_.get_string("test.mode") + ")", ""},
-        {"ap50", "AP50", ""},
-        {"ar", "AR", ""}};
+    report.headline = {{"ap", "keypoint AP (OKS .50:.95, " + pose_.test_mode + ")", ""},
+                       {"ap50", "AP50", ""},
+                       {"ar", "AR", ""}};
     report.val_charts = {
         {"validation keypoint AP", {{"ap", "AP"}, {"ap50", "AP50"}, {"ap75", "AP75"}}},
         {"validation keypoint AR", {{"ar", "AR"}, {"ar50", "AR50"}, {"ar75", "AR75"}}}};
@@ -492,7 +507,7 @@ class PoseEvaluator final : public TaskEvaluator {
     keep_figure(std::move(f));
   }
 
-  const Config& cfg_;
+  const PoseConfig& pose_;
   const data::PoseDataset& val_;
   std::shared_ptr<const TruthMap> truth_;
   mpose::OpenPoseLossOptions loss_opts_;
@@ -508,14 +523,14 @@ class PoseEvaluator final : public TaskEvaluator {
 
 class PosePredictor final : public TaskPredictor {
  public:
-  PosePredictor(const Config& cfg, std::shared_ptr<mpose::OpenPose> model, std::string stem,
-                const PredictOptions& opts)
-      : cfg_(cfg),
+  PosePredictor(const Config& cfg, const PoseConfig& pose, std::shared_ptr<mpose::OpenPose> model,
+                std::string stem, const PredictOptions& opts)
+      : pose_(pose),
         model_(std::move(model)),
         stem_(std::move(stem)),
-        parse_(parse_options(cfg)),
+        parse_(pose.parse),
         norm_(normalize_of(cfg)),
-        style_(draw_style(cfg)),
+        style_(pose.style),
         out_dir_(opts.out_dir) {}
 
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
@@ -523,7 +538,7 @@ class PosePredictor final : public TaskPredictor {
 
   Json predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
-    const mpose::PoseMaps m = image_maps(cfg_, *model_, normalized_image(image, norm_));
+    const mpose::PoseMaps m = image_maps(pose_, *model_, normalized_image(image, norm_));
     const auto people = mpose::parse_poses(m.heatmaps, m.pafs, parse_);
     // COCO's results format; the image id is the file name's number (COCO's and
     // the scenes' names), left out for other names.
@@ -563,7 +578,7 @@ class PosePredictor final : public TaskPredictor {
   void print(std::ostream& os, const std::string& name, const Json& entry) const override {
     const Json& list = entry.at("people");
     os << name << ": " << list.size() << (list.size() == 1 ? " person" : " people") << " ("
-       << cfg_.get_string("test.mode") << ")";
+       << pose_.test_mode << ")";
     if (const auto p = entry.find("picture"); p != entry.end())
       os << ", drawn in " << p->get<std::string>();
     os << "\n";
@@ -587,7 +602,7 @@ class PosePredictor final : public TaskPredictor {
   }
 
  private:
-  Config cfg_;
+  PoseConfig pose_;
   std::shared_ptr<mpose::OpenPose> model_;
   std::string stem_;
   mpose::PoseParseOptions parse_;
@@ -600,62 +615,47 @@ class PosePredictor final : public TaskPredictor {
 
 class PoseTask final : public Task {
  public:
-  explicit PoseTask(const Config& cfg) : cfg_(cfg) {}
+  explicit PoseTask(const Config& cfg) : cfg_(cfg), pose_(parse_pose_config(cfg)) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
     rank_ = rank;
     world_ = world;
+    const Settings& st = cfg_.settings();
     const data::OnCorrupt on_corrupt =
-        cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+        st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::PoseDataset> train = read(true, on_corrupt);
     std::shared_ptr<const data::PoseDataset> val = read(false, on_corrupt);
-    if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
+    if (const int64_t n = st.val.max_images; n > 0 && n < val->size()) {
       std::vector<data::PoseRecord> head(val->records().begin(), val->records().begin() + n);
       val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name(), 0,
                                                       "", val->limits());
     }
     const std::string val_ann = annotation(false);
-    truth_ = std::make_shared<const TruthMap>(for_key(
-        cfg_, cfg_.get_string("data.dataset") == "scenes" ? "data.data_dir" : "data.val_ann",
-        [&] { return read_truth(val_ann); }));
-    const data::Normalize norm = normalize_of(cfg_);
-    data::PoseAugmentOptions aug;
-    aug.size = cfg_.get_ints("train.aug_trans.random_focus_crop.crop_size")[0];
-    aug.flip_p = cfg_.get_double("train.aug_trans.random_hflip.ratio");
-    aug.focus = cfg_.get_string("train.aug_trans.random_resize.method") == "focus" ? 0.6 : 0.0;
-    const auto scale = cfg_.get_doubles("train.aug_trans.random_resize.scale_range");
-    aug.scale_range = {scale[0], scale[1]};
-    const auto aspect = cfg_.get_doubles("train.aug_trans.random_resize.aspect_range");
-    aug.aspect_range = {aspect[0], aspect[1]};
-    aug.rotate_p = cfg_.get_double("train.aug_trans.random_rotate.ratio");
-    aug.max_degrees = cfg_.get_double("train.aug_trans.random_rotate.max_degree");
-    aug.centre_jitter = cfg_.get_int("train.aug_trans.random_focus_crop.center_jitter");
-    aug.fill = mean_color(norm);
-    const data::PoseTargetOptions targets{.stride = cfg_.get_int("network.stride"),
-                                          .sigma = cfg_.get_double("target.heatmap.sigma"),
-                                          .limb_width = cfg_.get_double("target.paf.theta")};
+    truth_ = std::make_shared<const TruthMap>(
+        for_key(cfg_, st.data.dataset == "scenes" ? "data.data_dir" : "data.val_ann",
+                [&] { return read_truth(val_ann); }));
+    const data::PoseAugmentOptions& aug = pose_.aug;
+    const data::PoseTargetOptions& targets = pose_.targets;
     const auto [to, vo] = split_loader_options(cfg_, world, rank);
     int64_t people = 0;
     for (const auto& r : train->records()) people += static_cast<int64_t>(r.people.size());
     TaskData d;
     d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
-                " val images (" + cfg_.get_string("data.dataset") + ", " + std::to_string(people) +
+                " val images (" + st.data.dataset + ", " + std::to_string(people) +
                 " training people, crops " + std::to_string(aug.size) + "x" +
-                std::to_string(aug.size) + ", val " + std::to_string(test_side(cfg_)) + "x" +
-                std::to_string(test_side(cfg_)) + ")";
+                std::to_string(aug.size) + ", val " + std::to_string(pose_.test_side) + "x" +
+                std::to_string(pose_.test_side) + ")";
     d.train = std::make_unique<PoseLoader>(train, data::pose_train_transform(aug), targets, to);
     auto v =
-        std::make_unique<PoseLoader>(val, data::pose_eval_transform(test_side(cfg_)), targets, vo);
+        std::make_unique<PoseLoader>(val, data::pose_eval_transform(pose_.test_side), targets, vo);
     val_ = v.get();
     d.val = std::move(v);
     return d;
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    const std::string& name = cfg_.get_string("network.model_name");
-    const mpose::OpenPoseOptions o{.init = cfg_.get_string("network.init") == "pytorch"
-                                               ? mpose::PoseInit::pytorch_default
-                                               : mpose::PoseInit::torchcv};
+    const std::string& name = cfg_.settings().network.model_name;
+    const mpose::OpenPoseOptions o{.init = pose_.init};
     auto model =
         for_key(cfg_, "network.model_name", [&] { return mpose::create_openpose(name, o); });
     if (!model) {
@@ -667,14 +667,15 @@ class PoseTask final : public Task {
     const auto stages = static_cast<int64_t>(model->stages.size());
     for (int64_t s = stages; s < kMaxStages; ++s)
       for (const char* branch : {"paf", "heatmap"})
-        if (cfg_.get_double(weight_key(branch, s)) != 1.0)  // the default: no stage to weigh
+        if ((branch[0] == 'p' ? pose_.paf_weight : pose_.heatmap_weight)[static_cast<size_t>(s)] !=
+            1.0)  // the default: no stage to weigh
           throw ConfigError(at_key(cfg_, weight_key(branch, s)) + ": " + name + " has " +
                             std::to_string(stages) + " stages (0.." + std::to_string(stages - 1) +
                             "); this weight has no stage");
     loss_opts_ = {};
     for (int64_t s = 0; s < stages; ++s) {
-      loss_opts_.paf_weights.push_back(cfg_.get_double(weight_key("paf", s)));
-      loss_opts_.heatmap_weights.push_back(cfg_.get_double(weight_key("heatmap", s)));
+      loss_opts_.paf_weights.push_back(pose_.paf_weight[static_cast<size_t>(s)]);
+      loss_opts_.heatmap_weights.push_back(pose_.heatmap_weight[static_cast<size_t>(s)]);
     }
     return model;
   }
@@ -708,13 +709,14 @@ class PoseTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[pose] make_evaluator before make_data");
-    return std::make_unique<PoseEvaluator>(cfg_, val_->dataset(), truth_, loss_opts_, rank_,
+    return std::make_unique<PoseEvaluator>(cfg_, pose_, val_->dataset(), truth_, loss_opts_, rank_,
                                            world_);
   }
 
   std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& file) override {
     TCV_CHECK(val_, "[pose] evaluate_results before make_data");
-    auto ev = std::make_unique<PoseEvaluator>(cfg_, val_->dataset(), truth_, loss_opts_, 0, 1);
+    auto ev =
+        std::make_unique<PoseEvaluator>(cfg_, pose_, val_->dataset(), truth_, loss_opts_, 0, 1);
     ev->add_results(file);
     return ev;
   }
@@ -725,29 +727,26 @@ class PoseTask final : public Task {
                                                 const PredictOptions& opts) override {
     auto model = std::dynamic_pointer_cast<mpose::OpenPose>(make_model());
     const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
-    return std::make_unique<PosePredictor>(cfg_, model, stem, opts);
+    return std::make_unique<PosePredictor>(cfg_, pose_, model, stem, opts);
   }
 
  private:
-  std::string path(const std::string& key) const {
-    return (fs::path(cfg_.get_string("data.data_dir")) / cfg_.get_string(key)).string();
-  }
-
   // The keypoint file of a split: COCO's from the config, the scenes' own.
   std::string annotation(bool train) const {
-    if (cfg_.get_string("data.dataset") == "scenes")
-      return (fs::path(ensure_scenes(cfg_, SceneKind::people)) / "annotations" /
+    if (cfg_.settings().data.dataset == "scenes")
+      return (fs::path(ensure_scenes(cfg_, pose_.scenes)) / "annotations" /
               (train ? "person_keypoints_train.json" : "person_keypoints_val.json"))
           .string();
-    return path(train ? "data.train_ann" : "data.val_ann");
+    return train ? pose_.coco.train_ann : pose_.coco.val_ann;
   }
 
   std::shared_ptr<const data::PoseDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const bool scenes = cfg_.get_string("data.dataset") == "scenes";
+    const bool scenes = cfg_.settings().data.dataset == "scenes";
     const std::string ann = annotation(train);
-    const std::string images =
-        scenes ? (fs::path(cfg_.get_string("data.data_dir")) / "images").string()
-               : path(train ? "data.train_images" : "data.val_images");
+    const std::string images = scenes
+                                   ? (fs::path(cfg_.settings().data.data_dir) / "images").string()
+                               : train ? pose_.coco.train_images
+                                       : pose_.coco.val_images;
     return for_key(cfg_, scenes ? "data.data_dir" : (train ? "data.train_ann" : "data.val_ann"),
                    [&] {
                      return std::make_shared<const data::PoseDataset>(data::read_coco_keypoints(
@@ -760,6 +759,7 @@ class PoseTask final : public Task {
   }
 
   Config cfg_;
+  PoseConfig pose_;
   PoseLoader* val_ = nullptr;
   std::shared_ptr<const TruthMap> truth_;
   mpose::OpenPoseLossOptions loss_opts_;
@@ -772,7 +772,7 @@ TaskInfo pose_task_info() {
   return {.name = "pose",
           .description = "multi-person pose estimation (OpenPose)",
           .keys = pose_keys(),
-          .validate = validate_pose,
+          .validate = [](const Config& cfg) { parse_pose_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<PoseTask>(cfg); }};
 }
 

@@ -39,47 +39,53 @@ std::vector<KeySpec> people_scene_keys() {
   };
 }
 
-void validate_people_scene_keys(const Config& cfg) {
+SceneConfig parse_scene_config(const Config& cfg, SceneKind kind) {
   const ConfigChecks check(cfg);
+  SceneConfig o;
+  o.kind = kind;
+  check.at_least("data.scenes.train", 1);
+  check.at_least("data.scenes.val", 1);
+  check.at_least("data.scenes.size", 32);
+  check.at_least("data.scenes.seed", 0);
+  if (cfg.settings().data.dataset == "scenes")
+    check.required("data.data_dir", "with data.dataset \"scenes\" (where the scenes are made)");
+  o.train = cfg.get_int("data.scenes.train");
+  o.val = cfg.get_int("data.scenes.val");
+  o.size = cfg.get_int("data.scenes.size");
+  o.seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
+  if (kind != SceneKind::people) return o;
   check.at_least("data.scenes.min_people", 0);
-  if (cfg.get_int("data.scenes.max_people") < cfg.get_int("data.scenes.min_people"))
-    check.fail("data.scenes.max_people", "must be at least data.scenes.min_people (" +
-                                             std::to_string(cfg.get_int("data.scenes.min_people")) +
-                                             ")");
-  const double lo = cfg.get_double("data.scenes.min_height"),
-               hi = cfg.get_double("data.scenes.max_height");
+  o.min_people = cfg.get_int("data.scenes.min_people");
+  o.max_people = cfg.get_int("data.scenes.max_people");
+  if (o.max_people < o.min_people)
+    check.fail("data.scenes.max_people",
+               "must be at least data.scenes.min_people (" + std::to_string(o.min_people) + ")");
+  o.min_height = cfg.get_double("data.scenes.min_height");
+  o.max_height = cfg.get_double("data.scenes.max_height");
+  const double lo = o.min_height, hi = o.max_height;
   if (!(lo > 0 && lo <= 1))
     check.fail("data.scenes.min_height", "must be in (0, 1], got " + format_double(lo));
   if (!(hi >= lo && hi <= 1))
     check.fail("data.scenes.max_height",
                "must be in [data.scenes.min_height, 1], got " + format_double(hi));
+  return o;
 }
 
-void validate_scene_keys(const Config& cfg) {
-  const ConfigChecks check(cfg);
-  check.at_least("data.scenes.train", 1);
-  check.at_least("data.scenes.val", 1);
-  check.at_least("data.scenes.size", 32);
-  check.at_least("data.scenes.seed", 0);
-  if (cfg.get_string("data.dataset") == "scenes")
-    check.required("data.data_dir", "with data.dataset \"scenes\" (where the scenes are made)");
-}
-
-std::string ensure_scenes(const Config& cfg, SceneKind kind) {
-  const bool people = kind == SceneKind::people;
-  const fs::path dir = cfg.get_string("data.data_dir");
+std::string ensure_scenes(const Config& cfg, const SceneConfig& sc) {
+  const bool people = sc.kind == SceneKind::people;
+  const fs::path dir = cfg.settings().data.data_dir;
   Json want = Json::object();
   if (people) {
     want["kind"] = "people";
-    want["min_people"] = cfg.get_int("data.scenes.min_people");
-    want["max_people"] = cfg.get_int("data.scenes.max_people");
-    want["min_height"] = cfg.get_double("data.scenes.min_height");
-    want["max_height"] = cfg.get_double("data.scenes.max_height");
+    want["min_people"] = sc.min_people;
+    want["max_people"] = sc.max_people;
+    want["min_height"] = sc.min_height;
+    want["max_height"] = sc.max_height;
   }
-  want["train"] = cfg.get_int("data.scenes.train");
-  want["val"] = cfg.get_int("data.scenes.val");
-  want["size"] = cfg.get_int("data.scenes.size");
-  want["seed"] = cfg.get_int("data.scenes.seed");
+  want["train"] = sc.train;
+  want["val"] = sc.val;
+  want["size"] = sc.size;
+  want["seed"] = static_cast<int64_t>(sc.seed);
   const fs::path stamp = dir / "scenes.json";
   std::error_code ec;
   if (fs::exists(stamp, ec)) {
@@ -108,19 +114,18 @@ std::string ensure_scenes(const Config& cfg, SceneKind kind) {
     throw ConfigError(at_key(cfg, "data.data_dir") + ": " + dir.string() +
                       " is neither empty nor a scene tree (no " + marker.string() +
                       "); choose another directory for data.dataset \"scenes\"");
-  const int64_t size = cfg.get_int("data.scenes.size");
-  const int64_t train = cfg.get_int("data.scenes.train"), val = cfg.get_int("data.scenes.val");
-  const auto seed = static_cast<uint64_t>(cfg.get_int("data.scenes.seed"));
+  const int64_t size = sc.size, train = sc.train, val = sc.val;
+  const uint64_t seed = sc.seed;
   const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   for_key(cfg, "data.data_dir", [&] {
     if (people) {
       data::PoseSceneSetOptions o;
       o.scene.width = o.scene.height = size;
-      o.scene.min_people = cfg.get_int("data.scenes.min_people");
-      o.scene.max_people = cfg.get_int("data.scenes.max_people");
-      o.scene.min_height = cfg.get_double("data.scenes.min_height");
-      o.scene.max_height = cfg.get_double("data.scenes.max_height");
+      o.scene.min_people = sc.min_people;
+      o.scene.max_people = sc.max_people;
+      o.scene.min_height = sc.min_height;
+      o.scene.max_height = sc.max_height;
       o.train = train;
       o.val = val;
       o.seed = seed;

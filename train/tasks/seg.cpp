@@ -95,55 +95,100 @@ std::vector<KeySpec> seg_keys() {
   return keys;
 }
 
-void validate_pair(const ConfigChecks& check, const Config& c, const std::string& key, int64_t lo) {
+// seg's own keys (and the shared ones it reads its own way), parsed and checked.
+struct SegConfig {
+  std::string train_split, val_split;
+  bool reduce_zero_label = true;
+  data::SegTrainAugOptions aug;
+  std::array<int64_t, 2> test_base_size{};
+  std::string test_mode;
+  SegInferOptions infer;
+  mseg::SegLossOptions loss;      // class_weight aside: ce_weight, on the device at use
+  std::vector<double> ce_weight;  // loss.params.ce_weight; empty: none
+  int64_t stride = 8;
+  SceneConfig scenes;
+};
+
+// An [h, w] (or [long, short]) key with values >= lo.
+std::array<int64_t, 2> pair_at_least(const ConfigChecks& check, const Config& c,
+                                     const std::string& key, int64_t lo) {
   const auto v = c.get_ints(key);
   if (v.size() != 2 || v[0] < lo || v[1] < lo)
     check.fail(key,
                "expected [h, w] with values >= " + std::to_string(lo) + ", got " + format_value(v));
+  return {v[0], v[1]};
 }
 
-void validate_seg(const Config& c) {
+SegConfig parse_seg_config(const Config& c) {
   const ConfigChecks check(c);
+  SegConfig o;
   check.choice("data.dataset", {"cityscapes", "voc", "ade20k", "scenes"});
-  const std::string& dataset = c.get_string("data.dataset");
+  const Settings& st = c.settings();
+  const std::string& dataset = st.data.dataset;
   if (dataset != "scenes") check.required("data.data_dir", "with data.dataset \"" + dataset + "\"");
-  validate_scene_keys(c);
+  o.scenes = parse_scene_config(c);
+  o.train_split = c.get_string("data.train_split");
+  o.val_split = c.get_string("data.val_split");
+  o.reduce_zero_label = c.get_bool("data.reduce_zero_label");
   check.range_pair("train.aug_trans.random_resize.scale_range", 1e-3, 1e3);
-  validate_pair(check, c, "train.aug_trans.random_resize.base_size", 0);
-  validate_pair(check, c, "train.aug_trans.random_crop.crop_size", 1);
-  if (const double r = c.get_double("train.aug_trans.random_crop.cat_max_ratio");
-      !(r > 0 && r <= 1))
+  const auto scale = c.get_doubles("train.aug_trans.random_resize.scale_range");
+  o.aug.scale_ratio = {scale[0], scale[1]};
+  o.aug.base_size = pair_at_least(check, c, "train.aug_trans.random_resize.base_size", 0);
+  o.aug.crop = pair_at_least(check, c, "train.aug_trans.random_crop.crop_size", 1);
+  o.aug.cat_max_ratio = c.get_double("train.aug_trans.random_crop.cat_max_ratio");
+  if (const double r = o.aug.cat_max_ratio; !(r > 0 && r <= 1))
     check.fail("train.aug_trans.random_crop.cat_max_ratio",
                "must be in (0, 1], got " + format_double(r));
   check.probability("train.aug_trans.random_hflip.ratio");
+  o.aug.flip_prob = c.get_double("train.aug_trans.random_hflip.ratio");
+  o.aug.photometric = c.get_bool("train.aug_trans.photometric_distortion") ? data::Photometric::on
+                                                                           : data::Photometric::off;
   check.choice("test.mode", {"ss_test", "sscrop_test", "ms_test", "mscrop_test"});
   check.choice("test.ms_average", {"logits", "probs"});
-  validate_pair(check, c, "test.crop_size", 1);
-  if (const double r = c.get_double("test.crop_stride_ratio"); !(r > 0 && r <= 1))
+  o.test_mode = c.get_string("test.mode");
+  const bool slide = o.test_mode == "sscrop_test" || o.test_mode == "mscrop_test";
+  const bool multi = o.test_mode == "ms_test" || o.test_mode == "mscrop_test";
+  SegInferOptions& in = o.infer;
+  in.mode = slide ? SegInferMode::slide : SegInferMode::whole;
+  in.crop = pair_at_least(check, c, "test.crop_size", 1);
+  const double r = c.get_double("test.crop_stride_ratio");
+  if (!(r > 0 && r <= 1))
     check.fail("test.crop_stride_ratio", "must be in (0, 1], got " + format_double(r));
+  in.stride = {std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(in.crop[0]) * r)),
+               std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(in.crop[1]) * r))};
   const auto scales = c.get_doubles("test.scale_search");
   if (scales.empty()) check.fail("test.scale_search", "must not be empty");
-  for (double s : scales)
-    if (!(s > 0 && s <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
-  validate_pair(check, c, "test.base_size", 0);
+  for (double v : scales)
+    if (!(v > 0 && v <= 8)) check.fail("test.scale_search", "scales must be in (0, 8]");
+  in.scales = multi ? scales : std::vector<double>{1.0};
+  in.flip = multi && c.get_bool("test.flip") ? FlipTest::on : FlipTest::off;
+  in.average =
+      c.get_string("test.ms_average") == "probs" ? SegAverage::probabilities : SegAverage::logits;
+  o.test_base_size = pair_at_least(check, c, "test.base_size", 0);
   check.choice("loss.loss_type", {"seg_auxce_loss", "seg_auxohemce_loss"});
+  o.loss.kind = c.get_string("loss.loss_type") == "seg_auxohemce_loss" ? mseg::SegLossKind::ohem_ce
+                                                                       : mseg::SegLossKind::ce;
   check.non_negative("loss.loss_weights.seg_loss");
   check.non_negative("loss.loss_weights.aux_loss");
-  for (double w : c.get_doubles("loss.params.ce_weight"))
+  o.loss.seg_weight = c.get_double("loss.loss_weights.seg_loss");
+  o.loss.aux_weight = c.get_double("loss.loss_weights.aux_loss");
+  o.ce_weight = c.get_doubles("loss.params.ce_weight");
+  for (double w : o.ce_weight)
     if (!(w >= 0)) check.fail("loss.params.ce_weight", "weights must be >= 0");
-  const auto& cw = c.get_doubles("loss.params.ce_weight");
-  if (!cw.empty() && static_cast<int64_t>(cw.size()) != c.get_int("data.num_classes"))
-    check.fail("loss.params.ce_weight", std::to_string(cw.size()) + " weights for " +
-                                            std::to_string(c.get_int("data.num_classes")) +
+  if (!o.ce_weight.empty() && static_cast<int64_t>(o.ce_weight.size()) != st.data.num_classes)
+    check.fail("loss.params.ce_weight", std::to_string(o.ce_weight.size()) + " weights for " +
+                                            std::to_string(st.data.num_classes) +
                                             " classes (data.num_classes)");
   check.probability("loss.params.ohem_thresh");
   check.at_least("loss.params.ohem_minkeep", 1);
-  if (const int64_t s = c.get_int("network.stride"); s != 8 && s != 16)
-    check.fail("network.stride", "must be 8 or 16, got " + std::to_string(s));
-  if (const auto m = c.get_doubles("data.normalize.mean"); m.size() != 1 && m.size() != 3)
-    check.fail("data.normalize.mean", "segmentation images have 3 channels; give 1 or 3 values");
-  if (const auto s = c.get_doubles("data.normalize.std"); s.size() != 1 && s.size() != 3)
-    check.fail("data.normalize.std", "segmentation images have 3 channels; give 1 or 3 values");
+  o.loss.ohem_thresh = c.get_double("loss.params.ohem_thresh");
+  o.loss.ohem_min_kept = c.get_int("loss.params.ohem_minkeep");
+  o.stride = c.get_int("network.stride");
+  if (o.stride != 8 && o.stride != 16)
+    check.fail("network.stride", "must be 8 or 16, got " + std::to_string(o.stride));
+  check_three_channel_normalize(c, "segmentation");
+  o.aug.fill = data::mean_fill(st.data.normalize.mean, st.data.normalize.div_value);
+  return o;
 }
 
 // ---- settings read from the config --------------------------------------------------
@@ -152,31 +197,9 @@ mseg::SegmentationModel& seg_of(nn::Module& m) {
   return dynamic_cast<mseg::SegmentationModel&>(m);
 }
 
-std::array<int64_t, 2> pair_of(const Config& cfg, const std::string& key) {
-  const auto v = cfg.get_ints(key);
-  return {v[0], v[1]};
-}
-
-SegInferOptions infer_options(const Config& cfg) {
-  const std::string& mode = cfg.get_string("test.mode");
-  SegInferOptions o;
-  const bool slide = mode == "sscrop_test" || mode == "mscrop_test";
-  const bool multi = mode == "ms_test" || mode == "mscrop_test";
-  o.mode = slide ? SegInferMode::slide : SegInferMode::whole;
-  o.crop = pair_of(cfg, "test.crop_size");
-  const double r = cfg.get_double("test.crop_stride_ratio");
-  o.stride = {std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(o.crop[0]) * r)),
-              std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(o.crop[1]) * r))};
-  o.scales = multi ? cfg.get_doubles("test.scale_search") : std::vector<double>{1.0};
-  o.flip = multi && cfg.get_bool("test.flip") ? FlipTest::on : FlipTest::off;
-  o.average =
-      cfg.get_string("test.ms_average") == "probs" ? SegAverage::probabilities : SegAverage::logits;
-  return o;
-}
-
 const data::Palette& palette_of(const Config& cfg) {
-  return cfg.get_string("data.dataset") == "cityscapes" ? data::cityscapes_palette()
-                                                        : data::voc_palette();
+  return cfg.settings().data.dataset == "cityscapes" ? data::cityscapes_palette()
+                                                     : data::voc_palette();
 }
 
 Json number_or_null(double v) {
@@ -194,13 +217,14 @@ class SegEvaluator final : public TaskEvaluator {
   // This process is rank `rank` of `world`: with several, the val loader's
   // sampler pads the last ranks' shares with the first images, which are
   // counted once, on the rank that owns them (index mod world).
-  SegEvaluator(const Config& cfg, const data::SegDataset& val, int64_t rank, int64_t world)
+  SegEvaluator(const Config& cfg, const SegConfig& seg, const data::SegDataset& val, int64_t rank,
+               int64_t world)
       : TaskEvaluator("segmentation evaluator", rank, world, "Validation predictions"),
-        cfg_(cfg),
+        test_mode_(seg.test_mode),
         val_(val),
         names_(val.class_names()),
         meter_(static_cast<int64_t>(val.class_names().size())),
-        infer_(infer_options(cfg)),
+        infer_(seg.infer),
         norm_(normalize_of(cfg)),
         palette_(palette_of(cfg)) {}
 
@@ -290,7 +314,7 @@ class SegEvaluator final : public TaskEvaluator {
   }
 
   std::string describe(const Json& row) const override {
-    return row_words(row, {"miou", "pixel_acc"}, cfg_.get_string("test.mode"));
+    return row_words(row, {"miou", "pixel_acc"}, test_mode_);
   }
 
  private:
@@ -329,7 +353,7 @@ class SegEvaluator final : public TaskEvaluator {
   int64_t images() const override { return images_; }
 
   void report_metric(ReportInputs& report) const override {
-    report.headline = {{"miou", "mIoU (" + cfg_.get_string("test.mode") + ")", ""},
+    report.headline = {{"miou", "mIoU (" + test_mode_ + ")", ""},
                        {"pixel_acc", "pixel accuracy", ""}};
     report.val_charts = {
         {"validation mIoU", {{"miou", "mIoU"}, {"pixel_acc", "pixel acc"}, {"mean_acc", "mAcc"}}}};
@@ -375,7 +399,7 @@ class SegEvaluator final : public TaskEvaluator {
     }
   }
 
-  const Config& cfg_;
+  std::string test_mode_;
   const data::SegDataset& val_;
   std::vector<std::string> names_;
   ConfusionMeter meter_;
@@ -391,21 +415,22 @@ class SegEvaluator final : public TaskEvaluator {
 
 class SegPredictor final : public TaskPredictor {
  public:
-  SegPredictor(const Config& cfg, std::shared_ptr<mseg::SegmentationModel> model, std::string stem,
+  SegPredictor(const Config& cfg, const SegConfig& seg,
+               std::shared_ptr<mseg::SegmentationModel> model, std::string stem,
                std::vector<std::string> names, const PredictOptions& opts)
-      : cfg_(cfg),
+      : base_size_(seg.test_base_size),
         model_(std::move(model)),
         stem_(std::move(stem)),
         names_(std::move(names)),
         norm_(normalize_of(cfg)),
-        infer_(infer_options(cfg)),
+        infer_(seg.infer),
         palette_(palette_of(cfg)),
         opts_(opts) {
-    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes &&
-        cfg.get_string("data.dataset") != "cityscapes")
+    const std::string& dataset = cfg.settings().data.dataset;
+    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes && dataset != "cityscapes")
       throw ConfigError(
-          "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" +
-          cfg.get_string("data.dataset") + "\"");
+          "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" + dataset +
+          "\"");
   }
 
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
@@ -417,8 +442,7 @@ class SegPredictor final : public TaskPredictor {
     data::SegSample s;
     s.image = image.contiguous();
     data::Rng rng(0, 0);  // evaluation preprocessing draws nothing
-    data::seg_eval_transform(
-        {.fit = pair_of(cfg_, "test.base_size"), .labels = data::EvalLabels::keep})(s, rng);
+    data::seg_eval_transform({.fit = base_size_, .labels = data::EvalLabels::keep})(s, rng);
     const SegForward forward = [&](const Tensor& x) { return model_->forward(x); };
     const Tensor logits = seg_logits(forward, normalized_image(s.image, norm_), infer_, {h, w});
     const Tensor labels = seg_predict(logits).select(0, 0).contiguous();  // i64 (H, W)
@@ -471,7 +495,7 @@ class SegPredictor final : public TaskPredictor {
   }
 
  private:
-  Config cfg_;
+  std::array<int64_t, 2> base_size_;  // test.base_size
   std::shared_ptr<mseg::SegmentationModel> model_;
   std::string stem_;
   std::vector<std::string> names_;
@@ -487,51 +511,40 @@ class SegTask final : public Task {
  public:
   explicit SegTask(const Config& cfg)
       : cfg_(cfg),
-        ohem_(cfg.get_string("loss.loss_type") == "seg_auxohemce_loss"),
-        class_weights_(cfg.get_doubles("loss.params.ce_weight")) {}
+        seg_(parse_seg_config(cfg)),
+        ohem_(seg_.loss.kind == mseg::SegLossKind::ohem_ce),
+        class_weights_(seg_.ce_weight) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
     rank_ = rank;
     world_ = world;
+    const Settings& st = cfg_.settings();
     const data::OnCorrupt on_corrupt =
-        cfg_.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+        st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::SegDataset> train = read(true, on_corrupt);
     std::shared_ptr<const data::SegDataset> val = read(false, on_corrupt);
-    if (const int64_t n = cfg_.get_int("val.max_images"); n > 0 && n < val->size()) {
+    if (const int64_t n = st.val.max_images; n > 0 && n < val->size()) {
       std::vector<data::SegRecord> head(val->records().begin(), val->records().begin() + n);
       val = std::make_shared<const data::SegDataset>(std::move(head), val->class_names(),
                                                      val->label_map(), data::GroundTruth::read,
                                                      on_corrupt, val->name(), 0, "", val->limits());
     }
-    const int64_t classes = cfg_.get_int("data.num_classes");
+    const int64_t classes = st.data.num_classes;
     if (classes != train->num_classes())
       throw ConfigError(at_key(cfg_, "data.num_classes") + ": " + std::to_string(classes) +
                         ", but the data set has " + std::to_string(train->num_classes()) +
                         " classes (" + train->name() + ")");
-    const data::Normalize norm = normalize_of(cfg_);
-    const auto scale = cfg_.get_doubles("train.aug_trans.random_resize.scale_range");
-    const data::SegTrainAugOptions aug{
-        .scale_ratio = {scale[0], scale[1]},
-        .base_size = pair_of(cfg_, "train.aug_trans.random_resize.base_size"),
-        .crop = pair_of(cfg_, "train.aug_trans.random_crop.crop_size"),
-        .cat_max_ratio = cfg_.get_double("train.aug_trans.random_crop.cat_max_ratio"),
-        .flip_prob = cfg_.get_double("train.aug_trans.random_hflip.ratio"),
-        .photometric = cfg_.get_bool("train.aug_trans.photometric_distortion")
-                           ? data::Photometric::on
-                           : data::Photometric::off,
-        .fill = data::mean_fill(norm.mean, norm.div_value)};
+    const data::SegTrainAugOptions& aug = seg_.aug;
     const auto [to, vo] = split_loader_options(cfg_, world, rank);
     const auto crop = aug.crop;
     TaskData d;
     d.summary = std::to_string(train->size()) + " train / " + std::to_string(val->size()) +
-                " val images (" + cfg_.get_string("data.dataset") + ", " +
-                std::to_string(train->num_classes()) + " classes, crops " +
-                std::to_string(crop[0]) + "x" + std::to_string(crop[1]) + ")";
+                " val images (" + st.data.dataset + ", " + std::to_string(train->num_classes()) +
+                " classes, crops " + std::to_string(crop[0]) + "x" + std::to_string(crop[1]) + ")";
     d.train = std::make_unique<SegLoader>(train, data::seg_train_transform(aug), to);
     auto v = std::make_unique<SegLoader>(
         val,
-        data::seg_eval_transform(
-            {.fit = pair_of(cfg_, "test.base_size"), .labels = data::EvalLabels::keep}),
+        data::seg_eval_transform({.fit = seg_.test_base_size, .labels = data::EvalLabels::keep}),
         vo);
     val_ = v.get();
     d.val = std::move(v);
@@ -539,12 +552,11 @@ class SegTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    const std::string& name = cfg_.get_string("network.model_name");
-    const mseg::SegModelOptions o{.num_classes = cfg_.get_int("data.num_classes"),
-                                  .output_stride = cfg_.get_int("network.stride"),
-                                  .aux = cfg_.get_double("loss.loss_weights.aux_loss") > 0
-                                             ? mseg::AuxHead::on
-                                             : mseg::AuxHead::off};
+    const std::string& name = cfg_.settings().network.model_name;
+    const mseg::SegModelOptions o{
+        .num_classes = cfg_.settings().data.num_classes,
+        .output_stride = seg_.stride,
+        .aux = seg_.loss.aux_weight > 0 ? mseg::AuxHead::on : mseg::AuxHead::off};
     auto model = for_key(cfg_, "network.model_name",
                          [&] { return mseg::create_segmentation_model(name, o); });
     if (!model) {
@@ -577,12 +589,12 @@ class SegTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[seg] make_evaluator before make_data");
-    return std::make_unique<SegEvaluator>(cfg_, val_->dataset(), rank_, world_);
+    return std::make_unique<SegEvaluator>(cfg_, seg_, val_->dataset(), rank_, world_);
   }
 
   std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& dir) override {
     TCV_CHECK(val_, "[seg] evaluate_results before make_data");
-    auto ev = std::make_unique<SegEvaluator>(cfg_, val_->dataset(), 0, 1);
+    auto ev = std::make_unique<SegEvaluator>(cfg_, seg_, val_->dataset(), 0, 1);
     ev->add_results(dir);
     return ev;
   }
@@ -593,7 +605,7 @@ class SegTask final : public Task {
                                                 const PredictOptions& opts) override {
     auto model = std::dynamic_pointer_cast<mseg::SegmentationModel>(make_model());
     const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
-    return std::make_unique<SegPredictor>(cfg_, model, stem, class_names(), opts);
+    return std::make_unique<SegPredictor>(cfg_, seg_, model, stem, class_names(), opts);
   }
 
  private:
@@ -608,14 +620,8 @@ class SegTask final : public Task {
   }
 
   mseg::SegLossOptions loss_options(Device device) const {
-    mseg::SegLossOptions o;
-    o.kind = cfg_.get_string("loss.loss_type") == "seg_auxohemce_loss" ? mseg::SegLossKind::ohem_ce
-                                                                       : mseg::SegLossKind::ce;
-    o.seg_weight = cfg_.get_double("loss.loss_weights.seg_loss");
-    o.aux_weight = cfg_.get_double("loss.loss_weights.aux_loss");
-    o.ohem_thresh = cfg_.get_double("loss.params.ohem_thresh");
-    o.ohem_min_kept = cfg_.get_int("loss.params.ohem_minkeep");
-    if (const auto w = cfg_.get_doubles("loss.params.ce_weight"); !w.empty()) {
+    mseg::SegLossOptions o = seg_.loss;
+    if (const auto& w = seg_.ce_weight; !w.empty()) {
       std::vector<float> f(w.begin(), w.end());
       o.class_weight = from_vector(f, {static_cast<int64_t>(f.size())}).to(device);
     }
@@ -623,10 +629,10 @@ class SegTask final : public Task {
   }
 
   std::shared_ptr<const data::SegDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const std::string& dataset = cfg_.get_string("data.dataset");
+    const std::string& dataset = cfg_.settings().data.dataset;
     const std::string key = train ? "data.train_split" : "data.val_split";
-    const std::string& split = cfg_.get_string(key);
-    const std::string& root = cfg_.get_string("data.data_dir");
+    const std::string& split = train ? seg_.train_split : seg_.val_split;
+    const std::string& root = cfg_.settings().data.data_dir;
     return for_key(cfg_, key, [&]() -> std::shared_ptr<const data::SegDataset> {
       if (dataset == "cityscapes")
         return std::make_shared<const data::SegDataset>(
@@ -635,15 +641,14 @@ class SegTask final : public Task {
                                    .on_corrupt = on_corrupt,
                                    .limits = image_limits(cfg_)}));
       if (dataset == "ade20k")
-        return std::make_shared<const data::SegDataset>(
-            data::read_ade20k({.root = root,
-                               .split = split,
-                               .reduce_zero_label = cfg_.get_bool("data.reduce_zero_label")
-                                                        ? data::ReduceZeroLabel::on
-                                                        : data::ReduceZeroLabel::off,
-                               .on_corrupt = on_corrupt,
-                               .limits = image_limits(cfg_)}));
-      const std::string dir = dataset == "scenes" ? ensure_scenes(cfg_) : root;
+        return std::make_shared<const data::SegDataset>(data::read_ade20k(
+            {.root = root,
+             .split = split,
+             .reduce_zero_label =
+                 seg_.reduce_zero_label ? data::ReduceZeroLabel::on : data::ReduceZeroLabel::off,
+             .on_corrupt = on_corrupt,
+             .limits = image_limits(cfg_)}));
+      const std::string dir = dataset == "scenes" ? ensure_scenes(cfg_, seg_.scenes) : root;
       return std::make_shared<const data::SegDataset>(data::read_voc_seg(
           {.root = dir, .split = split, .on_corrupt = on_corrupt, .limits = image_limits(cfg_)}));
     });
@@ -651,14 +656,14 @@ class SegTask final : public Task {
 
   // Class names without reading the data (tcv-predict).
   std::vector<std::string> class_names() const {
-    const std::string& dataset = cfg_.get_string("data.dataset");
+    const std::string& dataset = cfg_.settings().data.dataset;
     if (dataset == "cityscapes") return data::cityscapes_classes();
     if (dataset == "ade20k") {
       std::vector<std::string> n = data::ade20k_classes();
-      if (!cfg_.get_bool("data.reduce_zero_label")) n.insert(n.begin(), "other");
+      if (!seg_.reduce_zero_label) n.insert(n.begin(), "other");
       return n;
     }
-    const fs::path dir = cfg_.get_string("data.data_dir");
+    const fs::path dir = cfg_.settings().data.data_dir;
     std::error_code ec;
     if (fs::exists(dir / "classes.txt", ec)) {
       std::vector<std::string> n = data::read_class_names((dir / "classes.txt").string());
@@ -674,6 +679,7 @@ class SegTask final : public Task {
   }
 
   Config cfg_;
+  SegConfig seg_;
   bool ohem_;  // OHEM's mean divides by the pixels it keeps: per rank
   std::vector<double> class_weights_;
   SegLoader* val_ = nullptr;
@@ -686,7 +692,7 @@ TaskInfo seg_task_info() {
   return {.name = "seg",
           .description = "semantic segmentation (PSPNet, DeepLabV3, FCN)",
           .keys = seg_keys(),
-          .validate = validate_seg,
+          .validate = [](const Config& cfg) { parse_seg_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<SegTask>(cfg); }};
 }
 
