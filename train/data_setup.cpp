@@ -9,19 +9,18 @@
 #include "data/folder.h"
 #include "train/report.h"
 #include "train/task.h"
+#include "train/tasks/common.h"
 
 namespace tcv::train {
 
 namespace fs = std::filesystem;
 
 std::string resolve_data_dir(const Config& cfg) {
-  if (cfg.get_string("data.dataset") != "fashion_mnist" &&
-      cfg.get_string("data.dataset") != "mnist")
-    return cfg.get_string("data.data_dir");
-  const std::string& dir = cfg.get_string("data.data_dir");
-  if (!dir.empty()) return dir;
-  return cfg.get_string("data.dataset") == "mnist" ? "/usr/share/datasets/mnist"
-                                                   : "/usr/share/datasets/fashion-mnist";
+  const DataConfig& data = cfg.settings().data;
+  if (data.dataset != "fashion_mnist" && data.dataset != "mnist") return data.data_dir;
+  if (!data.data_dir.empty()) return data.data_dir;
+  return data.dataset == "mnist" ? "/usr/share/datasets/mnist"
+                                 : "/usr/share/datasets/fashion-mnist";
 }
 
 namespace {
@@ -34,30 +33,22 @@ bool is_cifar(const std::string& dataset) {
   return dataset == "cifar10" || dataset == "cifar100";
 }
 
-bool has_train_aug(const Config& cfg) {
-  const auto jitter = cfg.get_doubles("train.aug.color_jitter");
-  return cfg.get_int("train.aug.resize_shorter") > 0 ||
-         cfg.get_bool("train.aug.random_resized_crop.enable") ||
-         cfg.get_bool("train.aug.random_crop.enable") || cfg.get_double("train.aug.hflip") > 0 ||
-         std::any_of(jitter.begin(), jitter.end(), [](double v) { return v > 0; });
-}
-
-bool has_eval_aug(const Config& cfg) {
-  return cfg.get_int("val.aug.resize_shorter") > 0 || cfg.get_bool("val.aug.center_crop");
+bool has_eval_aug(const ClsConfig& cls) {
+  return cls.val_resize_shorter > 0 || cls.val_center_crop;
 }
 
 }  // namespace
 
 data::ImageLimits image_limits(const Config& cfg) {
-  return {.max_pixels = cfg.get_int("data.max_pixels")};
+  return {.max_pixels = cfg.settings().data.max_pixels};
 }
 
-InputSpec input_spec(const Config& cfg) {
-  const std::string& dataset = cfg.get_string("data.dataset");
+InputSpec input_spec(const Config& cfg, const ClsConfig& cls) {
+  const std::string& dataset = cfg.settings().data.dataset;
   InputSpec s;
   s.channels = is_idx(dataset) ? 1 : 3;
-  if (const int64_t c = cfg.get_int("data.channels"); c > 0) s.channels = c;
-  const auto size = cfg.get_ints("data.input_size");
+  if (cls.channels > 0) s.channels = cls.channels;
+  const auto& size = cls.input_size;
   if (size.size() == 2) {
     s.height = size[0];
     s.width = size[1];
@@ -72,18 +63,19 @@ InputSpec input_spec(const Config& cfg) {
 // downscales costs accuracy.
 constexpr data::Antialias kAntialias = data::Antialias::on;
 
-data::Transform train_transform(const Config& cfg) {
-  const InputSpec in = input_spec(cfg);
+data::Transform train_transform(const Config& cfg, const ClsConfig& cls) {
+  const InputSpec in = input_spec(cfg, cls);
   const int64_t h = in.height, w = in.width;
-  const int64_t shorter = cfg.get_int("train.aug.resize_shorter");
-  const bool rrc = cfg.get_bool("train.aug.random_resized_crop.enable");
-  const auto scale = cfg.get_doubles("train.aug.random_resized_crop.scale");
-  const auto ratio = cfg.get_doubles("train.aug.random_resized_crop.ratio");
+  const ClsTrainAug& aug = cls.aug;
+  const int64_t shorter = aug.resize_shorter;
+  const bool rrc = aug.random_resized_crop;
+  const auto& scale = aug.rrc_scale;
+  const auto& ratio = aug.rrc_ratio;
   const data::RandomResizedCrop rrc_op{h, {scale[0], scale[1]}, {ratio[0], ratio[1]}};
-  const bool rcrop = cfg.get_bool("train.aug.random_crop.enable");
-  const int64_t padding = cfg.get_int("train.aug.random_crop.padding");
-  const double flip = cfg.get_double("train.aug.hflip");
-  const auto j = cfg.get_doubles("train.aug.color_jitter");
+  const bool rcrop = aug.random_crop;
+  const int64_t padding = aug.random_crop_padding;
+  const double flip = aug.hflip;
+  const auto& j = aug.color_jitter;
   const bool jitter = std::any_of(j.begin(), j.end(), [](double v) { return v > 0; });
   const data::ColorJitter jitter_op{j[0], j[1], j[2], j[3]};
   return [=](const Tensor& img, data::Rng& rng) {
@@ -109,11 +101,11 @@ data::Transform train_transform(const Config& cfg) {
   };
 }
 
-data::Transform eval_transform(const Config& cfg) {
-  const InputSpec in = input_spec(cfg);
+data::Transform eval_transform(const Config& cfg, const ClsConfig& cls) {
+  const InputSpec in = input_spec(cfg, cls);
   const int64_t h = in.height, w = in.width;
-  const int64_t shorter = cfg.get_int("val.aug.resize_shorter");
-  const bool center = cfg.get_bool("val.aug.center_crop");
+  const int64_t shorter = cls.val_resize_shorter;
+  const bool center = cls.val_center_crop;
   return [=](const Tensor& img, data::Rng&) {
     Tensor x = img;  // u8 (C, H, W)
     if (shorter > 0) x = data::resize_shorter(x, shorter, 0, kAntialias);
@@ -123,14 +115,14 @@ data::Transform eval_transform(const Config& cfg) {
   };
 }
 
-std::vector<std::string> config_class_names(const Config& cfg) {
-  const std::string& dataset = cfg.get_string("data.dataset");
-  const int64_t n = cfg.get_int("data.num_classes");
+std::vector<std::string> config_class_names(const Config& cfg, const ClsConfig& cls) {
+  const std::string& dataset = cfg.settings().data.dataset;
+  const int64_t n = cfg.settings().data.num_classes;
   if (dataset == "image_folder") {
     // ImageFolder's classes: the sub-directories, sorted by name.
     std::vector<std::string> names;
     std::error_code ec;
-    for (const auto& e : fs::directory_iterator(cfg.get_string("data.train_dir"), ec))
+    for (const auto& e : fs::directory_iterator(cls.train_dir, ec))
       if (e.is_directory(ec)) names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     if (static_cast<int64_t>(names.size()) == n) return names;
@@ -138,19 +130,21 @@ std::vector<std::string> config_class_names(const Config& cfg) {
   return dataset_class_names(dataset, n);
 }
 
-DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
-  const std::string& dataset = cfg.get_string("data.dataset");
-  const int64_t num_classes = cfg.get_int("data.num_classes");
-  const int64_t max_val = cfg.get_int("val.max_images");
+DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int64_t world_size) {
+  const Settings& st = cfg.settings();
+  const std::string& dataset = st.data.dataset;
+  const int64_t num_classes = st.data.num_classes;
+  const int64_t max_val = st.val.max_images;
   DataSources out;
-  out.input = input_spec(cfg);
+  out.input = input_spec(cfg, cls);
   const InputSpec& in = out.input;
-  const auto jitter = cfg.get_doubles("train.aug.color_jitter");
+  const auto& jitter = cls.aug.color_jitter;
   if (in.channels == 1 && (jitter[2] > 0 || jitter[3] > 0))
     throw ConfigError(at_key(cfg, "train.aug.color_jitter") +
                       ": saturation and hue need 3 channels (data.channels is 1)");
-  for (const char* k : {"data.normalize.mean", "data.normalize.std"}) {
-    const size_t n = cfg.get_doubles(k).size();
+  for (const auto& [k, v] : {std::pair{"data.normalize.mean", &st.data.normalize.mean},
+                             std::pair{"data.normalize.std", &st.data.normalize.std}}) {
+    const size_t n = v->size();
     if (n != 1 && static_cast<int64_t>(n) != in.channels)
       throw ConfigError(at_key(cfg, k) + ": " + std::to_string(n) + " values for " +
                         std::to_string(in.channels) + " channels (give 1 or " +
@@ -170,7 +164,7 @@ DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
       if (is_cifar(dataset))
         return for_key(cfg, "data.data_dir", [&] {
           return data::load_cifar(
-              cfg.get_string("data.data_dir"),
+              st.data.data_dir,
               dataset == "cifar10" ? data::CifarKind::cifar10 : data::CifarKind::cifar100, train);
         });
       const data::IdxFiles files = for_key(
@@ -184,31 +178,28 @@ DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
     const bool native = in.height == tr.height() && in.width == tr.width();
     train_mem = std::make_shared<const data::ImageClassificationDataset>(std::move(tr));
     val_mem = std::make_shared<const data::ImageClassificationDataset>(std::move(va));
-    if (!native || has_train_aug(cfg))
-      train_src = std::make_shared<data::InMemoryDataset>(train_mem, train_transform(cfg));
-    if (!native || has_eval_aug(cfg))
-      val_src = std::make_shared<data::InMemoryDataset>(val_mem, eval_transform(cfg));
+    if (!native || cls.aug.any())
+      train_src = std::make_shared<data::InMemoryDataset>(train_mem, train_transform(cfg, cls));
+    if (!native || has_eval_aug(cls))
+      val_src = std::make_shared<data::InMemoryDataset>(val_mem, eval_transform(cfg, cls));
     out.train_size = train_mem->size();
     out.val_size = val_mem->size();
   } else {
     data::ImageFileOptions fo;
     fo.mode = in.channels == 1 ? data::ImageMode::gray : data::ImageMode::rgb;
-    fo.on_corrupt =
-        cfg.get_bool("data.skip_corrupt") ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    fo.on_corrupt = st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     fo.limits = image_limits(cfg);
     std::shared_ptr<data::ImageFileDataset> tr, va;
     if (dataset == "image_folder") {
       auto tf = for_key(cfg, "data.train_dir", [&] {
-        return std::make_shared<data::ImageFolder>(cfg.get_string("data.train_dir"),
-                                                   train_transform(cfg), fo);
+        return std::make_shared<data::ImageFolder>(cls.train_dir, train_transform(cfg, cls), fo);
       });
       auto vf = for_key(cfg, "data.val_dir", [&] {
-        return std::make_shared<data::ImageFolder>(cfg.get_string("data.val_dir"),
-                                                   eval_transform(cfg), fo);
+        return std::make_shared<data::ImageFolder>(cls.val_dir, eval_transform(cfg, cls), fo);
       });
       if (static_cast<int64_t>(tf->classes().size()) != num_classes)
         throw ConfigError(at_key(cfg, "data.num_classes") + ": " + std::to_string(num_classes) +
-                          ", but data.train_dir " + cfg.get_string("data.train_dir") + " has " +
+                          ", but data.train_dir " + cls.train_dir + " has " +
                           std::to_string(tf->classes().size()) + " class directories");
       if (vf->classes() != tf->classes())
         throw ConfigError(at_key(cfg, "data.val_dir") + ": its class directories differ from " +
@@ -217,21 +208,21 @@ DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
       tr = tf;
       va = vf;
     } else {
-      const std::string& root = cfg.get_string("data.image_root");
+      const std::string& root = cls.image_root;
       tr = for_key(cfg, "data.train_list", [&] {
-        return std::make_shared<data::ListFileDataset>(cfg.get_string("data.train_list"), root,
-                                                       num_classes, train_transform(cfg), fo);
+        return std::make_shared<data::ListFileDataset>(cls.train_list, root, num_classes,
+                                                       train_transform(cfg, cls), fo);
       });
       va = for_key(cfg, "data.val_list", [&] {
-        return std::make_shared<data::ListFileDataset>(cfg.get_string("data.val_list"), root,
-                                                       num_classes, eval_transform(cfg), fo);
+        return std::make_shared<data::ListFileDataset>(cls.val_list, root, num_classes,
+                                                       eval_transform(cfg, cls), fo);
       });
     }
     if (max_val > 0 && max_val < va->size()) {
       auto head = va->samples();
       head.resize(static_cast<size_t>(max_val));
       va = std::make_shared<data::ImageFileDataset>(std::move(head), num_classes,
-                                                    eval_transform(cfg), fo, va->name());
+                                                    eval_transform(cfg, cls), fo, va->name());
     }
     out.train_files = tr;
     out.val_files = va;
@@ -241,21 +232,8 @@ DataSources make_data(const Config& cfg, int64_t rank, int64_t world_size) {
     out.val_size = va->size();
   }
 
-  const data::Normalize norm{cfg.get_double("data.normalize.div_value"),
-                             cfg.get_doubles("data.normalize.mean"),
-                             cfg.get_doubles("data.normalize.std")};
-  const int workers = static_cast<int>(cfg.get_int("data.workers"));
-  const auto seed = static_cast<uint64_t>(cfg.get_int("seed"));
-  data::LoaderOptions train_opts{
-      cfg.get_int("train.batch_size"), true, cfg.get_bool("train.drop_last"), workers, seed, norm};
-  train_opts.world_size = world_size;
-  train_opts.rank = rank;
-  // Training on a GPU: batches in page-locked memory, copied asynchronously.
-  train_opts.pin_memory = cfg.get_string("device") != "cpu" && cuda_is_available();
-  data::LoaderOptions val_opts{cfg.get_int("val.batch_size"), false, false, workers, seed, norm};
-  val_opts.pin_memory = train_opts.pin_memory;
-  val_opts.world_size = world_size;  // evaluation is sharded too; the trainer sums the counts
-  val_opts.rank = rank;
+  // The loaders of tasks/common.h, with the fast in-memory path's sources.
+  const auto [train_opts, val_opts] = split_loader_options(cfg, world_size, rank);
   out.train = train_src ? std::make_unique<data::DataLoader>(train_src, train_opts)
                         : std::make_unique<data::DataLoader>(train_mem, train_opts);
   out.val_in_memory = !val_src;

@@ -1,5 +1,6 @@
-// The data side of tcv-train: datasets, transforms and DataLoaders built from
-// the data.*, train.aug.*, train.mixup_alpha and val.aug.* keys of a config.
+// The data side of classification: datasets, transforms and DataLoaders built
+// from the config's data.* keys and classification's own (ClsConfig: data.*,
+// train.aug.*, val.aug.*).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "data/image.h"
 #include "data/transforms.h"
 #include "train/config.h"
+#include "train/tasks/cls.h"
 
 namespace tcv::train {
 
@@ -26,21 +28,21 @@ data::ImageLimits image_limits(const Config& cfg);
 struct InputSpec {
   int64_t channels = 1, height = 28, width = 28;
 };
-InputSpec input_spec(const Config& cfg);
+InputSpec input_spec(const Config& cfg, const ClsConfig& cls);
 
 /// Training augmentation on u8 (C, H, W): train.aug.resize_shorter, then
 /// random_resized_crop or random_crop (to data.input_size), a resize to the input
 /// size if the image still differs, hflip, color_jitter. Resizes are antialiased
 /// (data::Antialias::on), as torchvision's on PIL images.
-data::Transform train_transform(const Config& cfg);
+data::Transform train_transform(const Config& cfg, const ClsConfig& cls);
 /// Evaluation (and tcv-predict) preprocessing on u8 (C, H, W): val.aug.resize_shorter,
 /// val.aug.center_crop, then a resize to the input size if the image still differs
 /// (antialiased, as training).
-data::Transform eval_transform(const Config& cfg);
+data::Transform eval_transform(const Config& cfg, const ClsConfig& cls);
 
 /// Class names for reports and tcv-predict: the class directories of data.train_dir
 /// (image_folder), the dataset's names (Fashion-MNIST, CIFAR-10), or "0", "1", ...
-std::vector<std::string> config_class_names(const Config& cfg);
+std::vector<std::string> config_class_names(const Config& cfg, const ClsConfig& cls);
 
 /// The loaders for a run. IDX and CIFAR data without augmentation at their own size
 /// take the fast in-memory path; everything else goes through a generic Dataset.
@@ -56,6 +58,7 @@ struct DataSources {
 /// Builds the datasets and loaders; errors name the key at fault and its line.
 /// With world_size > 1 the training loader iterates rank `rank`'s share of each
 /// epoch (data::DistributedSampler).
-DataSources make_data(const Config& cfg, int64_t rank = 0, int64_t world_size = 1);
+DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank = 0,
+                      int64_t world_size = 1);
 
 }  // namespace tcv::train

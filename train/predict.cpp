@@ -13,14 +13,15 @@ namespace tcv::train {
 
 Predictor::Predictor(const Config& cfg, const std::string& checkpoint) {
   cfg.validate();
-  const InputSpec in = input_spec(cfg);
+  const ClsConfig cls = parse_cls_config(cfg);
+  const InputSpec in = input_spec(cfg, cls);
   channels_ = in.channels;
   height_ = in.height;
   width_ = in.width;
-  preprocess_ = eval_transform(cfg);
+  preprocess_ = eval_transform(cfg, cls);
   const DataConfig& data = cfg.settings().data;
   const int64_t num_classes = data.num_classes;
-  names_ = config_class_names(cfg);
+  names_ = config_class_names(cfg, cls);
   div_ = data.normalize.div_value;
   mean_ = data.normalize.mean;
   std_ = data.normalize.std;

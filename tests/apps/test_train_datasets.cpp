@@ -107,10 +107,13 @@ TEST(TrainDatasets, ResizesFilterWhenShrinking) {
   c.set_override("val.aug.resize_shorter=20");
   c.set_override("val.aug.center_crop=true");
   c.set_override("train.aug.resize_shorter=20");
+  c.set_override("data.dataset=cifar10");  // 3 channels (the transforms read no file)
+  c.set_override("data.data_dir=unused");
 
   data::Rng rng(1, 0);
+  const ClsConfig cls = parse_cls_config(c);
   for (const auto& [name, t] :
-       {std::pair{"eval", eval_transform(c)}, std::pair{"train", train_transform(c)}}) {
+       {std::pair{"eval", eval_transform(c, cls)}, std::pair{"train", train_transform(c, cls)}}) {
     const Tensor out = t(board, rng);
     ASSERT_EQ(out.shape(), (Shape{3, 12, 12})) << name;
     for (uint8_t v : out.to_vector<uint8_t>()) {

@@ -335,7 +335,7 @@ class ClsTask final : public Task {
       : cfg_(cfg), cls_(parse_cls_config(cfg)), num_classes_(cfg.settings().data.num_classes) {}
 
   TaskData make_data(int64_t rank, int64_t world) override {
-    DataSources src = train::make_data(cfg_, rank, world);
+    DataSources src = train::make_data(cfg_, cls_, rank, world);
     input_ = src.input;
     sharded_ = world > 1;
     val_in_memory_ = src.val_in_memory;
@@ -352,7 +352,7 @@ class ClsTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    return create_config_model(cfg_, num_classes_, input_spec(cfg_).channels);
+    return create_config_model(cfg_, num_classes_, input_spec(cfg_, cls_).channels);
   }
 
   Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
@@ -374,7 +374,7 @@ class ClsTask final : public Task {
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
     TCV_CHECK(val_, "[cls] make_evaluator before make_data");
     return std::make_unique<ClsEvaluator>(*val_, val_in_memory_, sharded_,
-                                          config_class_names(cfg_));
+                                          config_class_names(cfg_, cls_));
   }
 
   std::string best_metric() const override { return "top1"; }
