@@ -791,17 +791,18 @@ Settings parse_settings(const Config& c) {
   check.at_least("network.powersgd.start_iter", 0);
   check.positive("network.powersgd.min_compression_rate");
   auto& ps = n.powersgd;
-  ps.rank = c.get_int("network.powersgd.rank");
-  ps.start_iter = c.get_int("network.powersgd.start_iter");
+  ps.matrix_approximation_rank = c.get_int("network.powersgd.rank");
+  ps.start_powerSGD_iter = c.get_int("network.powersgd.start_iter");
   ps.min_compression_rate = c.get_double("network.powersgd.min_compression_rate");
-  ps.error_feedback = c.get_bool("network.powersgd.error_feedback");
+  ps.use_error_feedback = c.get_bool("network.powersgd.error_feedback");
   ps.warm_start = c.get_bool("network.powersgd.warm_start");
-  if (n.comm_hook == "powersgd" && ps.start_iter <= 1 && (ps.error_feedback || ps.warm_start))
+  if (n.comm_hook == "powersgd" && ps.start_powerSGD_iter <= 1 &&
+      (ps.use_error_feedback || ps.warm_start))
     c.fail("network.powersgd.start_iter",
            "must be > 1 when network.powersgd.error_feedback or network.powersgd.warm_start is "
            "true (as PyTorch's PowerSGDState: DDP rebuilds its buckets after the first step), "
            "got " +
-               std::to_string(ps.start_iter));
+               std::to_string(ps.start_powerSGD_iter));
   n.timeout = c.get_double("network.timeout");
   if (!(n.timeout >= 0.001 && n.timeout < 1e9))
     c.fail("network.timeout", "must be in [0.001, 1e9) seconds, got " + format_double(n.timeout));

@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "dist/comm_hook.h"
 #include "engine/error.h"
 #include "train/lr_policy.h"
 
@@ -86,15 +87,6 @@ enum class NonFinite : uint8_t { stop, skip };
 /// network.bucket_plan: how the gradient buckets are cut.
 enum class BucketPlanChoice : uint8_t { timed, cap };
 
-/// network.powersgd.*.
-struct PowerSgdConfig {
-  int64_t rank = 1;
-  int64_t start_iter = 1000;
-  double min_compression_rate = 2.0;
-  bool error_feedback = true;
-  bool warm_start = true;
-};
-
 /// network.*: the model and data parallelism.
 struct NetworkConfig {
   std::string model_name;
@@ -104,7 +96,9 @@ struct NetworkConfig {
   BucketPlanChoice bucket_plan = BucketPlanChoice::timed;
   bool find_unused_parameters = false;
   std::string comm_hook;  ///< one of dist::comm_hook_names()
-  PowerSgdConfig powersgd;
+  /// network.powersgd.*: rank, start_iter, min_compression_rate,
+  /// error_feedback, warm_start.
+  dist::PowerSGDOptions powersgd;
   double timeout = 300.0;           ///< seconds
   double wait_log_interval = 30.0;  ///< seconds; 0 = never
   std::string resume;               ///< "" = none, "auto" = the newest checkpoint

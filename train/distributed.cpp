@@ -181,13 +181,7 @@ std::shared_ptr<dist::DistributedDataParallel> DistContext::wrap(
       net.bucket_plan == BucketPlanChoice::cap ? dist::BucketPlan::cap : dist::BucketPlan::timed;
   o.find_unused_parameters = net.find_unused_parameters;
   auto ddp = std::make_shared<dist::DistributedDataParallel>(std::move(model), group_, o);
-  dist::PowerSGDOptions ps;
-  ps.matrix_approximation_rank = net.powersgd.rank;
-  ps.start_powerSGD_iter = net.powersgd.start_iter;
-  ps.min_compression_rate = net.powersgd.min_compression_rate;
-  ps.use_error_feedback = net.powersgd.error_feedback;
-  ps.warm_start = net.powersgd.warm_start;
-  if (auto hook = dist::make_builtin_comm_hook(net.comm_hook, ps))
+  if (auto hook = dist::make_builtin_comm_hook(net.comm_hook, net.powersgd))
     ddp->register_comm_hook(std::move(hook));
   return ddp;
 }
