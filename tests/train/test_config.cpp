@@ -63,6 +63,67 @@ multistep.stepvalue = [2, 4]
   EXPECT_NO_THROW(c.validate());
 }
 
+TEST(Config, SettingsHoldTheParsedKeys) {
+  Config c = Config::from_string(R"(
+seed = 7
+device = "cpu"
+[train]
+batch_size = 32
+amp = "f16"
+[solver]
+nonfinite = "skip"
+[solver.lr]
+base_lr = 2            # an integer for a float key
+lr_policy = "poly"     # lambda_poly's alias
+metric = "iters"
+is_warm = true
+warm.warm_epochs = 3
+[solver.optim]
+optim_method = "adamw"
+adamw.betas = [0.8, 0.99]
+[network]
+bucket_plan = "cap"
+comm_hook = "powersgd"
+powersgd.rank = 4
+powersgd.start_iter = 10
+[data]
+normalize.mean = [0.5, 0.25, 0.125]
+)",
+                                 "s.toml");
+  const tcv::train::Settings& s = c.settings();
+  EXPECT_EQ(s.task, "cls");
+  EXPECT_EQ(s.seed, 7u);
+  EXPECT_EQ(s.device, tcv::train::DeviceChoice::cpu);
+  EXPECT_EQ(s.train.batch_size, 32);
+  EXPECT_EQ(s.train.amp, tcv::train::AmpMode::f16);
+  EXPECT_FALSE(s.train.conv_algo_set);
+  EXPECT_EQ(s.solver.nonfinite, tcv::train::NonFinite::skip);
+  EXPECT_DOUBLE_EQ(s.solver.lr.base_lr, 2.0);
+  EXPECT_EQ(s.solver.lr.lr_policy, tcv::train::LrPolicyKind::lambda_poly);
+  EXPECT_FALSE(s.solver.lr.per_epoch);
+  EXPECT_TRUE(s.solver.lr.is_warm);
+  EXPECT_EQ(s.solver.lr.warm_epochs, 3);
+  EXPECT_EQ(s.solver.optim.method, tcv::train::OptimMethod::adamw);
+  EXPECT_DOUBLE_EQ(s.solver.optim.adamw.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(s.solver.optim.adamw.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(s.solver.optim.adamw.weight_decay, 0.01);  // the default
+  EXPECT_EQ(s.network.bucket_plan, tcv::train::BucketPlanChoice::cap);
+  EXPECT_EQ(s.network.comm_hook, "powersgd");
+  EXPECT_EQ(s.network.powersgd.matrix_approximation_rank, 4);
+  EXPECT_EQ(s.network.powersgd.start_powerSGD_iter, 10);
+  EXPECT_EQ(s.data.normalize.mean, (std::vector<double>{0.5, 0.25, 0.125}));
+  EXPECT_DOUBLE_EQ(s.data.normalize.div_value, 255.0);
+  EXPECT_EQ(&c.settings(), &s);  // parsed once
+  // A change parses again; a bad value is validate()'s error, naming key and line.
+  c.set_override("train.batch_size=16");
+  EXPECT_EQ(c.settings().train.batch_size, 16);
+  c.set_override("train.amp=fp8");
+  EXPECT_EQ(error_of([&] { c.settings(); }),
+            "--set: train.amp: unknown value 'fp8' (valid: off, bf16, f16)");
+  EXPECT_EQ(error_of([] { Config::from_string("[val]\nbatch_size = 0\n", "v.toml").settings(); }),
+            "v.toml:2: val.batch_size: must be positive, got 0");
+}
+
 TEST(Config, OverridesWithSet) {
   Config c = Config::from_string("[solver.lr]\nbase_lr = 0.1\n", "x.toml");
   c.set_override("solver.lr.base_lr=0.05");
