@@ -52,20 +52,15 @@ ImageClassificationDataset ImageClassificationDataset::head(int64_t n) const {
                                     name_);
 }
 
+void Batch::pin_memory() {
+  x = x.pin_memory();
+  y = y.pin_memory();
+}
+
 Batch ImageClassificationDataset::get_batch(const int64_t* indices, int64_t n,
                                             const Normalize& norm) const {
   const int64_t C = channels(), HW = height() * width();
-  auto per_channel = [&](const std::vector<double>& v, const char* what, int64_t c) {
-    TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what, " has ",
-              v.size(), " values for ", C, " channels (give 1 or ", C, ")");
-    return v.size() == 1 ? v[0] : v[c];
-  };
-  std::vector<float> scale(C), shift(C);
-  for (int64_t c = 0; c < C; ++c) {
-    const double m = per_channel(norm.mean, "mean", c), s = per_channel(norm.std, "std", c);
-    scale[c] = static_cast<float>(1.0 / (norm.div_value * s));
-    shift[c] = static_cast<float>(-m / s);
-  }
+  const auto affine = pixel_affine(norm, C);
   Batch b;
   b.x = empty({n, C, height(), width()});  // (B, C, H, W)
   b.y = empty({n}, {.dtype = DType::i64});
@@ -80,7 +75,7 @@ Batch ImageClassificationDataset::get_batch(const int64_t* indices, int64_t n,
     for (int64_t c = 0; c < C; ++c) {
       const uint8_t* s = src + (j * C + c) * HW;
       float* d = x + (i * C + c) * HW;
-      const float a = scale[c], o = shift[c];
+      const auto [a, o] = affine[static_cast<size_t>(c)];
       for (int64_t k = 0; k < HW; ++k) d[k] = static_cast<float>(s[k]) * a + o;
     }
   }
@@ -141,28 +136,26 @@ constexpr uint64_t kAugmentKey = 0x9E3779B97F4A7C15ull;
 DataLoader::DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset,
                        LoaderOptions opts)
     : dataset_(std::move(dataset)),
-      opts_(std::move(opts)),
-      batches_(dataset_->size(), opts_, "DataLoader",
-               [this](const int64_t* indices, int64_t n, int64_t epoch) {
-                 return make_batch(indices, n, epoch);
+      streams_(opts.seed, kAugmentKey, dataset_->size()),
+      batches_(dataset_->size(), std::move(opts), "DataLoader",
+               [this](const int64_t* indices, int64_t n, int64_t) {
+                 return dataset_->get_batch(indices, n, batches_.options().normalize);
                }) {}
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, LoaderOptions opts)
     : source_(std::move(dataset)),
-      opts_(std::move(opts)),
-      batches_(source_->size(), opts_, "DataLoader",
+      streams_(opts.seed, kAugmentKey, source_->size()),
+      batches_(source_->size(), std::move(opts), "DataLoader",
                [this](const int64_t* indices, int64_t n, int64_t epoch) {
-                 return make_batch(indices, n, epoch);
+                 return collate(indices, n, epoch);
                }) {}
+
+DataLoader::~DataLoader() = default;
 
 const ImageClassificationDataset& DataLoader::dataset() const {
   TCV_CHECK(dataset_ != nullptr, "[DataLoader] dataset(): this loader reads a generic Dataset (",
             source_->name(), "), not an in-memory one");
   return *dataset_;
-}
-
-int64_t DataLoader::size() const {
-  return dataset_ ? dataset_->size() : source_->size();
 }
 
 namespace {
@@ -192,8 +185,6 @@ void write_pixels(const uint8_t* src, int64_t C, int64_t H, int64_t W, bool flip
 }  // namespace
 
 Batch DataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) const {
-  const uint64_t aug_seed = opts_.seed ^ kAugmentKey;
-  const auto N = static_cast<uint64_t>(size());
   // Each sample goes into the batch as soon as it is made, while it is still in
   // cache; the batch is allocated at the first sample, whose shape it takes.
   Batch b;
@@ -203,7 +194,7 @@ Batch DataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) cons
   int64_t* y = nullptr;
   std::vector<std::pair<float, float>> loader_norm;  // (scale, shift) per channel
   for (int64_t i = 0; i < n; ++i) {
-    Rng rng(aug_seed, static_cast<uint64_t>(epoch) * N + static_cast<uint64_t>(indices[i]));
+    Rng rng = streams_(epoch, indices[i]);
     Sample s = source_->get_for_batch(indices[i], rng);
     if (!s.image.defined()) continue;  // skipped (corrupt) sample
     if (s.image.dim() == 2) s.image = s.image.unsqueeze(0);
@@ -220,17 +211,7 @@ Batch DataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) cons
       b.y = empty({n}, {.dtype = DType::i64});
       x = b.x.data<float>();
       y = b.y.data<int64_t>();
-      const Normalize& norm = opts_.normalize;
-      for (int64_t c = 0; c < C; ++c) {
-        auto pick = [&](const std::vector<double>& v, const char* what) {
-          TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what,
-                    " has ", v.size(), " values for ", C, " channels (give 1 or ", C, ")");
-          return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
-        };
-        const double m = pick(norm.mean, "mean"), sd = pick(norm.std, "std");
-        loader_norm.emplace_back(static_cast<float>(1.0 / (norm.div_value * sd)),
-                                 static_cast<float>(-m / sd));
-      }
+      loader_norm = pixel_affine(batches_.options().normalize, C);
     } else {
       TCV_CHECK(s.image.shape() == chw, source_->name(), ": sample ", indices[i], " has shape ",
                 s.image.shape_str(), " but the batch has ", shape_str(chw),
@@ -257,30 +238,6 @@ Batch DataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) cons
     b.y = b.y.narrow(0, 0, B);
   }
   return b;
-}
-
-DataLoader::~DataLoader() = default;
-
-int64_t DataLoader::num_batches() const {
-  return batches_.num_batches();
-}
-
-Batch DataLoader::make_batch(const int64_t* indices, int64_t n, int64_t epoch) const {
-  Batch batch =
-      dataset_ ? dataset_->get_batch(indices, n, opts_.normalize) : collate(indices, n, epoch);
-  if (opts_.pin_memory) {
-    batch.x = batch.x.pin_memory();
-    batch.y = batch.y.pin_memory();
-  }
-  return batch;
-}
-
-void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
-  batches_.start_epoch(epoch, skip);
-}
-
-bool DataLoader::next(Batch& out) {
-  return batches_.next(out);
 }
 
 }  // namespace tcv::data

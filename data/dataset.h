@@ -8,23 +8,18 @@
 #include <string>
 #include <vector>
 
-#include "data/epoch_batches.h"
+#include "data/loader.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 
 namespace tcv::data {
 
-/// x = (pixel / div_value - mean[c]) / std[c]; one mean/std entry, or one per channel.
-struct Normalize {
-  double div_value = 255.0;
-  std::vector<double> mean{0.0};
-  std::vector<double> std{1.0};
-};
-
 /// One batch: x f32 (B, C, H, W), y i64 (B).
 struct Batch {
   Tensor x;
   Tensor y;
+  /// Moves x and y to page-locked memory (LoaderOptions::pin_memory).
+  void pin_memory();
 };
 
 /// Images u8 (N, C, H, W) and labels i64 (N), all in memory.
@@ -130,32 +125,10 @@ class EpochSampler {
   bool shuffle_;
 };
 
-struct LoaderOptions {
-  int64_t batch_size = 64;
-  bool shuffle = true;
-  bool drop_last = false;
-  /// 0: batches are assembled on the calling thread. N > 0: N worker threads
-  /// assemble up to prefetch·N batches ahead of the consumer.
-  int workers = 0;
-  uint64_t seed = 0;
-  /// In-memory datasets, and u8 samples of a Dataset: how pixels become f32.
-  /// f32 samples (already normalised by their transform) are copied as they are.
-  Normalize normalize{};
-  /// Batches each worker may assemble ahead of the consumer (queue bound = workers x this).
-  int prefetch = 2;
-  /// Data-parallel: with world_size > 1 each epoch iterates this rank's share of
-  /// a DistributedSampler (padded, so every rank runs the same number of batches).
-  int64_t world_size = 1;
-  int64_t rank = 0;
-  /// Batches land in page-locked memory (copied there on the worker thread), so
-  /// their copy to a GPU runs asynchronously; a no-op without a GPU.
-  bool pin_memory = false;
-};
-
 /// Iterates one epoch at a time over a dataset in batches, in sampler order,
-/// delivering batches in order whatever the number of workers. Sample j of
-/// epoch e is transformed with Rng(seed', e * size + j), so augmentation
-/// depends only on (seed, epoch, index).
+/// delivering batches in order whatever the number of workers (a BatchLoader,
+/// data/loader.h). Sample j of epoch e is transformed with Rng(seed', e * size
+/// + j), so augmentation depends only on (seed, epoch, index).
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const ImageClassificationDataset> dataset, LoaderOptions opts);
@@ -166,28 +139,27 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   /// Batches per epoch (the last partial one counts unless drop_last).
-  int64_t num_batches() const;
+  int64_t num_batches() const { return batches_.num_batches(); }
   /// Starts `epoch`, skipping its first `skip` batches (to resume mid-epoch).
   /// Stops any epoch in progress.
-  void start_epoch(int64_t epoch, int64_t skip = 0);
+  void start_epoch(int64_t epoch, int64_t skip = 0) { batches_.start_epoch(epoch, skip); }
   /// The next batch of the current epoch; false once the epoch is done.
-  bool next(Batch& out);
+  bool next(Batch& out) { return batches_.next(out); }
   /// The in-memory dataset (the first constructor only).
   const ImageClassificationDataset& dataset() const;
   /// Samples left out of batches so far (the Dataset's skipped() count).
   int64_t skipped() const { return source_ ? source_->skipped() : 0; }
   /// Samples in the dataset.
-  int64_t size() const;
-  const LoaderOptions& options() const { return opts_; }
+  int64_t size() const { return batches_.size(); }
+  const LoaderOptions& options() const { return batches_.options(); }
 
  private:
-  Batch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
   Batch collate(const int64_t* indices, int64_t n, int64_t epoch) const;
 
   std::shared_ptr<const ImageClassificationDataset> dataset_;  // in-memory, or null
   std::shared_ptr<const Dataset> source_;                      // generic, or null
-  LoaderOptions opts_;
-  EpochBatches<Batch> batches_;  // declared last: its workers stop before the rest goes
+  SampleStreams streams_;
+  BatchLoader<Batch> batches_;  // declared last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -92,6 +92,8 @@ class DetDataset {
   const std::vector<std::string>& class_names() const { return class_names_; }
   const std::vector<int64_t>& label_ids() const { return label_ids_; }
   const DetRecord& record(int64_t i) const;
+  /// What messages about image i name: its annotation.
+  const std::string& source(int64_t i) const { return record(i).source; }
   const std::vector<DetRecord>& records() const { return records_; }
   const std::string& name() const { return name_; }
 

@@ -5,11 +5,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/dataset.h"
 #include "data/det/dataset.h"
-#include "data/epoch_batches.h"
+#include "data/loader.h"
 
 namespace tcv::data {
 
@@ -32,42 +33,26 @@ struct DetBatch {
   std::vector<std::array<int64_t, 2>> sizes;
 
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
+  /// Moves the images to page-locked memory (LoaderOptions::pin_memory).
+  void pin_memory();
 };
+
+/// Collates transformed samples as DetDataLoader does: images normalised and
+/// stacked (all must have the first one's size), boxes divided by the image's
+/// width and height. Errors name the data set `name` and the sample.
+DetBatch collate_det(SampleSource<DetSample>& samples, const Normalize& norm,
+                     const std::string& name);
 
 /// Iterates a DetDataset in batches through a DetTransform, with the sampling,
 /// sharding, worker and pinning behaviour of DataLoader (LoaderOptions; the
-/// transform must leave every image of a batch at the same size). Sample j of
-/// epoch e draws from Rng(seed', e * size + j). Images the data set skips
-/// (corrupt, with OnCorrupt::skip) are left out of their batch.
-class DetDataLoader {
+/// transform must leave every image of a batch at the same size): the
+/// SampleLoader of data/loader.h with collate_det. Sample j of epoch e draws
+/// from Rng(seed', e * size + j). Images the data set skips (corrupt, with
+/// OnCorrupt::skip) are left out of their batch.
+class DetDataLoader : public SampleLoader<DetDataset, DetBatch> {
  public:
   DetDataLoader(std::shared_ptr<const DetDataset> dataset, DetTransform transform,
                 LoaderOptions opts);
-  ~DetDataLoader();
-  DetDataLoader(const DetDataLoader&) = delete;
-  DetDataLoader& operator=(const DetDataLoader&) = delete;
-
-  int64_t num_batches() const;
-  /// Starts `epoch`, skipping its first `skip` batches. Stops any epoch in progress.
-  void start_epoch(int64_t epoch, int64_t skip = 0);
-  /// The next batch of the current epoch; false once the epoch is done.
-  bool next(DetBatch& out);
-  /// The samples of batch positions [0, n) of `indices`, transformed and collated
-  /// (what a worker does), with epoch e's random streams.
-  DetBatch collate(const int64_t* indices, int64_t n, int64_t epoch) const;
-
-  const DetDataset& dataset() const { return *dataset_; }
-  int64_t size() const { return dataset_->size(); }
-  int64_t skipped() const { return dataset_->skipped(); }
-  const LoaderOptions& options() const { return opts_; }
-
- private:
-  DetBatch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
-
-  std::shared_ptr<const DetDataset> dataset_;
-  DetTransform transform_;
-  LoaderOptions opts_;
-  EpochBatches<DetBatch> batches_;  // last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -129,6 +129,8 @@ class PoseDataset {
 
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
   const PoseRecord& record(int64_t i) const;
+  /// What messages about image i name: its annotation file and image.
+  const std::string& source(int64_t i) const { return record(i).source; }
   const std::vector<PoseRecord>& records() const { return records_; }
   const std::string& name() const { return name_; }
 

@@ -5,10 +5,11 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/dataset.h"
-#include "data/epoch_batches.h"
+#include "data/loader.h"
 #include "data/pose/dataset.h"
 #include "data/pose/targets.h"
 
@@ -35,45 +36,32 @@ struct PoseBatch {
   std::vector<std::array<int64_t, 2>> sizes;
 
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
+  /// Moves the images and targets to page-locked memory (LoaderOptions::pin_memory).
+  void pin_memory();
 };
+
+/// Collates transformed samples as PoseDataLoader does: images normalised and
+/// stacked (all must have the first one's size) with their OpenPose targets at
+/// `targets`' stride, and each trained person's COCO keypoints. Errors name the
+/// data set `name` and the sample.
+PoseBatch collate_pose(SampleSource<PoseSample>& samples, const PoseTargetOptions& targets,
+                       const Normalize& norm, const std::string& name);
 
 /// Iterates a PoseDataset in batches through a PoseTransform, with the
 /// sampling, sharding, worker and pinning behaviour of DataLoader
 /// (LoaderOptions; the transform must leave every image of a batch at the same
-/// size). Sample j of epoch e draws from Rng(seed', e * size + j), so a batch
-/// depends only on (seed, epoch, indices). Images the data set skips (corrupt,
-/// with OnCorrupt::skip) are left out of their batch.
-class PoseDataLoader {
+/// size): the SampleLoader of data/loader.h with collate_pose. Sample j of
+/// epoch e draws from Rng(seed', e * size + j), so a batch depends only on
+/// (seed, epoch, indices). Images the data set skips (corrupt, with
+/// OnCorrupt::skip) are left out of their batch.
+class PoseDataLoader : public SampleLoader<PoseDataset, PoseBatch> {
  public:
   PoseDataLoader(std::shared_ptr<const PoseDataset> dataset, PoseTransform transform,
                  PoseTargetOptions targets, LoaderOptions opts);
-  ~PoseDataLoader();
-  PoseDataLoader(const PoseDataLoader&) = delete;
-  PoseDataLoader& operator=(const PoseDataLoader&) = delete;
-
-  int64_t num_batches() const;
-  /// Starts `epoch`, skipping its first `skip` batches. Stops any epoch in progress.
-  void start_epoch(int64_t epoch, int64_t skip = 0);
-  /// The next batch of the current epoch; false once the epoch is done.
-  bool next(PoseBatch& out);
-  /// The samples of `indices` [0, n), transformed, with their targets, collated
-  /// (what a worker does), with epoch e's random streams.
-  PoseBatch collate(const int64_t* indices, int64_t n, int64_t epoch) const;
-
-  const PoseDataset& dataset() const { return *dataset_; }
-  int64_t size() const { return dataset_->size(); }
-  int64_t skipped() const { return dataset_->skipped(); }
-  const LoaderOptions& options() const { return opts_; }
   const PoseTargetOptions& target_options() const { return targets_; }
 
  private:
-  PoseBatch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
-
-  std::shared_ptr<const PoseDataset> dataset_;
-  PoseTransform transform_;
   PoseTargetOptions targets_;
-  LoaderOptions opts_;
-  EpochBatches<PoseBatch> batches_;  // last: its workers stop before the rest goes
 };
 
 }  // namespace tcv::data

@@ -85,6 +85,8 @@ class SegDataset {
   int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
   const std::vector<std::string>& class_names() const { return class_names_; }
   const SegRecord& record(int64_t i) const;
+  /// What messages about image i name: its image file.
+  const std::string& source(int64_t i) const { return record(i).image_path; }
   const std::vector<SegRecord>& records() const { return records_; }
   const LabelMap& label_map() const { return map_; }
   bool has_labels() const { return ground_truth_ == GroundTruth::read; }

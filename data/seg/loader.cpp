@@ -2,16 +2,7 @@
 
 #include <algorithm>
 
-#include "data/distributed_sampler.h"
-
 namespace tcv::data {
-
-namespace {
-
-// Per-sample augmentation streams use the key the classification loader uses.
-constexpr uint64_t kAugmentKey = 0x9E3779B97F4A7C15ull;
-
-}  // namespace
 
 bool SegBatch::uniform() const {
   if (!images.defined() || images.dim() != 4) return true;
@@ -54,19 +45,8 @@ SegBatch collate_seg(std::vector<SegSample>& samples, const Normalize& norm,
     b.images = empty({0, 3, 0, 0});
     return b;
   }
-  std::vector<std::pair<float, float>> coeffs;  // (scale, shift) per channel
-  for (int64_t c = 0; c < C; ++c) {
-    auto pick = [&](const std::vector<double>& v, const char* what) {
-      TCV_CHECK(v.size() == 1 || static_cast<int64_t>(v.size()) == C, "normalize.", what, " has ",
-                v.size(), " values for ", C, " channels (give 1 or ", C, ")");
-      return v.size() == 1 ? v[0] : v[static_cast<size_t>(c)];
-    };
-    const double m = pick(norm.mean, "mean"), sd = pick(norm.std, "std");
-    TCV_CHECK(sd != 0.0, "normalize.std of channel ", c, " is zero");
-    coeffs.emplace_back(static_cast<float>(1.0 / (norm.div_value * sd)),
-                        static_cast<float>(-m / sd));
-  }
-  b.images = zeros({B, C, H, W});                                                 // (B, C, H, W)
+  const auto coeffs = pixel_affine(norm, C);  // (scale, shift) per channel
+  b.images = zeros({B, C, H, W});             // (B, C, H, W)
   if (labels) b.labels = full({B, LH, LW}, kIgnoreLabel, {.dtype = DType::i64});  // (B, Hl, Wl)
   float* x = b.images.data<float>();
   int64_t i = 0;
@@ -97,58 +77,19 @@ SegBatch collate_seg(std::vector<SegSample>& samples, const Normalize& norm,
   return b;
 }
 
+void SegBatch::pin_memory() {
+  images = images.pin_memory();
+  if (labels.defined()) labels = labels.pin_memory();
+}
+
 SegDataLoader::SegDataLoader(std::shared_ptr<const SegDataset> dataset, SegTransform transform,
                              LoaderOptions opts)
-    : dataset_(std::move(dataset)),
-      transform_(std::move(transform)),
-      opts_(std::move(opts)),
-      batches_(dataset_->size(), opts_, "SegDataLoader",
-               [this](const int64_t* indices, int64_t n, int64_t epoch) {
-                 return make_batch(indices, n, epoch);
-               }) {}
-
-SegDataLoader::~SegDataLoader() = default;
-
-int64_t SegDataLoader::num_batches() const {
-  return batches_.num_batches();
-}
-
-SegBatch SegDataLoader::collate(const int64_t* indices, int64_t n, int64_t epoch) const {
-  const uint64_t aug_seed = opts_.seed ^ kAugmentKey;
-  const auto N = static_cast<uint64_t>(size());
-  std::vector<SegSample> samples;
-  samples.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    SegSample s = dataset_->load(indices[i]);
-    if (s.image.defined() && transform_) {
-      Rng rng(aug_seed, static_cast<uint64_t>(epoch) * N + static_cast<uint64_t>(indices[i]));
-      // A transform's error names no file: say whose sample it was.
-      try {
-        transform_(s, rng);
-      } catch (const Error& e) {
-        TCV_THROW(dataset_->record(indices[i]).image_path, ": ", e.what());
-      }
-    }
-    samples.push_back(std::move(s));
-  }
-  return collate_seg(samples, opts_.normalize, dataset_->name());
-}
-
-SegBatch SegDataLoader::make_batch(const int64_t* indices, int64_t n, int64_t epoch) const {
-  SegBatch batch = collate(indices, n, epoch);
-  if (opts_.pin_memory) {
-    batch.images = batch.images.pin_memory();
-    if (batch.labels.defined()) batch.labels = batch.labels.pin_memory();
-  }
-  return batch;
-}
-
-void SegDataLoader::start_epoch(int64_t epoch, int64_t skip) {
-  batches_.start_epoch(epoch, skip);
-}
-
-bool SegDataLoader::next(SegBatch& out) {
-  return batches_.next(out);
-}
+    // The samples' streams use the classification loader's key.
+    : SampleLoader(dataset, std::move(transform), opts,
+                   {"SegDataLoader", 0x9E3779B97F4A7C15ull,
+                    [norm = opts.normalize, name = dataset->name()](SampleSource<SegSample>& s) {
+                      std::vector<SegSample> samples = s.rest();
+                      return collate_seg(samples, norm, name);
+                    }}) {}
 
 }  // namespace tcv::data

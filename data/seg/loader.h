@@ -6,10 +6,11 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/dataset.h"
-#include "data/epoch_batches.h"
+#include "data/loader.h"
 #include "data/seg/dataset.h"
 #include "data/seg/transforms.h"
 
@@ -39,42 +40,8 @@ struct SegBatch {
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
   /// Whether every image fills the batch tensor (no padding).
   bool uniform() const;
-};
-
-/// Iterates a SegDataset in batches through a SegTransform, with the sampling,
-/// sharding, worker and pinning behaviour of DataLoader (LoaderOptions).
-/// Sample j of epoch e draws from Rng(seed', e * size + j), so a batch depends
-/// only on (seed, epoch, indices), never on the number of workers. Images the
-/// data set skips (corrupt, with OnCorrupt::skip) are left out of their batch.
-class SegDataLoader {
- public:
-  SegDataLoader(std::shared_ptr<const SegDataset> dataset, SegTransform transform,
-                LoaderOptions opts);
-  ~SegDataLoader();
-  SegDataLoader(const SegDataLoader&) = delete;
-  SegDataLoader& operator=(const SegDataLoader&) = delete;
-
-  int64_t num_batches() const;
-  /// Starts `epoch`, skipping its first `skip` batches. Stops any epoch in progress.
-  void start_epoch(int64_t epoch, int64_t skip = 0);
-  /// The next batch of the current epoch; false once the epoch is done.
-  bool next(SegBatch& out);
-  /// The samples indices[0..n), transformed with epoch `epoch`'s random streams
-  /// and collated (what a worker does).
-  SegBatch collate(const int64_t* indices, int64_t n, int64_t epoch) const;
-
-  const SegDataset& dataset() const { return *dataset_; }
-  int64_t size() const { return dataset_->size(); }
-  int64_t skipped() const { return dataset_->skipped(); }
-  const LoaderOptions& options() const { return opts_; }
-
- private:
-  SegBatch make_batch(const int64_t* indices, int64_t n, int64_t epoch) const;
-
-  std::shared_ptr<const SegDataset> dataset_;
-  SegTransform transform_;
-  LoaderOptions opts_;
-  EpochBatches<SegBatch> batches_;  // last: its workers stop before the rest goes
+  /// Moves images and labels to page-locked memory (LoaderOptions::pin_memory).
+  void pin_memory();
 };
 
 /// Collates transformed samples (images u8 (3, h, w), label maps u8 or
@@ -82,5 +49,17 @@ class SegDataLoader {
 /// are left out. Errors name `name`.
 SegBatch collate_seg(std::vector<SegSample>& samples, const Normalize& norm,
                      const std::string& name);
+
+/// Iterates a SegDataset in batches through a SegTransform, with the sampling,
+/// sharding, worker and pinning behaviour of DataLoader (LoaderOptions): the
+/// SampleLoader of data/loader.h with collate_seg. Sample j of epoch e draws
+/// from Rng(seed', e * size + j), so a batch depends only on (seed, epoch,
+/// indices), never on the number of workers. Images the data set skips
+/// (corrupt, with OnCorrupt::skip) are left out of their batch.
+class SegDataLoader : public SampleLoader<SegDataset, SegBatch> {
+ public:
+  SegDataLoader(std::shared_ptr<const SegDataset> dataset, SegTransform transform,
+                LoaderOptions opts);
+};
 
 }  // namespace tcv::data
