@@ -58,6 +58,12 @@ const std::array<std::array<int, 2>, kOpenposeLimbs>& openpose_limbs() {
   return limbs;
 }
 
+const std::array<int, kOpenposeLimbs>& openpose_limb_order() {
+  static const std::array<int, kOpenposeLimbs> order{11, 12, 0, 1,  2,  3,  9,  4,  5, 10,
+                                                     6,  7,  8, 14, 16, 13, 15, 17, 18};
+  return order;
+}
+
 const std::array<std::array<int, 2>, 8>& coco_flip_pairs() {
   static const std::array<std::array<int, 2>, 8> pairs{
       {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}, {11, 12}, {13, 14}, {15, 16}}};

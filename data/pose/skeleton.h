@@ -2,7 +2,14 @@
 // annotation files hold) and OpenPose's 18 (COCO's plus the neck, in CMU's
 // order), which the heatmap and part-affinity-field targets are laid out in,
 // with the 19 limbs of OpenPose's COCO skeleton (TorchCV's
-// configs/pose/coco/openpose_vgg19_coco_pose.conf, details.limb_seq).
+// configs/pose/coco/openpose_vgg19_coco_pose.conf, details.limb_seq and
+// mini_tree).
+//
+// The one copy of these tables: the targets here and the parsing of a model's
+// maps into people (models/pose/parse.h) both follow them. models/ may not
+// include data/ nor data/ models/ (DESIGN.md's arrows), and engine/ knows
+// nothing of data sets, so the parsing takes them as a PoseSkeleton that its
+// caller (train/tasks/pose.cpp) builds from these functions.
 #pragma once
 
 #include <array>
@@ -42,6 +49,10 @@ inline constexpr int kOpenposeNeck = 1;
 /// The 19 limbs as pairs of 0-based OpenPose keypoints (from, to); limb l owns
 /// PAF channels 2l (x) and 2l + 1 (y), pointing from `from` to `to`.
 const std::array<std::array<int, 2>, kOpenposeLimbs>& openpose_limbs();
+
+/// The order the limbs are joined into people when parsing a model's maps
+/// (TorchCV's mini_tree): a walk of the skeleton from the neck outwards.
+const std::array<int, kOpenposeLimbs>& openpose_limb_order();
 
 /// COCO keypoints that trade places in a horizontal flip (left <-> right), 0-based.
 const std::array<std::array<int, 2>, 8>& coco_flip_pairs();

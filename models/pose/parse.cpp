@@ -8,26 +8,6 @@
 
 namespace tcv::models::pose {
 
-const std::vector<std::array<int64_t, 2>>& openpose_limbs() {
-  // TorchCV's limb_seq (1-based there).
-  static const std::vector<std::array<int64_t, 2>> limbs = {
-      {2, 3},  {3, 4}, {5, 6}, {6, 7},  {8, 9},  {9, 10},  {11, 12}, {12, 13}, {0, 1}, {1, 8},
-      {1, 11}, {1, 2}, {1, 5}, {0, 15}, {0, 14}, {15, 17}, {14, 16}, {2, 16},  {5, 17}};
-  return limbs;
-}
-
-const std::vector<int64_t>& openpose_limb_order() {
-  static const std::vector<int64_t> order = {11, 12, 0, 1,  2,  3,  9,  4,  5, 10,
-                                             6,  7,  8, 14, 16, 13, 15, 17, 18};
-  return order;
-}
-
-const std::array<int64_t, 17>& coco_to_openpose() {
-  static const std::array<int64_t, 17> m = {0, 15, 14, 17, 16, 5, 2,  6, 3,
-                                            7, 4,  11, 8,  12, 9, 13, 10};
-  return m;
-}
-
 std::vector<std::vector<Peak>> find_peaks(const Tensor& heatmaps, double sigma, double threshold) {
   TCV_CHECK(heatmaps.defined() && heatmaps.dim() == 3,
             "[find_peaks] heatmaps must be (K, H, W), got ",
@@ -53,6 +33,22 @@ std::vector<std::vector<Peak>> find_peaks(const Tensor& heatmaps, double sigma, 
 
 namespace {
 
+// Every limb joins two of the keypoints, the order names limbs, COCO's
+// keypoints map to keypoints.
+void check_skeleton(const PoseSkeleton& s, const char* op) {
+  const int64_t K = s.keypoints;
+  const auto L = static_cast<int64_t>(s.limbs.size());
+  TCV_CHECK(K > 0 && L > 0, "[", op, "] the skeleton has ", K, " keypoints and ", L,
+            " limbs (OpenPose's is data/pose/skeleton.h's)");
+  for (const auto& [a, b] : s.limbs)
+    TCV_CHECK(a >= 0 && a < K && b >= 0 && b < K, "[", op, "] skeleton limb (", a, ", ", b,
+              ") is outside its ", K, " keypoints");
+  for (const int k : s.limb_order)
+    TCV_CHECK(k >= 0 && k < L, "[", op, "] skeleton limb_order names limb ", k, " of ", L);
+  for (const int k : s.coco_to_ours)
+    TCV_CHECK(k >= 0 && k < K, "[", op, "] skeleton coco_to_ours names keypoint ", k, " of ", K);
+}
+
 struct Connection {
   int64_t a, b;   // global peak ids
   double score;   // the limb's score
@@ -63,14 +59,17 @@ struct Connection {
 
 std::vector<PersonPose> assemble_people(const Tensor& pafs,
                                         const std::vector<std::vector<Peak>>& peaks,
+                                        const PoseSkeleton& skeleton,
                                         const PoseParseOptions& opts) {
-  const auto& limbs = openpose_limbs();
+  check_skeleton(skeleton, "assemble_people");
+  const auto& limbs = skeleton.limbs;
   const auto L = static_cast<int64_t>(limbs.size());
+  const int64_t K = skeleton.keypoints;
   TCV_CHECK(pafs.defined() && pafs.dim() == 3 && pafs.size(0) == 2 * L,
             "[assemble_people] pafs must be (", 2 * L, ", H, W), got ",
             pafs.defined() ? pafs.shape_str() : "undefined");
-  TCV_CHECK(peaks.size() >= static_cast<size_t>(kOpenPoseKeypoints), "[assemble_people] ",
-            kOpenPoseKeypoints, " keypoints' peaks needed, got ", peaks.size());
+  TCV_CHECK(peaks.size() >= static_cast<size_t>(K), "[assemble_people] ", K,
+            " keypoints' peaks needed, got ", peaks.size());
   TCV_CHECK(opts.mid_points >= 2, "[assemble_people] mid_points must be >= 2, got ",
             opts.mid_points);
   const int64_t H = pafs.size(1), W = pafs.size(2);
@@ -83,7 +82,7 @@ std::vector<PersonPose> assemble_people(const Tensor& pafs,
   };
   // Every peak by its global id: (x, y, score).
   std::vector<const Peak*> by_id;
-  for (size_t k = 0; k < static_cast<size_t>(kOpenPoseKeypoints); ++k)
+  for (size_t k = 0; k < static_cast<size_t>(K); ++k)
     for (const Peak& p : peaks[k]) {
       TCV_CHECK(p.id == static_cast<int64_t>(by_id.size()),
                 "[assemble_people] peak ids must "
@@ -153,7 +152,7 @@ std::vector<PersonPose> assemble_people(const Tensor& pafs,
     int64_t count = 0;
   };
   std::vector<Subset> subsets;
-  for (const int64_t k : openpose_limb_order()) {
+  for (const int k : skeleton.limb_order) {
     if (empty_limb[static_cast<size_t>(k)]) continue;
     const int64_t ia = limbs[static_cast<size_t>(k)][0], ib = limbs[static_cast<size_t>(k)][1];
     for (const Connection& c : conns[static_cast<size_t>(k)]) {
@@ -189,7 +188,7 @@ std::vector<PersonPose> assemble_people(const Tensor& pafs,
         }
       } else {
         Subset s;
-        s.part.assign(static_cast<size_t>(kOpenPoseKeypoints), -1);
+        s.part.assign(static_cast<size_t>(K), -1);
         s.part[static_cast<size_t>(ia)] = c.a;
         s.part[static_cast<size_t>(ib)] = c.b;
         s.count = 2;
@@ -221,17 +220,19 @@ std::vector<PersonPose> assemble_people(const Tensor& pafs,
 }
 
 std::vector<PersonPose> parse_poses(const Tensor& heatmaps, const Tensor& pafs,
-                                    const PoseParseOptions& opts) {
-  TCV_CHECK(heatmaps.defined() && heatmaps.dim() == 3 && heatmaps.size(0) >= kOpenPoseKeypoints,
-            "[parse_poses] heatmaps must be (>= ", kOpenPoseKeypoints, ", H, W), got ",
+                                    const PoseSkeleton& skeleton, const PoseParseOptions& opts) {
+  check_skeleton(skeleton, "parse_poses");
+  const int64_t K = skeleton.keypoints;
+  TCV_CHECK(heatmaps.defined() && heatmaps.dim() == 3 && heatmaps.size(0) >= K,
+            "[parse_poses] heatmaps must be (>= ", K, ", H, W), got ",
             heatmaps.defined() ? heatmaps.shape_str() : "undefined");
   TCV_CHECK(pafs.defined() && pafs.dim() == 3 && pafs.size(1) == heatmaps.size(1) &&
                 pafs.size(2) == heatmaps.size(2),
-            "[parse_poses] pafs must be (38, ", heatmaps.size(1), ", ", heatmaps.size(2),
-            ") as the heatmaps, got ", pafs.defined() ? pafs.shape_str() : "undefined");
-  const auto peaks =
-      find_peaks(heatmaps.narrow(0, 0, kOpenPoseKeypoints), opts.sigma, opts.part_threshold);
-  return assemble_people(pafs, peaks, opts);
+            "[parse_poses] pafs must be (", 2 * skeleton.limbs.size(), ", ", heatmaps.size(1), ", ",
+            heatmaps.size(2), ") as the heatmaps, got ",
+            pafs.defined() ? pafs.shape_str() : "undefined");
+  const auto peaks = find_peaks(heatmaps.narrow(0, 0, K), opts.sigma, opts.part_threshold);
+  return assemble_people(pafs, peaks, skeleton, opts);
 }
 
 PoseMaps infer_maps(OpenPose& model, const Tensor& image, const MultiScaleOptions& opts) {
@@ -277,12 +278,14 @@ PoseMaps infer_maps(OpenPose& model, const Tensor& image, const MultiScaleOption
   return avg;
 }
 
-std::vector<double> to_coco_keypoints(const PersonPose& p, double scale) {
-  TCV_CHECK(p.keypoints.size() == static_cast<size_t>(kOpenPoseKeypoints), "[to_coco_keypoints] ",
-            kOpenPoseKeypoints, " keypoints expected, got ", p.keypoints.size());
+std::vector<double> to_coco_keypoints(const PersonPose& p, const PoseSkeleton& skeleton,
+                                      double scale) {
+  check_skeleton(skeleton, "to_coco_keypoints");
+  TCV_CHECK(p.keypoints.size() == static_cast<size_t>(skeleton.keypoints), "[to_coco_keypoints] ",
+            skeleton.keypoints, " keypoints expected, got ", p.keypoints.size());
   std::vector<double> out;
-  out.reserve(51);
-  for (const int64_t o : coco_to_openpose()) {
+  out.reserve(3 * skeleton.coco_to_ours.size());
+  for (const int o : skeleton.coco_to_ours) {
     const auto& k = p.keypoints[static_cast<size_t>(o)];
     if (k.found)
       out.insert(out.end(), {k.x * scale, k.y * scale, 1.0});

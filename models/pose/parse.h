@@ -18,15 +18,17 @@
 //      people with fewer than min_parts keypoints or a mean score below
 //      min_mean_score are dropped.
 //
-// Keypoints are OpenPose's 18 (COCO's 17 plus the neck, TorchCV's order:
-// nose, neck, r-shoulder, r-elbow, r-wrist, l-shoulder, l-elbow, l-wrist,
-// r-hip, r-knee, r-ankle, l-hip, l-knee, l-ankle, r-eye, l-eye, r-ear, l-ear);
-// the 19 limbs are TorchCV's limb_seq, limb k's PAF in channels 2k (x) and
-// 2k + 1 (y). Steps 3 and 4 run on the host.
+// The keypoints and limbs come from the caller as a PoseSkeleton: OpenPose's
+// COCO one (18 keypoints, COCO's 17 plus the neck, and TorchCV's 19 limbs,
+// limb k's PAF in channels 2k (x) and 2k + 1 (y)) is data/pose/skeleton.h's,
+// the layout the data pipeline draws its targets in. models/ may not include
+// data/ (DESIGN.md's arrows), so that one table is passed in rather than
+// copied here. Steps 3 and 4 run on the host.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -34,17 +36,22 @@
 
 namespace tcv::models::pose {
 
-/// OpenPose's keypoints (TorchCV's pose_name_seq).
-inline constexpr int64_t kOpenPoseKeypoints = 18;
-
-/// TorchCV's limb_seq, 0-based: (from, to) keypoints of each of the 19 limbs.
-const std::vector<std::array<int64_t, 2>>& openpose_limbs();
-
-/// The order limbs are joined into people (TorchCV's mini_tree).
-const std::vector<int64_t>& openpose_limb_order();
-
-/// COCO keypoint c is OpenPose keypoint coco_to_openpose()[c] (TorchCV's coco_to_ours).
-const std::array<int64_t, 17>& coco_to_openpose();
+/// The keypoints and limbs the maps are laid out in. For OpenPose on COCO:
+///
+///   PoseSkeleton{data::kOpenposeKeypoints, data::openpose_limbs(),
+///                data::openpose_limb_order(), data::coco_to_openpose()}
+///
+/// (data/pose/skeleton.h; the spans view those static tables).
+struct PoseSkeleton {
+  /// Keypoints, one heatmap channel each (OpenPose: 18).
+  int64_t keypoints = 0;
+  /// (from, to) keypoints of each limb; limb l's PAF is in channels 2l (x) and 2l + 1 (y).
+  std::span<const std::array<int, 2>> limbs;
+  /// The order limbs are joined into people (TorchCV's mini_tree).
+  std::span<const int> limb_order;
+  /// COCO keypoint c is keypoint coco_to_ours[c] (TorchCV's coco_to_ours).
+  std::span<const int> coco_to_ours;
+};
 
 /// TorchCV's res.* and test.* keys in brackets.
 struct PoseParseOptions {
@@ -80,7 +87,7 @@ struct PoseKeypoint {
 
 /// One person: per keypoint the peak it uses (or none).
 struct PersonPose {
-  /// kOpenPoseKeypoints entries, in OpenPose's order.
+  /// One entry per keypoint of the skeleton, in its order.
   std::vector<PoseKeypoint> keypoints;
   /// Sum of its peaks' scores and its limbs' scores (TorchCV's subset[-2]).
   double score = 0;
@@ -92,15 +99,17 @@ struct PersonPose {
 /// row-major order (y, then x), as np.nonzero orders them.
 std::vector<std::vector<Peak>> find_peaks(const Tensor& heatmaps, double sigma, double threshold);
 
-/// Steps 3 and 4 on the image-sized PAFs (38, H, W) and the peaks of the 18
-/// keypoints: the people, in the order TorchCV's subsets form.
+/// Steps 3 and 4 on the image-sized PAFs (2 · limbs, H, W) and the peaks of the
+/// skeleton's keypoints: the people, in the order TorchCV's subsets form.
 std::vector<PersonPose> assemble_people(const Tensor& pafs,
                                         const std::vector<std::vector<Peak>>& peaks,
+                                        const PoseSkeleton& skeleton,
                                         const PoseParseOptions& opts = {});
 
-/// Steps 2 to 4: heatmaps (≥ 18, H, W) (a background channel after the
-/// keypoints is not read) and PAFs (38, H, W) at the image's size.
+/// Steps 2 to 4: heatmaps (≥ keypoints, H, W) (a background channel after the
+/// keypoints is not read) and PAFs (2 · limbs, H, W) at the image's size.
 std::vector<PersonPose> parse_poses(const Tensor& heatmaps, const Tensor& pafs,
+                                    const PoseSkeleton& skeleton,
                                     const PoseParseOptions& opts = {});
 
 /// Image-sized maps.
@@ -125,8 +134,10 @@ struct MultiScaleOptions {
 /// resized to (H, W); returns the average over scales.
 PoseMaps infer_maps(OpenPose& model, const Tensor& image, const MultiScaleOptions& opts = {});
 
-/// A person in COCO's 17-keypoint layout: (x, y, 1) for each keypoint found,
-/// (0, 0, 0) where missing, coordinates multiplied by `scale`.
-std::vector<double> to_coco_keypoints(const PersonPose& p, double scale = 1.0);
+/// A person in COCO's keypoint layout (the skeleton's coco_to_ours): (x, y, 1)
+/// for each keypoint found, (0, 0, 0) where missing, coordinates multiplied by
+/// `scale`.
+std::vector<double> to_coco_keypoints(const PersonPose& p, const PoseSkeleton& skeleton,
+                                      double scale = 1.0);
 
 }  // namespace tcv::models::pose

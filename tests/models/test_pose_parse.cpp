@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -25,6 +26,12 @@ namespace tcv::models::pose {
 namespace {
 
 constexpr int64_t H = 120, W = 160;
+
+// The parser follows the data pipeline's skeleton table.
+const PoseSkeleton kSkeleton{data::kOpenposeKeypoints, data::openpose_limbs(),
+                             data::openpose_limb_order(), data::coco_to_openpose()};
+using data::coco_to_openpose;
+using data::openpose_limbs;
 using Person = std::vector<std::array<double, 2>>;  // 18 (x, y); x < 0 where absent
 
 // A stick figure (OpenPose's keypoint order) centred at (cx, cy), scaled.
@@ -113,7 +120,7 @@ TEST(PoseParse, RecoversKnownPeople) {
   const std::vector<Person> people = {figure(30, 60, 1.0), figure(82, 58, 0.8),
                                       figure(130, 62, 1.2)};
   const PoseMaps maps = draw(people);
-  const auto got = parse_poses(maps.heatmaps, maps.pafs);
+  const auto got = parse_poses(maps.heatmaps, maps.pafs, kSkeleton);
   ASSERT_EQ(got.size(), 3u);
   for (const Person& p : people) expect_recovered(got, p);
   // Score: the 18 peaks (1 each) and 17 limbs of the tree that joined them, each
@@ -129,7 +136,7 @@ TEST(PoseParse, PeopleWithMissingParts) {
   a[6] = a[7] = {-1, -1};    // no left elbow and wrist
   b[10] = b[13] = {-1, -1};  // no ankles
   const PoseMaps maps = draw({a, b});
-  const auto got = parse_poses(maps.heatmaps, maps.pafs);
+  const auto got = parse_poses(maps.heatmaps, maps.pafs, kSkeleton);
   ASSERT_EQ(got.size(), 2u);
   expect_recovered(got, a);
   expect_recovered(got, b);
@@ -138,8 +145,8 @@ TEST(PoseParse, PeopleWithMissingParts) {
   c[0] = {50, 40};
   c[1] = {50, 50};
   const PoseMaps small = draw({c});
-  EXPECT_TRUE(parse_poses(small.heatmaps, small.pafs).empty());
-  const auto two = parse_poses(small.heatmaps, small.pafs, {.min_parts = 2});
+  EXPECT_TRUE(parse_poses(small.heatmaps, small.pafs, kSkeleton).empty());
+  const auto two = parse_poses(small.heatmaps, small.pafs, kSkeleton, {.min_parts = 2});
   ASSERT_EQ(two.size(), 1u);
   EXPECT_EQ(two[0].parts, 2);
 }
@@ -147,7 +154,7 @@ TEST(PoseParse, PeopleWithMissingParts) {
 TEST(PoseParse, NoPafMeansNoLimb) {
   const PoseMaps maps = draw({figure(80, 60, 1.0)});
   // Without PAFs every keypoint is a peak but no limb joins two: nobody.
-  EXPECT_TRUE(parse_poses(maps.heatmaps, zeros({38, H, W})).empty());
+  EXPECT_TRUE(parse_poses(maps.heatmaps, zeros({38, H, W}), kSkeleton).empty());
   const auto peaks = find_peaks(maps.heatmaps.narrow(0, 0, 18), 3.0, 0.1);
   ASSERT_EQ(peaks.size(), 18u);
   int64_t id = 0;
@@ -156,14 +163,14 @@ TEST(PoseParse, NoPafMeansNoLimb) {
     EXPECT_EQ(k[0].id, id++);
   }
   // The PAF pointing the wrong way along every limb: the integral is negative.
-  EXPECT_TRUE(parse_poses(maps.heatmaps, ops::neg(maps.pafs)).empty());
+  EXPECT_TRUE(parse_poses(maps.heatmaps, ops::neg(maps.pafs), kSkeleton).empty());
 }
 
 TEST(PoseParse, CocoLayoutAndKeypointApOfOne) {
   const std::vector<Person> people = {figure(30, 60, 1.0), figure(82, 58, 0.8),
                                       figure(130, 62, 1.2)};
   const PoseMaps maps = draw(people);
-  const auto got = parse_poses(maps.heatmaps, maps.pafs);
+  const auto got = parse_poses(maps.heatmaps, maps.pafs, kSkeleton);
   train::KeypointEvaluator ev;
   std::vector<train::KeypointTruth> truth;
   for (const Person& p : people) {
@@ -178,7 +185,7 @@ TEST(PoseParse, CocoLayoutAndKeypointApOfOne) {
   }
   std::vector<train::KeypointDetection> dets;
   for (const PersonPose& p : got) {
-    const auto kp = to_coco_keypoints(p, 2.0);  // the maps at half the image's size
+    const auto kp = to_coco_keypoints(p, kSkeleton, 2.0);  // the maps at half the image's size
     ASSERT_EQ(kp.size(), 51u);
     EXPECT_EQ(kp[3], p.keypoints[15].x * 2);  // COCO's left eye is OpenPose's 15
     dets.push_back({.keypoints = kp, .score = p.score});
@@ -189,7 +196,7 @@ TEST(PoseParse, CocoLayoutAndKeypointApOfOne) {
   EXPECT_DOUBLE_EQ(s[5], 1.0);
   PersonPose missing = got[0];
   missing.keypoints[15].found = false;
-  EXPECT_EQ(to_coco_keypoints(missing)[5], 0.0);
+  EXPECT_EQ(to_coco_keypoints(missing, kSkeleton)[5], 0.0);
 }
 
 TEST(PoseParse, MultiScaleAveraging) {
@@ -214,15 +221,31 @@ TEST(PoseParse, MultiScaleAveraging) {
 
 // The parser reads the maps in the layout the data pipeline draws its targets in.
 TEST(PoseParse, LayoutIsTheTargets) {
-  ASSERT_EQ(openpose_limbs().size(), data::openpose_limbs().size());
-  for (size_t l = 0; l < openpose_limbs().size(); ++l) {
-    EXPECT_EQ(openpose_limbs()[l][0], data::openpose_limbs()[l][0]) << "limb " << l;
-    EXPECT_EQ(openpose_limbs()[l][1], data::openpose_limbs()[l][1]) << "limb " << l;
-  }
-  for (size_t c = 0; c < 17; ++c) EXPECT_EQ(coco_to_openpose()[c], data::coco_to_openpose()[c]);
-  EXPECT_EQ(kOpenPoseKeypoints, data::kOpenposeKeypoints);
+  EXPECT_EQ(OpenPoseOptions{}.paf_channels, 2 * static_cast<int64_t>(kSkeleton.limbs.size()));
+  EXPECT_EQ(OpenPoseOptions{}.heatmap_channels, kSkeleton.keypoints + 1);
   EXPECT_EQ(OpenPoseOptions{}.paf_channels, data::kOpenposePafs);
   EXPECT_EQ(OpenPoseOptions{}.heatmap_channels, data::kOpenposeHeatmaps);
+}
+
+// The limb order joins every limb once; a skeleton that names keypoints or limbs
+// it lacks is refused.
+TEST(PoseParse, SkeletonIsChecked) {
+  std::vector<int> order(kSkeleton.limb_order.begin(), kSkeleton.limb_order.end());
+  std::sort(order.begin(), order.end());
+  for (size_t l = 0; l < order.size(); ++l) EXPECT_EQ(order[l], static_cast<int>(l));
+  EXPECT_EQ(order.size(), kSkeleton.limbs.size());
+  const PoseMaps maps = draw({figure(30, 60, 1.0)});
+  EXPECT_NE(tcv::testing::error_of([&] {
+              parse_poses(maps.heatmaps, maps.pafs, PoseSkeleton{});
+            }).find("[parse_poses] the skeleton has 0 keypoints and 0 limbs"),
+            std::string::npos);
+  PoseSkeleton bad = kSkeleton;
+  const std::array<int, 1> beyond{19};
+  bad.limb_order = beyond;
+  EXPECT_NE(tcv::testing::error_of([&] {
+              parse_poses(maps.heatmaps, maps.pafs, bad);
+            }).find("[parse_poses] skeleton limb_order names limb 19 of 19"),
+            std::string::npos);
 }
 
 // ---- golden comparison with TorchCV's parser ----------------------------------------------
@@ -308,7 +331,7 @@ TEST(PoseParse, EqualsTorchCVsParser) {
   for (size_t k = 0; k < 18; ++k)
     EXPECT_EQ(static_cast<int64_t>(peaks[k].size()), g["peaks"][k].get<int64_t>())
         << "keypoint " << k;
-  const auto got = parse_poses(maps.heatmaps, maps.pafs);
+  const auto got = parse_poses(maps.heatmaps, maps.pafs, kSkeleton);
   const auto& want = g["parsed"];
   ASSERT_EQ(got.size(), want.size());
   int64_t merged = 0;

@@ -220,6 +220,13 @@ mpose::OpenPose& openpose_of(nn::Module& m) {
   return dynamic_cast<mpose::OpenPose&>(m);
 }
 
+// The parser follows the one skeleton table, the data pipeline's.
+const mpose::PoseSkeleton& openpose_skeleton() {
+  static const mpose::PoseSkeleton s{data::kOpenposeKeypoints, data::openpose_limbs(),
+                                     data::openpose_limb_order(), data::coco_to_openpose()};
+  return s;
+}
+
 // Inference on one normalised image (1, 3, H, W) as tcv-predict and ms_test
 // run it: at test.input_size's height (keeping the aspect), or averaged over
 // test.scale_search times it.
@@ -380,9 +387,10 @@ class PoseEvaluator final : public TaskEvaluator {
         const data::PoseSample s = val_.load(b.indices[idx]);
         const mpose::PoseMaps m =
             image_maps(pose_, net, normalized_image(s.image, norm_).to(device));
-        people = mpose::parse_poses(m.heatmaps, m.pafs, parse_);
+        people = mpose::parse_poses(m.heatmaps, m.pafs, openpose_skeleton(), parse_);
       } else {
-        people = mpose::parse_poses(heat.select(0, i), paf.select(0, i), parse_);
+        people =
+            mpose::parse_poses(heat.select(0, i), paf.select(0, i), openpose_skeleton(), parse_);
         sx = static_cast<double>(w0) / static_cast<double>(b.images.size(3));
         sy = static_cast<double>(h0) / static_cast<double>(b.images.size(2));
       }
@@ -539,7 +547,7 @@ class PosePredictor final : public TaskPredictor {
   Json predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
     const mpose::PoseMaps m = image_maps(pose_, *model_, normalized_image(image, norm_));
-    const auto people = mpose::parse_poses(m.heatmaps, m.pafs, parse_);
+    const auto people = mpose::parse_poses(m.heatmaps, m.pafs, openpose_skeleton(), parse_);
     // COCO's results format; the image id is the file name's number (COCO's and
     // the scenes' names), left out for other names.
     const std::string stem = fs::path(name).stem().string();
