@@ -14,6 +14,13 @@ bool path_exists(const std::string& path) {
   return fs::exists(path, ec) && !ec;
 }
 
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
 namespace {
 
 constexpr int64_t kMaxClasses = int64_t{1} << 31;

@@ -52,6 +52,10 @@ class SkipLog {
 /// data file.
 bool path_exists(const std::string& path);
 
+/// `s` without leading and trailing spaces, tabs, CRs and LFs (a line or a
+/// value of an annotation or list file).
+std::string trim(const std::string& s);
+
 struct ImageFileOptions {
   /// Accepted file extensions, lower case with the dot; matched case-insensitively.
   std::vector<std::string> extensions{".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm"};

@@ -333,6 +333,15 @@ Tensor read_image(const std::string& path, ImageMode mode, const ImageLimits& li
   return decode_image(read_file(path), path, mode, limits);
 }
 
+Tensor read_annotated_image(const std::string& path, int64_t width, int64_t height,
+                            const std::string& source, const ImageLimits& limits) {
+  Tensor image = read_image(path, ImageMode::rgb, limits);
+  TCV_CHECK(image.size(1) == height && image.size(2) == width, path, ": the image is ",
+            image.size(2), "x", image.size(1), " (width x height) but ", source, " says ", width,
+            "x", height);
+  return image;
+}
+
 ImageFormat format_from_extension(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),

@@ -46,6 +46,11 @@ Tensor decode_image(const std::string& bytes, const std::string& name,
 Tensor read_image(const std::string& path, ImageMode mode = ImageMode::rgb,
                   const ImageLimits& limits = {});
 
+/// read_image() in RGB of a file whose annotation `source` says it is width x
+/// height pixels; a different size is a tcv::Error naming both.
+Tensor read_annotated_image(const std::string& path, int64_t width, int64_t height,
+                            const std::string& source, const ImageLimits& limits = {});
+
 /// The error for an image of width x height pixels above limits.max_pixels
 /// ("" when it is within): names `name`, the size and data.max_pixels.
 std::string image_size_error(const std::string& name, int64_t width, int64_t height,

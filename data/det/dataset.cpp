@@ -79,10 +79,7 @@ DetSample DetDataset::load(int64_t i) const {
   s.image_id = r.image_id;
   s.target = r.target;
   try {
-    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
-    TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
-              ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
-              r.source, " says ", r.width, "x", r.height);
+    s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
   } catch (const Error& e) {
     if (on_corrupt_ == OnCorrupt::error) throw;
     skips_.record(e.what());

@@ -18,13 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
-
 // The line (1-based) of byte `offset` in `text`.
 int64_t line_of(const std::string& text, ptrdiff_t offset) {
   const auto end = text.begin() + std::clamp<ptrdiff_t>(offset, 0, std::ssize(text));

@@ -184,10 +184,7 @@ PoseSample PoseDataset::load(int64_t i) const {
   s.people = r.people;
   for (PosePerson& p : s.people) p.neck = shoulder_midpoint(p.keypoints);
   try {
-    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
-    TCV_CHECK(s.image.size(1) == r.height && s.image.size(2) == r.width, r.image_path,
-              ": the image is ", s.image.size(2), "x", s.image.size(1), " (width x height) but ",
-              r.source, " says ", r.width, "x", r.height);
+    s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
     s.mask = pose_loss_mask(r);
   } catch (const Error& e) {
     if (on_corrupt_ == OnCorrupt::error) throw;
