@@ -58,15 +58,6 @@ DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> 
   }
 }
 
-DetDataset::DetDataset(DetDataset&& o) noexcept
-    : records_(std::move(o.records_)),
-      class_names_(std::move(o.class_names_)),
-      label_ids_(std::move(o.label_ids_)),
-      on_corrupt_(o.on_corrupt_),
-      name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)),
-      limits_(o.limits_) {}
-
 const DetRecord& DetDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
   return records_[static_cast<size_t>(i)];

@@ -82,7 +82,7 @@ class DetDataset {
   DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
              std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
              int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
-  DetDataset(DetDataset&& other) noexcept;
+  DetDataset(DetDataset&& other) noexcept = default;
   DetDataset& operator=(DetDataset&&) = delete;
   DetDataset(const DetDataset&) = delete;
 

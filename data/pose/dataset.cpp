@@ -164,13 +164,6 @@ PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, 
       skips_(skipped_at_load, std::move(first_skipped)),
       limits_(limits) {}
 
-PoseDataset::PoseDataset(PoseDataset&& o) noexcept
-    : records_(std::move(o.records_)),
-      on_corrupt_(o.on_corrupt_),
-      name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)),
-      limits_(o.limits_) {}
-
 const PoseRecord& PoseDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
   return records_[static_cast<size_t>(i)];

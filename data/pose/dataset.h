@@ -123,7 +123,7 @@ class PoseDataset {
  public:
   PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
               int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
-  PoseDataset(PoseDataset&& other) noexcept;
+  PoseDataset(PoseDataset&& other) noexcept = default;
   PoseDataset& operator=(PoseDataset&&) = delete;
   PoseDataset(const PoseDataset&) = delete;
 

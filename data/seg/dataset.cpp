@@ -154,16 +154,6 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
       TCV_CHECK(!r.label_path.empty(), name_, ": ", r.image_path, " has no label file");
 }
 
-SegDataset::SegDataset(SegDataset&& o) noexcept
-    : records_(std::move(o.records_)),
-      class_names_(std::move(o.class_names_)),
-      map_(o.map_),
-      ground_truth_(o.ground_truth_),
-      on_corrupt_(o.on_corrupt_),
-      name_(std::move(o.name_)),
-      skips_(std::move(o.skips_)),
-      limits_(o.limits_) {}
-
 const SegRecord& SegDataset::record(int64_t i) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
   return records_[static_cast<size_t>(i)];

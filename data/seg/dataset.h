@@ -78,7 +78,7 @@ class SegDataset {
              GroundTruth ground_truth, OnCorrupt on_corrupt, std::string name,
              int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
   /// Moves records, names and counts (not while another thread loads from `o`).
-  SegDataset(SegDataset&& o) noexcept;
+  SegDataset(SegDataset&& other) noexcept = default;
   SegDataset& operator=(SegDataset&&) = delete;
 
   int64_t size() const { return static_cast<int64_t>(records_.size()); }
