@@ -184,6 +184,14 @@ std::shared_ptr<nn::Module> create_config_model(const Config& cfg, int64_t num_c
   }
 }
 
+ConfigError not_a_task_model(const Config& cfg, const std::string& kind) {
+  const std::string& task = cfg.get_string("task");
+  return ConfigError(at_key(cfg, "network.model_name") + ": \"" +
+                     cfg.get_string("network.model_name") + "\" is not a " + kind +
+                     " model (task = \"" + task + "\" trains " + join(models::model_names(task)) +
+                     ")");
+}
+
 std::string load_model_for_prediction(const Config& cfg, const std::string& checkpoint,
                                       nn::Module& model) {
   const std::string stem = resolve_checkpoint(checkpoint);

@@ -28,6 +28,7 @@
 #include "engine/json.h"
 #include "engine/tensor.h"
 #include "layers/module.h"
+#include "models/registry.h"
 #include "train/config.h"
 #include "train/eval/evaluator.h"
 #include "train/metrics.h"
@@ -310,6 +311,25 @@ auto for_key(const Config& cfg, const std::string& key, F fn) {
 /// Builds network.model_name through the model registry, naming the key in errors.
 std::shared_ptr<nn::Module> create_config_model(const Config& cfg, int64_t num_classes,
                                                 int64_t in_channels);
+
+/// The error for a network.model_name that is not a model of the config's task:
+/// "<key>: \"resnet18\" is not a <kind> model (task = \"det\" trains ssd300, ...)",
+/// the names those the task's family registered.
+ConfigError not_a_task_model(const Config& cfg, const std::string& kind);
+
+/// Builds network.model_name as a model of the config's task (its family's
+/// builder from Options, models::create_family_model), naming the key in errors;
+/// another family's name is not_a_task_model(cfg, kind).
+template <class Model, class Options>
+std::shared_ptr<Model> create_task_model(const Config& cfg, const std::string& kind, Options opts) {
+  models::register_builtin_models();
+  const std::string& name = cfg.get_string("network.model_name");
+  auto model = for_key(cfg, "network.model_name", [&] {
+    return models::create_family_model<Model, Options>(name, std::move(opts));
+  });
+  if (!model) throw not_a_task_model(cfg, kind);
+  return model;
+}
 
 /// Loads the model weights of a checkpoint for prediction: the stem it resolves
 /// to, after checking that it holds network.model_name (and the task's model).

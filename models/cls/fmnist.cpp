@@ -1,5 +1,7 @@
 #include "models/cls/fmnist.h"
 
+#include "models/registry.h"
+
 namespace tcv::models::cls {
 
 FmnistCnn::FmnistCnn(int64_t num_classes, int64_t in_channels) {
@@ -46,6 +48,23 @@ Tensor FmnistResNet::forward(const Tensor& x) {
   h = layer3->forward(layer2->forward(layer1->forward(h)));  // (N, 128, H/4, W/4)
   h = avgpool->forward(h).flatten(1);                        // (N, 128)
   return fc->forward(h);
+}
+
+void register_fmnist_models() {
+  register_model({.name = "fmnist_cnn",
+                  .description = "2-conv CNN for 28x28 images (conv32-pool-conv64-pool-fc128-fc)",
+                  .reference = {.num_classes = 10, .in_channels = 1}},
+                 [](const ModelOptions& o) {
+                   return std::make_shared<FmnistCnn>(o.num_classes, o.in_channels);
+                 });
+  register_model(
+      {.name = "fmnist_resnet",
+       .description = "small CIFAR-style ResNet for 28x28 images: 3x3 stem, BasicBlocks x2 at "
+                      "32/64/128 channels, global average pool, fc",
+       .reference = {.num_classes = 10, .in_channels = 1}},
+      [](const ModelOptions& o) {
+        return std::make_shared<FmnistResNet>(o.num_classes, o.in_channels);
+      });
 }
 
 }  // namespace tcv::models::cls

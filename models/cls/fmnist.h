@@ -41,4 +41,7 @@ class FmnistResNet : public nn::Module {
   std::shared_ptr<nn::Linear> fc;
 };
 
+/// Registers fmnist_cnn and fmnist_resnet (models/registry.h, family "cls").
+void register_fmnist_models();
+
 }  // namespace tcv::models::cls

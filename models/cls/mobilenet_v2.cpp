@@ -6,6 +6,7 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/nn.h"
+#include "models/registry.h"
 
 namespace tcv::models::cls {
 
@@ -82,6 +83,15 @@ Tensor MobileNetV2::forward(const Tensor& x) {
             options.in_channels, ", H, W), got ", x.shape_str());
   const Tensor h = ops::adaptive_avg_pool2d(features->forward(x), {1, 1}).flatten(1);  // (N, 1280)
   return classifier->forward(h);
+}
+
+void register_mobilenet_models() {
+  register_family_model<MobileNetV2, MobileNetV2Options>(
+      {.name = "mobilenet_v2",
+       .description =
+           "MobileNetV2 (width 1.0, ReLU6, dropout 0.2); torchvision's architecture and names",
+       .reference = {.num_classes = 1000, .in_channels = 3}},
+      [](MobileNetV2Options o) { return std::make_shared<MobileNetV2>(o); });
 }
 
 }  // namespace tcv::models::cls

@@ -59,4 +59,7 @@ class MobileNetV2 : public nn::Module {
 /// (at least min_value, default divisor), never more than 10% below v.
 int64_t make_divisible(double v, int64_t divisor, int64_t min_value = 0);
 
+/// Registers mobilenet_v2 (models/registry.h, family "cls").
+void register_mobilenet_models();
+
 }  // namespace tcv::models::cls

@@ -1,5 +1,7 @@
 #include "models/cls/resnet.h"
 
+#include "models/registry.h"
+
 namespace tcv::models::cls {
 
 ResNet::ResNet(BlockKind block_, std::array<int64_t, 4> layers, ResNetOptions opts)
@@ -76,6 +78,42 @@ std::shared_ptr<ResNet> resnet50(ResNetOptions opts) {
 }
 std::shared_ptr<ResNet> resnet101(ResNetOptions opts) {
   return std::make_shared<ResNet>(BlockKind::bottleneck, std::array<int64_t, 4>{3, 4, 23, 3}, opts);
+}
+
+void register_resnet_models() {
+  using Build = std::shared_ptr<ResNet> (*)(ResNetOptions);
+  struct Named {
+    const char* name;
+    Build build;
+    const char* description;
+  };
+  const Named resnets[] = {
+      {"resnet18", resnet18, "ResNet-18 (BasicBlock 2-2-2-2)"},
+      {"resnet34", resnet34, "ResNet-34 (BasicBlock 3-4-6-3)"},
+      {"resnet50", resnet50, "ResNet-50 (Bottleneck 3-4-6-3)"},
+      {"resnet101", resnet101, "ResNet-101 (Bottleneck 3-4-23-3)"},
+  };
+  for (const Named& r : resnets) {
+    const std::string description = r.description;
+    register_family_model<ResNet, ResNetOptions>(
+        {.name = r.name,
+         .description =
+             description + "; torchvision's architecture and names, 7x7 stem for 224x224 inputs",
+         .reference = {.num_classes = 1000, .in_channels = 3}},
+        r.build);
+    if (std::string(r.name) == "resnet101") continue;
+    const Build build = r.build;
+    register_family_model<ResNet, ResNetOptions>(
+        {.name = std::string(r.name) + "_cifar",
+         .description = description +
+                        " with a CIFAR stem (3x3 stride-1 conv1, no max-pool) for 32x32 inputs; "
+                        "torchvision's names",
+         .reference = {.num_classes = 10, .in_channels = 3}},
+        [build](ResNetOptions o) {
+          o.stem = ResNetStem::cifar;
+          return build(o);
+        });
+  }
 }
 
 }  // namespace tcv::models::cls

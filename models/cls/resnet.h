@@ -97,4 +97,7 @@ std::shared_ptr<ResNet> resnet50(ResNetOptions opts = {});
 /// ResNet-101: Bottleneck {3, 4, 23, 3}, 44,549,160 parameters at 1000 classes.
 std::shared_ptr<ResNet> resnet101(ResNetOptions opts = {});
 
+/// Registers resnet18/34/50/101 and resnet18/34/50_cifar (models/registry.h, family "cls").
+void register_resnet_models();
+
 }  // namespace tcv::models::cls

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "models/registry.h"
+
 namespace tcv::models::cls {
 
 namespace {
@@ -73,6 +75,34 @@ std::shared_ptr<VGG> vgg16(VggOptions opts) {
 }
 std::shared_ptr<VGG> vgg19(VggOptions opts) {
   return std::make_shared<VGG>(VggConfig::E, opts);
+}
+
+void register_vgg_models() {
+  using Build = std::shared_ptr<VGG> (*)(VggOptions);
+  struct Named {
+    const char* name;
+    Build build;
+    const char* description;
+  };
+  const Named vggs[] = {
+      {"vgg11", vgg11, "VGG-11"},
+      {"vgg13", vgg13, "VGG-13"},
+      {"vgg16", vgg16, "VGG-16"},
+      {"vgg19", vgg19, "VGG-19"},
+  };
+  const std::string names = "; torchvision's architecture and names (features.N, classifier.N)";
+  for (const Named& v : vggs)
+    for (const bool bn : {false, true}) {
+      const Build build = v.build;
+      register_family_model<VGG, VggOptions>(
+          {.name = std::string(v.name) + (bn ? "_bn" : ""),
+           .description = v.description + std::string(bn ? " with batch norm" : "") + names,
+           .reference = {.num_classes = 1000, .in_channels = 3}},
+          [build, bn](VggOptions o) {
+            o.batch_norm = bn;
+            return build(o);
+          });
+    }
 }
 
 }  // namespace tcv::models::cls

@@ -48,4 +48,7 @@ std::shared_ptr<VGG> vgg16(VggOptions opts = {});
 /// VGG-19, 143,667,240 parameters at 1000 classes (143,678,248 with batch norm).
 std::shared_ptr<VGG> vgg19(VggOptions opts = {});
 
+/// Registers vgg11/13/16/19 and their _bn variants (models/registry.h, family "cls").
+void register_vgg_models();
+
 }  // namespace tcv::models::cls

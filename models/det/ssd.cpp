@@ -1,6 +1,7 @@
 #include "models/det/ssd.h"
 
 #include "engine/ops.h"
+#include "models/registry.h"
 
 namespace tcv::models::det {
 
@@ -263,15 +264,32 @@ std::shared_ptr<SSD> ssd300_lite(SsdOptions opts) {
   return std::make_shared<SSD>(SsdVariant::ssd300, std::move(opts));
 }
 
-std::shared_ptr<SSD> create_ssd(const std::string& name, SsdOptions opts) {
-  if (name == "ssd300") return ssd300_vgg16(std::move(opts));
-  if (name == "ssd512") return ssd512_vgg16(std::move(opts));
-  if (name == "ssd300_lite") return ssd300_lite(std::move(opts));
-  return nullptr;
-}
-
-std::vector<std::string> ssd_model_names() {
-  return {"ssd300", "ssd300_lite", "ssd512"};
+void register_ssd_models() {
+  const ModelOptions voc{.num_classes = 21, .in_channels = 3};
+  register_family_model<SSD, SsdOptions>(
+      {.name = "ssd300",
+       .family = "det",
+       .description =
+           "SSD300 on VGG-16 (detection, 300x300 input, 8,732 default boxes; the classes include "
+           "the background); torchvision's ssd300_vgg16 architecture and names",
+       .reference = voc},
+      ssd300_vgg16);
+  register_family_model<SSD, SsdOptions>(
+      {.name = "ssd512",
+       .family = "det",
+       .description =
+           "SSD512 on VGG-16 (detection, 512x512 input, 24,564 default boxes on 7 maps); the SSD "
+           "paper's extra blocks as TorchCV, torchvision's names",
+       .reference = voc},
+      ssd512_vgg16);
+  register_family_model<SSD, SsdOptions>(
+      {.name = "ssd300_lite",
+       .family = "det",
+       .description =
+           "SSD300 with a quarter of VGG-16's channels and BatchNorm (detection, 300x300 input, "
+           "8,732 default boxes, about 1/16 of SSD300's FLOPs), for CPUs and small data sets",
+       .reference = voc},
+      ssd300_lite);
 }
 
 }  // namespace tcv::models::det

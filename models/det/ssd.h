@@ -149,10 +149,8 @@ std::shared_ptr<SSD> ssd512_vgg16(SsdOptions opts = {});
 /// FLOPs, trained from scratch on small data sets (configs/det/scenes_ssd300.toml).
 std::shared_ptr<SSD> ssd300_lite(SsdOptions opts = {});
 
-/// The SSD models by registry name: "ssd300", "ssd512", "ssd300_lite"; null for
-/// another name.
-std::shared_ptr<SSD> create_ssd(const std::string& name, SsdOptions opts);
-/// Those names.
-std::vector<std::string> ssd_model_names();
+/// Registers ssd300, ssd512 and ssd300_lite (models/registry.h, family "det",
+/// built from SsdOptions: models::create_family_model<SSD>(name, opts)).
+void register_ssd_models();
 
 }  // namespace tcv::models::det

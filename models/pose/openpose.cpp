@@ -2,6 +2,7 @@
 
 #include "engine/ops.h"
 #include "layers/init.h"
+#include "models/registry.h"
 
 namespace tcv::models::pose {
 
@@ -174,14 +175,26 @@ OpenPoseLossTerms openpose_loss(const PoseOutput& out, const Tensor& paf_target,
   return t;
 }
 
-std::shared_ptr<OpenPose> create_openpose(const std::string& name, OpenPoseOptions opts) {
-  if (name == "openpose") return openpose_vgg19(std::move(opts));
-  if (name == "openpose_lite") return openpose_lite(std::move(opts));
-  return nullptr;
-}
-
-std::vector<std::string> openpose_model_names() {
-  return {"openpose", "openpose_lite"};
+void register_openpose_models() {
+  // Fixed outputs (38 PAF, 19 heatmap channels: TorchCV's COCO set-up); no
+  // classes (0 in the reference options, so the listing names none).
+  const ModelOptions reference{.num_classes = 0, .in_channels = 3};
+  register_family_model<OpenPose, OpenPoseOptions>(
+      {.name = "openpose",
+       .family = "pose",
+       .description =
+           "OpenPose on VGG-19 (pose, output stride 8, 6 stages of 38 PAF + 19 heatmap channels); "
+           "torchvision's VGG-19 names for the backbone, TorchCV's for the stages",
+       .reference = reference},
+      openpose_vgg19);
+  register_family_model<OpenPose, OpenPoseOptions>(
+      {.name = "openpose_lite",
+       .family = "pose",
+       .description =
+           "OpenPose with a quarter of the channels, BatchNorm in the backbone and 3 stages (pose, "
+           "output stride 8, 38 PAF + 19 heatmap channels), for CPUs and small data sets",
+       .reference = reference},
+      openpose_lite);
 }
 
 }  // namespace tcv::models::pose

@@ -117,10 +117,9 @@ OpenPoseLossTerms openpose_loss(const PoseOutput& out, const Tensor& paf_target,
                                 const Tensor& heatmap_target, const Tensor& mask,
                                 const OpenPoseLossOptions& opts = {});
 
-/// The pose models by registry name: "openpose", "openpose_lite"; null for
-/// another name.
-std::shared_ptr<OpenPose> create_openpose(const std::string& name, OpenPoseOptions opts = {});
-/// Those names.
-std::vector<std::string> openpose_model_names();
+/// Registers openpose (openpose_vgg19) and openpose_lite (models/registry.h,
+/// family "pose", built from OpenPoseOptions:
+/// models::create_family_model<OpenPose>(name, opts)).
+void register_openpose_models();
 
 }  // namespace tcv::models::pose

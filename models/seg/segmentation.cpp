@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/ops/nn.h"
+#include "models/registry.h"
 #include "models/seg/heads.h"
 
 namespace tcv::models::seg {
@@ -221,40 +222,50 @@ std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet101(SegModelOptions opt
   return make(SegHead::pspnet_deepbase, 101, std::move(opts));
 }
 
-namespace {
-
-struct Named {
-  const char* name;
-  SegHead head;
-  int64_t depth;
-};
-
-constexpr Named kModels[] = {
-    {"deeplabv3_resnet18", SegHead::deeplabv3, 18},
-    {"deeplabv3_resnet50", SegHead::deeplabv3, 50},
-    {"deeplabv3_resnet101", SegHead::deeplabv3, 101},
-    {"fcn_resnet50", SegHead::fcn, 50},
-    {"fcn_resnet101", SegHead::fcn, 101},
-    {"pspnet_resnet18", SegHead::pspnet, 18},
-    {"pspnet_resnet50", SegHead::pspnet, 50},
-    {"pspnet_resnet101", SegHead::pspnet, 101},
-    {"pspnet_deepbase_resnet50", SegHead::pspnet_deepbase, 50},
-    {"pspnet_deepbase_resnet101", SegHead::pspnet_deepbase, 101},
-};
-
-}  // namespace
-
-std::shared_ptr<SegmentationModel> create_segmentation_model(const std::string& name,
-                                                             SegModelOptions opts) {
-  for (const auto& m : kModels)
-    if (name == m.name) return make(m.head, m.depth, std::move(opts));
-  return nullptr;
-}
-
-std::vector<std::string> segmentation_model_names() {
-  std::vector<std::string> names;
-  for (const auto& m : kModels) names.push_back(m.name);
-  return names;
+void register_segmentation_models() {
+  using Build = std::shared_ptr<SegmentationModel> (*)(SegModelOptions);
+  struct Named {
+    const char* name;
+    Build build;
+    const char* description;
+  };
+  const Named models[] = {
+      {"deeplabv3_resnet50", deeplabv3_resnet50,
+       "DeepLabV3 (ASPP rates 12/24/36 + image pooling) on a dilated ResNet-50"},
+      {"deeplabv3_resnet101", deeplabv3_resnet101,
+       "DeepLabV3 (ASPP rates 12/24/36 + image pooling) on a dilated ResNet-101"},
+      {"fcn_resnet50", fcn_resnet50, "FCN on a dilated ResNet-50"},
+      {"fcn_resnet101", fcn_resnet101, "FCN on a dilated ResNet-101"},
+      {"pspnet_resnet50", pspnet_resnet50,
+       "PSPNet (pyramid pooling, bins 1/2/3/6) on a dilated ResNet-50"},
+      {"pspnet_resnet101", pspnet_resnet101,
+       "PSPNet (pyramid pooling, bins 1/2/3/6) on a dilated ResNet-101"},
+      {"pspnet_resnet18", pspnet_resnet18,
+       "PSPNet (bins 1/2/3/6, 128-channel head) on a dilated ResNet-18, a small model"},
+      {"deeplabv3_resnet18", deeplabv3_resnet18,
+       "DeepLabV3 (128-channel ASPP) on a dilated ResNet-18, a small model"},
+      {"pspnet_deepbase_resnet50", pspnet_deepbase_resnet50,
+       "TorchCV's PSPNet (bins 1/2/3/6) on its deep-stem dilated ResNet-50 "
+       "(deepbase_resnet50_d8), TorchCV's names"},
+      {"pspnet_deepbase_resnet101", pspnet_deepbase_resnet101,
+       "TorchCV's PSPNet (bins 1/2/3/6) on its deep-stem dilated ResNet-101 "
+       "(deepbase_resnet101_d8), TorchCV's names"},
+  };
+  for (const Named& m : models) {
+    const bool deepbase = std::string(m.name).find("deepbase") != std::string::npos;
+    register_family_model<SegmentationModel, SegModelOptions>(
+        {.name = m.name,
+         .family = "seg",
+         .description =
+             m.description +
+             std::string(deepbase ? " with the 512-channel auxiliary head (dsn) on layer3 "
+                                    "(segmentation, output stride 8, outputs at the input size)"
+                                  : " with the auxiliary FCN head on layer3 (segmentation, output "
+                                    "stride 8, outputs at the input size); torchvision's "
+                                    "segmentation names"),
+         .reference = {.num_classes = 21, .in_channels = 3}},
+        m.build);
+  }
 }
 
 }  // namespace tcv::models::seg

@@ -135,12 +135,9 @@ std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet50(SegModelOptions opts
 /// TorchCV's PSPNet on deepbase_resnet101_d8: 70,436,838 parameters at 19 classes.
 std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet101(SegModelOptions opts = {});
 
-/// The segmentation models by registry name (deeplabv3_resnet18/50/101,
-/// fcn_resnet50/101, pspnet_resnet18/50/101, pspnet_deepbase_resnet50/101) with `opts` (its depth
-/// set by the name); null for another name.
-std::shared_ptr<SegmentationModel> create_segmentation_model(const std::string& name,
-                                                             SegModelOptions opts);
-/// Those names.
-std::vector<std::string> segmentation_model_names();
+/// Registers the models above by their function's name (models/registry.h,
+/// family "seg", built from SegModelOptions with the depth the name says:
+/// models::create_family_model<SegmentationModel>(name, opts)).
+void register_segmentation_models();
 
 }  // namespace tcv::models::seg

@@ -13,7 +13,11 @@
 #include "layers/init.h"
 #include "layers/linear.h"
 #include "models/cls/fmnist.h"
+#include "models/cls/resnet.h"
+#include "models/det/ssd.h"
+#include "models/pose/openpose.h"
 #include "models/registry.h"
+#include "models/seg/segmentation.h"
 #include "support/gradcheck.h"
 #include "train/optim.h"
 
@@ -65,6 +69,62 @@ TEST(Registry, ListingCountsParametersOnTheModels) {
             std::string::npos)
       << listing;
   EXPECT_THROW(models::model_parameter_count("nope"), Error);
+}
+
+// Each family registers its own names; the families partition the registry.
+TEST(Registry, FamiliesRegisterTheirOwnModels) {
+  models::register_builtin_models();
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(models::model_names("det"), (Names{"ssd300", "ssd300_lite", "ssd512"}));
+  EXPECT_EQ(models::model_names("pose"), (Names{"openpose", "openpose_lite"}));
+  const Names seg = models::model_names("seg");
+  EXPECT_EQ(seg.size(), 10u);
+  EXPECT_NE(std::find(seg.begin(), seg.end(), "pspnet_deepbase_resnet101"), seg.end());
+  const Names cls = models::model_names("cls");
+  EXPECT_NE(std::find(cls.begin(), cls.end(), "resnet50_cifar"), cls.end());
+  EXPECT_NE(std::find(cls.begin(), cls.end(), "vgg19_bn"), cls.end());
+  size_t sum = 0;
+  for (const char* family : {"cls", "det", "seg", "pose"})
+    sum += models::model_names(family).size();
+  EXPECT_EQ(sum, models::model_names().size());
+  EXPECT_TRUE(models::model_names("instance").empty());
+}
+
+// A family's builder takes the family's own options; another family's name (or
+// another model type) gives null, so a task can say which models it trains.
+TEST(Registry, FamilyBuildersTakeTheFamilysOptions) {
+  models::register_builtin_models();
+  nn::init::SkipInitGuard shapes_only;
+  auto ssd = models::create_family_model<models::det::SSD, models::det::SsdOptions>(
+      "ssd300_lite", {.num_classes = 3, .in_channels = 1});
+  ASSERT_NE(ssd, nullptr);
+  EXPECT_EQ(ssd->options.width_divisor, 4);  // the name's own settings
+  EXPECT_EQ(ssd->options.num_classes, 3);
+  EXPECT_EQ(ssd->options.in_channels, 1);
+  auto seg =
+      models::create_family_model<models::seg::SegmentationModel, models::seg::SegModelOptions>(
+          "pspnet_resnet18", {.num_classes = 5, .aux = models::seg::AuxHead::off});
+  ASSERT_NE(seg, nullptr);
+  EXPECT_EQ(seg->options.depth, 18);  // set by the name
+  EXPECT_EQ(seg->aux_classifier, nullptr);
+  auto pose = models::create_family_model<models::pose::OpenPose, models::pose::OpenPoseOptions>(
+      "openpose_lite", {.init = models::pose::PoseInit::pytorch_default});
+  ASSERT_NE(pose, nullptr);
+  EXPECT_EQ(pose->options.init, models::pose::PoseInit::pytorch_default);
+  EXPECT_EQ(pose->stages.size(), 3u);
+  auto cifar = models::create_family_model<models::cls::ResNet, models::cls::ResNetOptions>(
+      "resnet18_cifar", {.num_classes = 7});
+  ASSERT_NE(cifar, nullptr);
+  EXPECT_EQ(cifar->maxpool, nullptr);  // the CIFAR stem, whatever the options said
+  // Another family's model, an unknown name, a model without a family builder.
+  EXPECT_EQ(
+      (models::create_family_model<models::det::SSD, models::det::SsdOptions>("openpose", {})),
+      nullptr);
+  EXPECT_EQ((models::create_family_model<models::det::SSD, models::det::SsdOptions>("nope", {})),
+            nullptr);
+  EXPECT_EQ(
+      (models::create_family_model<models::det::SSD, models::det::SsdOptions>("fmnist_cnn", {})),
+      nullptr);
 }
 
 TEST(SkipInit, BuildsShapesWithoutDrawing) {

@@ -613,17 +613,8 @@ class DetTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    const std::string& name = cfg_.settings().network.model_name;
-    auto model = for_key(cfg_, "network.model_name", [&] {
-      return mdet::create_ssd(name, ssd_options(cfg_, det_, cfg_.settings().data.num_classes));
-    });
-    if (!model) {
-      std::string known;
-      for (const auto& n : mdet::ssd_model_names()) known += (known.empty() ? "" : ", ") + n;
-      throw ConfigError(at_key(cfg_, "network.model_name") + ": \"" + name +
-                        "\" is not a detection model (task = \"det\" trains " + known + ")");
-    }
-    return model;
+    return create_task_model<mdet::SSD>(cfg_, "detection",
+                                        ssd_options(cfg_, det_, cfg_.settings().data.num_classes));
   }
 
   Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {

@@ -664,14 +664,7 @@ class PoseTask final : public Task {
   std::shared_ptr<nn::Module> make_model() override {
     const std::string& name = cfg_.settings().network.model_name;
     const mpose::OpenPoseOptions o{.init = pose_.init};
-    auto model =
-        for_key(cfg_, "network.model_name", [&] { return mpose::create_openpose(name, o); });
-    if (!model) {
-      std::string known;
-      for (const auto& n : mpose::openpose_model_names()) known += (known.empty() ? "" : ", ") + n;
-      throw ConfigError(at_key(cfg_, "network.model_name") + ": \"" + name +
-                        "\" is not a pose model (task = \"pose\" trains " + known + ")");
-    }
+    auto model = create_task_model<mpose::OpenPose>(cfg_, "pose", o);
     const auto stages = static_cast<int64_t>(model->stages.size());
     for (int64_t s = stages; s < kMaxStages; ++s)
       for (const char* branch : {"paf", "heatmap"})

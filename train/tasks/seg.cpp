@@ -552,21 +552,11 @@ class SegTask final : public Task {
   }
 
   std::shared_ptr<nn::Module> make_model() override {
-    const std::string& name = cfg_.settings().network.model_name;
     const mseg::SegModelOptions o{
         .num_classes = cfg_.settings().data.num_classes,
         .output_stride = seg_.stride,
         .aux = seg_.loss.aux_weight > 0 ? mseg::AuxHead::on : mseg::AuxHead::off};
-    auto model = for_key(cfg_, "network.model_name",
-                         [&] { return mseg::create_segmentation_model(name, o); });
-    if (!model) {
-      std::string known;
-      for (const auto& n : mseg::segmentation_model_names())
-        known += (known.empty() ? "" : ", ") + n;
-      throw ConfigError(at_key(cfg_, "network.model_name") + ": \"" + name +
-                        "\" is not a segmentation model (task = \"seg\" trains " + known + ")");
-    }
-    return model;
+    return create_task_model<mseg::SegmentationModel>(cfg_, "segmentation", o);
   }
 
   Tensor loss(StepModel& model, const TaskBatch& batch, const StepContext& ctx) override {
