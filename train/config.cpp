@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "data/image.h"
 #include "dist/comm_hook.h"
-#include "train/task.h"
 
 namespace tcv::train {
 
@@ -26,13 +26,11 @@ using Ints = std::vector<int64_t>;
 // The keys every task reads; each task adds its own (register_task).
 std::vector<KeySpec> common_keys() {
   return {
-      {"task", VT::string, std::string("cls"),
-       "cls (classification) | det (detection) | seg (semantic segmentation) | pose (keypoints)"},
+      // "task" and "data.dataset" have their help from the tasks (add_task_schema).
+      {"task", VT::string, std::string("cls"), ""},
       {"seed", VT::integer, int64_t{0}, "seeds parameter init, shuffling and dropout"},
       {"device", VT::string, std::string("auto"), "cpu | cuda | auto"},
-      {"data.dataset", VT::string, std::string("fashion_mnist"),
-       "cls: fashion_mnist | mnist | cifar10 | cifar100 | image_folder | list; det: voc | coco | "
-       "scenes; seg: cityscapes | voc | ade20k | scenes"},
+      {"data.dataset", VT::string, std::string("fashion_mnist"), ""},
       {"data.data_dir", VT::string, std::string(""),
        "the data set's root (cls: IDX or CIFAR binary files; \"\" = "
        "/usr/share/datasets/<dataset> for IDX)"},
@@ -145,6 +143,11 @@ std::vector<KeySpec>& schema_storage() {
   return schema;
 }
 
+std::vector<TaskSchema>& task_storage() {
+  static std::vector<TaskSchema> tasks;
+  return tasks;
+}
+
 const KeySpec* find_spec(const std::string& key) {
   for (const auto& s : config_schema())
     if (s.key == key) return &s;
@@ -185,6 +188,10 @@ std::string unknown_key_message(const std::string& key) {
     for (size_t i = 0; i < below.size(); ++i) msg += (i ? ", " : "") + below[i];
     return msg + ")";
   }
+  if (task_storage().empty())
+    return msg +
+           " (no task is registered, so no task's keys are known: call "
+           "tcv::train::register_builtin_tasks() (train/task.h) before reading configs)";
   const std::string near = closest_key(key);
   if (!near.empty()) msg += " (did you mean '" + near + "'?)";
   return msg;
@@ -475,7 +482,6 @@ const char* value_type_name(ValueType t) {
 }
 
 const std::vector<KeySpec>& config_schema() {
-  register_builtin_tasks();  // their keys join the schema
   return schema_storage();
 }
 
@@ -501,6 +507,33 @@ void add_task_keys(const std::string& task, const std::vector<KeySpec>& keys) {
     if (std::find(it->tasks.begin(), it->tasks.end(), task) == it->tasks.end())
       it->tasks.push_back(task);
   }
+}
+
+void add_task_schema(TaskSchema schema) {
+  std::vector<TaskSchema>& tasks = task_storage();
+  TCV_CHECK(std::none_of(tasks.begin(), tasks.end(),
+                         [&](const TaskSchema& t) { return t.name == schema.name; }),
+            "[config] task \"", schema.name, "\" is registered already");
+  add_task_keys(schema.name, schema.keys);
+  tasks.push_back(std::move(schema));
+  std::string task_help, dataset_help;
+  for (const TaskSchema& t : tasks) {
+    task_help += (task_help.empty() ? "" : " | ") + t.name + ": " + t.description;
+    if (t.datasets.empty()) continue;
+    dataset_help += (dataset_help.empty() ? "" : "; ") + t.name + ":";
+    for (size_t i = 0; i < t.datasets.size(); ++i)
+      dataset_help += (i == 0 ? " " : " | ") + t.datasets[i];
+  }
+  for (KeySpec& k : schema_storage()) {
+    if (k.key == "task") k.help = task_help;
+    if (k.key == "data.dataset") k.help = dataset_help;
+  }
+}
+
+std::vector<std::string> schema_task_names() {
+  std::vector<std::string> names;
+  for (const TaskSchema& t : task_storage()) names.push_back(t.name);
+  return names;
 }
 
 std::string closest_key(const std::string& key) {
@@ -724,7 +757,11 @@ Settings parse_settings(const Config& c) {
   const ConfigChecks check(c);
   Settings st;
   // The task first: every other key is read as the task reads it.
-  const std::vector<std::string> tasks = task_names();
+  const std::vector<std::string> tasks = schema_task_names();
+  if (tasks.empty())
+    fail("task",
+         "no task is registered; call tcv::train::register_builtin_tasks() (train/task.h) "
+         "before reading configs");
   check.choice("task", tasks);
   st.task = c.get_string("task");
   for (const auto& spec : config_schema()) {
@@ -910,7 +947,9 @@ const Settings& Config::settings() const {
 }
 
 void Config::validate() const {
-  task_info(settings().task).validate(*this);
+  const std::string& task = settings().task;
+  for (const TaskSchema& t : task_storage())
+    if (t.name == task && t.validate) t.validate(*this);
 }
 
 std::string Config::to_toml() const {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -56,8 +57,8 @@ struct KeySpec {
 };
 
 /// Every key tcv-train knows, in the order the resolved config is written: the
-/// keys every task reads, then each registered task's own (train/task.h
-/// registers them; register_builtin_tasks() runs first).
+/// keys every task reads, then each registered task's own (train/task.h's
+/// register_task adds them: call register_builtin_tasks() before reading configs).
 const std::vector<KeySpec>& config_schema();
 
 /// The spec of `key`, or null when no task knows it.
@@ -67,6 +68,27 @@ const KeySpec* find_key_spec(const std::string& key);
 /// task) must have the same type and default and becomes that task's too.
 /// Called by register_task(); Configs made earlier do not hold the new keys.
 void add_task_keys(const std::string& task, const std::vector<KeySpec>& keys);
+
+class Config;
+
+/// What the config code knows of a task: register_task() (train/task.h) hands
+/// each task's schema over, so the config code needs nothing above it.
+struct TaskSchema {
+  std::string name;
+  std::string description;
+  /// The values of data.dataset the task reads.
+  std::vector<std::string> datasets;
+  std::vector<KeySpec> keys;
+  /// Config::validate runs them last for a config of this task.
+  std::function<void(const Config&)> validate;
+};
+
+/// Makes `schema.name` a value of the key "task": adds its keys (add_task_keys)
+/// and its checks, and lists it and its data sets in the help of "task" and
+/// "data.dataset". A name taken twice is an error.
+void add_task_schema(TaskSchema schema);
+/// The tasks added, in order.
+std::vector<std::string> schema_task_names();
 
 /// Thrown for a bad config file, key or value (tcv-train exits with status 2).
 class ConfigError : public Error {

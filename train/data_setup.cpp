@@ -242,4 +242,29 @@ DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int
   return out;
 }
 
+std::vector<DatasetInfo> cls_datasets() {
+  return {
+      {.name = "fashion_mnist",
+       .description = "Fashion-MNIST IDX files (28x28 gray, 10 classes); data.data_dir \"\": "
+                      "Debian's dataset-fashion-mnist"},
+      {.name = "mnist",
+       .description = "MNIST IDX files (28x28 gray, 10 classes); data.data_dir \"\": "
+                      "/usr/share/datasets/mnist"},
+      {.name = "cifar10",
+       .description = "CIFAR-10 binary files in data.data_dir (32x32 RGB, 10 classes)",
+       .required = {"data.data_dir"}},
+      {.name = "cifar100",
+       .description = "CIFAR-100 binary files in data.data_dir (32x32 RGB, 100 classes)",
+       .required = {"data.data_dir"}},
+      {.name = "image_folder",
+       .description = "torchvision's ImageFolder: data.train_dir and data.val_dir hold one "
+                      "directory of images per class",
+       .required = {"data.train_dir", "data.val_dir"}},
+      {.name = "list",
+       .description = "list files (data.train_list, data.val_list: \"path label\" per line, "
+                      "paths under data.image_root)",
+       .required = {"data.train_list", "data.val_list"}},
+  };
+}
+
 }  // namespace tcv::train

@@ -12,6 +12,7 @@
 #include "data/image.h"
 #include "data/transforms.h"
 #include "train/config.h"
+#include "train/task.h"
 #include "train/tasks/cls.h"
 
 namespace tcv::train {
@@ -60,5 +61,10 @@ struct DataSources {
 /// epoch (data::DistributedSampler).
 DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank = 0,
                       int64_t world_size = 1);
+
+/// Classification's data sets (fashion_mnist, mnist, cifar10, cifar100,
+/// image_folder, list) as the cls task registers them (TaskInfo::datasets):
+/// names, descriptions and the keys each requires; make_data reads them.
+std::vector<DatasetInfo> cls_datasets();
 
 }  // namespace tcv::train

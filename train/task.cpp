@@ -131,7 +131,13 @@ void register_task(TaskInfo info) {
   TCV_CHECK(std::none_of(tasks.begin(), tasks.end(),
                          [&](const TaskInfo& t) { return t.name == info.name; }),
             "[register_task] task \"", info.name, "\" is registered already");
-  add_task_keys(info.name, info.keys);
+  std::vector<std::string> datasets;
+  for (const DatasetInfo& d : info.datasets) datasets.push_back(d.name);
+  add_task_schema({.name = info.name,
+                   .description = info.description,
+                   .datasets = std::move(datasets),
+                   .keys = info.keys,
+                   .validate = info.validate});
   tasks.push_back(std::move(info));
 }
 
@@ -164,6 +170,63 @@ std::vector<std::string> task_names() {
 
 std::unique_ptr<Task> make_task(const Config& cfg) {
   return task_info(cfg.settings().task).make(cfg);
+}
+
+const DatasetInfo& dataset_info(const Config& cfg) {
+  const std::vector<DatasetInfo>& datasets = task_info(cfg.get_string("task")).datasets;
+  const std::string& name = cfg.get_string("data.dataset");
+  for (const DatasetInfo& d : datasets)
+    if (d.name == name) return d;
+  ConfigChecks(cfg).choice("data.dataset", dataset_names(cfg.get_string("task")));
+  throw ConfigError(at_key(cfg, "data.dataset") + ": unknown data set \"" + name + "\"");
+}
+
+const DatasetInfo& check_dataset(const Config& cfg) {
+  const DatasetInfo& d = dataset_info(cfg);
+  for (const std::string& key : d.required)
+    ConfigChecks(cfg).required(key, "with data.dataset \"" + d.name + "\"");
+  return d;
+}
+
+std::vector<std::string> dataset_names(const std::string& task) {
+  std::vector<std::string> names;
+  for (const DatasetInfo& d : task_info(task).datasets) names.push_back(d.name);
+  return names;
+}
+
+namespace {
+
+// Rows of cells, each column padded to its widest cell (the last one not).
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c)
+      out += c + 1 < row.size() ? row[c] + std::string(width[c] - row[c].size() + 2, ' ') : row[c];
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string dataset_listing() {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& task : task_names())
+    for (const DatasetInfo& d : task_info(task).datasets)
+      rows.push_back({task, d.name, d.description});
+  return table(rows);
+}
+
+std::string task_listing() {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& task : task_names()) rows.push_back({task, task_info(task).description});
+  return table(rows);
 }
 
 std::string at_key(const Config& cfg, const std::string& key) {

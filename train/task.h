@@ -15,6 +15,7 @@
 // in its own files (train/tasks/), with its config keys in its own tables.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -260,10 +261,24 @@ class Task {
                                                         const PredictOptions& opts) = 0;
 };
 
+/// A data set a task reads: one value of data.dataset.
+struct DatasetInfo {
+  std::string name;
+  /// One line for tcv-train --list-datasets.
+  std::string description;
+  /// The keys that must be set with this data set (check_dataset).
+  std::vector<std::string> required = {};
+  /// What the task builds it from, in the task's own type (classification:
+  /// ClsDatasetSource, train/data_setup.h); empty where the task reads it itself.
+  std::any source = {};
+};
+
 /// What tcv-train knows of a task before it builds one.
 struct TaskInfo {
   std::string name;
   std::string description;
+  /// The values of data.dataset, the first one the task's example.
+  std::vector<DatasetInfo> datasets = {};
   /// The config keys only this task reads: its tables. A key may belong to
   /// several tasks (declared by each, with the same type and default); a key
   /// no task declares belongs to all.
@@ -285,6 +300,20 @@ const TaskInfo& task_info(const std::string& name);
 std::vector<std::string> task_names();
 /// The task `cfg` asks for (cfg is validated).
 std::unique_ptr<Task> make_task(const Config& cfg);
+
+/// The data set data.dataset names among the config's task's; another name is
+/// an error listing the task's data sets.
+const DatasetInfo& dataset_info(const Config& cfg);
+/// dataset_info, then its required keys: each must be set ("must be set with
+/// data.dataset \"voc\""). The tasks' validators call it first.
+const DatasetInfo& check_dataset(const Config& cfg);
+/// The data sets of a task, in its order.
+std::vector<std::string> dataset_names(const std::string& task);
+/// One line per data set of every task, as tcv-train --list-datasets prints them:
+/// the task, the name and the description.
+std::string dataset_listing();
+/// One line per task (name and description), as tcv-train --list-tasks prints them.
+std::string task_listing();
 
 // ---- helpers the tasks share ----------------------------------------------------
 

@@ -145,6 +145,7 @@ int run(int argc, char** argv) {
     throw tcv::apps::UsageError{"give at least one IMAGE_OR_DIR (or --idx-index N)"};
   if (popts.top < 1) throw tcv::apps::UsageError{"--top must be at least 1"};
 
+  tcv::train::register_builtin_tasks();  // their keys join the config schema
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
   for (const auto& s : sets) cfg.set_override(s);
   cfg.validate();

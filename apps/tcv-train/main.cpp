@@ -1,6 +1,7 @@
 // tcv-train: trains a model from a TOML config.
 //
-//   tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR] [--list-models]
+//   tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR]
+//   tcv-train --list-models | --list-datasets | --list-tasks
 //
 // Exit status: 0 on success, 2 for a bad command line or config, 1 otherwise.
 #include <cstdlib>
@@ -12,13 +13,15 @@
 #include "apps/cli.h"
 #include "models/registry.h"
 #include "train/config.h"
+#include "train/task.h"
 #include "train/trainer.h"
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: tcv-train --config FILE [--set key=value]... [--device D] [--amp M] [--out DIR]\n"
-    "                 [--phase train|test] [--results FILE] [--list-models] [--help]\n"
+    "                 [--phase train|test] [--results FILE]\n"
+    "       tcv-train --list-models | --list-datasets | --list-tasks | --help\n"
     "\n"
     "Trains a model as the TOML config FILE says (see configs/).\n"
     "\n"
@@ -41,6 +44,8 @@ constexpr const char* kUsage =
     "                     pose (image_id, category_id 1, keypoints [x, y, v] x 17, score);\n"
     "                     segmentation: a folder of label PNGs, <id>.png (or _labelIds.png)\n"
     "  --list-models      prints the registered models and exits\n"
+    "  --list-datasets    prints each task's data sets (data.dataset) and exits\n"
+    "  --list-tasks       prints the registered tasks (task) and exits\n"
     "  --help             prints this and exits\n"
     "\n"
     "Resume a run with --set network.resume=DIR (its checkpoints/latest.safetensors);\n"
@@ -49,7 +54,7 @@ constexpr const char* kUsage =
 int run(int argc, char** argv) {
   std::string config_path, out_dir;
   std::vector<std::string> sets;
-  bool list_models = false;
+  std::string list;  // "models", "datasets" or "tasks"
   tcv::train::Phase phase = tcv::train::Phase::train;
   std::string results;
   tcv::apps::Args args(argc, argv);
@@ -60,8 +65,8 @@ int run(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
-    } else if (a == "--list-models") {
-      list_models = true;
+    } else if (a == "--list-models" || a == "--list-datasets" || a == "--list-tasks") {
+      list = a.substr(std::string("--list-").size());
     } else if (is("--config")) {
       config_path = value("--config");
     } else if (is("--set")) {
@@ -84,9 +89,12 @@ int run(int argc, char** argv) {
       throw tcv::apps::UsageError{"unknown argument '" + a + "'"};
     }
   }
-  if (list_models) {
+  tcv::train::register_builtin_tasks();  // their keys join the config schema
+  if (!list.empty()) {
     tcv::models::register_builtin_models();
-    std::cout << tcv::models::model_listing();
+    std::cout << (list == "models"     ? tcv::models::model_listing()
+                  : list == "datasets" ? tcv::train::dataset_listing()
+                                       : tcv::train::task_listing());
     return 0;
   }
   if (config_path.empty()) throw tcv::apps::UsageError{"--config FILE is required"};

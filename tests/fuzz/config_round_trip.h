@@ -9,6 +9,10 @@
 
 #include "fuzz_support.h"
 #include "train/config.h"
+#include "train/task.h"
+
+// The tasks' keys and checks join the config schema before any config is read.
+[[maybe_unused]] inline const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 inline void expect_resolved_config_reads_back(const tcv::train::Config& c) {
   try {

@@ -6,10 +6,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
+#include <tuple>
 
 #include "support/gradcheck.h"
 #include "train/config.h"
 #include "train/task.h"
+
+// The tasks' keys and checks join the config schema before any config is read.
+[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 using namespace tcv;
 using namespace tcv::train;
@@ -317,4 +322,77 @@ TEST(Tasks, AnchorRatioRowsAreCountedAgainstTheModelsMaps) {
       "det.toml");
   msg = error_of([&] { make_task(c)->make_model(); });
   EXPECT_TRUE(has(msg, "anchor.cur_anchor_sizes: 6 sizes for 6 feature maps")) << msg;
+}
+
+namespace {
+
+std::vector<std::string> names_of(const std::string& task) {
+  return dataset_names(task);
+}
+
+}  // namespace
+
+// Each task registers its data sets; the choices of data.dataset, their required
+// keys, the key's help and tcv-train --list-datasets all come from there.
+TEST(Tasks, DatasetsAreRegisteredByTheirTasks) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names_of("cls"),
+            (Names{"fashion_mnist", "mnist", "cifar10", "cifar100", "image_folder", "list"}));
+  EXPECT_EQ(names_of("det"), (Names{"voc", "coco", "scenes"}));
+  EXPECT_EQ(names_of("seg"), (Names{"cityscapes", "voc", "ade20k", "scenes"}));
+  EXPECT_EQ(names_of("pose"), (Names{"coco", "scenes"}));
+  // An unknown name lists the task's own.
+  Config c = Config::from_string("task = \"det\"\n[data]\ndataset = \"cifar10\"\n", "d.toml");
+  std::string msg = error_of([&] { c.validate(); });
+  EXPECT_TRUE(
+      has(msg, "d.toml:3: data.dataset: unknown value 'cifar10' (valid: voc, coco, scenes)"))
+      << msg;
+  // A data set's required keys.
+  c = Config::from_string("task = \"pose\"\n[data]\ndataset = \"coco\"\ndata_dir = \"x\"\n",
+                          "p.toml");
+  msg = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(msg, "data.train_ann: must be set with data.dataset \"coco\"")) << msg;
+  c = Config::from_string("[data]\ndataset = \"cifar100\"\nnum_classes = 100\n", "c.toml");
+  msg = error_of([&] { c.validate(); });
+  EXPECT_TRUE(has(msg, "data.data_dir: must be set with data.dataset \"cifar100\"")) << msg;
+  EXPECT_EQ(dataset_info(Config()).name, "fashion_mnist");
+  EXPECT_TRUE(dataset_info(Config()).required.empty());
+  // The help of data.dataset and task, as config.toml writes it.
+  const KeySpec* dataset = find_key_spec("data.dataset");
+  ASSERT_NE(dataset, nullptr);
+  EXPECT_TRUE(has(dataset->help,
+                  "cls: fashion_mnist | mnist | cifar10 | cifar100 | image_folder | list; "
+                  "det: voc | coco | scenes; seg: cityscapes | voc | ade20k | scenes; "
+                  "pose: coco | scenes"))
+      << dataset->help;
+  EXPECT_TRUE(
+      has(find_key_spec("task")->help, "cls: image classification | det: object detection (SSD)"))
+      << find_key_spec("task")->help;
+  EXPECT_TRUE(has(Config().to_toml(), "dataset = \"fashion_mnist\"  # cls: fashion_mnist | mnist"));
+  // One line per data set: task, name, description.
+  const std::string listing = dataset_listing();
+  EXPECT_TRUE(has(listing, "cls   fashion_mnist  Fashion-MNIST IDX files")) << listing;
+  EXPECT_TRUE(has(listing, "pose  scenes         generated scenes of stick-figure people"))
+      << listing;
+  EXPECT_TRUE(has(task_listing(), "seg   semantic segmentation (PSPNet, DeepLabV3, FCN)\n"))
+      << task_listing();
+}
+
+// A detection or segmentation config naming another family's model lists the
+// models its task trains, as the model families registered them.
+TEST(Tasks, TaskModelsComeFromTheirFamily) {
+  for (const auto& [toml, kind, known] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"task = \"det\"\n[data]\ndataset = \"scenes\"\ndata_dir = \"s\"\nnum_classes = 11\n",
+            "detection", "(task = \"det\" trains ssd300, ssd300_lite, ssd512)"},
+           {"task = \"seg\"\n[data]\ndataset = \"scenes\"\ndata_dir = \"s\"\nnum_classes = 11\n",
+            "segmentation", "(task = \"seg\" trains deeplabv3_resnet101, deeplabv3_resnet18, "}}) {
+    Config c = Config::from_string(toml, "t.toml");
+    c.set_override("network.model_name=\"openpose\"");
+    c.validate();
+    const std::string msg = error_of([&] { make_task(c)->make_model(); });
+    EXPECT_TRUE(
+        has(msg, "--set: network.model_name: \"openpose\" is not a " + kind + " model " + known))
+        << msg;
+  }
 }

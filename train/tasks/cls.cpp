@@ -70,19 +70,9 @@ bool ClsTrainAug::any() const {
 ClsConfig parse_cls_config(const Config& c) {
   const ConfigChecks check(c);
   ClsConfig o;
-  check.choice("data.dataset",
-               {"fashion_mnist", "mnist", "cifar10", "cifar100", "image_folder", "list"});
+  check_dataset(c);
   const std::string& dataset = c.settings().data.dataset;
   const std::string with = "with data.dataset \"" + dataset + "\"";
-  if (dataset == "image_folder") {
-    check.required("data.train_dir", with);
-    check.required("data.val_dir", with);
-  } else if (dataset == "list") {
-    check.required("data.train_list", with);
-    check.required("data.val_list", with);
-  } else if (dataset == "cifar10" || dataset == "cifar100") {
-    check.required("data.data_dir", with);
-  }
   o.train_dir = c.get_string("data.train_dir");
   o.val_dir = c.get_string("data.val_dir");
   o.train_list = c.get_string("data.train_list");
@@ -400,6 +390,7 @@ class ClsTask final : public Task {
 TaskInfo cls_task_info() {
   return {.name = "cls",
           .description = "image classification",
+          .datasets = cls_datasets(),
           .keys = cls_keys(),
           .validate = [](const Config& cfg) { parse_cls_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<ClsTask>(cfg); }};

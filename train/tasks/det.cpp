@@ -125,7 +125,7 @@ struct DetConfig {
 DetConfig parse_det_config(const Config& c) {
   const ConfigChecks check(c);
   DetConfig o;
-  check.choice("data.dataset", {"voc", "coco", "scenes"});
+  check_dataset(c);
   const std::string& dataset = c.settings().data.dataset;
   const std::string with = "with data.dataset \"" + dataset + "\"";
   if (dataset == "voc") check.required("data.data_dir", with);
@@ -723,6 +723,18 @@ class DetTask final : public Task {
 TaskInfo det_task_info() {
   return {.name = "det",
           .description = "object detection (SSD)",
+          .datasets = {{.name = "voc",
+                        .description = "Pascal VOC's layout under data.data_dir (Annotations/, "
+                                       "JPEGImages/, ImageSets/Main/<split>.txt)",
+                        .required = {"data.data_dir"}},
+                       {.name = "coco",
+                        .description = "COCO instances JSON (data.train_ann, data.val_ann) and "
+                                       "image folders",
+                        .required = {"data.data_dir", "data.train_ann", "data.val_ann",
+                                     "data.train_images", "data.val_images"}},
+                       {.name = "scenes",
+                        .description = "generated scenes of Fashion-MNIST items with exact boxes "
+                                       "(scenes.*), made in data.data_dir when missing"}},
           .keys = det_keys(),
           .validate = [](const Config& cfg) { parse_det_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<DetTask>(cfg); }};

@@ -144,7 +144,7 @@ int64_t square_side(const ConfigChecks& check, const Config& c, const std::strin
 PoseConfig parse_pose_config(const Config& c) {
   const ConfigChecks check(c);
   PoseConfig o;
-  check.choice("data.dataset", {"coco", "scenes"});
+  check_dataset(c);
   const Settings& st = c.settings();
   const std::string& dataset = st.data.dataset;
   o.coco = parse_coco_files(c, dataset == "coco", "with data.dataset \"coco\"");
@@ -772,6 +772,14 @@ class PoseTask final : public Task {
 TaskInfo pose_task_info() {
   return {.name = "pose",
           .description = "multi-person pose estimation (OpenPose)",
+          .datasets = {{.name = "coco",
+                        .description = "COCO person keypoints JSON (data.train_ann, "
+                                       "data.val_ann) and image folders",
+                        .required = {"data.data_dir", "data.train_ann", "data.val_ann",
+                                     "data.train_images", "data.val_images"}},
+                       {.name = "scenes",
+                        .description = "generated scenes of stick-figure people with exact "
+                                       "keypoints (scenes.*), made in data.data_dir when missing"}},
           .keys = pose_keys(),
           .validate = [](const Config& cfg) { parse_pose_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<PoseTask>(cfg); }};

@@ -122,7 +122,7 @@ std::array<int64_t, 2> pair_at_least(const ConfigChecks& check, const Config& c,
 SegConfig parse_seg_config(const Config& c) {
   const ConfigChecks check(c);
   SegConfig o;
-  check.choice("data.dataset", {"cityscapes", "voc", "ade20k", "scenes"});
+  check_dataset(c);
   const Settings& st = c.settings();
   const std::string& dataset = st.data.dataset;
   if (dataset != "scenes") check.required("data.data_dir", "with data.dataset \"" + dataset + "\"");
@@ -681,6 +681,20 @@ class SegTask final : public Task {
 TaskInfo seg_task_info() {
   return {.name = "seg",
           .description = "semantic segmentation (PSPNet, DeepLabV3, FCN)",
+          .datasets = {{.name = "cityscapes",
+                        .description = "Cityscapes' layout under data.data_dir (leftImg8bit/, "
+                                       "gtFine/*_labelIds.png, 19 train ids)",
+                        .required = {"data.data_dir"}},
+                       {.name = "voc",
+                        .description = "Pascal VOC segmentation under data.data_dir "
+                                       "(SegmentationClass/ PNGs, 21 classes)",
+                        .required = {"data.data_dir"}},
+                       {.name = "ade20k",
+                        .description = "ADE20K (SceneParsing) under data.data_dir (150 classes)",
+                        .required = {"data.data_dir"}},
+                       {.name = "scenes",
+                        .description = "generated scenes of Fashion-MNIST items with exact masks "
+                                       "(scenes.*), made in data.data_dir when missing"}},
           .keys = seg_keys(),
           .validate = [](const Config& cfg) { parse_seg_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<SegTask>(cfg); }};
