@@ -54,6 +54,24 @@ void register_family_model(ModelSpec spec, std::function<std::shared_ptr<Model>(
   register_model(std::move(spec), std::move(generic), std::any(std::move(build)));
 }
 
+/// One model of a family's table (register_family_models).
+template <class Model, class Options>
+struct FamilyEntry {
+  std::string name;
+  std::shared_ptr<Model> (*build)(Options);
+  std::string description;
+};
+
+/// Registers a table of a family's models with one reference.
+template <class Model, class Options>
+void register_family_models(const std::string& family, const ModelOptions& reference,
+                            const std::vector<FamilyEntry<Model, Options>>& entries) {
+  for (const auto& e : entries)
+    register_family_model<Model, Options>(
+        {.name = e.name, .family = family, .description = e.description, .reference = reference},
+        e.build);
+}
+
 /// The family builder registered for `name` (empty when none or unknown).
 std::any family_builder(const std::string& name);
 

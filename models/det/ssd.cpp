@@ -265,31 +265,17 @@ std::shared_ptr<SSD> ssd300_lite(SsdOptions opts) {
 }
 
 void register_ssd_models() {
-  const ModelOptions voc{.num_classes = 21, .in_channels = 3};
-  register_family_model<SSD, SsdOptions>(
-      {.name = "ssd300",
-       .family = "det",
-       .description =
-           "SSD300 on VGG-16 (detection, 300x300 input, 8,732 default boxes; the classes include "
-           "the background); torchvision's ssd300_vgg16 architecture and names",
-       .reference = voc},
-      ssd300_vgg16);
-  register_family_model<SSD, SsdOptions>(
-      {.name = "ssd512",
-       .family = "det",
-       .description =
-           "SSD512 on VGG-16 (detection, 512x512 input, 24,564 default boxes on 7 maps); the SSD "
-           "paper's extra blocks as TorchCV, torchvision's names",
-       .reference = voc},
-      ssd512_vgg16);
-  register_family_model<SSD, SsdOptions>(
-      {.name = "ssd300_lite",
-       .family = "det",
-       .description =
-           "SSD300 with a quarter of VGG-16's channels and BatchNorm (detection, 300x300 input, "
-           "8,732 default boxes, about 1/16 of SSD300's FLOPs), for CPUs and small data sets",
-       .reference = voc},
-      ssd300_lite);
+  register_family_models<SSD, SsdOptions>(
+      "det", {.num_classes = 21, .in_channels = 3},
+      {{"ssd300", ssd300_vgg16,
+        "SSD300 on VGG-16 (detection, 300x300 input, 8,732 default boxes; the classes include "
+        "the background); torchvision's ssd300_vgg16 architecture and names"},
+       {"ssd512", ssd512_vgg16,
+        "SSD512 on VGG-16 (detection, 512x512 input, 24,564 default boxes on 7 maps); the SSD "
+        "paper's extra blocks as TorchCV, torchvision's names"},
+       {"ssd300_lite", ssd300_lite,
+        "SSD300 with a quarter of VGG-16's channels and BatchNorm (detection, 300x300 input, "
+        "8,732 default boxes, about 1/16 of SSD300's FLOPs), for CPUs and small data sets"}});
 }
 
 }  // namespace tcv::models::det

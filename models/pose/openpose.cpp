@@ -178,23 +178,14 @@ OpenPoseLossTerms openpose_loss(const PoseOutput& out, const Tensor& paf_target,
 void register_openpose_models() {
   // Fixed outputs (38 PAF, 19 heatmap channels: TorchCV's COCO set-up); no
   // classes (0 in the reference options, so the listing names none).
-  const ModelOptions reference{.num_classes = 0, .in_channels = 3};
-  register_family_model<OpenPose, OpenPoseOptions>(
-      {.name = "openpose",
-       .family = "pose",
-       .description =
-           "OpenPose on VGG-19 (pose, output stride 8, 6 stages of 38 PAF + 19 heatmap channels); "
-           "torchvision's VGG-19 names for the backbone, TorchCV's for the stages",
-       .reference = reference},
-      openpose_vgg19);
-  register_family_model<OpenPose, OpenPoseOptions>(
-      {.name = "openpose_lite",
-       .family = "pose",
-       .description =
-           "OpenPose with a quarter of the channels, BatchNorm in the backbone and 3 stages (pose, "
-           "output stride 8, 38 PAF + 19 heatmap channels), for CPUs and small data sets",
-       .reference = reference},
-      openpose_lite);
+  register_family_models<OpenPose, OpenPoseOptions>(
+      "pose", {.num_classes = 0, .in_channels = 3},
+      {{"openpose", openpose_vgg19,
+        "OpenPose on VGG-19 (pose, output stride 8, 6 stages of 38 PAF + 19 heatmap channels); "
+        "torchvision's VGG-19 names for the backbone, TorchCV's for the stages"},
+       {"openpose_lite", openpose_lite,
+        "OpenPose with a quarter of the channels, BatchNorm in the backbone and 3 stages (pose, "
+        "output stride 8, 38 PAF + 19 heatmap channels), for CPUs and small data sets"}});
 }
 
 }  // namespace tcv::models::pose

@@ -223,13 +223,7 @@ std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet101(SegModelOptions opt
 }
 
 void register_segmentation_models() {
-  using Build = std::shared_ptr<SegmentationModel> (*)(SegModelOptions);
-  struct Named {
-    const char* name;
-    Build build;
-    const char* description;
-  };
-  const Named models[] = {
+  std::vector<FamilyEntry<SegmentationModel, SegModelOptions>> models = {
       {"deeplabv3_resnet50", deeplabv3_resnet50,
        "DeepLabV3 (ASPP rates 12/24/36 + image pooling) on a dilated ResNet-50"},
       {"deeplabv3_resnet101", deeplabv3_resnet101,
@@ -251,21 +245,13 @@ void register_segmentation_models() {
        "TorchCV's PSPNet (bins 1/2/3/6) on its deep-stem dilated ResNet-101 "
        "(deepbase_resnet101_d8), TorchCV's names"},
   };
-  for (const Named& m : models) {
-    const bool deepbase = std::string(m.name).find("deepbase") != std::string::npos;
-    register_family_model<SegmentationModel, SegModelOptions>(
-        {.name = m.name,
-         .family = "seg",
-         .description =
-             m.description +
-             std::string(deepbase ? " with the 512-channel auxiliary head (dsn) on layer3 "
-                                    "(segmentation, output stride 8, outputs at the input size)"
-                                  : " with the auxiliary FCN head on layer3 (segmentation, output "
-                                    "stride 8, outputs at the input size); torchvision's "
-                                    "segmentation names"),
-         .reference = {.num_classes = 21, .in_channels = 3}},
-        m.build);
-  }
+  for (auto& m : models)
+    m.description += m.name.find("deepbase") != std::string::npos
+                         ? " with the 512-channel auxiliary head (dsn) on layer3 (segmentation, "
+                           "output stride 8, outputs at the input size)"
+                         : " with the auxiliary FCN head on layer3 (segmentation, output stride "
+                           "8, outputs at the input size); torchvision's segmentation names";
+  register_family_models("seg", {.num_classes = 21, .in_channels = 3}, models);
 }
 
 }  // namespace tcv::models::seg

@@ -105,4 +105,11 @@ ReportPicture picture_of(const Tensor& u8) {
   return {std::vector<uint8_t>(px, px + c.numel()), c.size(0), c.size(1), c.size(2)};
 }
 
+DatasetInfo coco_dataset(const std::string& what) {
+  return {.name = "coco",
+          .description = "COCO " + what + " JSON (data.train_ann, data.val_ann) and image folders",
+          .required = {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
+                       "data.val_images"}};
+}
+
 }  // namespace tcv::train

@@ -98,4 +98,8 @@ std::array<uint8_t, 3> mean_color(const data::Normalize& n);
 /// A report picture of a u8 (C, H, W) image.
 ReportPicture picture_of(const Tensor& u8);
 
+/// A COCO data set of `what` ("instances", "person keypoints"): its JSON files
+/// and image folders under data.data_dir, all required.
+DatasetInfo coco_dataset(const std::string& what);
+
 }  // namespace tcv::train

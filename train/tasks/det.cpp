@@ -727,11 +727,7 @@ TaskInfo det_task_info() {
                         .description = "Pascal VOC's layout under data.data_dir (Annotations/, "
                                        "JPEGImages/, ImageSets/Main/<split>.txt)",
                         .required = {"data.data_dir"}},
-                       {.name = "coco",
-                        .description = "COCO instances JSON (data.train_ann, data.val_ann) and "
-                                       "image folders",
-                        .required = {"data.data_dir", "data.train_ann", "data.val_ann",
-                                     "data.train_images", "data.val_images"}},
+                       coco_dataset("instances"),
                        {.name = "scenes",
                         .description = "generated scenes of Fashion-MNIST items with exact boxes "
                                        "(scenes.*), made in data.data_dir when missing"}},

@@ -772,11 +772,7 @@ class PoseTask final : public Task {
 TaskInfo pose_task_info() {
   return {.name = "pose",
           .description = "multi-person pose estimation (OpenPose)",
-          .datasets = {{.name = "coco",
-                        .description = "COCO person keypoints JSON (data.train_ann, "
-                                       "data.val_ann) and image folders",
-                        .required = {"data.data_dir", "data.train_ann", "data.val_ann",
-                                     "data.train_images", "data.val_images"}},
+          .datasets = {coco_dataset("person keypoints"),
                        {.name = "scenes",
                         .description = "generated scenes of stick-figure people with exact "
                                        "keypoints (scenes.*), made in data.data_dir when missing"}},
