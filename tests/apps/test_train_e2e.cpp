@@ -15,15 +15,12 @@
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
 #include "support/run_files.h"
+#include "support/tasks.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/predict.h"
-#include "train/task.h"
 #include "train/trainer.h"
-
-// The tasks' keys and checks join the config schema before any config is read.
-[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 namespace fs = std::filesystem;
 using namespace tcv;

@@ -39,12 +39,9 @@
 #include "layers/linear.h"
 #include "layers/pooling.h"
 #include "layers/sync_batch_norm.h"
+#include "support/tasks.h"
 #include "train/optim.h"
-#include "train/task.h"
 #include "train/trainer.h"
-
-// The tasks' keys and checks join the config schema before any config is read.
-[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 using namespace tcv;
 

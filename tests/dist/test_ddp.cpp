@@ -18,13 +18,10 @@
 #include "dist/hook_reference.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/tasks.h"
 #include "support/temp_dir.h"
 #include "train/config.h"
-#include "train/task.h"
 #include "train/trainer.h"
-
-// The tasks' keys and checks join the config schema before any config is read.
-[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 #ifndef TCV_DDP_WORKER
 #error "TCV_DDP_WORKER must name the worker executable"

@@ -6,12 +6,9 @@
 #include <map>
 
 #include "support/gradcheck.h"
+#include "support/tasks.h"
 #include "support/temp_dir.h"
 #include "train/config.h"
-#include "train/task.h"
-
-// The tasks' keys and checks join the config schema before any config is read.
-[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 using tcv::train::Config;
 using tcv::train::ConfigError;

@@ -3,12 +3,9 @@
 #include <cmath>
 #include <numbers>
 
+#include "support/tasks.h"
 #include "train/config.h"
 #include "train/lr_policy.h"
-#include "train/task.h"
-
-// The tasks' keys and checks join the config schema before any config is read.
-[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 using namespace tcv::train;
 

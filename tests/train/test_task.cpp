@@ -10,11 +10,9 @@
 #include <tuple>
 
 #include "support/gradcheck.h"
+#include "support/tasks.h"
 #include "train/config.h"
 #include "train/task.h"
-
-// The tasks' keys and checks join the config schema before any config is read.
-[[maybe_unused]] static const bool kTasksRegistered = (tcv::train::register_builtin_tasks(), true);
 
 using namespace tcv;
 using namespace tcv::train;
