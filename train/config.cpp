@@ -759,9 +759,9 @@ Settings parse_settings(const Config& c) {
   // The task first: every other key is read as the task reads it.
   const std::vector<std::string> tasks = schema_task_names();
   if (tasks.empty())
-    fail("task",
-         "no task is registered; call tcv::train::register_builtin_tasks() (train/task.h) "
-         "before reading configs");
+    c.fail("task",
+           "no task is registered; call tcv::train::register_builtin_tasks() (train/task.h) "
+           "before reading configs");
   check.choice("task", tasks);
   st.task = c.get_string("task");
   for (const auto& spec : config_schema()) {

@@ -173,11 +173,11 @@ std::unique_ptr<Task> make_task(const Config& cfg) {
 }
 
 const DatasetInfo& dataset_info(const Config& cfg) {
-  const std::vector<DatasetInfo>& datasets = task_info(cfg.get_string("task")).datasets;
-  const std::string& name = cfg.get_string("data.dataset");
+  const std::vector<DatasetInfo>& datasets = task_info(cfg.settings().task).datasets;
+  const std::string& name = cfg.settings().data.dataset;
   for (const DatasetInfo& d : datasets)
     if (d.name == name) return d;
-  ConfigChecks(cfg).choice("data.dataset", dataset_names(cfg.get_string("task")));
+  ConfigChecks(cfg).choice("data.dataset", dataset_names(cfg.settings().task));
   throw ConfigError(at_key(cfg, "data.dataset") + ": unknown data set \"" + name + "\"");
 }
 
@@ -248,9 +248,9 @@ std::shared_ptr<nn::Module> create_config_model(const Config& cfg, int64_t num_c
 }
 
 ConfigError not_a_task_model(const Config& cfg, const std::string& kind) {
-  const std::string& task = cfg.get_string("task");
+  const std::string& task = cfg.settings().task;
   return ConfigError(at_key(cfg, "network.model_name") + ": \"" +
-                     cfg.get_string("network.model_name") + "\" is not a " + kind +
+                     cfg.settings().network.model_name + "\" is not a " + kind +
                      " model (task = \"" + task + "\" trains " + join(models::model_names(task)) +
                      ")");
 }

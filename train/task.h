@@ -352,7 +352,7 @@ ConfigError not_a_task_model(const Config& cfg, const std::string& kind);
 template <class Model, class Options>
 std::shared_ptr<Model> create_task_model(const Config& cfg, const std::string& kind, Options opts) {
   models::register_builtin_models();
-  const std::string& name = cfg.get_string("network.model_name");
+  const std::string& name = cfg.settings().network.model_name;
   auto model = for_key(cfg, "network.model_name", [&] {
     return models::create_family_model<Model, Options>(name, std::move(opts));
   });
