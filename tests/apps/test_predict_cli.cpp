@@ -12,6 +12,7 @@
 #include "engine/ops.h"
 #include "models/registry.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/tasks.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
@@ -24,9 +25,7 @@ using namespace tcv::train;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using tcv::testing::contains;
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #include "dist/hook_reference.h"
 #include "engine/serialize.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/tasks.h"
 #include "support/temp_dir.h"
 #include "train/config.h"
@@ -29,12 +30,7 @@
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using tcv::testing::slurp;
 
 // Starts `world` workers for `scenario` in `dir`; returns "" when all exit 0, else their output.
 std::string run_workers_in(const tcv::testing::TempDir& dir, const std::string& scenario,

@@ -13,6 +13,7 @@
 #include "dist/spawn.h"
 #include "dist/store.h"
 #include "engine/tensor.h"
+#include "support/run_files.h"
 
 using namespace tcv;
 using namespace tcv::dist;
@@ -70,9 +71,7 @@ double error_after(const std::string& out) {
   return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 12));
 }
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using tcv::testing::contains;
 
 void expect_all_passed(const RunResult& run) {
   EXPECT_TRUE(run.in_time) << "workers had to be killed";

@@ -20,6 +20,7 @@
 #include "dist/store.h"
 #include "dist/store_wire.h"
 #include "kernels/base.h"
+#include "support/run_files.h"
 
 using namespace tcv;
 using namespace tcv::dist;
@@ -44,9 +45,7 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using tcv::testing::contains;
 
 // Collects dist::log_line() output while alive.
 class LogCapture {

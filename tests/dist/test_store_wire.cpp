@@ -13,6 +13,7 @@
 #include "dist/store_wire.h"
 #include "kernels/base.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 
 using namespace tcv;
 using namespace tcv::dist;
@@ -28,9 +29,7 @@ StoreRequest decode(const Bytes& b) {
   return decode_store_request(b.data(), b.size());
 }
 
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using tcv::testing::contains;
 
 }  // namespace
 
