@@ -118,8 +118,8 @@ Tensor parse_idx(const std::string& bytes, const std::string& name) {
       TCV_THROW(name, ": unknown IDX type code 0x", std::hex, code,
                 " (expected 0x08, 0x09, 0x0B, 0x0C, 0x0D or 0x0E)");
   }
-  TCV_CHECK(ndim >= 1 && ndim <= kernels::kMaxDims, name, ": IDX file has ", ndim,
-            " dims (expected 1 to ", kernels::kMaxDims, ")");
+  TCV_CHECK(ndim >= 1 && ndim <= kMaxDims, name, ": IDX file has ", ndim, " dims (expected 1 to ",
+            kMaxDims, ")");
   const size_t header = 4 + 4 * static_cast<size_t>(ndim);
   TCV_CHECK(bytes.size() >= header, name, ": truncated IDX header (", bytes.size(), " bytes, need ",
             header, ")");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dtype.h"
 #include "engine/error.h"
 
 namespace tcv::dist::detail {

@@ -1,5 +1,6 @@
 #include "engine/device.h"
 
+#include "engine/error.h"
 #include "kernels/cuda/runtime.h"
 
 namespace tcv {

@@ -1,9 +1,8 @@
 // Where a tensor's bytes live.
 #pragma once
 
+#include <cstdint>
 #include <string>
-
-#include "kernels/base.h"
 
 namespace tcv {
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "engine/error.h"
+
 namespace tcv {
 
 namespace {

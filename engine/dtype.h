@@ -1,7 +1,9 @@
-// Element types (defined with the kernels, at the bottom of the tree).
+// Element types (defined below every folder of the tree: tcv/core/dtype.h).
 #pragma once
 
-#include "kernels/base.h"
+#include <string>
+
+#include "tcv/core/dtype.h"
 
 namespace tcv {
 

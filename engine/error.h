@@ -1,7 +1,6 @@
 // tcv::Error and its check macros (TCV_CHECK, TCV_THROW) for code above the
-// engine. They are defined with the kernels, at the bottom of the tree
-// (kernels/base.h), so that every layer throws the one error type; code above
-// the engine includes them from here.
+// engine. They are defined below every folder of the tree (tcv/core/error.h),
+// so that every layer, the kernels included, throws the one error type.
 #pragma once
 
-#include "kernels/base.h"
+#include "tcv/core/error.h"

@@ -13,6 +13,13 @@
 
 #include "engine/device.h"
 #include "engine/dtype.h"
+#include "engine/error.h"
+
+namespace tcv::kernels {
+/// The plain strided descriptor the engine hands its kernels (kernels/base.h);
+/// only the engine's own sources look inside it.
+struct KTensor;
+}  // namespace tcv::kernels
 
 namespace tcv {
 

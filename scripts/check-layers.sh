@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Guard: includes point down the layers, never up.
 #
-#   kernels <- engine <- layers <- models <- train <- apps, include/tcv, examples
+#   tcv/core <- kernels <- engine <- layers <- models <- train <- apps, include/tcv, examples
 #              engine <- data   (beside layers)
 #              engine, layers <- dist   (beside layers)
 #
@@ -11,7 +11,10 @@
 # one place), and data/ and dist/ sit beside layers/: data/ includes engine/
 # only, dist/ engine/ and layers/, and neither layers/ nor models/ include them.
 # The front-door headers (include/tcv/, included as <tcv/...>) and examples/
-# stand at the top, with apps/. tests/ and bench/ may include anything.
+# stand at the top, with apps/. The vocabulary of include/tcv/core/ (element
+# types, the error type, settings and hyper-parameters the kernels read) sits
+# below everything: every folder may include it, and it includes nothing of
+# the project. tests/ and bench/ may include anything.
 #
 # Reads every #include "<top>/..." (or <top/...>) in the source files git
 # tracks (and untracked ones it does not ignore) under those folders. Prints
@@ -35,7 +38,7 @@ declare -A allowed=(
   [examples]="examples include train models layers data dist engine"
 )
 tops="kernels engine layers data dist models train apps include examples"
-order="kernels <- engine <- layers <- models <- train <- apps, include/tcv, examples; data/ (engine) and dist/ (engine, layers) beside layers"
+order="tcv/core <- kernels <- engine <- layers <- models <- train <- apps, include/tcv, examples; data/ (engine) and dist/ (engine, layers) beside layers"
 
 bad=0
 checked=0
@@ -46,6 +49,12 @@ while IFS= read -r -d '' file; do
   while IFS=: read -r line text; do
     target=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]+)[">].*/\1/' <<< "$text")
     dest=${target%%/*}
+    case "$target" in tcv/core/*) continue ;; esac  # the vocabulary: below everything
+    if [[ "$file" == include/tcv/core/* ]]; then
+      echo "check-layers: $file:$line: includes \"$target\": include/tcv/core/ may include only itself"
+      bad=1
+      continue
+    fi
     [ "$dest" = tcv ] && dest=include  # <tcv/...> is include/tcv/...
     case " $tops " in *" $dest "*) ;; *) continue ;; esac
     case " ${allowed[$top]} " in *" $dest "*) continue ;; esac

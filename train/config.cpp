@@ -784,7 +784,7 @@ Settings parse_settings(const Config& c) {
   st.device = static_cast<DeviceChoice>(pick("device", {"cpu", "cuda", "auto"}));
   auto& tr = st.train;
   tr.amp = static_cast<AmpMode>(pick("train.amp", {"off", "bf16", "f16"}));
-  tr.conv_algo = static_cast<ConvAlgoMode>(pick("train.conv_algo", {"auto", "direct", "winograd"}));
+  tr.conv_algo = static_cast<ConvAlgo>(pick("train.conv_algo", {"auto", "direct", "winograd"}));
   tr.conv_algo_set = c.is_set("train.conv_algo");
   auto& d = st.data;
   check.at_least("data.num_classes", 1);

@@ -17,6 +17,7 @@
 
 #include "dist/comm_hook.h"
 #include "engine/error.h"
+#include "tcv/core/conv_algo.h"
 #include "train/lr_policy.h"
 
 namespace tcv::train {
@@ -100,8 +101,6 @@ class ConfigError : public Error {
 enum class DeviceChoice : uint8_t { cpu, cuda, automatic };
 /// train.amp: mixed precision.
 enum class AmpMode : uint8_t { off, bf16, f16 };
-/// train.conv_algo: how CPU f32 convolutions run.
-enum class ConvAlgoMode : uint8_t { automatic, direct, winograd };
 /// solver.optim.optim_method.
 enum class OptimMethod : uint8_t { sgd, adam, adamw };
 /// solver.nonfinite: what a step whose loss or gradients hold inf or NaN does.
@@ -195,7 +194,7 @@ struct DataConfig {
 struct TrainConfig {
   int64_t batch_size = 64;
   AmpMode amp = AmpMode::off;
-  ConvAlgoMode conv_algo = ConvAlgoMode::automatic;
+  ConvAlgo conv_algo = ConvAlgo::automatic;  ///< how CPU f32 convolutions run
   bool conv_algo_set = false;  ///< set in the file or by --set (else TCV_CONV_ALGO decides)
   bool drop_last = true;
 };

@@ -445,10 +445,7 @@ struct Trainer::Impl {
     s.save_epoch = so.save_epoch;
     s.clip_norm = so.clip_grad_norm;
     if (set->train.conv_algo_set) {
-      ops::set_conv_algo(set->train.conv_algo == ConvAlgoMode::direct ? ops::ConvAlgo::direct
-                         : set->train.conv_algo == ConvAlgoMode::winograd
-                             ? ops::ConvAlgo::winograd
-                             : ops::ConvAlgo::automatic);
+      ops::set_conv_algo(set->train.conv_algo);
       conv_algo.set = true;
     }
     s.amp = set->train.amp != AmpMode::off;

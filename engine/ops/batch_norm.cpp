@@ -5,6 +5,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/ops/unary_grad.h"
 #include "kernels/cuda/batch_norm.h"
 
 namespace tcv::ops {

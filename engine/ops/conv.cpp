@@ -4,6 +4,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/ops/unary_grad.h"
 #include "kernels/cuda/conv.h"
 
 namespace tcv::ops {

@@ -6,6 +6,7 @@
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/ops/unary_grad.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cuda/elementwise.h"
 

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "engine/tensor.h"
-#include "kernels/cpu/conv.h"
+#include "tcv/core/conv_algo.h"
 
 namespace tcv {
 class Generator;
@@ -32,12 +32,12 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = T
 /// How CPU f32 convolutions choose oneDNN's algorithm: automatic (per pass the
 /// fastest within direct convolution's rounding-error bound), direct (as
 /// PyTorch) or winograd (faster on 3x3 layers, about 10x the rounding error);
-/// TCV_CONV_ALGO sets the default. See kernels/cpu/conv.h.
-using kernels::cpu::conv_algo_name;
-using kernels::cpu::ConvAlgo;
-using kernels::cpu::get_conv_algo;
-using kernels::cpu::parse_conv_algo;
-using kernels::cpu::set_conv_algo;
+/// TCV_CONV_ALGO sets the default. See tcv/core/conv_algo.h.
+using ::tcv::conv_algo_name;
+using ::tcv::ConvAlgo;
+using ::tcv::get_conv_algo;
+using ::tcv::parse_conv_algo;
+using ::tcv::set_conv_algo;
 
 struct Pool2dParams {
   std::array<int64_t, 2> kernel{2, 2};

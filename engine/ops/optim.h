@@ -1,6 +1,6 @@
 // Fused optimizer updates and the gradient norm as ops: one pass per device
 // and dtype updates a whole list of parameters in place with the update rules
-// of torch.optim.SGD and Adam/AdamW (kernels/optim.h). train/optim.h builds
+// of torch.optim.SGD and Adam/AdamW (tcv/core/optim_params.h). train/optim.h builds
 // the optimizers on them.
 #pragma once
 
@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "kernels/optim.h"
+#include "tcv/core/optim_params.h"
 
 namespace tcv::ops {
 
-using kernels::AdamDecay;
-using kernels::AdamParams;
-using kernels::SgdParams;
+using ::tcv::AdamDecay;
+using ::tcv::AdamParams;
+using ::tcv::SgdParams;
 
 /// One parameter of a fused step, with its gradient and optimizer state.
 struct ParamSlot {

@@ -796,6 +796,11 @@ WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
   return {true, true, true};
 }
 
+}  // namespace tcv::kernels::cpu
+
+// tcv/core/conv_algo.h: the setting lives with the convolutions that read it.
+namespace tcv {
+
 ConvAlgo parse_conv_algo(const std::string& text, const std::string& what) {
   if (text == "auto") return ConvAlgo::automatic;
   if (text == "direct") return ConvAlgo::direct;
@@ -816,11 +821,11 @@ const char* conv_algo_name(ConvAlgo algo) {
 }
 
 void set_conv_algo(ConvAlgo algo) {
-  conv_algo().store(algo);
+  kernels::cpu::conv_algo().store(algo);
 }
 
 ConvAlgo get_conv_algo() {
-  return conv_algo().load();
+  return kernels::cpu::conv_algo().load();
 }
 
-}  // namespace tcv::kernels::cpu
+}  // namespace tcv

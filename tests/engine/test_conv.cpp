@@ -217,9 +217,9 @@ TEST(Conv2d, ReluFused) {
 
 // Restores the process-wide algorithm choice when a test ends.
 struct ConvAlgoScope {
-  kernels::cpu::ConvAlgo saved = kernels::cpu::get_conv_algo();
-  explicit ConvAlgoScope(kernels::cpu::ConvAlgo algo) { kernels::cpu::set_conv_algo(algo); }
-  ~ConvAlgoScope() { kernels::cpu::set_conv_algo(saved); }
+  ConvAlgo saved = get_conv_algo();
+  explicit ConvAlgoScope(ConvAlgo algo) { set_conv_algo(algo); }
+  ~ConvAlgoScope() { set_conv_algo(saved); }
 };
 
 kernels::Conv2dGeom geom_3x3(int64_t n, int64_t c, int64_t hw) {
@@ -235,7 +235,7 @@ TEST(Conv2d, WinogradMatchesReference) {
   // all three passes on AVX-512 CPUs, whatever the batch; their f32 results
   // stay within Winograd's error bound of the f64 reference. The default
   // (automatic) runs none of them.
-  ConvAlgoScope scope(kernels::cpu::ConvAlgo::winograd);
+  ConvAlgoScope scope(ConvAlgo::winograd);
   const std::string wino = "jit_wino_4x3:avx512_core";
   const std::string all_wino = wino + " / " + wino + " / " + wino;
   // oneDNN's direct kernel names its ISA: Winograd exists for AVX-512 only
@@ -259,7 +259,7 @@ TEST(Conv2d, WinogradMatchesReference) {
     std::cout << c.name << ": largest |error| / bound: " << worst << "\n";
   }
   // The default runs direct kernels in every pass of those layers.
-  kernels::cpu::set_conv_algo(kernels::cpu::ConvAlgo::automatic);
+  set_conv_algo(ConvAlgo::automatic);
   for (int64_t hw : {8, 16, 32})
     EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(2, 64, hw)).find("wino"), std::string::npos)
         << hw;
@@ -382,7 +382,7 @@ TEST(Conv2d, DefaultAlgorithmWithinDirectBoundOnModelLayers) {
       {"openpose cpm 512->256 @46 b1", 1, 512, 256, 46},
       {"openpose stage1 128->128 @46 b1", 1, 128, 128, 46},
   };
-  ConvAlgoScope scope(kernels::cpu::ConvAlgo::automatic);
+  ConvAlgoScope scope(ConvAlgo::automatic);
   uint64_t seed = 2800;
   for (const ModelLayer& l : layers) {
     SCOPED_TRACE(l.name);
@@ -392,7 +392,7 @@ TEST(Conv2d, DefaultAlgorithmWithinDirectBoundOnModelLayers) {
     }
   }
   // The case under Winograd, for the record.
-  kernels::cpu::set_conv_algo(kernels::cpu::ConvAlgo::winograd);
+  set_conv_algo(ConvAlgo::winograd);
   std::cout << "winograd (" << kernels::cpu::conv2d_impl_names(geom_3x3(3, 512, 8)) << "):\n";
   for (bool masked : {false, true})
     layer_against_direct_bound("vgg11_bn features.18 512->512 @8 b3", 3, 512, 512, 8, masked,
@@ -417,11 +417,11 @@ TEST(Conv2d, DirectAlgorithmIsSelectable) {
   const Layer c{"n32_c32_3x3", {32, 32, 8, 8}, {32, 32, 3, 3}, {.padding = {1, 1}}};
   double worst_wino = 0, worst_direct = 0;
   {
-    ConvAlgoScope scope(kernels::cpu::ConvAlgo::winograd);
+    ConvAlgoScope scope(ConvAlgo::winograd);
     worst_wino = f32_against_exact(c, 31);  // Winograd on AVX-512 CPUs
   }
   {
-    ConvAlgoScope scope(kernels::cpu::ConvAlgo::direct);
+    ConvAlgoScope scope(ConvAlgo::direct);
     EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_of(c)).find("wino"), std::string::npos);
     const size_t n = kernels::cpu::conv2d_cache_size();
     ops::conv2d(rand_f64(c.x, 1, -1, 1, false).to(DType::f32),
@@ -431,12 +431,12 @@ TEST(Conv2d, DirectAlgorithmIsSelectable) {
   }
   std::cout << "largest |error| / bound: winograd " << worst_wino << ", direct " << worst_direct
             << "\n";
-  EXPECT_EQ(kernels::cpu::parse_conv_algo("auto", "x"), kernels::cpu::ConvAlgo::automatic);
-  EXPECT_EQ(kernels::cpu::parse_conv_algo("direct", "x"), kernels::cpu::ConvAlgo::direct);
-  EXPECT_EQ(kernels::cpu::parse_conv_algo("winograd", "x"), kernels::cpu::ConvAlgo::winograd);
-  EXPECT_STREQ(kernels::cpu::conv_algo_name(kernels::cpu::ConvAlgo::winograd), "winograd");
+  EXPECT_EQ(parse_conv_algo("auto", "x"), ConvAlgo::automatic);
+  EXPECT_EQ(parse_conv_algo("direct", "x"), ConvAlgo::direct);
+  EXPECT_EQ(parse_conv_algo("winograd", "x"), ConvAlgo::winograd);
+  EXPECT_STREQ(conv_algo_name(ConvAlgo::winograd), "winograd");
   try {
-    kernels::cpu::parse_conv_algo("wino", "TCV_CONV_ALGO");
+    parse_conv_algo("wino", "TCV_CONV_ALGO");
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/ops.h"
+#include "engine/ops/unary_grad.h"
 #include "support/gradcheck.h"
 
 namespace tcv {

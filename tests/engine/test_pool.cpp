@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/ops.h"
+#include "kernels/base.h"
 #include "support/gradcheck.h"
 
 namespace tcv {

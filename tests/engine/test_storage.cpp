@@ -11,6 +11,7 @@
 
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "kernels/base.h"
 
 namespace tcv {
 namespace {

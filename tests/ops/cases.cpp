@@ -29,13 +29,6 @@ const OpRegistry& op_registry() {
     r.exempt("sum_to",
              "the backward of broadcasting (a sum over the broadcast dims): every case with a "
              "broadcast or expanded operand checks it through that operand's gradient");
-    r.exempt(
-        "unary_grad",
-        "the backward of the unary ops: checked by each unary op's gradient check and comparisons");
-    r.exempt(
-        "unary_grad_consume",
-        "unary_grad writing into the upstream gradient's buffer: the unary ops' gradients check "
-        "its values, tests/engine/test_elementwise.cpp when it may work in place");
     r.exempt("split",
              "returns views (narrow) of its input: no kernel and no gradient of its own; narrow's "
              "gradient is checked in tests/engine/test_autograd.cpp");
