@@ -1,6 +1,7 @@
-// JSON for safetensors headers, trainer state and JSON-lines logs: Debian's
-// nlohmann-json (ordered objects), with a strict reader and checked accessors
-// whose errors are tcv::Error.
+// JSON for safetensors headers, trainer state, JSON-lines logs and data sets'
+// annotation files: Debian's nlohmann-json (ordered objects), with a strict
+// reader and checked accessors whose errors are tcv::Error. Inside the
+// library only: the installed API speaks tcv::Value (engine/value.h).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,8 @@
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/value.h"
 
 namespace tcv {
 
@@ -48,5 +51,10 @@ bool json_bool(const Json& obj, std::string_view key);
 int64_t json_int(const Json& obj, std::string_view key);
 double json_double(const Json& obj, std::string_view key);
 const std::string& json_string(const Json& obj, std::string_view key);
+
+/// The same value as a tcv::Value (the installed API's JSON type), and back.
+/// Unsigned integers beyond int64 become numbers.
+Value to_value(const Json& j);
+Json to_json(const Value& v);
 
 }  // namespace tcv

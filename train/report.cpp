@@ -116,18 +116,19 @@ std::string svg_chart(const std::string& title, const std::vector<Series>& serie
   return o.str();
 }
 
-Series series_of(const std::vector<Json>& metrics, const std::string& split, const std::string& key,
-                 const std::string& name, const std::string& color) {
+Series series_of(const std::vector<Value>& metrics, const std::string& split,
+                 const std::string& key, const std::string& name, const std::string& color) {
   Series s{name, color, {}, {}};
-  for (const auto& j : metrics) {
-    const auto sp = j.find("split");
-    const auto v = j.find(key);
-    const auto it = j.find("iter");
-    if (sp == j.end() || v == j.end() || it == j.end() || *sp != split || !v->is_number() ||
+  for (const Value& j : metrics) {
+    if (!j.is_object()) continue;
+    const Value* sp = j.find("split");
+    const Value* v = j.find(key);
+    const Value* it = j.find("iter");
+    if (!sp || !v || !it || !sp->is_string() || sp->as_string() != split || !v->is_number() ||
         !it->is_number())
       continue;
-    s.x.push_back(it->get<double>());
-    s.y.push_back(v->get<double>());
+    s.x.push_back(it->as_double());
+    s.y.push_back(v->as_double());
   }
   return s;
 }
@@ -217,7 +218,7 @@ std::vector<Json> read_jsonl(const std::string& path) {
     ++n;
     if (line.empty()) continue;
     try {
-      out.push_back(json_parse(line));
+      out.push_back(Value::parse(line));
     } catch (const std::exception& e) {
       TCV_THROW(path, ":", n, ": ", e.what());
     }
@@ -245,22 +246,22 @@ std::string render_report(const ReportInputs& in) {
     << "</style></head><body>\n<h1>" << html_escape(in.title) << "</h1>\n";
 
   // Latest numbers.
-  const Json* last_val = nullptr;
-  const Json* last_train = nullptr;
-  for (const auto& j : m) {
-    const auto sp = j.find("split");
-    if (sp != j.end() && sp->is_string()) (*sp == "val" ? last_val : last_train) = &j;
+  const Value* last_val = nullptr;
+  const Value* last_train = nullptr;
+  for (const Value& j : m) {
+    const Value* sp = j.is_object() ? j.find("split") : nullptr;
+    if (sp && sp->is_string()) (sp->as_string() == "val" ? last_val : last_train) = &j;
   }
   o << "<p>";
   if (last_train && last_train->contains("iter"))
-    o << "iteration " << json_dump(last_train->at("iter")) << "; ";
+    o << "iteration " << last_train->at("iter").dump() << "; ";
   std::string lead;
   for (const auto& h : in.headline) {
     if (!last_val) break;
-    const auto v = last_val->find(h.key);
-    if (v == last_val->end() || !v->is_number()) continue;
+    const Value* v = last_val->find(h.key);
+    if (!v || !v->is_number()) continue;
     lead += (lead.empty() ? "validation " : ", ") + html_escape(h.label) + " " +
-            num(v->get<double>(), 4) + html_escape(h.unit);
+            num(v->as_double(), 4) + html_escape(h.unit);
   }
   o << lead << "</p>\n<h2>Curves</h2>\n<div class=\"grid\">\n";
   o << svg_chart("loss",

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/json.h"
+#include "engine/value.h"
 
 namespace tcv::train {
 
@@ -51,8 +51,8 @@ struct ReportChart {
 /// figures) are the task's to fill (TaskEvaluator::fill_report).
 struct ReportInputs {
   std::string title;
-  std::string config_toml;    ///< the resolved config
-  std::vector<Json> metrics;  ///< metrics.jsonl lines ("split": "train" | "val")
+  std::string config_toml;     ///< the resolved config
+  std::vector<Value> metrics;  ///< metrics.jsonl lines ("split": "train" | "val")
   std::vector<ReportHeadline> headline;
   std::vector<ReportChart> val_charts;
   /// Classification samples (an image, its predicted and true class).
@@ -71,7 +71,7 @@ void write_report(const std::string& path, const ReportInputs& in);
 
 /// Reads a JSON-lines file (a missing file reads as empty; a bad line is an
 /// error naming the file and line).
-std::vector<Json> read_jsonl(const std::string& path);
+std::vector<Value> read_jsonl(const std::string& path);
 
 /// A PNG file (8-bit gray for channels 1, RGB for channels 3) of u8 pixels in
 /// (C, H, W) layout, zlib-compressed.

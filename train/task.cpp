@@ -77,12 +77,12 @@ void TaskEvaluator::merge(const std::string& bytes) {
   loss_.add(sum, n);
 }
 
-Json TaskEvaluator::row() const {
-  Json j = Json::object(), details = Json::object();
+Value TaskEvaluator::row() const {
+  Value j = Value::object(), details = Value::object();
   fill_row(j, details);
   if (!from_results_) j["loss"] = loss_.mean();  // a results file has no loss
   j["images"] = images();
-  for (auto& [key, value] : details.items()) j[key] = std::move(value);
+  for (auto& [key, value] : details.members()) j[key] = std::move(value);
   return j;
 }
 
@@ -99,20 +99,20 @@ void TaskEvaluator::add_owned_loss(const Tensor& loss, const std::vector<int64_t
   if (mine > 0) loss_.update(loss.item(), mine);
 }
 
-std::string TaskEvaluator::row_words(const Json& row, const std::vector<std::string>& keys,
+std::string TaskEvaluator::row_words(const Value& row, const std::vector<std::string>& keys,
                                      const std::string& setting) {
   std::string out;
   char buf[64];
   for (const std::string& k : keys) {
-    const Json& v = row.at(k);
-    std::snprintf(buf, sizeof(buf), "%.4f", v.is_number() ? v.get<double>() : NAN);
+    const Value& v = row.at(k);
+    std::snprintf(buf, sizeof(buf), "%.4f", v.is_number() ? v.as_double() : NAN);
     out += (out.empty() ? "" : " ") + k + " " + buf;
   }
   if (row.contains("loss")) {
-    std::snprintf(buf, sizeof(buf), " loss %.4f", row.at("loss").get<double>());
+    std::snprintf(buf, sizeof(buf), " loss %.4f", row.at("loss").as_double());
     out += buf;
   }
-  return out + " (" + setting + ", " + std::to_string(row.at("images").get<int64_t>()) + " images)";
+  return out + " (" + setting + ", " + std::to_string(row.at("images").as_int()) + " images)";
 }
 
 bool TaskEvaluator::wants_figure() const {

@@ -26,8 +26,8 @@
 
 #include "data/image.h"
 #include "engine/device.h"
-#include "engine/json.h"
 #include "engine/tensor.h"
+#include "engine/value.h"
 #include "layers/module.h"
 #include "models/registry.h"
 #include "train/config.h"
@@ -144,9 +144,9 @@ class TaskEvaluator : public Evaluator {
   /// The val row's metrics (after "split", "epoch", "iter"): the task's
   /// metrics, "loss" (none for a results file), "images", then the task's
   /// details (fill_row); must hold the task's best_metric().
-  Json row() const;
+  Value row() const;
   /// The log line's words for the row, e.g. "top1 81.20% top5 99.10% loss 0.5123".
-  virtual std::string describe(const Json& row) const = 0;
+  virtual std::string describe(const Value& row) const = 0;
   /// Fills what report.html shows of the task: its headline and charts
   /// (report_metric), and the figures this process kept of the evaluation.
   void fill_report(ReportInputs& report) const;
@@ -174,7 +174,7 @@ class TaskEvaluator : public Evaluator {
   /// The log line of a row: "<key> <value>" for each of `keys` (%.4f, nan
   /// for null), " loss <value>" when it has one, then " (<setting>, <n>
   /// images)", e.g. "map 0.5012 ap50 0.7421 loss 2.1034 (voc07, 500 images)".
-  static std::string row_words(const Json& row, const std::vector<std::string>& keys,
+  static std::string row_words(const Value& row, const std::vector<std::string>& keys,
                                const std::string& setting);
   /// Whether another figure is wanted for the report, and keeping one.
   bool wants_figure() const;
@@ -186,7 +186,7 @@ class TaskEvaluator : public Evaluator {
   virtual void read_metric(ByteReader& r) = 0;
   /// The row's metrics, before "loss" (objects, filled in order), and what it
   /// holds after "images" (per-class values, counts).
-  virtual void fill_row(Json& metrics, Json& details) const = 0;
+  virtual void fill_row(Value& metrics, Value& details) const = 0;
   /// The row's "images": the val images evaluated (every rank's once merged).
   virtual int64_t images() const = 0;
   /// The report's headline and charts (and samples).
@@ -228,9 +228,9 @@ class TaskPredictor {
   /// Predicts one u8 image (C, H, W) named `name` (its path; `label` its
   /// class when known, else -1): returns the JSON entry of --json (without
   /// "input") and writes the pictures options say.
-  virtual Json predict(const Tensor& image, const std::string& name, int64_t label) = 0;
+  virtual Value predict(const Tensor& image, const std::string& name, int64_t label) = 0;
   /// The text output for one entry.
-  virtual void print(std::ostream& os, const std::string& name, const Json& entry) const = 0;
+  virtual void print(std::ostream& os, const std::string& name, const Value& entry) const = 0;
 };
 
 /// A task: one of tcv-train's kinds of training (see the top of this file).

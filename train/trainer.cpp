@@ -222,10 +222,10 @@ struct Trainer::Impl {
 
   double elapsed() const { return elapsed_before + seconds_since(t0); }
 
-  void write_metrics(const Json& j) {
+  void write_metrics(const Value& j) {
     if (!main_rank()) return;
     errno = 0;
-    metrics << json_dump(j) << "\n";
+    metrics << j.dump() << "\n";
     metrics.flush();
     if (!metrics.good())
       TCV_THROW((fs::path(opts.out_dir) / "metrics.jsonl").string(),
@@ -535,12 +535,12 @@ struct Trainer::Impl {
   void log_step() {
     if (every(step_cfg.display)) {
       const double ips = static_cast<double>(win_images) / seconds_since(win_t0);
-      Json j = Json::object();
+      Value j = Value::object();
       j["split"] = "train";
       j["epoch"] = state.epoch + 1;  // 1-based, as people count
       j["iter"] = state.iter;
       // null when every step of the window was dropped for inf or NaN
-      j["loss"] = win_loss.count() ? Json(win_loss.mean()) : Json();
+      j["loss"] = win_loss.count() ? Value(win_loss.mean()) : Value();
       j["lr"] = state.lr;
       j["images_per_sec"] = ips;
       j["time"] = elapsed();
@@ -618,24 +618,24 @@ struct Trainer::Impl {
                           "\": --results reads COCO detection or keypoint results, or a folder "
                           "of label PNGs; this task has no results format");
     }
-    const Json row = opts.results.empty()
-                         ? evaluate_row((fs::path(opts.out_dir) / "predictions").string())
-                         : last_eval->row();
+    const Value row = opts.results.empty()
+                          ? evaluate_row((fs::path(opts.out_dir) / "predictions").string())
+                          : last_eval->row();
     summary.val = row;
     summary.best_metric = state.best_metric;
-    summary.score = row.at(state.best_metric).get<double>();
-    summary.val_loss = row.contains("loss") ? row.at("loss").get<double>() : -1;
+    summary.score = row.at(state.best_metric).as_double();
+    summary.val_loss = row.contains("loss") ? row.at("loss").as_double() : -1;
     summary.epochs = state.epoch;
     summary.iters = summary.start_iter = state.iter;
     summary.skipped = data.val->skipped();
     summary.wall_s = seconds_since(t0);
-    Json j = Json::object();
+    Value j = Value::object();
     j["split"] = "test";
     if (opts.results.empty()) {
       j["epoch"] = state.epoch + 1;
       j["iter"] = state.iter;
     }
-    for (const auto& [k, v] : row.items()) j[k] = v;
+    for (const auto& [k, v] : row.members()) j[k] = v;
     if (opts.results.empty())
       j["checkpoint"] = tested + ".safetensors";
     else
@@ -671,7 +671,7 @@ struct Trainer::Impl {
   // "val" line, rewrites report.html and saves `best`.
   // The task's evaluation of the whole val split (each rank its share, then
   // combined), into last_eval; returns its row.
-  Json evaluate_row(const std::string& predictions_dir = "") {
+  Value evaluate_row(const std::string& predictions_dir = "") {
     model->eval();
     std::unique_ptr<TaskEvaluator> ev = task->make_evaluator();
     if (!predictions_dir.empty() && ev->write_predictions_to(predictions_dir))
@@ -689,13 +689,13 @@ struct Trainer::Impl {
   }
 
   void evaluate() {
-    const Json row = evaluate_row();
-    const double score = row.at(state.best_metric).get<double>();
+    const Value row = evaluate_row();
+    const double score = row.at(state.best_metric).as_double();
     // A model whose outputs hold inf or NaN has a non-finite val loss, whatever
     // its metric says: it never becomes `best`. No image evaluated (an empty val
     // split, or every image skipped as corrupt) means no score at all.
-    const int64_t images = row.contains("images") ? row.at("images").get<int64_t>() : 1;
-    const double val_loss = row.contains("loss") ? row.at("loss").get<double>() : 0.0;
+    const int64_t images = row.contains("images") ? row.at("images").as_int() : 1;
+    const double val_loss = row.contains("loss") ? row.at("loss").as_double() : 0.0;
     std::string no_best;
     if (images == 0)
       no_best = "no val images";
@@ -706,12 +706,12 @@ struct Trainer::Impl {
     state.last_score = no_best.empty() ? score : -1.0;  // -1: none (the trainer state's "none yet")
     summary.val = row;
     summary.score = score;
-    summary.val_loss = row.contains("loss") ? row.at("loss").get<double>() : -1;
-    Json j = Json::object();
+    summary.val_loss = row.contains("loss") ? row.at("loss").as_double() : -1;
+    Value j = Value::object();
     j["split"] = "val";
     j["epoch"] = state.epoch + 1;  // 1-based, as people count
     j["iter"] = state.iter;
-    for (const auto& [k, v] : row.items()) j[k] = v;
+    for (const auto& [k, v] : row.members()) j[k] = v;
     j["time"] = elapsed();
     if (skip_corrupt) j["skipped"] = skipped();
     write_metrics(j);

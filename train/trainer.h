@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/json.h"
+#include "engine/value.h"
 #include "layers/module.h"
 #include "train/config.h"
 
@@ -46,7 +46,7 @@ struct TrainSummary {
   int64_t epochs = 0;                  ///< epochs completed in all
   int64_t iters = 0;                   ///< iterations completed in all
   int64_t start_iter = 0;              ///< where this run began (> 0 when resumed)
-  Json val;                            ///< the last evaluation's metrics (its val row)
+  Value val;                           ///< the last evaluation's metrics (its val row)
   std::string best_metric;             ///< the task's metric that picks `best`
   double score = -1, best_score = -1;  ///< its last and best values
   /// The val row's "loss" (-1 when it has none).
@@ -54,9 +54,8 @@ struct TrainSummary {
   /// `key` of the last evaluation's row (top1, map, miou, ...), -1 when the
   /// row has no such number.
   double metric(const std::string& key) const {
-    return val.is_object() && val.contains(key) && val.at(key).is_number()
-               ? val.at(key).get<double>()
-               : -1.0;
+    return val.is_object() && val.contains(key) && val.at(key).is_number() ? val.at(key).as_double()
+                                                                           : -1.0;
   }
   double wall_s = 0;  ///< this run's wall time
   double train_images_per_sec = 0;

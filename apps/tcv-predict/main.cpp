@@ -23,7 +23,7 @@
 #include "apps/cli.h"
 #include "data/dataset.h"
 #include "data/image.h"
-#include "engine/json.h"
+#include "engine/value.h"
 #include "train/config.h"
 #include "train/data_setup.h"
 #include "train/task.h"
@@ -192,28 +192,28 @@ int run(int argc, char** argv) {
     }
   }
 
-  tcv::Json out = tcv::Json::object();
+  tcv::Value out = tcv::Value::object();
   out["checkpoint"] = predictor->checkpoint();
   out["model"] = settings.network.model_name;
-  tcv::Json preds = tcv::Json::array();
+  tcv::Value preds = tcv::Value::array();
   for (const auto& in : inputs) {
-    const tcv::Json entry = predictor->predict(in.image, in.name, in.label);
+    const tcv::Value entry = predictor->predict(in.image, in.name, in.label);
     if (!json) {
       predictor->print(std::cout, in.name, entry);
       continue;
     }
-    tcv::Json j = tcv::Json::object();
+    tcv::Value j = tcv::Value::object();
     j["input"] = in.name;
-    for (const auto& [k, v] : entry.items()) j[k] = v;
+    for (const auto& [k, v] : entry.members()) j[k] = v;
     preds.push_back(std::move(j));
   }
   if (json) {
     out["predictions"] = std::move(preds);
-    tcv::Json bad = tcv::Json::array();
+    tcv::Value bad = tcv::Value::array();
     for (const auto& u : unreadable)
-      bad.push_back(tcv::Json::object({{"input", u.name}, {"error", u.error}}));
+      bad.push_back(tcv::Value::object({{"input", u.name}, {"error", u.error}}));
     out["unreadable"] = std::move(bad);
-    std::cout << tcv::json_dump(out, 2) << "\n";
+    std::cout << out.dump(2) << "\n";
   }
   if (unreadable.empty()) return 0;
   std::cerr << "tcv-predict: " << unreadable.size() << " of " << unreadable.size() + inputs.size()

@@ -139,13 +139,13 @@ std::pair<Json, Json> evaluate_1_and_2(const std::string& toml, const fs::path& 
                                                   : toml == kScenesSeg;
     EXPECT_EQ(fs::exists(written), expected) << written;
     if (!expected || !fs::exists(written)) continue;
-    const Json again =
+    const Json again = to_json(
         Trainer(tiny(toml, root / "scenes", iter), {.phase = Phase::test,
                                                     .results = written.string(),
                                                     .out_dir = (root / "eval_results").string(),
                                                     .progress = ProgressMode::quiet})
             .run()
-            .val;
+            .val);
     EXPECT_NEAR(again.at(metric).get<double>(), ones.at(0).at(metric).get<double>(), 1e-12) << file;
     EXPECT_EQ(again.at("images"), ones.at(0).at("images"));
   }
@@ -279,7 +279,7 @@ TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
   skip.set_override("data.skip_corrupt=true");
   const TrainSummary s = run_training(skip, tmp.root() / "run_skip");
   EXPECT_EQ(s.skipped, 1);
-  EXPECT_EQ(s.val.at("images").get<int64_t>(), 3);
+  EXPECT_EQ(s.val.at("images").as_int(), 3);
 }
 
 // Issue 25, item 8: an empty val set was accepted silently (mIoU 0 and a
@@ -542,7 +542,7 @@ TEST(TrainTasks, TestPhaseNeedsACheckpointOfTheConfigsModel) {
   c = tiny(kScenesDet, scenes, 1);
   c.set_override("network.resume=\"" + tmp.path("det") + "\"");
   const TrainSummary s = Trainer(c, test).run();
-  EXPECT_EQ(s.val.at("images").get<int64_t>(), 4);
+  EXPECT_EQ(s.val.at("images").as_int(), 4);
   EXPECT_EQ(s.iters, 1);
   EXPECT_EQ(test_rows(tmp.root() / "t").size(), 1u);
   EXPECT_FALSE(fs::exists(tmp.root() / "t" / "checkpoints"));
@@ -593,9 +593,9 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
   };
   const std::string all = write_results(-1, -1);
   for (const char* metric : {"voc07", "coco"}) {
-    const Json row = evaluate(metric, all);
-    EXPECT_DOUBLE_EQ(row.at("map").get<double>(), 1.0) << metric << " " << row.dump();
-    EXPECT_EQ(row.at("images").get<int64_t>(), 4);
+    const Value row = evaluate(metric, all);
+    EXPECT_DOUBLE_EQ(row.at("map").as_double(), 1.0) << metric << " " << row.dump();
+    EXPECT_EQ(row.at("images").as_int(), 4);
     EXPECT_FALSE(row.contains("loss"));
   }
   const std::vector<Json> rows = test_rows(tmp.root() / "t");
@@ -603,9 +603,9 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
   EXPECT_EQ(rows[0].at("results").get<std::string>(), all);
   EXPECT_FALSE(rows[0].contains("iter"));
 
-  const Json less = evaluate("voc07", write_results(val.records()[0].image_id, -1));
-  EXPECT_LT(less.at("map").get<double>(), 1.0);
-  EXPECT_GT(less.at("map").get<double>(), 0.0);
+  const Value less = evaluate("voc07", write_results(val.records()[0].image_id, -1));
+  EXPECT_LT(less.at("map").as_double(), 1.0);
+  EXPECT_GT(less.at("map").as_double(), 0.0);
 
   const std::string msg =
       tcv::testing::error_of([&] { evaluate("voc07", write_results(-1, 999)); });
@@ -644,9 +644,9 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
         .run()
         .val;
   };
-  const Json row = evaluate();
-  EXPECT_DOUBLE_EQ(row.at("ap").get<double>(), 1.0) << row.dump();
-  EXPECT_EQ(row.at("people").get<int64_t>(), static_cast<int64_t>(res.size()));
+  const Value row = evaluate();
+  EXPECT_DOUBLE_EQ(row.at("ap").as_double(), 1.0) << row.dump();
+  EXPECT_EQ(row.at("people").as_int(), static_cast<int64_t>(res.size()));
   EXPECT_FALSE(row.contains("loss"));
   res[0]["category_id"] = 2;
   data::write_file(file, json_dump(res));
@@ -685,15 +685,15 @@ TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
         .run()
         .val;
   };
-  const Json row = evaluate();
-  EXPECT_DOUBLE_EQ(row.at("miou").get<double>(), 1.0) << row.dump();
-  EXPECT_EQ(row.at("images").get<int64_t>(), 4);
+  const Value row = evaluate();
+  EXPECT_DOUBLE_EQ(row.at("miou").as_double(), 1.0) << row.dump();
+  EXPECT_EQ(row.at("images").as_int(), 4);
   EXPECT_FALSE(row.contains("loss"));
   // Image 0's objects all predicted as background: less than 1.
   const data::SegRecord& first = val.records()[0];
   Tensor bg = zeros(data::read_label_png(first.label_path).labels.shape(), {.dtype = DType::u8});
   data::write_label_png((dir / (first.id + ".png")).string(), bg);
-  EXPECT_LT(evaluate().at("miou").get<double>(), 1.0);
+  EXPECT_LT(evaluate().at("miou").as_double(), 1.0);
   fs::remove(dir / (first.id + ".png"));
   const std::string msg = tcv::testing::error_of([&] { evaluate(); });
   EXPECT_TRUE(contains(msg, dir.string() + ": no prediction for ") &&

@@ -60,7 +60,7 @@ TEST(Report, PageHasChartsSamplesAndConfig) {
   in.title = "run <x>";
   in.config_toml = "[solver.lr]\nbase_lr = 0.05\n";
   for (int i = 1; i <= 3; ++i) {
-    Json t = Json::object();
+    Value t = Value::object();
     t["split"] = "train";
     t["iter"] = 10 * i;
     t["loss"] = 2.0 / i;
@@ -68,7 +68,7 @@ TEST(Report, PageHasChartsSamplesAndConfig) {
     t["images_per_sec"] = 1000.0 + i;
     in.metrics.push_back(t);
   }
-  Json v = Json::object();
+  Value v = Value::object();
   v["split"] = "val";
   v["iter"] = 30;
   v["top1"] = 81.5;

@@ -194,11 +194,10 @@ class ClsEvaluator final : public TaskEvaluator {
     return {{"top1", acc_.top1()}, {"top5", acc_.top5()}, {"loss", loss_meter().mean()}};
   }
 
-  std::string describe(const Json& row) const override {
+  std::string describe(const Value& row) const override {
     char buf[128];
-    std::snprintf(buf, sizeof(buf), "top1 %.2f%% top5 %.2f%% loss %.4f",
-                  row.at("top1").get<double>(), row.at("top5").get<double>(),
-                  row.at("loss").get<double>());
+    std::snprintf(buf, sizeof(buf), "top1 %.2f%% top5 %.2f%% loss %.4f", row.at("top1").as_double(),
+                  row.at("top5").as_double(), row.at("loss").as_double());
     return buf;
   }
 
@@ -221,7 +220,7 @@ class ClsEvaluator final : public TaskEvaluator {
     acc_.add_counts(c1, c5, n);
   }
 
-  void fill_row(Json& metrics, Json& /*details*/) const override {
+  void fill_row(Value& metrics, Value& /*details*/) const override {
     metrics["top1"] = acc_.top1();
     metrics["top5"] = acc_.top5();
   }
@@ -289,27 +288,26 @@ class ClsPredictor final : public TaskPredictor {
   }
   const std::string& checkpoint() const override { return predictor_.checkpoint(); }
 
-  Json predict(const Tensor& image, const std::string&, int64_t label) override {
-    Json j = Json::object();
+  Value predict(const Tensor& image, const std::string&, int64_t label) override {
+    Value j = Value::object();
     if (label >= 0) j["label"] = label;
-    Json t = Json::array();
+    Value t = Value::array();
     for (const auto& s : predictor_.predict(image, top_))
-      t.push_back(Json::object({{"class", s.index}, {"name", s.name}, {"prob", s.prob}}));
+      t.push_back(Value::object({{"class", s.index}, {"name", s.name}, {"prob", s.prob}}));
     j["top"] = std::move(t);
     return j;
   }
 
-  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
+  void print(std::ostream& os, const std::string& name, const Value& entry) const override {
     os << name;
-    if (const auto l = entry.find("label"); l != entry.end())
-      os << " (true: " << predictor_.class_names().at(static_cast<size_t>(l->get<int64_t>()))
-         << ")";
+    if (const Value* l = entry.find("label"))
+      os << " (true: " << predictor_.class_names().at(static_cast<size_t>(l->as_int())) << ")";
     os << "\n";
-    const Json& top = entry.at("top");
+    const Value& top = entry.at("top");
     for (size_t r = 0; r < top.size(); ++r)
       os << "  " << r + 1 << ". " << std::fixed << std::setprecision(4)
-         << top[r].at("prob").get<double>() << "  " << top[r].at("class").get<int64_t>() << " "
-         << top[r].at("name").get<std::string>() << "\n";
+         << top[r].at("prob").as_double() << "  " << top[r].at("class").as_int() << " "
+         << top[r].at("name").as_string() << "\n";
   }
 
  private:

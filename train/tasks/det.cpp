@@ -393,7 +393,7 @@ class DetEvaluator final : public TaskEvaluator {
     return eval_.options().metric == DetMetric::coco ? format_coco_summary(eval_.coco().stats) : "";
   }
 
-  std::string describe(const Json& row) const override {
+  std::string describe(const Value& row) const override {
     return row_words(row, {"map", "ap50"}, metric_);
   }
 
@@ -402,11 +402,11 @@ class DetEvaluator final : public TaskEvaluator {
   void write_metric(ByteWriter& w) const override { w.put_string(eval_.serialize()); }
   void read_metric(ByteReader& r) override { eval_.merge(r.get_string()); }
 
-  void fill_row(Json& metrics, Json& details) const override {
-    Json per_class = Json::object();
+  void fill_row(Value& metrics, Value& details) const override {
+    Value per_class = Value::object();
     for (const auto& [name, v] : eval_.finish()) {
       if (name.rfind("ap/", 0) == 0)
-        per_class[name.substr(3)] = v < 0 ? Json() : Json(v);  // null: no ground truth
+        per_class[name.substr(3)] = v < 0 ? Value() : Value(v);  // null: no ground truth
       else
         metrics[name] = v;
     }
@@ -480,7 +480,7 @@ class DetPredictor final : public TaskPredictor {
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
   const std::string& checkpoint() const override { return stem_; }
 
-  Json predict(const Tensor& image, const std::string& name, int64_t) override {
+  Value predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
     const int64_t h = image.size(1), w = image.size(2);
     data::DetSample s;
@@ -494,15 +494,15 @@ class DetPredictor final : public TaskPredictor {
     const double s_ = static_cast<double>(side_);
     const BoxList l = box_list(dets.front(), threshold_, static_cast<double>(w) / s_,
                                static_cast<double>(h) / s_);
-    Json j = Json::object();
-    Json list = Json::array();
+    Value j = Value::object();
+    Value list = Value::array();
     for (size_t k = 0; k < l.boxes.size(); ++k) {
-      Json box = Json::array();
+      Value box = Value::array();
       for (double v : l.boxes[k]) box.push_back(std::round(v * 100) / 100);
-      list.push_back(Json::object({{"label", l.labels[k]},
-                                   {"name", class_name(names_, l.labels[k])},
-                                   {"score", l.scores[k]},
-                                   {"box", std::move(box)}}));
+      list.push_back(Value::object({{"label", l.labels[k]},
+                                    {"name", class_name(names_, l.labels[k])},
+                                    {"score", l.scores[k]},
+                                    {"box", std::move(box)}}));
     }
     j["detections"] = std::move(list);
     if (!out_dir_.empty()) {
@@ -517,20 +517,19 @@ class DetPredictor final : public TaskPredictor {
     return j;
   }
 
-  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
-    const Json& list = entry.at("detections");
+  void print(std::ostream& os, const std::string& name, const Value& entry) const override {
+    const Value& list = entry.at("detections");
     os << name << ": " << list.size() << " detection" << (list.size() == 1 ? "" : "s")
        << " (score >= " << format_double(threshold_) << ")";
-    if (const auto p = entry.find("picture"); p != entry.end())
-      os << ", drawn in " << p->get<std::string>();
+    if (const Value* p = entry.find("picture")) os << ", drawn in " << p->as_string();
     os << "\n";
     for (size_t k = 0; k < list.size(); ++k) {
-      const Json& d = list[k];
-      const Json& b = d.at("box");
+      const Value& d = list[k];
+      const Value& b = d.at("box");
       char buf[160];
       std::snprintf(buf, sizeof(buf), "  %zu. %.4f  %s  [%.1f, %.1f, %.1f, %.1f]\n", k + 1,
-                    d.at("score").get<double>(), d.at("name").get<std::string>().c_str(),
-                    b[0].get<double>(), b[1].get<double>(), b[2].get<double>(), b[3].get<double>());
+                    d.at("score").as_double(), d.at("name").as_string().c_str(), b[0].as_double(),
+                    b[1].as_double(), b[2].as_double(), b[3].as_double());
       os << buf;
     }
   }

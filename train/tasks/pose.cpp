@@ -443,7 +443,7 @@ class PoseEvaluator final : public TaskEvaluator {
     return {{"keypoints.json", format_coco_keypoint_results(eval_.detections())}};
   }
 
-  std::string describe(const Json& row) const override {
+  std::string describe(const Value& row) const override {
     return row_words(row, {"ap", "ap50", "ar"}, pose_.test_mode);
   }
 
@@ -465,10 +465,11 @@ class PoseEvaluator final : public TaskEvaluator {
     eval_.merge(r.get_string());
   }
 
-  void fill_row(Json& metrics, Json& details) const override {
+  void fill_row(Value& metrics, Value& details) const override {
     const KeypointSummary s = eval_.coco();
     for (size_t k = 0; k < s.stats.size(); ++k)
-      metrics[kStatNames[k]] = s.stats[k] < 0 ? Json() : Json(s.stats[k]);  // null: no ground truth
+      metrics[kStatNames[k]] =
+          s.stats[k] < 0 ? Value() : Value(s.stats[k]);  // null: no ground truth
     // AP 0 when nothing had ground truth, so that `best` compares numbers.
     if (!metrics["ap"].is_number()) metrics["ap"] = 0.0;
     details["people"] = people_;
@@ -544,7 +545,7 @@ class PosePredictor final : public TaskPredictor {
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
   const std::string& checkpoint() const override { return stem_; }
 
-  Json predict(const Tensor& image, const std::string& name, int64_t) override {
+  Value predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
     const mpose::PoseMaps m = image_maps(pose_, *model_, normalized_image(image, norm_));
     const auto people = mpose::parse_poses(m.heatmaps, m.pafs, openpose_skeleton(), parse_);
@@ -555,12 +556,12 @@ class PosePredictor final : public TaskPredictor {
         !stem.empty() && stem.size() < 18 &&
         std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; });
     std::vector<Skeleton> found;
-    Json list = Json::array();
+    Value list = Value::array();
     for (const auto& p : people) {
       found.push_back(skeleton_of(p, 1.0, 1.0));
-      Json kp = Json::array();
+      Value kp = Value::array();
       for (double v : coco_keypoints(found.back())) kp.push_back(std::round(v * 100) / 100);
-      Json j = Json::object();
+      Value j = Value::object();
       if (numeric) j["image_id"] = std::stoll(stem);
       j["category_id"] = 1;
       j["keypoints"] = std::move(kp);
@@ -568,7 +569,7 @@ class PosePredictor final : public TaskPredictor {
       j["num_keypoints"] = p.parts;
       list.push_back(std::move(j));
     }
-    Json j = Json::object();
+    Value j = Value::object();
     j["height"] = image.size(1);
     j["width"] = image.size(2);
     j["people"] = std::move(list);
@@ -583,26 +584,25 @@ class PosePredictor final : public TaskPredictor {
     return j;
   }
 
-  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
-    const Json& list = entry.at("people");
+  void print(std::ostream& os, const std::string& name, const Value& entry) const override {
+    const Value& list = entry.at("people");
     os << name << ": " << list.size() << (list.size() == 1 ? " person" : " people") << " ("
        << pose_.test_mode << ")";
-    if (const auto p = entry.find("picture"); p != entry.end())
-      os << ", drawn in " << p->get<std::string>();
+    if (const Value* p = entry.find("picture")) os << ", drawn in " << p->as_string();
     os << "\n";
     const auto& names = data::coco_keypoint_names();
     for (size_t k = 0; k < list.size(); ++k) {
-      const Json& d = list[k];
+      const Value& d = list[k];
       char buf[96];
       std::snprintf(buf, sizeof(buf), "  %zu. score %.3f, %lld keypoints:", k + 1,
-                    d.at("score").get<double>(),
-                    static_cast<long long>(d.at("num_keypoints").get<int64_t>()));
+                    d.at("score").as_double(),
+                    static_cast<long long>(d.at("num_keypoints").as_int()));
       os << buf;
-      const Json& kp = d.at("keypoints");
+      const Value& kp = d.at("keypoints");
       for (size_t c = 0; c < names.size(); ++c) {
-        if (kp[3 * c + 2].get<double>() <= 0) continue;
-        std::snprintf(buf, sizeof(buf), " %s (%.1f, %.1f)", names[c].c_str(),
-                      kp[3 * c].get<double>(), kp[3 * c + 1].get<double>());
+        if (kp[3 * c + 2].as_double() <= 0) continue;
+        std::snprintf(buf, sizeof(buf), " %s (%.1f, %.1f)", names[c].c_str(), kp[3 * c].as_double(),
+                      kp[3 * c + 1].as_double());
         os << buf;
       }
       os << "\n";

@@ -202,8 +202,8 @@ const data::Palette& palette_of(const Config& cfg) {
                                                      : data::voc_palette();
 }
 
-Json number_or_null(double v) {
-  return std::isfinite(v) ? Json(v) : Json();
+Value number_or_null(double v) {
+  return std::isfinite(v) ? Value(v) : Value();
 }
 
 // ---- data --------------------------------------------------------------------------
@@ -313,7 +313,7 @@ class SegEvaluator final : public TaskEvaluator {
     return {{"miou", m.miou}, {"pixel_acc", m.pixel_acc}, {"mean_acc", m.mean_acc}};
   }
 
-  std::string describe(const Json& row) const override {
+  std::string describe(const Value& row) const override {
     return row_words(row, {"miou", "pixel_acc"}, test_mode_);
   }
 
@@ -338,13 +338,13 @@ class SegEvaluator final : public TaskEvaluator {
     images_ += images;
   }
 
-  void fill_row(Json& metrics, Json& details) const override {
+  void fill_row(Value& metrics, Value& details) const override {
     const SegMetrics m = meter_.compute();
     // mIoU 0 when nothing was counted, so that `best` compares numbers.
     metrics["miou"] = std::isfinite(m.miou) ? m.miou : 0.0;
     metrics["pixel_acc"] = number_or_null(m.pixel_acc);
     metrics["mean_acc"] = number_or_null(m.mean_acc);
-    Json per_class = Json::object();
+    Value per_class = Value::object();
     for (size_t c = 0; c < m.iou.size(); ++c)
       per_class[c < names_.size() ? names_[c] : std::to_string(c)] = number_or_null(m.iou[c]);
     details["class_iou"] = std::move(per_class);
@@ -436,7 +436,7 @@ class SegPredictor final : public TaskPredictor {
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
   const std::string& checkpoint() const override { return stem_; }
 
-  Json predict(const Tensor& image, const std::string& name, int64_t) override {
+  Value predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
     const int64_t h = image.size(1), w = image.size(2);
     data::SegSample s;
@@ -449,14 +449,14 @@ class SegPredictor final : public TaskPredictor {
     const auto l = labels.to_vector<int64_t>();
     std::vector<int64_t> count(names_.size() + 1, 0);
     for (int64_t v : l) ++count[std::min<size_t>(static_cast<size_t>(v), names_.size())];
-    Json classes = Json::array();
+    Value classes = Value::array();
     for (size_t c = 0; c < names_.size(); ++c)
       if (count[c] > 0)
-        classes.push_back(Json::object(
+        classes.push_back(Value::object(
             {{"label", static_cast<int64_t>(c)},
              {"name", names_[c]},
              {"fraction", static_cast<double>(count[c]) / static_cast<double>(l.size())}}));
-    Json j = Json::object();
+    Value j = Value::object();
     j["height"] = h;
     j["width"] = w;
     j["classes"] = std::move(classes);
@@ -477,19 +477,18 @@ class SegPredictor final : public TaskPredictor {
     return j;
   }
 
-  void print(std::ostream& os, const std::string& name, const Json& entry) const override {
-    os << name << ": " << entry.at("height").get<int64_t>() << "x"
-       << entry.at("width").get<int64_t>();
-    if (const auto o = entry.find("overlay"); o != entry.end())
-      os << ", " << o->get<std::string>() << ", " << entry.at("labels").get<std::string>();
+  void print(std::ostream& os, const std::string& name, const Value& entry) const override {
+    os << name << ": " << entry.at("height").as_int() << "x" << entry.at("width").as_int();
+    if (const Value* o = entry.find("overlay"))
+      os << ", " << o->as_string() << ", " << entry.at("labels").as_string();
     os << "\n";
-    const Json& classes = entry.at("classes");
+    const Value& classes = entry.at("classes");
     for (size_t k = 0; k < classes.size(); ++k) {
       char buf[128];
       std::snprintf(buf, sizeof(buf), "  %6.2f%%  %lld %s\n",
-                    100.0 * classes[k].at("fraction").get<double>(),
-                    static_cast<long long>(classes[k].at("label").get<int64_t>()),
-                    classes[k].at("name").get<std::string>().c_str());
+                    100.0 * classes[k].at("fraction").as_double(),
+                    static_cast<long long>(classes[k].at("label").as_int()),
+                    classes[k].at("name").as_string().c_str());
       os << buf;
     }
   }
