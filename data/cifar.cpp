@@ -79,4 +79,10 @@ ImageClassificationDataset load_cifar(const std::string& dir, CifarKind kind, bo
   return read_cifar(files, kind, label);
 }
 
+const std::vector<std::string>& cifar10_classes() {
+  static const std::vector<std::string> names = {
+      "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  return names;
+}
+
 }  // namespace tcv::data

@@ -26,4 +26,7 @@ ImageClassificationDataset read_cifar(const std::vector<std::string>& files, Cif
 ImageClassificationDataset load_cifar(const std::string& dir, CifarKind kind, bool train,
                                       CifarLabel label = CifarLabel::fine);
 
+/// CIFAR-10's class names, in label order.
+const std::vector<std::string>& cifar10_classes();
+
 }  // namespace tcv::data

@@ -72,13 +72,8 @@ Sample ImageFileDataset::make(int64_t i, Rng& rng, bool defer) const {
   TCV_CHECK(i >= 0 && i < size(), name_, ": sample index ", i, " out of range [0, ", size(), ")");
   const auto& [path, label] = samples_[static_cast<size_t>(i)];
   Tensor img;
-  try {
-    img = read_image(path, opts_.mode, opts_.limits);
-  } catch (const Error& e) {
-    if (opts_.on_corrupt == OnCorrupt::error) throw;
-    skips_.record(e.what());
+  if (!skips_.attempt(opts_.on_corrupt, [&] { img = read_image(path, opts_.mode, opts_.limits); }))
     return Sample{Tensor(), label, {}};
-  }
   Sample s{img, label, {}};
   if (transform_)
     s.image = defer ? apply_deferring(transform_, img, rng, s.deferred) : transform_(img, rng);

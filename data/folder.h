@@ -33,6 +33,20 @@ class SkipLog {
     std::lock_guard<std::mutex> l(mu_);
     if (first_.empty()) first_ = why;
   }
+  /// Runs `read` (a sample's decode): true when it returns. When it throws a
+  /// tcv::Error, `on_corrupt` decides: error rethrows, skip records why and
+  /// returns false.
+  template <typename F>
+  bool attempt(OnCorrupt on_corrupt, F&& read) const {
+    try {
+      read();
+      return true;
+    } catch (const Error& e) {
+      if (on_corrupt == OnCorrupt::error) throw;
+      record(e.what());
+      return false;
+    }
+  }
   int64_t count() const { return count_.load(); }
   /// The first skipped file and why (empty when none).
   std::string first() const {

@@ -3,6 +3,7 @@
 #include "engine/device.h"
 
 #include <algorithm>
+#include <any>
 #include <filesystem>
 
 #include "data/cifar.h"
@@ -15,26 +16,28 @@ namespace tcv::train {
 
 namespace fs = std::filesystem;
 
+const ClsSource& cls_source(const Config& cfg) {
+  return std::any_cast<const ClsSource&>(dataset_info(cfg).source);
+}
+
 std::string resolve_data_dir(const Config& cfg) {
   const DataConfig& data = cfg.settings().data;
-  if (data.dataset != "fashion_mnist" && data.dataset != "mnist") return data.data_dir;
-  if (!data.data_dir.empty()) return data.data_dir;
-  return data.dataset == "mnist" ? "/usr/share/datasets/mnist"
-                                 : "/usr/share/datasets/fashion-mnist";
+  const std::string& fallback = cls_source(cfg).default_dir;
+  return data.data_dir.empty() && !fallback.empty() ? fallback : data.data_dir;
 }
 
 namespace {
 
-bool is_idx(const std::string& dataset) {
-  return dataset == "fashion_mnist" || dataset == "mnist";
-}
-
-bool is_cifar(const std::string& dataset) {
-  return dataset == "cifar10" || dataset == "cifar100";
-}
-
 bool has_eval_aug(const ClsConfig& cls) {
   return cls.val_resize_shorter > 0 || cls.val_center_crop;
+}
+
+// The first `n` of `names`, then "0", "1", ... up to `n` classes.
+std::vector<std::string> padded_names(std::vector<std::string> names, int64_t n) {
+  names.resize(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i].empty()) names[i] = std::to_string(i);
+  return names;
 }
 
 }  // namespace
@@ -44,16 +47,15 @@ data::ImageLimits image_limits(const Config& cfg) {
 }
 
 InputSpec input_spec(const Config& cfg, const ClsConfig& cls) {
-  const std::string& dataset = cfg.settings().data.dataset;
+  const ClsSource& src = cls_source(cfg);
   InputSpec s;
-  s.channels = is_idx(dataset) ? 1 : 3;
-  if (cls.channels > 0) s.channels = cls.channels;
+  s.channels = cls.channels > 0 ? cls.channels : src.channels;
   const auto& size = cls.input_size;
   if (size.size() == 2) {
     s.height = size[0];
     s.width = size[1];
   } else {
-    s.height = s.width = is_cifar(dataset) ? 32 : 28;
+    s.height = s.width = src.side;  // parse_cls_config requires data.input_size where 0
   }
   return s;
 }
@@ -116,18 +118,9 @@ data::Transform eval_transform(const Config& cfg, const ClsConfig& cls) {
 }
 
 std::vector<std::string> config_class_names(const Config& cfg, const ClsConfig& cls) {
-  const std::string& dataset = cfg.settings().data.dataset;
-  const int64_t n = cfg.settings().data.num_classes;
-  if (dataset == "image_folder") {
-    // ImageFolder's classes: the sub-directories, sorted by name.
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(cls.train_dir, ec))
-      if (e.is_directory(ec)) names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    if (static_cast<int64_t>(names.size()) == n) return names;
-  }
-  return dataset_class_names(dataset, n);
+  const ClsSource& src = cls_source(cfg);
+  return padded_names(src.class_names ? src.class_names(cfg, cls) : std::vector<std::string>{},
+                      cfg.settings().data.num_classes);
 }
 
 DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int64_t world_size) {
@@ -153,27 +146,12 @@ DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int
 
   std::shared_ptr<const data::Dataset> train_src, val_src;
   std::shared_ptr<const data::ImageClassificationDataset> train_mem, val_mem;
-  if (is_idx(dataset) || is_cifar(dataset)) {
-    if (is_cifar(dataset)) {
-      const int64_t classes = dataset == "cifar10" ? 10 : 100;
-      if (num_classes != classes)
-        throw ConfigError(at_key(cfg, "data.num_classes") + ": " + dataset + " has " +
-                          std::to_string(classes) + " classes, got " + std::to_string(num_classes));
-    }
-    auto load = [&](bool train) {
-      if (is_cifar(dataset))
-        return for_key(cfg, "data.data_dir", [&] {
-          return data::load_cifar(
-              st.data.data_dir,
-              dataset == "cifar10" ? data::CifarKind::cifar10 : data::CifarKind::cifar100, train);
-        });
-      const data::IdxFiles files = for_key(
-          cfg, "data.data_dir", [&] { return data::find_idx_files(resolve_data_dir(cfg)); });
-      return data::ImageClassificationDataset::from_idx(
-          train ? files.train_images : files.test_images,
-          train ? files.train_labels : files.test_labels, num_classes);
-    };
-    data::ImageClassificationDataset tr = load(true), va = load(false);
+  const ClsSource& src = cls_source(cfg);
+  if (src.classes > 0 && num_classes != src.classes)
+    throw ConfigError(at_key(cfg, "data.num_classes") + ": " + dataset + " has " +
+                      std::to_string(src.classes) + " classes, got " + std::to_string(num_classes));
+  if (src.load) {
+    data::ImageClassificationDataset tr = src.load(cfg, true), va = src.load(cfg, false);
     if (max_val > 0) va = va.head(max_val);
     const bool native = in.height == tr.height() && in.width == tr.width();
     train_mem = std::make_shared<const data::ImageClassificationDataset>(std::move(tr));
@@ -189,35 +167,7 @@ DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int
     fo.mode = in.channels == 1 ? data::ImageMode::gray : data::ImageMode::rgb;
     fo.on_corrupt = st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     fo.limits = image_limits(cfg);
-    std::shared_ptr<data::ImageFileDataset> tr, va;
-    if (dataset == "image_folder") {
-      auto tf = for_key(cfg, "data.train_dir", [&] {
-        return std::make_shared<data::ImageFolder>(cls.train_dir, train_transform(cfg, cls), fo);
-      });
-      auto vf = for_key(cfg, "data.val_dir", [&] {
-        return std::make_shared<data::ImageFolder>(cls.val_dir, eval_transform(cfg, cls), fo);
-      });
-      if (static_cast<int64_t>(tf->classes().size()) != num_classes)
-        throw ConfigError(at_key(cfg, "data.num_classes") + ": " + std::to_string(num_classes) +
-                          ", but data.train_dir " + cls.train_dir + " has " +
-                          std::to_string(tf->classes().size()) + " class directories");
-      if (vf->classes() != tf->classes())
-        throw ConfigError(at_key(cfg, "data.val_dir") + ": its class directories differ from " +
-                          "those of data.train_dir (" + std::to_string(vf->classes().size()) +
-                          " vs " + std::to_string(tf->classes().size()) + ")");
-      tr = tf;
-      va = vf;
-    } else {
-      const std::string& root = cls.image_root;
-      tr = for_key(cfg, "data.train_list", [&] {
-        return std::make_shared<data::ListFileDataset>(cls.train_list, root, num_classes,
-                                                       train_transform(cfg, cls), fo);
-      });
-      va = for_key(cfg, "data.val_list", [&] {
-        return std::make_shared<data::ListFileDataset>(cls.val_list, root, num_classes,
-                                                       eval_transform(cfg, cls), fo);
-      });
-    }
+    auto [tr, va] = src.open(cfg, cls, fo);
     if (max_val > 0 && max_val < va->size()) {
       auto head = va->samples();
       head.resize(static_cast<size_t>(max_val));
@@ -242,28 +192,121 @@ DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int
   return out;
 }
 
+namespace {
+
+// IDX files (data.data_dir, or Debian's package where it is "").
+data::ImageClassificationDataset load_idx(const Config& cfg, bool train) {
+  const data::IdxFiles files =
+      for_key(cfg, "data.data_dir", [&] { return data::find_idx_files(resolve_data_dir(cfg)); });
+  return data::ImageClassificationDataset::from_idx(train ? files.train_images : files.test_images,
+                                                    train ? files.train_labels : files.test_labels,
+                                                    cfg.settings().data.num_classes);
+}
+
+ClsSource idx_source(std::string dir, std::vector<std::string> names) {
+  return {.channels = 1,
+          .fixed_channels = "IDX datasets have 1 channel",
+          .side = 28,
+          .class_names = [names](const Config&, const ClsConfig&) { return names; },
+          .default_dir = std::move(dir),
+          .load = load_idx};
+}
+
+ClsSource cifar_source(data::CifarKind kind, int64_t classes, std::vector<std::string> names) {
+  return {.channels = 3,
+          .fixed_channels = "CIFAR has 3 channels",
+          .side = 32,
+          .classes = classes,
+          .class_names = [names](const Config&, const ClsConfig&) { return names; },
+          .load =
+              [kind](const Config& cfg, bool train) {
+                return for_key(cfg, "data.data_dir", [&] {
+                  return data::load_cifar(cfg.settings().data.data_dir, kind, train);
+                });
+              }};
+}
+
+// torchvision's ImageFolder: one directory of images per class, the same in both splits.
+ClsSource::Files open_folder(const Config& cfg, const ClsConfig& cls,
+                             const data::ImageFileOptions& fo) {
+  auto tf = for_key(cfg, "data.train_dir", [&] {
+    return std::make_shared<data::ImageFolder>(cls.train_dir, train_transform(cfg, cls), fo);
+  });
+  auto vf = for_key(cfg, "data.val_dir", [&] {
+    return std::make_shared<data::ImageFolder>(cls.val_dir, eval_transform(cfg, cls), fo);
+  });
+  const int64_t n = cfg.settings().data.num_classes;
+  if (static_cast<int64_t>(tf->classes().size()) != n)
+    throw ConfigError(at_key(cfg, "data.num_classes") + ": " + std::to_string(n) +
+                      ", but data.train_dir " + cls.train_dir + " has " +
+                      std::to_string(tf->classes().size()) + " class directories");
+  if (vf->classes() != tf->classes())
+    throw ConfigError(at_key(cfg, "data.val_dir") + ": its class directories differ from " +
+                      "those of data.train_dir (" + std::to_string(vf->classes().size()) + " vs " +
+                      std::to_string(tf->classes().size()) + ")");
+  return {tf, vf};
+}
+
+// ImageFolder's classes without reading the images: the sub-directories of
+// data.train_dir, sorted by name, where they are data.num_classes.
+std::vector<std::string> folder_class_names(const Config& cfg, const ClsConfig& cls) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(cls.train_dir, ec))
+    if (e.is_directory(ec)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  if (static_cast<int64_t>(names.size()) != cfg.settings().data.num_classes) names.clear();
+  return names;
+}
+
+ClsSource::Files open_lists(const Config& cfg, const ClsConfig& cls,
+                            const data::ImageFileOptions& fo) {
+  const auto open = [&](bool train) -> std::shared_ptr<data::ImageFileDataset> {
+    return for_key(cfg, train ? "data.train_list" : "data.val_list", [&] {
+      return std::make_shared<data::ListFileDataset>(
+          train ? cls.train_list : cls.val_list, cls.image_root, cfg.settings().data.num_classes,
+          train ? train_transform(cfg, cls) : eval_transform(cfg, cls), fo);
+    });
+  };
+  return {open(true), open(false)};
+}
+
+}  // namespace
+
 std::vector<DatasetInfo> cls_datasets() {
+  const ClsSource folder{.class_names = folder_class_names, .open = open_folder};
+  const ClsSource list{.open = open_lists};
+  std::vector<std::string> digits;
+  for (int i = 0; i < 10; ++i) digits.push_back(std::to_string(i));
   return {
       {.name = "fashion_mnist",
        .description = "Fashion-MNIST IDX files (28x28 gray, 10 classes); data.data_dir \"\": "
-                      "Debian's dataset-fashion-mnist"},
+                      "Debian's dataset-fashion-mnist",
+       .source = idx_source("/usr/share/datasets/fashion-mnist",
+                            {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                             "Shirt", "Sneaker", "Bag", "Ankle boot"})},
       {.name = "mnist",
        .description = "MNIST IDX files (28x28 gray, 10 classes); data.data_dir \"\": "
-                      "/usr/share/datasets/mnist"},
+                      "/usr/share/datasets/mnist",
+       .source = idx_source("/usr/share/datasets/mnist", digits)},
       {.name = "cifar10",
        .description = "CIFAR-10 binary files in data.data_dir (32x32 RGB, 10 classes)",
-       .required = {"data.data_dir"}},
+       .required = {"data.data_dir"},
+       .source = cifar_source(data::CifarKind::cifar10, 10, data::cifar10_classes())},
       {.name = "cifar100",
        .description = "CIFAR-100 binary files in data.data_dir (32x32 RGB, 100 classes)",
-       .required = {"data.data_dir"}},
+       .required = {"data.data_dir"},
+       .source = cifar_source(data::CifarKind::cifar100, 100, {})},
       {.name = "image_folder",
        .description = "torchvision's ImageFolder: data.train_dir and data.val_dir hold one "
                       "directory of images per class",
-       .required = {"data.train_dir", "data.val_dir"}},
+       .required = {"data.train_dir", "data.val_dir"},
+       .source = folder},
       {.name = "list",
        .description = "list files (data.train_list, data.val_list: \"path label\" per line, "
                       "paths under data.image_root)",
-       .required = {"data.train_list", "data.val_list"}},
+       .required = {"data.train_list", "data.val_list"},
+       .source = list},
   };
 }
 

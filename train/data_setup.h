@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/folder.h"
 #include "data/image.h"
 #include "data/transforms.h"
 #include "train/config.h"
@@ -62,9 +64,37 @@ struct DataSources {
 DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank = 0,
                       int64_t world_size = 1);
 
+/// How classification reads a data set (its DatasetInfo::source): images held
+/// in memory (IDX, CIFAR) or image files (ImageFolder, list files).
+struct ClsSource {
+  /// The images' channels where data.channels is 0, and whether they are the
+  /// only ones the files hold (`fixed_channels` then says so in errors).
+  int64_t channels = 3;
+  std::string fixed_channels = {};
+  /// The images' side where data.input_size is [] (0: data.input_size is required).
+  int64_t side = 0;
+  /// The number of classes the files hold (0: any).
+  int64_t classes = 0;
+  /// The class names known without reading the images (the first
+  /// data.num_classes of them, then "0", "1", ...).
+  std::function<std::vector<std::string>(const Config& cfg, const ClsConfig& cls)> class_names = {};
+  /// The directory of the files where data.data_dir is "" (Debian's dataset package).
+  std::string default_dir = {};
+  /// A split held in memory (or empty for image files).
+  std::function<data::ImageClassificationDataset(const Config& cfg, bool train)> load = {};
+  /// Both splits of image files, read with `fo` (or empty for data in memory).
+  struct Files {
+    std::shared_ptr<data::ImageFileDataset> train, val;
+  };
+  std::function<Files(const Config& cfg, const ClsConfig& cls, const data::ImageFileOptions& fo)>
+      open = {};
+};
+/// The source of the config's data.dataset.
+const ClsSource& cls_source(const Config& cfg);
+
 /// Classification's data sets (fashion_mnist, mnist, cifar10, cifar100,
 /// image_folder, list) as the cls task registers them (TaskInfo::datasets):
-/// names, descriptions and the keys each requires; make_data reads them.
+/// names, descriptions, the keys each requires and how make_data reads it.
 std::vector<DatasetInfo> cls_datasets();
 
 }  // namespace tcv::train

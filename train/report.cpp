@@ -193,24 +193,8 @@ std::string encode_png(const uint8_t* chw, int64_t channels, int64_t height, int
   return png;
 }
 
-std::vector<std::string> dataset_class_names(const std::string& dataset, int64_t num_classes) {
-  std::vector<std::string> names;
-  if (dataset == "fashion_mnist")
-    names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-             "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-  else if (dataset == "cifar10")
-    names = {"airplane", "automobile", "bird",  "cat",  "deer",
-             "dog",      "frog",       "horse", "ship", "truck"};
-  else if (dataset == "mnist")
-    for (int i = 0; i < 10; ++i) names.push_back(std::to_string(i));
-  names.resize(static_cast<size_t>(std::max<int64_t>(num_classes, 0)));
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i].empty()) names[i] = std::to_string(i);
-  return names;
-}
-
-std::vector<Json> read_jsonl(const std::string& path) {
-  std::vector<Json> out;
+std::vector<Value> read_jsonl(const std::string& path) {
+  std::vector<Value> out;
   std::ifstream f(path);
   std::string line;
   int64_t n = 0;

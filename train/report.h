@@ -80,8 +80,4 @@ std::string encode_png(const uint8_t* chw, int64_t channels, int64_t height, int
 /// Standard base64 with padding.
 std::string base64_encode(const std::string& bytes);
 
-/// Class names of a known dataset ("fashion_mnist", "mnist"); indices as text
-/// for others, or past the known names.
-std::vector<std::string> dataset_class_names(const std::string& dataset, int64_t num_classes);
-
 }  // namespace tcv::train

@@ -69,14 +69,10 @@ DetSample DetDataset::load(int64_t i) const {
   s.index = i;
   s.image_id = r.image_id;
   s.target = r.target;
-  try {
-    s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
-  } catch (const Error& e) {
-    if (on_corrupt_ == OnCorrupt::error) throw;
-    skips_.record(e.what());
-    s.image = Tensor();
-    return s;
-  }
+  if (!skips_.attempt(on_corrupt_, [&] {
+        s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
+      }))
+    return s;  // no image: left out of the batch
   s.orig_height = r.height;
   s.orig_width = r.width;
   return s;
@@ -84,6 +80,12 @@ DetSample DetDataset::load(int64_t i) const {
 
 std::string DetDataset::first_skipped() const {
   return skips_.first();
+}
+
+DetDataset DetDataset::head(int64_t n) const {
+  std::vector<DetRecord> head(records_.begin(),
+                              records_.begin() + std::clamp<int64_t>(n, 0, size()));
+  return DetDataset(std::move(head), class_names_, label_ids_, on_corrupt_, name_, 0, "", limits_);
 }
 
 }  // namespace tcv::data

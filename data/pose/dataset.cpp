@@ -176,13 +176,11 @@ PoseSample PoseDataset::load(int64_t i) const {
   s.image_id = r.image_id;
   s.people = r.people;
   for (PosePerson& p : s.people) p.neck = shoulder_midpoint(p.keypoints);
-  try {
-    s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
-    s.mask = pose_loss_mask(r);
-  } catch (const Error& e) {
-    if (on_corrupt_ == OnCorrupt::error) throw;
-    skips_.record(e.what());
-    s.image = Tensor();
+  if (!skips_.attempt(on_corrupt_, [&] {
+        s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
+        s.mask = pose_loss_mask(r);
+      })) {
+    s.image = Tensor();  // the mask may have failed after it
     return s;
   }
   s.orig_height = r.height;
@@ -192,6 +190,12 @@ PoseSample PoseDataset::load(int64_t i) const {
 
 std::string PoseDataset::first_skipped() const {
   return skips_.first();
+}
+
+PoseDataset PoseDataset::head(int64_t n) const {
+  std::vector<PoseRecord> head(records_.begin(),
+                               records_.begin() + std::clamp<int64_t>(n, 0, size()));
+  return PoseDataset(std::move(head), on_corrupt_, name_, 0, "", limits_);
 }
 
 }  // namespace tcv::data

@@ -132,6 +132,9 @@ class PoseDataset {
   /// What messages about image i name: its annotation file and image.
   const std::string& source(int64_t i) const { return record(i).source; }
   const std::vector<PoseRecord>& records() const { return records_; }
+  /// Its first n images (all of them when n >= size()) as a data set of their
+  /// own, with no skips counted yet: val.max_images.
+  PoseDataset head(int64_t n) const;
   const std::string& name() const { return name_; }
 
   /// Image i decoded to u8 RGB with its people and loss mask. An unreadable

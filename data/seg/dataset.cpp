@@ -169,19 +169,17 @@ SegSample SegDataset::load(int64_t i) const {
   const SegRecord& r = record(i);
   SegSample s;
   s.index = i;
-  try {
-    s.image = read_image(r.image_path, ImageMode::rgb, limits_);
-    if (ground_truth_ == GroundTruth::read) {
-      s.label = load_label(i);
-      TCV_CHECK(s.label.size(0) == s.image.size(1) && s.label.size(1) == s.image.size(2),
-                r.label_path, ": the label map is ", s.label.size(1), "x", s.label.size(0),
-                " (width x height) but its image ", r.image_path, " is ", s.image.size(2), "x",
-                s.image.size(1));
-    }
-  } catch (const Error& e) {
-    if (on_corrupt_ == OnCorrupt::error) throw;
-    skips_.record(e.what());
-    SegSample skipped;
+  if (!skips_.attempt(on_corrupt_, [&] {
+        s.image = read_image(r.image_path, ImageMode::rgb, limits_);
+        if (ground_truth_ == GroundTruth::read) {
+          s.label = load_label(i);
+          TCV_CHECK(s.label.size(0) == s.image.size(1) && s.label.size(1) == s.image.size(2),
+                    r.label_path, ": the label map is ", s.label.size(1), "x", s.label.size(0),
+                    " (width x height) but its image ", r.image_path, " is ", s.image.size(2), "x",
+                    s.image.size(1));
+        }
+      })) {
+    SegSample skipped;  // neither image nor label: left out of the batch
     skipped.index = i;
     return skipped;
   }
@@ -192,6 +190,13 @@ SegSample SegDataset::load(int64_t i) const {
 
 std::string SegDataset::first_skipped() const {
   return skips_.first();
+}
+
+SegDataset SegDataset::head(int64_t n) const {
+  std::vector<SegRecord> head(records_.begin(),
+                              records_.begin() + std::clamp<int64_t>(n, 0, size()));
+  return SegDataset(std::move(head), class_names_, map_, ground_truth_, on_corrupt_, name_, 0, "",
+                    limits_);
 }
 
 // ---- Cityscapes ----------------------------------------------------------------------

@@ -88,6 +88,9 @@ class SegDataset {
   /// What messages about image i name: its image file.
   const std::string& source(int64_t i) const { return record(i).image_path; }
   const std::vector<SegRecord>& records() const { return records_; }
+  /// Its first n images (all of them when n >= size()) as a data set of their
+  /// own, with no skips counted yet: val.max_images.
+  SegDataset head(int64_t n) const;
   const LabelMap& label_map() const { return map_; }
   bool has_labels() const { return ground_truth_ == GroundTruth::read; }
   const std::string& name() const { return name_; }

@@ -5,32 +5,14 @@
 
 #include "kernels/cuda/boxes.h"
 #include "kernels/cuda/handles.cuh"
+#include "kernels/cuda/rn.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
 
-// Correctly rounded arithmetic that nvcc will not contract into FMAs, so every
-// value equals the CPU's.
-template <typename T>
-struct Rn;
-template <>
-struct Rn<float> {
-  static __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
-  static __device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
-  static __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
-  static __device__ __forceinline__ float div(float a, float b) { return __fdiv_rn(a, b); }
-};
-template <>
-struct Rn<double> {
-  static __device__ __forceinline__ double add(double a, double b) { return __dadd_rn(a, b); }
-  static __device__ __forceinline__ double sub(double a, double b) { return __dsub_rn(a, b); }
-  static __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
-  static __device__ __forceinline__ double div(double a, double b) { return __ddiv_rn(a, b); }
-};
-
 template <typename T>
 __device__ __forceinline__ T area_of(const T* b) {
-  return Rn<T>::mul(Rn<T>::sub(b[2], b[0]), Rn<T>::sub(b[3], b[1]));
+  return mul_rn(sub_rn(b[2], b[0]), sub_rn(b[3], b[1]));
 }
 
 // The overlap of kept box a with box b, as kernels/cpu/boxes.cpp's suppress_row.
@@ -40,11 +22,11 @@ __device__ __forceinline__ T nms_overlap(const T* a, const T* b) {
   const T yy1 = a[1] < b[1] ? b[1] : a[1];
   const T xx2 = b[2] < a[2] ? b[2] : a[2];
   const T yy2 = b[3] < a[3] ? b[3] : a[3];
-  const T dw = Rn<T>::sub(xx2, xx1), dh = Rn<T>::sub(yy2, yy1);
+  const T dw = sub_rn(xx2, xx1), dh = sub_rn(yy2, yy1);
   const T w = T(0) < dw ? dw : T(0);
   const T h = T(0) < dh ? dh : T(0);
-  const T inter = Rn<T>::mul(w, h);
-  return Rn<T>::div(inter, Rn<T>::sub(Rn<T>::add(area_of(a), area_of(b)), inter));
+  const T inter = mul_rn(w, h);
+  return div_rn(inter, sub_rn(add_rn(area_of(a), area_of(b)), inter));
 }
 
 template <typename T>
@@ -57,11 +39,11 @@ __global__ void box_iou_kernel(T* out, const T* a, const T* b, int64_t n, int64_
     const T lty = p[1] > q[1] ? p[1] : q[1];
     const T rbx = p[2] < q[2] ? p[2] : q[2];
     const T rby = p[3] < q[3] ? p[3] : q[3];
-    const T dw = Rn<T>::sub(rbx, ltx), dh = Rn<T>::sub(rby, lty);
+    const T dw = sub_rn(rbx, ltx), dh = sub_rn(rby, lty);
     const T w = dw > T(0) ? dw : T(0);
     const T h = dh > T(0) ? dh : T(0);
-    const T inter = Rn<T>::mul(w, h);
-    out[e] = Rn<T>::div(inter, Rn<T>::sub(Rn<T>::add(area_of(p), area_of(q)), inter));
+    const T inter = mul_rn(w, h);
+    out[e] = div_rn(inter, sub_rn(add_rn(area_of(p), area_of(q)), inter));
   }
 }
 

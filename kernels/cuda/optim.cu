@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/optim.h"
+#include "kernels/cuda/rn.cuh"
 
 namespace tcv::kernels::cuda {
 
@@ -64,38 +65,6 @@ void for_each_pack(const std::vector<MultiTensorEntry>& ts, F&& launch) {
     }
   }
   if (nc > 0) launch(pk, nc);
-}
-
-// IEEE operations, rounded once each, never contracted into FMAs.
-__device__ __forceinline__ float mul_rn(float a, float b) {
-  return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double mul_rn(double a, double b) {
-  return __dmul_rn(a, b);
-}
-__device__ __forceinline__ float add_rn(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-  return __dadd_rn(a, b);
-}
-__device__ __forceinline__ float sub_rn(float a, float b) {
-  return __fsub_rn(a, b);
-}
-__device__ __forceinline__ double sub_rn(double a, double b) {
-  return __dsub_rn(a, b);
-}
-__device__ __forceinline__ float div_rn(float a, float b) {
-  return __fdiv_rn(a, b);
-}
-__device__ __forceinline__ double div_rn(double a, double b) {
-  return __ddiv_rn(a, b);
-}
-__device__ __forceinline__ float sqrt_rn(float a) {
-  return __fsqrt_rn(a);
-}
-__device__ __forceinline__ double sqrt_rn(double a) {
-  return __dsqrt_rn(a);
 }
 
 __device__ __forceinline__ void chunk_range(const Pack& pk, int& t, int64_t& begin, int64_t& end) {

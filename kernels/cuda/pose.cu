@@ -1,21 +1,9 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pose.h"
+#include "kernels/cuda/rn.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
-
-__device__ __forceinline__ float mul_rn(float a, float b) {
-  return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double mul_rn(double a, double b) {
-  return __dmul_rn(a, b);
-}
-__device__ __forceinline__ float add_rn(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-  return __dadd_rn(a, b);
-}
 
 __device__ __forceinline__ int64_t reflect(int64_t i, int64_t n) {
   const int64_t period = 2 * n;

@@ -12,7 +12,9 @@
 #include "support/gradcheck.h"
 #include "support/tasks.h"
 #include "train/config.h"
+#include "train/data_setup.h"
 #include "train/task.h"
+#include "train/tasks/cls.h"
 
 using namespace tcv;
 using namespace tcv::train;
@@ -399,4 +401,48 @@ TEST(Tasks, TaskModelsComeFromTheirFamily) {
         has(msg, "--set: network.model_name: \"openpose\" is not a " + kind + " model " + known))
         << msg;
   }
+}
+
+// Each task's data sets come from its table (DatasetInfo::source): the names a
+// classification data set knows, its input and its fixed channels, with no
+// branch on the name outside the table.
+TEST(Tasks, ClassificationDataSetsComeFromTheirTable) {
+  const auto cfg = [](const std::string& dataset, int64_t classes) {
+    return Config::from_string("[data]\ndataset = \"" + dataset + "\"\nnum_classes = " +
+                                   std::to_string(classes) + "\ndata_dir = \"/nonexistent\"\n",
+                               "d.toml");
+  };
+  const Config fm = cfg("fashion_mnist", 10);
+  const ClsConfig fm_cls = parse_cls_config(fm);
+  const auto names = config_class_names(fm, fm_cls);
+  ASSERT_EQ(names.size(), 10u);
+  EXPECT_EQ(names[0], "T-shirt/top");
+  EXPECT_EQ(names[9], "Ankle boot");
+  EXPECT_EQ(config_class_names(cfg("fashion_mnist", 3), fm_cls),
+            (std::vector<std::string>{"T-shirt/top", "Trouser", "Pullover"}));
+  EXPECT_EQ(config_class_names(cfg("mnist", 10), fm_cls)[7], "7");
+  EXPECT_EQ(config_class_names(cfg("cifar10", 10), fm_cls)[3], "cat");
+  EXPECT_EQ(config_class_names(cfg("cifar100", 100), fm_cls)[42], "42");
+  EXPECT_EQ(input_spec(fm, fm_cls).channels, 1);
+  EXPECT_EQ(input_spec(fm, fm_cls).height, 28);
+  const Config c10 = cfg("cifar10", 10);
+  EXPECT_EQ(input_spec(c10, parse_cls_config(c10)).channels, 3);
+  EXPECT_EQ(input_spec(c10, parse_cls_config(c10)).width, 32);
+  // IDX data sets leave data.data_dir to Debian's package; others keep it.
+  EXPECT_EQ(resolve_data_dir(Config::from_string("[data]\ndataset = \"mnist\"\n", "m.toml")),
+            "/usr/share/datasets/mnist");
+  EXPECT_EQ(resolve_data_dir(c10), "/nonexistent");
+  Config gray_cifar = cfg("cifar10", 10);
+  gray_cifar.set_override("data.channels=1");
+  EXPECT_TRUE(has(error_of([&] { parse_cls_config(gray_cifar); }),
+                  "data.channels: CIFAR has 3 channels, got 1"));
+  Config rgb_idx = cfg("fashion_mnist", 10);
+  rgb_idx.set_override("data.channels=3");
+  EXPECT_TRUE(has(error_of([&] { parse_cls_config(rgb_idx); }),
+                  "data.channels: IDX datasets have 1 channel, got 3"));
+  const Config list = Config::from_string(
+      "[data]\ndataset = \"list\"\ntrain_list = \"a\"\nval_list = \"b\"\n", "l.toml");
+  EXPECT_TRUE(has(error_of([&] { parse_cls_config(list); }),
+                  "data.input_size: must be set ([h, w]) with data.dataset \"list\""));
+  EXPECT_EQ(config_class_names(list, ClsConfig{}).at(1), "1");  // list files name no classes
 }

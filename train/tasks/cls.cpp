@@ -83,17 +83,15 @@ ClsConfig parse_cls_config(const Config& c) {
   if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0))
     check.fail("data.input_size",
                "expected [h, w] with positive values, got " + format_value(size));
-  if (size.empty() && (dataset == "image_folder" || dataset == "list"))
-    check.fail("data.input_size", "must be set ([h, w]) " + with);
+  const ClsSource& src = cls_source(c);
+  if (size.empty() && src.side == 0) check.fail("data.input_size", "must be set ([h, w]) " + with);
   o.channels = c.get_int("data.channels");
   const int64_t channels = o.channels;
   if (channels != 0 && channels != 1 && channels != 3)
     check.fail("data.channels",
                "must be 0 (the dataset's own), 1 or 3, got " + std::to_string(channels));
-  const bool idx = dataset == "fashion_mnist" || dataset == "mnist";
-  if (idx && channels == 3) check.fail("data.channels", "IDX datasets have 1 channel, got 3");
-  if ((dataset == "cifar10" || dataset == "cifar100") && channels == 1)
-    check.fail("data.channels", "CIFAR has 3 channels, got 1");
+  if (!src.fixed_channels.empty() && channels != 0 && channels != src.channels)
+    check.fail("data.channels", src.fixed_channels + ", got " + std::to_string(channels));
   check.non_negative("train.mixup_alpha");
   o.mixup_alpha = c.get_double("train.mixup_alpha");
   check.at_least("train.aug.resize_shorter", 0);

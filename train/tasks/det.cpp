@@ -1,9 +1,11 @@
 #include "train/tasks/det.h"
 
 #include <algorithm>
+#include <any>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include "data/dataset.h"
@@ -122,14 +124,28 @@ struct DetConfig {
   SceneConfig scenes;
 };
 
+// What data.dataset chooses: how the data set reads a split (errors naming
+// its key) and names its classes without reading the data.
+struct DetSource {
+  std::function<std::shared_ptr<const data::DetDataset>(const Config& cfg, const DetConfig& det,
+                                                        bool train, data::OnCorrupt on_corrupt)>
+      read;
+  /// Empty where only the data say (COCO's categories).
+  std::function<std::vector<std::string>(const Config& cfg, const DetConfig& det)> classes = {};
+  /// Its files are COCO's (data.train_ann, ... are required).
+  bool coco = false;
+};
+
+const DetSource& source_of(const Config& cfg) {
+  return std::any_cast<const DetSource&>(dataset_info(cfg).source);
+}
+
 DetConfig parse_det_config(const Config& c) {
   const ConfigChecks check(c);
   DetConfig o;
   check_dataset(c);
   const std::string& dataset = c.settings().data.dataset;
-  const std::string with = "with data.dataset \"" + dataset + "\"";
-  if (dataset == "voc") check.required("data.data_dir", with);
-  o.coco = parse_coco_files(c, dataset == "coco", with);
+  o.coco = parse_coco_files(c, source_of(c).coco, "with data.dataset \"" + dataset + "\"");
   o.scenes = parse_scene_config(c);
   o.train_split = c.get_string("data.train_split");
   o.val_split = c.get_string("data.val_split");
@@ -560,12 +576,8 @@ class DetTask final : public Task {
         st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::DetDataset> train = read(true, on_corrupt);
     std::shared_ptr<const data::DetDataset> val = read(false, on_corrupt);
-    if (const int64_t n = st.val.max_images; n > 0 && n < val->size()) {
-      std::vector<data::DetRecord> head(val->records().begin(), val->records().begin() + n);
-      val = std::make_shared<const data::DetDataset>(std::move(head), val->class_names(),
-                                                     val->label_ids(), on_corrupt, val->name(), 0,
-                                                     "", val->limits());
-    }
+    if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
+      val = std::make_shared<const data::DetDataset>(val->head(n));
     names_ = train->class_names();
     const int64_t classes = st.data.num_classes;
     if (classes != train->num_classes() + 1)
@@ -659,47 +671,15 @@ class DetTask final : public Task {
 
  private:
   std::shared_ptr<const data::DetDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const DataConfig& data = cfg_.settings().data;
-    const std::string split = train ? "data.train_split" : "data.val_split";
-    if (data.dataset == "coco") {
-      const std::string ann = train ? "data.train_ann" : "data.val_ann";
-      return for_key(cfg_, ann, [&] {
-        return std::make_shared<const data::DetDataset>(data::read_coco(
-            {.annotation_file = train ? det_.coco.train_ann : det_.coco.val_ann,
-             .image_dir = train ? det_.coco.train_images : det_.coco.val_images,
-             .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
-             .on_corrupt = on_corrupt,
-             .limits = image_limits(cfg_)}));
-      });
-    }
-    std::string dir = data.data_dir;
-    if (data.dataset == "scenes") dir = ensure_scenes(cfg_, det_.scenes);
-    std::vector<std::string> roots;
-    for (const auto& r : train ? det_.train_roots : det_.val_roots)
-      roots.push_back((fs::path(dir) / r).string());
-    if (roots.empty()) roots.push_back(dir);
-    return for_key(cfg_, data.dataset == "scenes" ? "data.data_dir" : split, [&] {
-      return std::make_shared<const data::DetDataset>(
-          data::read_voc({.roots = roots,
-                          .split = train ? det_.train_split : det_.val_split,
-                          .on_corrupt = on_corrupt,
-                          .limits = image_limits(cfg_)}));
-    });
+    return source_of(cfg_).read(cfg_, det_, train, on_corrupt);
   }
 
-  // Class names without reading the data (tcv-predict): the scenes' or VOC's,
-  // classes.txt of the first root when there is one.
+  // Class names without reading the data where the data set knows them
+  // (tcv-predict); COCO's are the categories of its validation file.
   std::vector<std::string> class_names() const {
     if (!names_.empty()) return names_;
-    const std::string& dataset = cfg_.settings().data.dataset;
-    fs::path dir = cfg_.settings().data.data_dir;
-    if (!det_.train_roots.empty()) dir /= det_.train_roots.front();
-    std::error_code ec;
-    if (dataset != "coco" && fs::exists(dir / "classes.txt", ec))
-      return data::read_class_names((dir / "classes.txt").string());
-    if (dataset == "scenes") return data::fashion_mnist_classes();
-    if (dataset == "voc") return data::voc_classes();
-    std::vector<std::string> names;  // COCO: the categories of the validation file
+    if (const auto& known = source_of(cfg_).classes) return known(cfg_, det_);
+    std::vector<std::string> names;
     try {
       names = read(false, data::OnCorrupt::skip)->class_names();
     } catch (const Error&) {
@@ -717,19 +697,89 @@ class DetTask final : public Task {
   int64_t rank_ = 0, world_ = 1;
 };
 
+// VOC's layout (Annotations/, JPEGImages/, ImageSets/Main/<split>.txt) in
+// each of data.train_roots / data.val_roots under `dir` (or `dir` itself);
+// errors name `key`.
+std::shared_ptr<const data::DetDataset> read_voc_layout(const Config& cfg, const DetConfig& det,
+                                                        const std::string& dir, bool train,
+                                                        const std::string& key,
+                                                        data::OnCorrupt on_corrupt) {
+  std::vector<std::string> roots;
+  for (const auto& r : train ? det.train_roots : det.val_roots)
+    roots.push_back((fs::path(dir) / r).string());
+  if (roots.empty()) roots.push_back(dir);
+  return for_key(cfg, key, [&] {
+    return std::make_shared<const data::DetDataset>(
+        data::read_voc({.roots = roots,
+                        .split = train ? det.train_split : det.val_split,
+                        .on_corrupt = on_corrupt,
+                        .limits = image_limits(cfg)}));
+  });
+}
+
+// classes.txt of the first training root when there is one, else `fallback`.
+std::vector<std::string> voc_layout_classes(const Config& cfg, const DetConfig& det,
+                                            std::vector<std::string> fallback) {
+  fs::path dir = cfg.settings().data.data_dir;
+  if (!det.train_roots.empty()) dir /= det.train_roots.front();
+  std::error_code ec;
+  if (!fs::exists(dir / "classes.txt", ec)) return fallback;
+  return data::read_class_names((dir / "classes.txt").string());
+}
+
+std::vector<DatasetInfo> det_datasets() {
+  DatasetInfo voc{.name = "voc",
+                  .description =
+                      "Pascal VOC's layout under data.data_dir (Annotations/, "
+                      "JPEGImages/, ImageSets/Main/<split>.txt)",
+                  .required = {"data.data_dir"}};
+  voc.source =
+      DetSource{.read =
+                    [](const Config& cfg, const DetConfig& det, bool train, data::OnCorrupt oc) {
+                      return read_voc_layout(cfg, det, cfg.settings().data.data_dir, train,
+                                             train ? "data.train_split" : "data.val_split", oc);
+                    },
+                .classes =
+                    [](const Config& cfg, const DetConfig& det) {
+                      return voc_layout_classes(cfg, det, data::voc_classes());
+                    }};
+  DatasetInfo coco = coco_dataset("instances");
+  coco.source = DetSource{
+      .read =
+          [](const Config& cfg, const DetConfig& det, bool train, data::OnCorrupt oc) {
+            return for_key(cfg, train ? "data.train_ann" : "data.val_ann", [&] {
+              return std::make_shared<const data::DetDataset>(data::read_coco(
+                  {.annotation_file = train ? det.coco.train_ann : det.coco.val_ann,
+                   .image_dir = train ? det.coco.train_images : det.coco.val_images,
+                   .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
+                   .on_corrupt = oc,
+                   .limits = image_limits(cfg)}));
+            });
+          },
+      .coco = true};
+  DatasetInfo scenes{.name = "scenes",
+                     .description =
+                         "generated scenes of Fashion-MNIST items with exact boxes "
+                         "(scenes.*), made in data.data_dir when missing"};
+  scenes.source =
+      DetSource{.read =
+                    [](const Config& cfg, const DetConfig& det, bool train, data::OnCorrupt oc) {
+                      return read_voc_layout(cfg, det, ensure_scenes(cfg, det.scenes), train,
+                                             "data.data_dir", oc);
+                    },
+                .classes =
+                    [](const Config& cfg, const DetConfig& det) {
+                      return voc_layout_classes(cfg, det, data::fashion_mnist_classes());
+                    }};
+  return {voc, coco, scenes};
+}
+
 }  // namespace
 
 TaskInfo det_task_info() {
   return {.name = "det",
           .description = "object detection (SSD)",
-          .datasets = {{.name = "voc",
-                        .description = "Pascal VOC's layout under data.data_dir (Annotations/, "
-                                       "JPEGImages/, ImageSets/Main/<split>.txt)",
-                        .required = {"data.data_dir"}},
-                       coco_dataset("instances"),
-                       {.name = "scenes",
-                        .description = "generated scenes of Fashion-MNIST items with exact boxes "
-                                       "(scenes.*), made in data.data_dir when missing"}},
+          .datasets = det_datasets(),
           .keys = det_keys(),
           .validate = [](const Config& cfg) { parse_det_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<DetTask>(cfg); }};

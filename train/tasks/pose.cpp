@@ -1,9 +1,11 @@
 #include "train/tasks/pose.h"
 
 #include <algorithm>
+#include <any>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 #include <unordered_map>
 
@@ -141,13 +143,29 @@ int64_t square_side(const ConfigChecks& check, const Config& c, const std::strin
   return v[0];
 }
 
+// Where a split's keypoint file and images are, and the key errors name.
+struct PoseFiles {
+  std::string annotation, images, key;
+};
+
+// What data.dataset chooses: the files of a split (every pose data set is a
+// COCO keypoints file with its images).
+struct PoseSource {
+  std::function<PoseFiles(const Config& cfg, const PoseConfig& pose, bool train)> files;
+  /// Its files come from the config (data.train_ann, ... are required).
+  bool coco = false;
+};
+
+const PoseSource& source_of(const Config& cfg) {
+  return std::any_cast<const PoseSource&>(dataset_info(cfg).source);
+}
+
 PoseConfig parse_pose_config(const Config& c) {
   const ConfigChecks check(c);
   PoseConfig o;
   check_dataset(c);
   const Settings& st = c.settings();
-  const std::string& dataset = st.data.dataset;
-  o.coco = parse_coco_files(c, dataset == "coco", "with data.dataset \"coco\"");
+  o.coco = parse_coco_files(c, source_of(c).coco, "with data.dataset \"" + st.data.dataset + "\"");
   o.scenes = parse_scene_config(c, SceneKind::people);
   data::PoseAugmentOptions& aug = o.aug;
   check.probability("train.aug_trans.random_hflip.ratio");
@@ -633,15 +651,11 @@ class PoseTask final : public Task {
         st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::PoseDataset> train = read(true, on_corrupt);
     std::shared_ptr<const data::PoseDataset> val = read(false, on_corrupt);
-    if (const int64_t n = st.val.max_images; n > 0 && n < val->size()) {
-      std::vector<data::PoseRecord> head(val->records().begin(), val->records().begin() + n);
-      val = std::make_shared<const data::PoseDataset>(std::move(head), on_corrupt, val->name(), 0,
-                                                      "", val->limits());
-    }
-    const std::string val_ann = annotation(false);
+    if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
+      val = std::make_shared<const data::PoseDataset>(val->head(n));
+    const PoseFiles files = source_of(cfg_).files(cfg_, pose_, false);
     truth_ = std::make_shared<const TruthMap>(
-        for_key(cfg_, st.data.dataset == "scenes" ? "data.data_dir" : "data.val_ann",
-                [&] { return read_truth(val_ann); }));
+        for_key(cfg_, files.key, [&] { return read_truth(files.annotation); }));
     const data::PoseAugmentOptions& aug = pose_.aug;
     const data::PoseTargetOptions& targets = pose_.targets;
     const auto [to, vo] = split_loader_options(cfg_, world, rank);
@@ -732,31 +746,16 @@ class PoseTask final : public Task {
   }
 
  private:
-  // The keypoint file of a split: COCO's from the config, the scenes' own.
-  std::string annotation(bool train) const {
-    if (cfg_.settings().data.dataset == "scenes")
-      return (fs::path(ensure_scenes(cfg_, pose_.scenes)) / "annotations" /
-              (train ? "person_keypoints_train.json" : "person_keypoints_val.json"))
-          .string();
-    return train ? pose_.coco.train_ann : pose_.coco.val_ann;
-  }
-
   std::shared_ptr<const data::PoseDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const bool scenes = cfg_.settings().data.dataset == "scenes";
-    const std::string ann = annotation(train);
-    const std::string images = scenes
-                                   ? (fs::path(cfg_.settings().data.data_dir) / "images").string()
-                               : train ? pose_.coco.train_images
-                                       : pose_.coco.val_images;
-    return for_key(cfg_, scenes ? "data.data_dir" : (train ? "data.train_ann" : "data.val_ann"),
-                   [&] {
-                     return std::make_shared<const data::PoseDataset>(data::read_coco_keypoints(
-                         {.annotation_file = ann,
-                          .image_dir = images,
-                          .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
-                          .on_corrupt = on_corrupt,
-                          .limits = image_limits(cfg_)}));
-                   });
+    const PoseFiles files = source_of(cfg_).files(cfg_, pose_, train);
+    return for_key(cfg_, files.key, [&] {
+      return std::make_shared<const data::PoseDataset>(data::read_coco_keypoints(
+          {.annotation_file = files.annotation,
+           .image_dir = files.images,
+           .empty_images = train ? data::EmptyImages::skip : data::EmptyImages::keep,
+           .on_corrupt = on_corrupt,
+           .limits = image_limits(cfg_)}));
+    });
   }
 
   Config cfg_;
@@ -767,15 +766,38 @@ class PoseTask final : public Task {
   int64_t rank_ = 0, world_ = 1;
 };
 
+std::vector<DatasetInfo> pose_datasets() {
+  DatasetInfo coco = coco_dataset("person keypoints");
+  coco.source = PoseSource{
+      .files =
+          [](const Config&, const PoseConfig& pose, bool train) {
+            return PoseFiles{.annotation = train ? pose.coco.train_ann : pose.coco.val_ann,
+                             .images = train ? pose.coco.train_images : pose.coco.val_images,
+                             .key = train ? "data.train_ann" : "data.val_ann"};
+          },
+      .coco = true};
+  DatasetInfo scenes{.name = "scenes",
+                     .description =
+                         "generated scenes of stick-figure people with exact "
+                         "keypoints (scenes.*), made in data.data_dir when missing"};
+  scenes.source = PoseSource{.files = [](const Config& cfg, const PoseConfig& pose, bool train) {
+    const fs::path dir = ensure_scenes(cfg, pose.scenes);
+    return PoseFiles{
+        .annotation = (dir / "annotations" /
+                       (train ? "person_keypoints_train.json" : "person_keypoints_val.json"))
+                          .string(),
+        .images = (fs::path(cfg.settings().data.data_dir) / "images").string(),
+        .key = "data.data_dir"};
+  }};
+  return {coco, scenes};
+}
+
 }  // namespace
 
 TaskInfo pose_task_info() {
   return {.name = "pose",
           .description = "multi-person pose estimation (OpenPose)",
-          .datasets = {coco_dataset("person keypoints"),
-                       {.name = "scenes",
-                        .description = "generated scenes of stick-figure people with exact "
-                                       "keypoints (scenes.*), made in data.data_dir when missing"}},
+          .datasets = pose_datasets(),
           .keys = pose_keys(),
           .validate = [](const Config& cfg) { parse_pose_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<PoseTask>(cfg); }};

@@ -1,10 +1,12 @@
 #include "train/tasks/seg.h"
 
 #include <algorithm>
+#include <any>
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include "data/dataset.h"
@@ -124,8 +126,6 @@ SegConfig parse_seg_config(const Config& c) {
   SegConfig o;
   check_dataset(c);
   const Settings& st = c.settings();
-  const std::string& dataset = st.data.dataset;
-  if (dataset != "scenes") check.required("data.data_dir", "with data.dataset \"" + dataset + "\"");
   o.scenes = parse_scene_config(c);
   o.train_split = c.get_string("data.train_split");
   o.val_split = c.get_string("data.val_split");
@@ -197,9 +197,24 @@ mseg::SegmentationModel& seg_of(nn::Module& m) {
   return dynamic_cast<mseg::SegmentationModel&>(m);
 }
 
+// What data.dataset chooses: how the data set reads a split, names its
+// classes without reading the data (tcv-predict) and colours them.
+struct SegSource {
+  std::function<data::SegDataset(const Config& cfg, const SegConfig& seg, const std::string& split,
+                                 data::OnCorrupt on_corrupt)>
+      read;
+  std::function<std::vector<std::string>(const Config& cfg, const SegConfig& seg)> classes;
+  const data::Palette& (*palette)() = data::voc_palette;
+  /// Its label files hold Cityscapes label ids (tcv-predict --label-ids cityscapes).
+  bool cityscapes_ids = false;
+};
+
+const SegSource& source_of(const Config& cfg) {
+  return std::any_cast<const SegSource&>(dataset_info(cfg).source);
+}
+
 const data::Palette& palette_of(const Config& cfg) {
-  return cfg.settings().data.dataset == "cityscapes" ? data::cityscapes_palette()
-                                                     : data::voc_palette();
+  return source_of(cfg).palette();
 }
 
 Value number_or_null(double v) {
@@ -426,11 +441,10 @@ class SegPredictor final : public TaskPredictor {
         infer_(seg.infer),
         palette_(palette_of(cfg)),
         opts_(opts) {
-    const std::string& dataset = cfg.settings().data.dataset;
-    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes && dataset != "cityscapes")
+    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes && !source_of(cfg).cityscapes_ids)
       throw ConfigError(
-          "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" + dataset +
-          "\"");
+          "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" +
+          cfg.settings().data.dataset + "\"");
   }
 
   data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
@@ -522,12 +536,8 @@ class SegTask final : public Task {
         st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
     std::shared_ptr<const data::SegDataset> train = read(true, on_corrupt);
     std::shared_ptr<const data::SegDataset> val = read(false, on_corrupt);
-    if (const int64_t n = st.val.max_images; n > 0 && n < val->size()) {
-      std::vector<data::SegRecord> head(val->records().begin(), val->records().begin() + n);
-      val = std::make_shared<const data::SegDataset>(std::move(head), val->class_names(),
-                                                     val->label_map(), data::GroundTruth::read,
-                                                     on_corrupt, val->name(), 0, "", val->limits());
-    }
+    if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
+      val = std::make_shared<const data::SegDataset>(val->head(n));
     const int64_t classes = st.data.num_classes;
     if (classes != train->num_classes())
       throw ConfigError(at_key(cfg_, "data.num_classes") + ": " + std::to_string(classes) +
@@ -618,54 +628,16 @@ class SegTask final : public Task {
   }
 
   std::shared_ptr<const data::SegDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const std::string& dataset = cfg_.settings().data.dataset;
     const std::string key = train ? "data.train_split" : "data.val_split";
     const std::string& split = train ? seg_.train_split : seg_.val_split;
-    const std::string& root = cfg_.settings().data.data_dir;
-    return for_key(cfg_, key, [&]() -> std::shared_ptr<const data::SegDataset> {
-      if (dataset == "cityscapes")
-        return std::make_shared<const data::SegDataset>(
-            data::read_cityscapes({.root = root,
-                                   .split = split,
-                                   .on_corrupt = on_corrupt,
-                                   .limits = image_limits(cfg_)}));
-      if (dataset == "ade20k")
-        return std::make_shared<const data::SegDataset>(data::read_ade20k(
-            {.root = root,
-             .split = split,
-             .reduce_zero_label =
-                 seg_.reduce_zero_label ? data::ReduceZeroLabel::on : data::ReduceZeroLabel::off,
-             .on_corrupt = on_corrupt,
-             .limits = image_limits(cfg_)}));
-      const std::string dir = dataset == "scenes" ? ensure_scenes(cfg_, seg_.scenes) : root;
-      return std::make_shared<const data::SegDataset>(data::read_voc_seg(
-          {.root = dir, .split = split, .on_corrupt = on_corrupt, .limits = image_limits(cfg_)}));
+    return for_key(cfg_, key, [&] {
+      return std::make_shared<const data::SegDataset>(
+          source_of(cfg_).read(cfg_, seg_, split, on_corrupt));
     });
   }
 
   // Class names without reading the data (tcv-predict).
-  std::vector<std::string> class_names() const {
-    const std::string& dataset = cfg_.settings().data.dataset;
-    if (dataset == "cityscapes") return data::cityscapes_classes();
-    if (dataset == "ade20k") {
-      std::vector<std::string> n = data::ade20k_classes();
-      if (!seg_.reduce_zero_label) n.insert(n.begin(), "other");
-      return n;
-    }
-    const fs::path dir = cfg_.settings().data.data_dir;
-    std::error_code ec;
-    if (fs::exists(dir / "classes.txt", ec)) {
-      std::vector<std::string> n = data::read_class_names((dir / "classes.txt").string());
-      n.insert(n.begin(), "background");
-      return n;
-    }
-    if (dataset == "scenes") {
-      std::vector<std::string> n = data::fashion_mnist_classes();
-      n.insert(n.begin(), "background");
-      return n;
-    }
-    return data::voc_seg_classes();
-  }
+  std::vector<std::string> class_names() const { return source_of(cfg_).classes(cfg_, seg_); }
 
   Config cfg_;
   SegConfig seg_;
@@ -675,25 +647,97 @@ class SegTask final : public Task {
   int64_t rank_ = 0, world_ = 1;
 };
 
+// VOC's layout (SegmentationClass/ PNGs, ImageSets/Segmentation/<split>.txt)
+// under `dir`; its classes: classes.txt there after "background", or `fallback`.
+data::SegDataset read_voc_layout(const Config& cfg, const std::string& dir,
+                                 const std::string& split, data::OnCorrupt on_corrupt) {
+  return data::read_voc_seg(
+      {.root = dir, .split = split, .on_corrupt = on_corrupt, .limits = image_limits(cfg)});
+}
+
+std::vector<std::string> voc_layout_classes(const Config& cfg, std::vector<std::string> fallback) {
+  const fs::path file = fs::path(cfg.settings().data.data_dir) / "classes.txt";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return fallback;
+  std::vector<std::string> n = data::read_class_names(file.string());
+  n.insert(n.begin(), "background");
+  return n;
+}
+
+std::vector<DatasetInfo> seg_datasets() {
+  SegSource cityscapes{
+      .read =
+          [](const Config& cfg, const SegConfig&, const std::string& split, data::OnCorrupt oc) {
+            return data::read_cityscapes({.root = cfg.settings().data.data_dir,
+                                          .split = split,
+                                          .on_corrupt = oc,
+                                          .limits = image_limits(cfg)});
+          },
+      .classes = [](const Config&, const SegConfig&) { return data::cityscapes_classes(); },
+      .palette = data::cityscapes_palette,
+      .cityscapes_ids = true};
+  SegSource voc{
+      .read =
+          [](const Config& cfg, const SegConfig&, const std::string& split, data::OnCorrupt oc) {
+            return read_voc_layout(cfg, cfg.settings().data.data_dir, split, oc);
+          },
+      .classes = [](const Config& cfg,
+                    const SegConfig&) { return voc_layout_classes(cfg, data::voc_seg_classes()); }};
+  SegSource ade20k{
+      .read =
+          [](const Config& cfg, const SegConfig& seg, const std::string& split,
+             data::OnCorrupt oc) {
+            return data::read_ade20k({.root = cfg.settings().data.data_dir,
+                                      .split = split,
+                                      .reduce_zero_label = seg.reduce_zero_label
+                                                               ? data::ReduceZeroLabel::on
+                                                               : data::ReduceZeroLabel::off,
+                                      .on_corrupt = oc,
+                                      .limits = image_limits(cfg)});
+          },
+      .classes =
+          [](const Config&, const SegConfig& seg) {
+            std::vector<std::string> n = data::ade20k_classes();
+            if (!seg.reduce_zero_label) n.insert(n.begin(), "other");
+            return n;
+          }};
+  SegSource scenes{.read =
+                       [](const Config& cfg, const SegConfig& seg, const std::string& split,
+                          data::OnCorrupt oc) {
+                         return read_voc_layout(cfg, ensure_scenes(cfg, seg.scenes), split, oc);
+                       },
+                   .classes =
+                       [](const Config& cfg, const SegConfig&) {
+                         std::vector<std::string> n = data::fashion_mnist_classes();
+                         n.insert(n.begin(), "background");
+                         return voc_layout_classes(cfg, n);
+                       }};
+  return {{.name = "cityscapes",
+           .description = "Cityscapes' layout under data.data_dir (leftImg8bit/, "
+                          "gtFine/*_labelIds.png, 19 train ids)",
+           .required = {"data.data_dir"},
+           .source = cityscapes},
+          {.name = "voc",
+           .description = "Pascal VOC segmentation under data.data_dir "
+                          "(SegmentationClass/ PNGs, 21 classes)",
+           .required = {"data.data_dir"},
+           .source = voc},
+          {.name = "ade20k",
+           .description = "ADE20K (SceneParsing) under data.data_dir (150 classes)",
+           .required = {"data.data_dir"},
+           .source = ade20k},
+          {.name = "scenes",
+           .description = "generated scenes of Fashion-MNIST items with exact masks "
+                          "(scenes.*), made in data.data_dir when missing",
+           .source = scenes}};
+}
+
 }  // namespace
 
 TaskInfo seg_task_info() {
   return {.name = "seg",
           .description = "semantic segmentation (PSPNet, DeepLabV3, FCN)",
-          .datasets = {{.name = "cityscapes",
-                        .description = "Cityscapes' layout under data.data_dir (leftImg8bit/, "
-                                       "gtFine/*_labelIds.png, 19 train ids)",
-                        .required = {"data.data_dir"}},
-                       {.name = "voc",
-                        .description = "Pascal VOC segmentation under data.data_dir "
-                                       "(SegmentationClass/ PNGs, 21 classes)",
-                        .required = {"data.data_dir"}},
-                       {.name = "ade20k",
-                        .description = "ADE20K (SceneParsing) under data.data_dir (150 classes)",
-                        .required = {"data.data_dir"}},
-                       {.name = "scenes",
-                        .description = "generated scenes of Fashion-MNIST items with exact masks "
-                                       "(scenes.*), made in data.data_dir when missing"}},
+          .datasets = seg_datasets(),
           .keys = seg_keys(),
           .validate = [](const Config& cfg) { parse_seg_config(cfg); },
           .make = [](const Config& cfg) { return std::make_unique<SegTask>(cfg); }};
