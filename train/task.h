@@ -26,6 +26,7 @@
 
 #include "data/image.h"
 #include "engine/device.h"
+#include "engine/error.h"
 #include "engine/tensor.h"
 #include "engine/value.h"
 #include "layers/module.h"
@@ -364,5 +365,39 @@ std::shared_ptr<Model> create_task_model(const Config& cfg, const std::string& k
 /// to, after checking that it holds network.model_name (and the task's model).
 std::string load_model_for_prediction(const Config& cfg, const std::string& checkpoint,
                                       nn::Module& model);
+
+/// task.make_model() as a Model with the weights of `checkpoint`
+/// (load_model_for_prediction), and the stem the checkpoint resolved to.
+template <class Model>
+std::pair<std::shared_ptr<Model>, std::string> model_for_prediction(Task& task, const Config& cfg,
+                                                                    const std::string& checkpoint) {
+  auto model = std::dynamic_pointer_cast<Model>(task.make_model());
+  TCV_CHECK(model, "network.model_name does not build the task's model type");
+  std::string stem = load_model_for_prediction(cfg, checkpoint, *model);
+  return {std::move(model), std::move(stem)};
+}
+
+/// An evaluator that scores a results file (or folder) against the whole val
+/// split: Eval(args..., rank 0, world 1), then Eval::add_results(results).
+template <class Eval, class... Args>
+std::unique_ptr<TaskEvaluator> results_evaluator(const std::string& results, const Args&... args) {
+  auto ev = std::make_unique<Eval>(args..., 0, 1);
+  ev->add_results(results);
+  return ev;
+}
+
+/// The TaskInfo of task type T: `parse` (T's config parser, which also checks
+/// the keys) is its validator, and T(cfg) builds the task.
+template <class T, class Parse>
+TaskInfo task_info_for(std::string name, std::string description, std::vector<DatasetInfo> datasets,
+                       std::vector<KeySpec> keys, Parse parse) {
+  return {
+      .name = std::move(name),
+      .description = std::move(description),
+      .datasets = std::move(datasets),
+      .keys = std::move(keys),
+      .validate = [parse](const Config& cfg) { parse(cfg); },
+      .make = [](const Config& cfg) -> std::unique_ptr<Task> { return std::make_unique<T>(cfg); }};
+}
 
 }  // namespace tcv::train

@@ -66,54 +66,19 @@ double expected_value(int world, int64_t i, bool avg) {
   return avg ? s / world : s;
 }
 
-void fill(const Tensor& t, int rank) {
-  const int64_t n = t.numel();
-  void* p = t.data_ptr();
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = fill_value(rank, i);
-    switch (t.dtype()) {
-      case DType::f32:
-        static_cast<float*>(p)[i] = static_cast<float>(v);
-        break;
-      case DType::f64:
-        static_cast<double*>(p)[i] = v;
-        break;
-      case DType::f16:
-        static_cast<Half*>(p)[i] = Half(static_cast<float>(v));
-        break;
-      case DType::bf16:
-        static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v));
-        break;
-      default:
-        break;
-    }
-  }
+// Rank `rank`'s contribution, written in f64 and converted to t's dtype.
+void fill(Tensor t, int rank) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = fill_value(rank, static_cast<int64_t>(i));
+  t.copy_(from_vector(v, t.shape()).to(t.dtype()));
 }
 
 int64_t count_wrong(const Tensor& t, int world, bool avg) {
-  const int64_t n = t.numel();
-  const void* p = t.data_ptr();
+  const std::vector<double> got = t.to(DType::f64).to_vector<double>();
   int64_t wrong = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double got = 0;
-    switch (t.dtype()) {
-      case DType::f32:
-        got = static_cast<const float*>(p)[i];
-        break;
-      case DType::f64:
-        got = static_cast<const double*>(p)[i];
-        break;
-      case DType::f16:
-        got = static_cast<float>(static_cast<const Half*>(p)[i]);
-        break;
-      case DType::bf16:
-        got = static_cast<float>(static_cast<const BFloat16*>(p)[i]);
-        break;
-      default:
-        break;
-    }
-    const double want = expected_value(world, i, avg);
-    if (std::fabs(got - want) > 1e-3 * std::fabs(want)) ++wrong;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = expected_value(world, static_cast<int64_t>(i), avg);
+    if (std::fabs(got[i] - want) > 1e-3 * std::fabs(want)) ++wrong;
   }
   return wrong;
 }

@@ -35,6 +35,21 @@ using namespace dnnl_util;
 
 // ------------------------------------------------------------- reference
 
+// Calls f(input offset iy * w + ix, tap r * s_ + s) for each tap of output
+// (oy, ox) that falls inside the input (the padding reads nothing).
+template <typename F>
+inline void for_taps(const Conv2dGeom& g, int64_t oy, int64_t ox, F f) {
+  for (int64_t r = 0; r < g.r; ++r) {
+    const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
+    if (iy < 0 || iy >= g.h) continue;
+    for (int64_t s = 0; s < g.s; ++s) {
+      const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
+      if (ix < 0 || ix >= g.w) continue;
+      f(iy * g.w + ix, r * g.s + s);
+    }
+  }
+}
+
 template <typename T>
 void forward_ref(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y) {
   const int64_t cg = g.c / g.groups, kg = g.k / g.groups;
@@ -50,15 +65,7 @@ void forward_ref(const Conv2dGeom& g, const T* x, const T* w, const T* b, T* y) 
                        for (int64_t c = 0; c < cg; ++c) {
                          const T* xp = x + (n * g.c + grp * cg + c) * g.h * g.w;
                          const T* wp = w + (k * cg + c) * g.r * g.s;
-                         for (int64_t r = 0; r < g.r; ++r) {
-                           const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
-                           if (iy < 0 || iy >= g.h) continue;
-                           for (int64_t s = 0; s < g.s; ++s) {
-                             const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
-                             if (ix < 0 || ix >= g.w) continue;
-                             acc += xp[iy * g.w + ix] * wp[r * g.s + s];
-                           }
-                         }
+                         for_taps(g, oy, ox, [&](int64_t i, int64_t t) { acc += xp[i] * wp[t]; });
                        }
                        yp[oy * g.ow + ox] = acc;
                      }
@@ -87,15 +94,7 @@ void backward_ref(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* d
                   for (int64_t c = 0; c < cg; ++c) {
                     T* dxp = dx + (n * g.c + grp * cg + c) * g.h * g.w;
                     const T* wp = w + (k * cg + c) * g.r * g.s;
-                    for (int64_t r = 0; r < g.r; ++r) {
-                      const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
-                      if (iy < 0 || iy >= g.h) continue;
-                      for (int64_t s = 0; s < g.s; ++s) {
-                        const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
-                        if (ix < 0 || ix >= g.w) continue;
-                        dxp[iy * g.w + ix] += d * wp[r * g.s + s];
-                      }
-                    }
+                    for_taps(g, oy, ox, [&](int64_t i, int64_t t) { dxp[i] += d * wp[t]; });
                   }
                 }
             }
@@ -120,15 +119,8 @@ void backward_ref(const Conv2dGeom& g, const T* x, const T* w, const T* dy, T* d
                   if (!dwp) continue;
                   for (int64_t c = 0; c < cg; ++c) {
                     const T* xp = x + (n * g.c + grp * cg + c) * g.h * g.w;
-                    for (int64_t r = 0; r < g.r; ++r) {
-                      const int64_t iy = oy * g.stride[0] - g.pad[0] + r * g.dilation[0];
-                      if (iy < 0 || iy >= g.h) continue;
-                      for (int64_t s = 0; s < g.s; ++s) {
-                        const int64_t ix = ox * g.stride[1] - g.pad[1] + s * g.dilation[1];
-                        if (ix < 0 || ix >= g.w) continue;
-                        dwp[(c * g.r + r) * g.s + s] += d * xp[iy * g.w + ix];
-                      }
-                    }
+                    for_taps(g, oy, ox,
+                             [&](int64_t i, int64_t t) { dwp[c * g.r * g.s + t] += d * xp[i]; });
                   }
                 }
             }

@@ -41,72 +41,59 @@ __device__ __forceinline__ double to_unit(uint32_t w) {
   return static_cast<double>(w >> 8) * (1.0 / 16777216.0);
 }
 
-// One thread per Philox block, writing that block's `per` elements.
-template <typename T>
-__global__ void uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t base, double low,
-                               double range) {
-  const int64_t blocks = (n + 3) / 4;
+// One thread per Philox block b (grid-stride): f(i, w, j) for its elements
+// i = b * Per + j below n, w the block's four words.
+template <int Per, typename F>
+__device__ __forceinline__ void for_philox_blocks(int64_t n, uint64_t seed, uint64_t base, F f) {
+  const int64_t blocks = (n + Per - 1) / Per;
   TCV_CUDA_GRID_STRIDE(b, blocks) {
     const Words w = philox_block(seed, base + static_cast<uint64_t>(b));
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = b * 4 + j;
-      if (i < n) out[i] = convert<T>(__fma_rn(range, to_unit(w.w[j]), low));
+    for (int j = 0; j < Per; ++j) {
+      const int64_t i = b * Per + j;
+      if (i < n) f(i, w, j);
     }
   }
+}
+
+template <typename T>
+__global__ void uniform_kernel(T* out, int64_t n, uint64_t seed, uint64_t base, double low,
+                               double range) {
+  for_philox_blocks<4>(n, seed, base, [&](int64_t i, const Words& w, int j) {
+    out[i] = convert<T>(__fma_rn(range, to_unit(w.w[j]), low));
+  });
 }
 
 template <typename T>
 __global__ void normal_kernel(T* out, int64_t n, uint64_t seed, uint64_t base, double mean,
                               double std) {
   constexpr double kTwoPi = 2.0 * std::numbers::pi;
-  const int64_t blocks = (n + 1) / 2;
-  TCV_CUDA_GRID_STRIDE(b, blocks) {
-    const Words w = philox_block(seed, base + static_cast<uint64_t>(b));
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int64_t i = b * 2 + j;
-      if (i >= n) continue;
-      const double u1 = __dsub_rn(1.0, to_unit(w.w[2 * j]));  // (0, 1]: log is finite
-      const double u2 = to_unit(w.w[2 * j + 1]);
-      const double r = __dsqrt_rn(__dmul_rn(-2.0, ::log(u1)));
-      out[i] = convert<T>(__fma_rn(__dmul_rn(std, r), ::cos(__dmul_rn(kTwoPi, u2)), mean));
-    }
-  }
+  for_philox_blocks<2>(n, seed, base, [&](int64_t i, const Words& w, int j) {
+    const double u1 = __dsub_rn(1.0, to_unit(w.w[2 * j]));  // (0, 1]: log is finite
+    const double u2 = to_unit(w.w[2 * j + 1]);
+    const double r = __dsqrt_rn(__dmul_rn(-2.0, ::log(u1)));
+    out[i] = convert<T>(__fma_rn(__dmul_rn(std, r), ::cos(__dmul_rn(kTwoPi, u2)), mean));
+  });
 }
 
 template <typename T>
 __global__ void randint_kernel(T* out, int64_t n, uint64_t seed, uint64_t base, int64_t low,
                                uint64_t range) {
-  const int64_t blocks = (n + 1) / 2;
-  TCV_CUDA_GRID_STRIDE(b, blocks) {
-    const Words w = philox_block(seed, base + static_cast<uint64_t>(b));
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int64_t i = b * 2 + j;
-      if (i >= n) continue;
-      const uint64_t r = (static_cast<uint64_t>(w.w[2 * j]) << 32) | w.w[2 * j + 1];
-      out[i] = convert<T>(static_cast<int64_t>(low + static_cast<int64_t>(r % range)));
-    }
-  }
+  for_philox_blocks<2>(n, seed, base, [&](int64_t i, const Words& w, int j) {
+    const uint64_t r = (static_cast<uint64_t>(w.w[2 * j]) << 32) | w.w[2 * j + 1];
+    out[i] = convert<T>(static_cast<int64_t>(low + static_cast<int64_t>(r % range)));
+  });
 }
 
 template <typename T>
 __global__ void dropout_kernel(T* out, T* mask, const T* x, int64_t n, uint64_t seed, uint64_t base,
                                double keep, T scale) {
-  const int64_t blocks = (n + 3) / 4;
-  TCV_CUDA_GRID_STRIDE(b, blocks) {
-    const Words w = philox_block(seed, base + static_cast<uint64_t>(b));
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = b * 4 + j;
-      if (i >= n) continue;
-      const T mk = to_unit(w.w[j]) < keep ? scale : convert<T>(0.0);
-      mask[i] = mk;
-      // As the CPU's mul: the product in the accumulation type, rounded once.
-      out[i] = convert<T>(to_acc(x[i]) * to_acc(mk));
-    }
-  }
+  for_philox_blocks<4>(n, seed, base, [&](int64_t i, const Words& w, int j) {
+    const T mk = to_unit(w.w[j]) < keep ? scale : convert<T>(0.0);
+    mask[i] = mk;
+    // As the CPU's mul: the product in the accumulation type, rounded once.
+    out[i] = convert<T>(to_acc(x[i]) * to_acc(mk));
+  });
 }
 
 }  // namespace

@@ -56,6 +56,23 @@ Config tiny(const std::string& toml, const fs::path& scenes, int64_t iters) {
   return c;
 }
 
+// Makes the tiny scenes of `toml` in `scenes` (a trainer builds its data on
+// construction) and returns their folder.
+fs::path make_scenes(const std::string& toml, const fs::path& scenes, const fs::path& out) {
+  Trainer t(tiny(toml, scenes, 1), {.out_dir = out.string(), .progress = ProgressMode::quiet});
+  return scenes;
+}
+
+// The test phase's row for `results` (a file or folder) under config `c`.
+Value evaluate_results(const Config& c, const std::string& results, const fs::path& out) {
+  return Trainer(c, {.phase = Phase::test,
+                     .results = results,
+                     .out_dir = out.string(),
+                     .progress = ProgressMode::quiet})
+      .run()
+      .val;
+}
+
 // Runs 2 iterations, resumes to 3 and checks the resumed weights against 3
 // uninterrupted iterations; returns the run directory of the 3 iterations.
 fs::path train_and_resume(const std::string& toml, const fs::path& root) {
@@ -555,11 +572,7 @@ TEST(TrainTasks, TestPhaseNeedsACheckpointOfTheConfigsModel) {
 // have is named with the file.
 TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
   tcv::testing::TempDir tmp("det_results");
-  const fs::path scenes = tmp.root() / "scenes";
-  {
-    Trainer t(tiny(kScenesDet, scenes, 1),
-              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
-  }
+  const fs::path scenes = make_scenes(kScenesDet, tmp.root() / "scenes", tmp.root() / "setup");
   const data::DetDataset val = data::read_voc({.roots = {scenes.string()}, .split = "val"});
   ASSERT_EQ(val.size(), 4);
   auto write_results = [&](int64_t skip_image, int64_t extra_image) {
@@ -584,12 +597,7 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
   auto evaluate = [&](const std::string& metric, const std::string& file) {
     Config c = tiny(kScenesDet, scenes, 1);
     c.set_override("val.metric=\"" + metric + "\"");
-    return Trainer(c, {.phase = Phase::test,
-                       .results = file,
-                       .out_dir = tmp.path("t"),
-                       .progress = ProgressMode::quiet})
-        .run()
-        .val;
+    return evaluate_results(c, file, tmp.root() / "t");
   };
   const std::string all = write_results(-1, -1);
   for (const char* metric : {"voc07", "coco"}) {
@@ -619,11 +627,7 @@ TEST(TrainTasks, ResultsFileIsEvaluatedAgainstTheValSplit) {
 // category is named.
 TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
   tcv::testing::TempDir tmp("pose_results");
-  const fs::path scenes = tmp.root() / "scenes";
-  {
-    Trainer t(tiny(kScenesPose, scenes, 1),
-              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
-  }
+  const fs::path scenes = make_scenes(kScenesPose, tmp.root() / "scenes", tmp.root() / "setup");
   const Json gt = json_parse(
       tcv::testing::read_text((scenes / "annotations" / "person_keypoints_val.json").string()));
   Json res = Json::array();
@@ -637,12 +641,7 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
   const std::string file = tmp.path("results.json");
   data::write_file(file, json_dump(res));
   auto evaluate = [&] {
-    return Trainer(tiny(kScenesPose, scenes, 1), {.phase = Phase::test,
-                                                  .results = file,
-                                                  .out_dir = tmp.path("t"),
-                                                  .progress = ProgressMode::quiet})
-        .run()
-        .val;
+    return evaluate_results(tiny(kScenesPose, scenes, 1), file, tmp.root() / "t");
   };
   const Value row = evaluate();
   EXPECT_DOUBLE_EQ(row.at("ap").as_double(), 1.0) << row.dump();
@@ -661,11 +660,7 @@ TEST(TrainTasks, KeypointResultsFileIsEvaluatedAgainstTheValSplit) {
 // prediction shifted a class scores less; a missing file is named.
 TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
   tcv::testing::TempDir tmp("seg_results");
-  const fs::path scenes = tmp.root() / "scenes";
-  {
-    Trainer t(tiny(kScenesSeg, scenes, 1),
-              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
-  }
+  const fs::path scenes = make_scenes(kScenesSeg, tmp.root() / "scenes", tmp.root() / "setup");
   const data::SegDataset val = data::read_voc_seg({.root = scenes.string(), .split = "val"});
   ASSERT_EQ(val.size(), 4);
   const fs::path dir = tmp.root() / "pred";
@@ -678,12 +673,7 @@ TEST(TrainTasks, LabelPngFolderIsEvaluatedAgainstTheValSplit) {
     data::write_label_png((dir / (r.id + ".png")).string(), l);
   }
   auto evaluate = [&] {
-    return Trainer(tiny(kScenesSeg, scenes, 1), {.phase = Phase::test,
-                                                 .results = dir.string(),
-                                                 .out_dir = tmp.path("t"),
-                                                 .progress = ProgressMode::quiet})
-        .run()
-        .val;
+    return evaluate_results(tiny(kScenesSeg, scenes, 1), dir.string(), tmp.root() / "t");
   };
   const Value row = evaluate();
   EXPECT_DOUBLE_EQ(row.at("miou").as_double(), 1.0) << row.dump();

@@ -45,50 +45,18 @@ void fail(const std::string& msg) {
   if (g_failures++ < 20) std::printf("FAIL %s\n", msg.c_str());
 }
 
-void set_elem(const Tensor& t, int64_t i, double v) {
-  void* p = t.data_ptr();
-  switch (t.dtype()) {
-    case DType::f32:
-      static_cast<float*>(p)[i] = static_cast<float>(v);
-      break;
-    case DType::f64:
-      static_cast<double*>(p)[i] = v;
-      break;
-    case DType::f16:
-      static_cast<Half*>(p)[i] = Half(static_cast<float>(v));
-      break;
-    case DType::bf16:
-      static_cast<BFloat16*>(p)[i] = BFloat16(static_cast<float>(v));
-      break;
-    case DType::i32:
-      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
-      break;
-    case DType::i64:
-      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
-      break;
-    default:
-      break;
-  }
+// t[i] = f(i), written in f64 and converted to t's dtype (the values here are
+// small integers, exact in every dtype).
+template <typename F>
+void fill_with(Tensor t, F f) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = f(static_cast<int64_t>(i));
+  t.copy_(from_vector(v, t.shape()).to(t.dtype()));
 }
 
-double get_elem(const Tensor& t, int64_t i) {
-  const void* p = t.data_ptr();
-  switch (t.dtype()) {
-    case DType::f32:
-      return static_cast<const float*>(p)[i];
-    case DType::f64:
-      return static_cast<const double*>(p)[i];
-    case DType::f16:
-      return static_cast<float>(static_cast<const Half*>(p)[i]);
-    case DType::bf16:
-      return static_cast<float>(static_cast<const BFloat16*>(p)[i]);
-    case DType::i32:
-      return static_cast<const int32_t*>(p)[i];
-    case DType::i64:
-      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    default:
-      return 0;
-  }
+// t's elements in f64.
+std::vector<double> values(const Tensor& t) {
+  return t.to(DType::f64).to_vector<double>();
 }
 
 // Rank r contributes (r + 1) * (i % 7 + 1): small integers, exact in every dtype.
@@ -116,15 +84,16 @@ double expected(ReduceOp op, DType dt, int n, int64_t i) {
 
 void check_all_reduce(ProcessGroup& pg, DType dt, int64_t n, ReduceOp op) {
   Tensor t = empty({n}, {.dtype = dt});
-  for (int64_t i = 0; i < n; ++i) set_elem(t, i, pattern(pg.rank(), i));
+  fill_with(t, [&](int64_t i) { return pattern(pg.rank(), i); });
   pg.all_reduce(t, op)->wait();
+  const std::vector<double> got = values(t);
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double want = expected(op, dt, pg.size(), i);
-    if (std::fabs(get_elem(t, i) - want) > 1e-6 * std::fabs(want)) {
+    if (std::fabs(got[i] - want) > 1e-6 * std::fabs(want)) {
       if (wrong++ == 0)
         fail(detail::str_cat("all_reduce ", reduce_op_name(op), " ", dtype_name(dt), " n=", n, " [",
-                             i, "] = ", get_elem(t, i), ", want ", want));
+                             i, "] = ", got[i], ", want ", want));
     }
   }
 }
@@ -145,12 +114,12 @@ void run_collectives(ProcessGroup& pg) {
   const int root = w - 1;
   for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1} << 20}) {
     Tensor t = zeros({n}, {.dtype = DType::f32});
-    if (r == root)
-      for (int64_t i = 0; i < n; ++i) set_elem(t, i, 100 + i % 1000);
+    if (r == root) fill_with(t, [](int64_t i) { return 100 + i % 1000; });
     pg.broadcast(t, root)->wait();
+    const std::vector<double> got = values(t);
     for (int64_t i = 0; i < n; ++i)
-      if (get_elem(t, i) != 100 + i % 1000) {
-        fail(detail::str_cat("broadcast n=", n, " [", i, "] = ", get_elem(t, i)));
+      if (got[i] != 100 + i % 1000) {
+        fail(detail::str_cat("broadcast n=", n, " [", i, "] = ", got[i]));
         break;
       }
   }
@@ -158,14 +127,14 @@ void run_collectives(ProcessGroup& pg) {
   // all_gather: rank r's in = r * 1000 + i
   for (int64_t n : {int64_t{1}, int64_t{1000}}) {
     Tensor in = empty({n}, {.dtype = DType::i64});
-    for (int64_t i = 0; i < n; ++i) set_elem(in, i, r * 1000 + i);
+    fill_with(in, [&](int64_t i) { return r * 1000 + i; });
     Tensor out = zeros({n * w}, {.dtype = DType::i64});
     pg.all_gather(out, in)->wait();
+    const std::vector<double> got = values(out);
     for (int q = 0; q < w; ++q)
       for (int64_t i = 0; i < n; ++i)
-        if (get_elem(out, q * n + i) != q * 1000 + i) {
-          fail(detail::str_cat("all_gather n=", n, " out[", q * n + i,
-                               "] = ", get_elem(out, q * n + i)));
+        if (got[q * n + i] != q * 1000 + i) {
+          fail(detail::str_cat("all_gather n=", n, " out[", q * n + i, "] = ", got[q * n + i]));
           q = w;
           break;
         }
@@ -175,20 +144,21 @@ void run_collectives(ProcessGroup& pg) {
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
     const int64_t n = 1000;
     Tensor in = empty({n * w}, {.dtype = DType::f64});
-    for (int64_t j = 0; j < n * w; ++j) set_elem(in, j, (r + 1) * (j + 1));
+    fill_with(in, [&](int64_t j) { return (r + 1) * (j + 1); });
     Tensor out = zeros({n}, {.dtype = DType::f64});
     pg.reduce_scatter(out, in, op)->wait();
+    const std::vector<double> got = values(out);
     const double ranks = w * (w + 1) / 2.0;
     for (int64_t i = 0; i < n; ++i) {
       double want = ranks * static_cast<double>(r * n + i + 1);
       if (op == ReduceOp::avg) want /= w;
-      if (get_elem(out, i) != want) {
-        fail(detail::str_cat("reduce_scatter ", reduce_op_name(op), " out[", i,
-                             "] = ", get_elem(out, i), ", want ", want));
+      if (got[i] != want) {
+        fail(detail::str_cat("reduce_scatter ", reduce_op_name(op), " out[", i, "] = ", got[i],
+                             ", want ", want));
         break;
       }
     }
-    if (get_elem(in, 0) != r + 1) fail("reduce_scatter modified its input");
+    if (values(in)[0] != r + 1) fail("reduce_scatter modified its input");
   }
 
   for (int i = 0; i < 3; ++i) pg.barrier()->wait();
@@ -205,22 +175,21 @@ void run_async(ProcessGroup& pg) {
   const int64_t n = 1 << 20;
   Tensor a = empty({n}, {.dtype = DType::f32});
   Tensor b = empty({n}, {.dtype = DType::f32});
-  for (int64_t i = 0; i < n; ++i) {
-    set_elem(a, i, pattern(pg.rank(), i));
-    set_elem(b, i, 2 * pattern(pg.rank(), i));
-  }
+  fill_with(a, [&](int64_t i) { return pattern(pg.rank(), i); });
+  fill_with(b, [&](int64_t i) { return 2 * pattern(pg.rank(), i); });
   WorkPtr wa = pg.all_reduce(a);
   WorkPtr wb = pg.all_reduce(b, ReduceOp::max);
   wb->wait();
   wa->wait();
   if (!wa->is_completed() || !wb->is_completed()) fail("is_completed() false after wait()");
+  const std::vector<double> va = values(a), vb = values(b);
   for (int64_t i = 0; i < n; ++i) {
-    if (get_elem(a, i) != expected(ReduceOp::sum, DType::f32, pg.size(), i)) {
-      fail(detail::str_cat("async a[", i, "] = ", get_elem(a, i)));
+    if (va[i] != expected(ReduceOp::sum, DType::f32, pg.size(), i)) {
+      fail(detail::str_cat("async a[", i, "] = ", va[i]));
       break;
     }
-    if (get_elem(b, i) != 2 * expected(ReduceOp::max, DType::f32, pg.size(), i)) {
-      fail(detail::str_cat("async b[", i, "] = ", get_elem(b, i)));
+    if (vb[i] != 2 * expected(ReduceOp::max, DType::f32, pg.size(), i)) {
+      fail(detail::str_cat("async b[", i, "] = ", vb[i]));
       break;
     }
   }

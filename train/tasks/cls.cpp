@@ -384,12 +384,8 @@ class ClsTask final : public Task {
 }  // namespace
 
 TaskInfo cls_task_info() {
-  return {.name = "cls",
-          .description = "image classification",
-          .datasets = cls_datasets(),
-          .keys = cls_keys(),
-          .validate = [](const Config& cfg) { parse_cls_config(cfg); },
-          .make = [](const Config& cfg) { return std::make_unique<ClsTask>(cfg); }};
+  return task_info_for<ClsTask>("cls", "image classification", cls_datasets(), cls_keys(),
+                                parse_cls_config);
 }
 
 }  // namespace tcv::train

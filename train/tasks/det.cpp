@@ -655,17 +655,14 @@ class DetTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& file) override {
     TCV_CHECK(val_, "[det] evaluate_results before make_data");
-    auto ev = std::make_unique<DetEvaluator>(cfg_, det_, val_->dataset(), side_, 0, 1);
-    ev->add_results(file);
-    return ev;
+    return results_evaluator<DetEvaluator>(file, cfg_, det_, val_->dataset(), side_);
   }
 
   std::string best_metric() const override { return "map"; }
 
   std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
                                                 const PredictOptions& opts) override {
-    auto model = std::dynamic_pointer_cast<mdet::SSD>(make_model());
-    const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
+    auto [model, stem] = model_for_prediction<mdet::SSD>(*this, cfg_, checkpoint);
     return std::make_unique<DetPredictor>(cfg_, det_, model, stem, class_names(), opts);
   }
 
@@ -777,12 +774,8 @@ std::vector<DatasetInfo> det_datasets() {
 }  // namespace
 
 TaskInfo det_task_info() {
-  return {.name = "det",
-          .description = "object detection (SSD)",
-          .datasets = det_datasets(),
-          .keys = det_keys(),
-          .validate = [](const Config& cfg) { parse_det_config(cfg); },
-          .make = [](const Config& cfg) { return std::make_unique<DetTask>(cfg); }};
+  return task_info_for<DetTask>("det", "object detection (SSD)", det_datasets(), det_keys(),
+                                parse_det_config);
 }
 
 }  // namespace tcv::train

@@ -730,18 +730,14 @@ class PoseTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& file) override {
     TCV_CHECK(val_, "[pose] evaluate_results before make_data");
-    auto ev =
-        std::make_unique<PoseEvaluator>(cfg_, pose_, val_->dataset(), truth_, loss_opts_, 0, 1);
-    ev->add_results(file);
-    return ev;
+    return results_evaluator<PoseEvaluator>(file, cfg_, pose_, val_->dataset(), truth_, loss_opts_);
   }
 
   std::string best_metric() const override { return "ap"; }
 
   std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
                                                 const PredictOptions& opts) override {
-    auto model = std::dynamic_pointer_cast<mpose::OpenPose>(make_model());
-    const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
+    auto [model, stem] = model_for_prediction<mpose::OpenPose>(*this, cfg_, checkpoint);
     return std::make_unique<PosePredictor>(cfg_, pose_, model, stem, opts);
   }
 
@@ -795,12 +791,8 @@ std::vector<DatasetInfo> pose_datasets() {
 }  // namespace
 
 TaskInfo pose_task_info() {
-  return {.name = "pose",
-          .description = "multi-person pose estimation (OpenPose)",
-          .datasets = pose_datasets(),
-          .keys = pose_keys(),
-          .validate = [](const Config& cfg) { parse_pose_config(cfg); },
-          .make = [](const Config& cfg) { return std::make_unique<PoseTask>(cfg); }};
+  return task_info_for<PoseTask>("pose", "multi-person pose estimation (OpenPose)", pose_datasets(),
+                                 pose_keys(), parse_pose_config);
 }
 
 }  // namespace tcv::train

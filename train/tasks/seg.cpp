@@ -593,17 +593,14 @@ class SegTask final : public Task {
 
   std::unique_ptr<TaskEvaluator> evaluate_results(const std::string& dir) override {
     TCV_CHECK(val_, "[seg] evaluate_results before make_data");
-    auto ev = std::make_unique<SegEvaluator>(cfg_, seg_, val_->dataset(), 0, 1);
-    ev->add_results(dir);
-    return ev;
+    return results_evaluator<SegEvaluator>(dir, cfg_, seg_, val_->dataset());
   }
 
   std::string best_metric() const override { return "miou"; }
 
   std::unique_ptr<TaskPredictor> make_predictor(const std::string& checkpoint,
                                                 const PredictOptions& opts) override {
-    auto model = std::dynamic_pointer_cast<mseg::SegmentationModel>(make_model());
-    const std::string stem = load_model_for_prediction(cfg_, checkpoint, *model);
+    auto [model, stem] = model_for_prediction<mseg::SegmentationModel>(*this, cfg_, checkpoint);
     return std::make_unique<SegPredictor>(cfg_, seg_, model, stem, class_names(), opts);
   }
 
@@ -735,12 +732,8 @@ std::vector<DatasetInfo> seg_datasets() {
 }  // namespace
 
 TaskInfo seg_task_info() {
-  return {.name = "seg",
-          .description = "semantic segmentation (PSPNet, DeepLabV3, FCN)",
-          .datasets = seg_datasets(),
-          .keys = seg_keys(),
-          .validate = [](const Config& cfg) { parse_seg_config(cfg); },
-          .make = [](const Config& cfg) { return std::make_unique<SegTask>(cfg); }};
+  return task_info_for<SegTask>("seg", "semantic segmentation (PSPNet, DeepLabV3, FCN)",
+                                seg_datasets(), seg_keys(), parse_seg_config);
 }
 
 }  // namespace tcv::train
