@@ -165,7 +165,7 @@ DataSources make_data(const Config& cfg, const ClsConfig& cls, int64_t rank, int
   } else {
     data::ImageFileOptions fo;
     fo.mode = in.channels == 1 ? data::ImageMode::gray : data::ImageMode::rgb;
-    fo.on_corrupt = st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
+    fo.on_corrupt = on_corrupt_of(st);
     fo.limits = image_limits(cfg);
     auto [tr, va] = src.open(cfg, cls, fo);
     if (max_val > 0 && max_val < va->size()) {

@@ -191,36 +191,22 @@ std::shared_ptr<SegmentationModel> make(SegHead head, int64_t depth, SegModelOpt
 
 }  // namespace
 
-std::shared_ptr<SegmentationModel> deeplabv3_resnet50(SegModelOptions opts) {
-  return make(SegHead::deeplabv3, 50, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> deeplabv3_resnet101(SegModelOptions opts) {
-  return make(SegHead::deeplabv3, 101, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> fcn_resnet50(SegModelOptions opts) {
-  return make(SegHead::fcn, 50, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> fcn_resnet101(SegModelOptions opts) {
-  return make(SegHead::fcn, 101, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> pspnet_resnet50(SegModelOptions opts) {
-  return make(SegHead::pspnet, 50, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> pspnet_resnet101(SegModelOptions opts) {
-  return make(SegHead::pspnet, 101, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> pspnet_resnet18(SegModelOptions opts) {
-  return make(SegHead::pspnet, 18, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> deeplabv3_resnet18(SegModelOptions opts) {
-  return make(SegHead::deeplabv3, 18, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet50(SegModelOptions opts) {
-  return make(SegHead::pspnet_deepbase, 50, std::move(opts));
-}
-std::shared_ptr<SegmentationModel> pspnet_deepbase_resnet101(SegModelOptions opts) {
-  return make(SegHead::pspnet_deepbase, 101, std::move(opts));
-}
+// The named builders of segmentation.h: a head on a ResNet of that depth.
+#define TCV_SEG_MODEL(name, head, depth)                          \
+  std::shared_ptr<SegmentationModel> name(SegModelOptions opts) { \
+    return make(SegHead::head, depth, std::move(opts));           \
+  }
+TCV_SEG_MODEL(deeplabv3_resnet50, deeplabv3, 50)
+TCV_SEG_MODEL(deeplabv3_resnet101, deeplabv3, 101)
+TCV_SEG_MODEL(fcn_resnet50, fcn, 50)
+TCV_SEG_MODEL(fcn_resnet101, fcn, 101)
+TCV_SEG_MODEL(pspnet_resnet50, pspnet, 50)
+TCV_SEG_MODEL(pspnet_resnet101, pspnet, 101)
+TCV_SEG_MODEL(pspnet_resnet18, pspnet, 18)
+TCV_SEG_MODEL(deeplabv3_resnet18, deeplabv3, 18)
+TCV_SEG_MODEL(pspnet_deepbase_resnet50, pspnet_deepbase, 50)
+TCV_SEG_MODEL(pspnet_deepbase_resnet101, pspnet_deepbase, 101)
+#undef TCV_SEG_MODEL
 
 void register_segmentation_models() {
   std::vector<FamilyEntry<SegmentationModel, SegModelOptions>> models = {

@@ -55,8 +55,13 @@ void check_three_channel_normalize(const Config& cfg, const std::string& what) {
       cfg.fail(key, what + " images have 3 channels; give 1 or 3 values");
 }
 
-CocoFiles parse_coco_files(const Config& cfg, bool required, const std::string& why) {
+data::OnCorrupt on_corrupt_of(const Settings& st) {
+  return st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
+}
+
+CocoFiles parse_coco_files(const Config& cfg, bool required) {
   const ConfigChecks check(cfg);
+  const std::string why = "with data.dataset \"" + cfg.settings().data.dataset + "\"";
   if (required)
     for (const char* k : {"data.data_dir", "data.train_ann", "data.val_ann", "data.train_images",
                           "data.val_images"})

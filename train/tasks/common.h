@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "data/dataset.h"
+#include "data/folder.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 #include "train/config.h"
@@ -71,8 +72,24 @@ struct CocoFiles {
 };
 
 /// Reads them; with `required` (data.dataset "coco"), data.data_dir and each of
-/// them must be set, an error ending with `why` otherwise.
-CocoFiles parse_coco_files(const Config& cfg, bool required, const std::string& why);
+/// them must be set, an error ending "with data.dataset \"coco\"" otherwise.
+CocoFiles parse_coco_files(const Config& cfg, bool required);
+
+/// What a corrupt sample does (data.skip_corrupt): skipped, or an error.
+data::OnCorrupt on_corrupt_of(const Settings& st);
+
+/// A task's train and val data sets: read(train, on_corrupt_of(st)) for each
+/// split, val cut to its first val.max_images images where that is set.
+template <class Dataset, class Read>
+std::pair<std::shared_ptr<const Dataset>, std::shared_ptr<const Dataset>> read_splits(
+    const Settings& st, Read read) {
+  const data::OnCorrupt on_corrupt = on_corrupt_of(st);
+  std::shared_ptr<const Dataset> train = read(true, on_corrupt);
+  std::shared_ptr<const Dataset> val = read(false, on_corrupt);
+  if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
+    val = std::make_shared<const Dataset>(val->head(n));
+  return {std::move(train), std::move(val)};
+}
 
 /// The loader options of a task's two splits: train.batch_size, shuffled,
 /// train.drop_last; val.batch_size, in order, every image; both with

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <tuple>
 
 #include "data/dataset.h"
 #include "data/det/coco.h"
@@ -144,8 +145,7 @@ DetConfig parse_det_config(const Config& c) {
   const ConfigChecks check(c);
   DetConfig o;
   check_dataset(c);
-  const std::string& dataset = c.settings().data.dataset;
-  o.coco = parse_coco_files(c, source_of(c).coco, "with data.dataset \"" + dataset + "\"");
+  o.coco = parse_coco_files(c, source_of(c).coco);
   o.scenes = parse_scene_config(c);
   o.train_split = c.get_string("data.train_split");
   o.val_split = c.get_string("data.val_split");
@@ -572,12 +572,9 @@ class DetTask final : public Task {
     rank_ = rank;
     world_ = world;
     const Settings& st = cfg_.settings();
-    const data::OnCorrupt on_corrupt =
-        st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
-    std::shared_ptr<const data::DetDataset> train = read(true, on_corrupt);
-    std::shared_ptr<const data::DetDataset> val = read(false, on_corrupt);
-    if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
-      val = std::make_shared<const data::DetDataset>(val->head(n));
+    std::shared_ptr<const data::DetDataset> train, val;
+    std::tie(train, val) = read_splits<data::DetDataset>(
+        st, [&](bool train_split, data::OnCorrupt oc) { return read(train_split, oc); });
     names_ = train->class_names();
     const int64_t classes = st.data.num_classes;
     if (classes != train->num_classes() + 1)

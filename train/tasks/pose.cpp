@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <tuple>
 #include <unordered_map>
 
 #include "data/dataset.h"
@@ -164,8 +165,7 @@ PoseConfig parse_pose_config(const Config& c) {
   const ConfigChecks check(c);
   PoseConfig o;
   check_dataset(c);
-  const Settings& st = c.settings();
-  o.coco = parse_coco_files(c, source_of(c).coco, "with data.dataset \"" + st.data.dataset + "\"");
+  o.coco = parse_coco_files(c, source_of(c).coco);
   o.scenes = parse_scene_config(c, SceneKind::people);
   data::PoseAugmentOptions& aug = o.aug;
   check.probability("train.aug_trans.random_hflip.ratio");
@@ -647,12 +647,9 @@ class PoseTask final : public Task {
     rank_ = rank;
     world_ = world;
     const Settings& st = cfg_.settings();
-    const data::OnCorrupt on_corrupt =
-        st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
-    std::shared_ptr<const data::PoseDataset> train = read(true, on_corrupt);
-    std::shared_ptr<const data::PoseDataset> val = read(false, on_corrupt);
-    if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
-      val = std::make_shared<const data::PoseDataset>(val->head(n));
+    std::shared_ptr<const data::PoseDataset> train, val;
+    std::tie(train, val) = read_splits<data::PoseDataset>(
+        st, [&](bool train_split, data::OnCorrupt oc) { return read(train_split, oc); });
     const PoseFiles files = source_of(cfg_).files(cfg_, pose_, false);
     truth_ = std::make_shared<const TruthMap>(
         for_key(cfg_, files.key, [&] { return read_truth(files.annotation); }));

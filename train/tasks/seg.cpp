@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <ostream>
+#include <tuple>
 
 #include "data/dataset.h"
 #include "data/det/scenes.h"
@@ -532,12 +533,9 @@ class SegTask final : public Task {
     rank_ = rank;
     world_ = world;
     const Settings& st = cfg_.settings();
-    const data::OnCorrupt on_corrupt =
-        st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
-    std::shared_ptr<const data::SegDataset> train = read(true, on_corrupt);
-    std::shared_ptr<const data::SegDataset> val = read(false, on_corrupt);
-    if (const int64_t n = st.val.max_images; n > 0 && n < val->size())
-      val = std::make_shared<const data::SegDataset>(val->head(n));
+    std::shared_ptr<const data::SegDataset> train, val;
+    std::tie(train, val) = read_splits<data::SegDataset>(
+        st, [&](bool train_split, data::OnCorrupt oc) { return read(train_split, oc); });
     const int64_t classes = st.data.num_classes;
     if (classes != train->num_classes())
       throw ConfigError(at_key(cfg_, "data.num_classes") + ": " + std::to_string(classes) +
