@@ -16,6 +16,7 @@
 #include "engine/ops.h"
 #include "engine/serialize.h"
 #include "kernels/cpu/conv.h"
+#include "support/conv_geom.h"
 #include "support/gradcheck.h"
 #include "support/run_files.h"
 #include "support/tasks.h"
@@ -87,9 +88,8 @@ TEST_F(TrainAmp, ConvAlgoKeyChoosesTheAlgorithmForTheRun) {
     return tmp.root() / algo / "checkpoints" / "latest.safetensors";
   };
   EXPECT_TRUE(same_bytes(ck("auto"), ck("direct")));
-  kernels::Conv2dGeom g;  // fmnist_cnn's conv2: 32 -> 64 channels at 14x14, batch 32
-  g.n = 32, g.c = 32, g.h = g.w = 14, g.k = 64, g.r = g.s = 3, g.oh = g.ow = 14;
-  g.pad[0] = g.pad[1] = 1;
+  // fmnist_cnn's conv2: 32 -> 64 channels at 14x14, batch 32.
+  const kernels::Conv2dGeom g = tcv::testing::conv3x3_geom(32, 32, 64, 14, 14);
   ops::set_conv_algo(ops::ConvAlgo::winograd);
   const bool wino_here = kernels::cpu::conv2d_impl_names(g).find("wino") != std::string::npos;
   ops::set_conv_algo(before);

@@ -16,14 +16,10 @@ namespace tcv {
 namespace {
 
 using testing::expect_cuda_matches_cpu;
+using testing::random_input;
 using testing::Sums;
 using testing::Tol;
 using TVec = std::vector<Tensor>;
-
-Tensor input(const Shape& shape, uint64_t seed, DType dt = DType::f32, bool grad = true,
-             double lo = -2.0, double hi = 2.0) {
-  return testing::random_input(shape, seed, dt, grad, lo, hi);
-}
 
 /// + and − (and relu of them): one rounding; a gradient sums `terms` values of dy.
 Tol add_tol(int64_t terms = 1) {
@@ -40,7 +36,7 @@ TEST(CudaElementwise, StridedViewsAndChains) {
   // (x + b)·σ(x): each factor within its own roundings of its value (10 ulps);
   // dx = g·σ + g(x + b)σ(1 − σ) adds two terms of at most 1 (|x + b| ≤ 4), db
   // sums 3 of them.
-  Tensor a = input({6, 8, 10}, 10), b = input({10, 8}, 11);
+  Tensor a = random_input({6, 8, 10}, 10), b = random_input({10, 8}, 11);
   expect_cuda_matches_cpu(
       "transposed operands",
       [](const TVec& v) {
@@ -56,7 +52,8 @@ TEST(CudaElementwise, StridedViewsAndChains) {
 TEST(CudaElementwise, InPlaceArithmeticAndFill) {
   TCV_REQUIRE_CUDA();
   // (c + 0.5b)·b rounds three times, the first relative to 0.5|b| ≤ 1, times |b| ≤ 2.
-  Tensor c = input({5, 6}, 14, DType::f32, false), b = input({6}, 15, DType::f32, false);
+  Tensor c = random_input({5, 6}, 14, DType::f32, false),
+         b = random_input({6}, 15, DType::f32, false);
   expect_cuda_matches_cpu("in place add_/mul_/fill_",
                           [](const TVec& v) {
                             Tensor t = v[0].clone();
@@ -70,7 +67,7 @@ TEST(CudaElementwise, InPlaceArithmeticAndFill) {
 
 TEST(CudaElementwise, LargeTensor) {
   TCV_REQUIRE_CUDA();
-  Tensor a = input({(1 << 22) + 3}, 17, DType::f32, false);
+  Tensor a = random_input({(1 << 22) + 3}, 17, DType::f32, false);
   expect_cuda_matches_cpu(
       "large relu", [](const TVec& v) { return ops::relu(v[0]); }, {a}, Tol{});
 }
@@ -86,14 +83,14 @@ TEST(CudaElementwise, ContiguousEveryTail) {
   for (int64_t n : kTailLengths) {
     SCOPED_TRACE("n = " + std::to_string(n));
     for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
-      Tensor a = input({n}, 20 + n, dt), b = input({n}, 40 + n, dt);
+      Tensor a = random_input({n}, 20 + n, dt), b = random_input({n}, 40 + n, dt);
       expect_cuda_matches_cpu(
           "add", [](const TVec& v) { return ops::add(v[0], v[1]); }, {a, b}, add_tol());
       expect_cuda_matches_cpu(
           "exp", [](const TVec& v) { return ops::exp(v[0]); }, {a}, kTranscendental);
     }
-    Tensor x = input({n}, 60 + n), y = input({n}, 80 + n);
-    Tensor c = input({n}, 90 + n, DType::f32, false);
+    Tensor x = random_input({n}, 60 + n), y = random_input({n}, 80 + n);
+    Tensor c = random_input({n}, 90 + n, DType::f32, false);
     expect_cuda_matches_cpu(
         "mul", [](const TVec& v) { return ops::mul(v[0], v[1]); }, {x, y}, mul_tol());
     expect_cuda_matches_cpu(
@@ -112,7 +109,8 @@ TEST(CudaElementwise, MisalignedOperandsFallBack) {
   for (int64_t n : {3, 4, 5, 8, 1023, 1024}) {
     for (int64_t s : {1, 2, 3, 4}) {
       SCOPED_TRACE("n = " + std::to_string(n) + ", start = " + std::to_string(s));
-      Tensor a = input({n + 4}, 100 + n, DType::f32), b = input({n + 4}, 110 + n, DType::f32);
+      Tensor a = random_input({n + 4}, 100 + n, DType::f32),
+             b = random_input({n + 4}, 110 + n, DType::f32);
       expect_cuda_matches_cpu(
           "first input misaligned",
           [n, s](const TVec& v) { return ops::add(v[0].slice(0, s, s + n), v[1].slice(0, 0, n)); },
@@ -139,7 +137,8 @@ TEST(CudaElementwise, MisalignedOperandsFallBack) {
           "bool out, misaligned f32 in",
           [n, s](const TVec& v) { return ops::lt(v[0].slice(0, s, s + n), v[1].slice(0, 0, n)); },
           {ac, bc}, Tol{});
-      Tensor h = input({n + 4}, 120 + n, DType::f16), g = input({n + 4}, 130 + n, DType::f16);
+      Tensor h = random_input({n + 4}, 120 + n, DType::f16),
+             g = random_input({n + 4}, 130 + n, DType::f16);
       expect_cuda_matches_cpu(
           "f16 misaligned",
           [n, s](const TVec& v) { return ops::sub(v[0].slice(0, s, s + n), v[1].slice(0, 0, n)); },
@@ -153,11 +152,12 @@ TEST(CudaElementwise, MixedTypesContiguous) {
   const Tol cast{.ulps = 1};  // one rounding to the narrower type
   for (int64_t n : kTailLengths) {
     SCOPED_TRACE("n = " + std::to_string(n));
-    Tensor a = input({n}, 140 + n, DType::f32, false), b = input({n}, 150 + n, DType::f32, false);
+    Tensor a = random_input({n}, 140 + n, DType::f32, false),
+           b = random_input({n}, 150 + n, DType::f32, false);
     expect_cuda_matches_cpu(
         "ge -> bool", [](const TVec& v) { return ops::ge(v[0], v[1]); }, {a, b}, Tol{});
-    Tensor hb = input({n}, 160 + n, DType::bf16, false);
-    Tensor hc = input({n}, 170 + n, DType::bf16, false);
+    Tensor hb = random_input({n}, 160 + n, DType::bf16, false);
+    Tensor hc = random_input({n}, 170 + n, DType::bf16, false);
     expect_cuda_matches_cpu(
         "bf16 gt -> bool", [](const TVec& v) { return ops::gt(v[0], v[1]); }, {hb, hc}, Tol{});
     expect_cuda_matches_cpu(
@@ -183,7 +183,7 @@ TEST(CudaElementwise, BroadcastAndStridedOffsets) {
     for (const Shape& s : {Shape{2, 3, 5, 7}, Shape{4, 16, 9, 9}, Shape{3, 5, 1, 6}}) {
       // The bias's gradient sums N·H·W values.
       const int64_t m = s[0] * s[2] * s[3];
-      Tensor x = input(s, 200, dt), bias = input({1, s[1], 1, 1}, 201, dt);
+      Tensor x = random_input(s, 200, dt), bias = random_input({1, s[1], 1, 1}, 201, dt);
       expect_cuda_matches_cpu(
           "bias add (N,C,H,W) + (1,C,1,1)", [](const TVec& v) { return ops::add(v[0], v[1]); },
           {x, bias}, add_tol(m));
@@ -192,28 +192,29 @@ TEST(CudaElementwise, BroadcastAndStridedOffsets) {
           {x, bias}, mul_tol(m));
     }
   }
-  Tensor a = input({37, 19}, 210), b = input({19, 37}, 211);
+  Tensor a = random_input({37, 19}, 210), b = random_input({19, 37}, 211);
   expect_cuda_matches_cpu(
       "transposed operand", [](const TVec& v) { return ops::add(v[0], v[1].t()); }, {a, b},
       add_tol());
   expect_cuda_matches_cpu(
       "transposed output shape", [](const TVec& v) { return ops::sub(v[0].t(), v[1]); }, {a, b},
       add_tol());
-  Tensor c = input({6, 5, 4, 3}, 212), d = input({3, 1, 4, 1}, 213);  // (3, 4, 4, 6) out
+  Tensor c = random_input({6, 5, 4, 3}, 212),
+         d = random_input({3, 1, 4, 1}, 213);  // (3, 4, 4, 6) out
   expect_cuda_matches_cpu(
       "permuted and broadcast",
       [](const TVec& v) {
         return ops::mul(v[0].permute({3, 1, 2, 0}).slice(1, 1, 5), v[1]);
       },
       {c, d}, mul_tol(24));
-  Tensor m = input({7, 1, 9}, 214), r = input({7, 11, 1}, 215);
+  Tensor m = random_input({7, 1, 9}, 214), r = random_input({7, 11, 1}, 215);
   expect_cuda_matches_cpu(
       "outer broadcast", [](const TVec& v) { return ops::maximum(v[0], v[1]); }, {m, r},
       add_tol(11));
   expect_cuda_matches_cpu(
       "where over broadcast",
       [](const TVec& v) { return ops::where(ops::gt(v[1], 0.0), v[0], v[1].t()); },
-      {input({9, 9}, 216), input({9, 9}, 217)}, {.terms = 2, .sums = Sums::routed});
+      {random_input({9, 9}, 216), random_input({9, 9}, 217)}, {.terms = 2, .sums = Sums::routed});
 }
 
 TEST(CudaElementwise, GridStrideIteratesMoreThanOnce) {
@@ -221,15 +222,16 @@ TEST(CudaElementwise, GridStrideIteratesMoreThanOnce) {
   // More elements than an H200's grid holds in one pass (132 SMs x 16 blocks
   // x 256 threads x 4 per vector = 2,162,688): every path loops.
   const int64_t n = 2 * 2162688 + 3;
-  Tensor a = input({n}, 220, DType::f32, false), b = input({n}, 221, DType::f32, false);
+  Tensor a = random_input({n}, 220, DType::f32, false),
+         b = random_input({n}, 221, DType::f32, false);
   expect_cuda_matches_cpu(
       "large vector add", [](const TVec& v) { return ops::add(v[0], v[1]); }, {a, b}, add_tol());
   expect_cuda_matches_cpu(
       "large misaligned add",
       [n](const TVec& v) { return ops::add(v[0].slice(0, 1, n), v[1].slice(0, 0, n - 1)); }, {a, b},
       add_tol());
-  Tensor x = input({2, 64, 130, 140}, 222, DType::f32, false);
-  Tensor bias = input({1, 64, 1, 1}, 223, DType::f32, false);
+  Tensor x = random_input({2, 64, 130, 140}, 222, DType::f32, false);
+  Tensor bias = random_input({1, 64, 1, 1}, 223, DType::f32, false);
   expect_cuda_matches_cpu(
       "large bias add", [](const TVec& v) { return ops::add(v[0], v[1]); }, {x, bias}, add_tol());
   expect_cuda_matches_cpu(
@@ -245,7 +247,7 @@ TEST(CudaElementwise, WideIndicesMatchTheCpu) {
   const testing::WideIndicesScope wide;
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1027}}) {
     for (DType dt : {DType::f32, DType::bf16}) {
-      Tensor a = input({n}, 100 + n, dt), b = input({n}, 110 + n, dt);
+      Tensor a = random_input({n}, 100 + n, dt), b = random_input({n}, 110 + n, dt);
       expect_cuda_matches_cpu(
           "wide add " + std::to_string(n), [](const TVec& v) { return ops::add(v[0], v[1]); },
           {a, b}, add_tol());
@@ -254,11 +256,11 @@ TEST(CudaElementwise, WideIndicesMatchTheCpu) {
           kTranscendental);
     }
   }
-  Tensor a = input({4, 1, 37}, 120), b = input({5, 37}, 121);
+  Tensor a = random_input({4, 1, 37}, 120), b = random_input({5, 37}, 121);
   expect_cuda_matches_cpu(
       "wide broadcast mul", [](const TVec& v) { return ops::mul(v[0], v[1]); }, {a, b}, mul_tol(5));
-  Tensor t = input({37, 6}, 122), u = input({6, 37}, 123);
-  Tensor c = input({6, 37}, 124, DType::f32, false);
+  Tensor t = random_input({37, 6}, 122), u = random_input({6, 37}, 123);
+  Tensor c = random_input({6, 37}, 124, DType::f32, false);
   expect_cuda_matches_cpu(
       "wide transposed where",
       [](const TVec& v) { return ops::where(ops::gt(v[2], 0.0), v[0].t(), v[1]); }, {t, u, c},

@@ -11,12 +11,9 @@ namespace tcv {
 namespace {
 
 using testing::expect_cuda_matches_cpu;
+using testing::random_input;
 using testing::Tol;
 using TVec = std::vector<Tensor>;
-
-Tensor input(const Shape& shape, uint64_t seed, DType dt, bool grad = true) {
-  return testing::random_input(shape, seed, dt, grad);
-}
 
 Tensor indices(const Shape& shape, int64_t hi, uint64_t seed) {
   Generator g(seed);
@@ -31,12 +28,13 @@ TEST(CudaIndex, LargeInputs) {
       [](const TVec& v) {
         return ops::cat({v[0], v[1]}, 1);
       },
-      {input({64, 1000, 7}, 10, DType::f32), input({64, 1001, 7}, 11, DType::f32)}, Tol{});
+      {random_input({64, 1000, 7}, 10, DType::f32), random_input({64, 1001, 7}, 11, DType::f32)},
+      Tol{});
   // The classic use: pick the target's log-probability of each row (one index
   // per row: no index repeats).
   expect_cuda_matches_cpu(
       "gather large", [](const TVec& v) { return ops::gather(v[0], 1, v[1]); },
-      {input({4096, 1000}, 30, DType::f32), indices({4096, 1}, 1000, 31)}, Tol{});
+      {random_input({4096, 1000}, 30, DType::f32), indices({4096, 1}, 1000, 31)}, Tol{});
 }
 
 TEST(CudaIndex, OutOfRangeIndexThrows) {

@@ -16,14 +16,10 @@ namespace tcv {
 namespace {
 
 using testing::expect_cuda_matches_cpu;
+using testing::random_input;
 using testing::Sums;
 using testing::Tol;
 using TVec = std::vector<Tensor>;
-
-Tensor input(const Shape& shape, uint64_t seed, DType dt, bool grad = true, double lo = -2.0,
-             double hi = 2.0) {
-  return testing::random_input(shape, seed, dt, grad, lo, hi);
-}
 
 // Small integers (many ties), as dt.
 Tensor ties(const Shape& shape, uint64_t seed, DType dt, int64_t hi) {
@@ -54,7 +50,8 @@ TEST(CudaReduce, SumSplitOverBlocks) {
     for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16})
       expect_cuda_matches_cpu(
           std::string("sum ") + dtype_name(dt) + " " + shape_str(c.x),
-          [&c](const TVec& v) { return ops::sum(v[0], {c.dim}); }, {input(c.x, 1, dt)}, sum_of(n));
+          [&c](const TVec& v) { return ops::sum(v[0], {c.dim}); }, {random_input(c.x, 1, dt)},
+          sum_of(n));
     for (DType dt : {DType::i32, DType::i64, DType::u8, DType::b8})
       expect_cuda_matches_cpu(
           std::string("sum ") + dtype_name(dt) + " " + shape_str(c.x),
@@ -69,10 +66,10 @@ TEST(CudaReduce, SumLargeFull) {
   for (int64_t n : {int64_t(1) << 22, (int64_t(1) << 22) + 37})
     expect_cuda_matches_cpu(
         "sum large " + std::to_string(n), [](const TVec& v) { return ops::sum(v[0]); },
-        {input({n}, 3, DType::f32, true, 0.0, 1.0)}, sum_of(n));
+        {random_input({n}, 3, DType::f32, true, 0.0, 1.0)}, sum_of(n));
   expect_cuda_matches_cpu(
       "sum large f64", [](const TVec& v) { return ops::sum(v[0]); },
-      {input({int64_t(1) << 22}, 4, DType::f64)}, sum_of(int64_t(1) << 22));
+      {random_input({int64_t(1) << 22}, 4, DType::f64)}, sum_of(int64_t(1) << 22));
   expect_cuda_matches_cpu(
       "sum large i64", [](const TVec& v) { return ops::sum(v[0]); },
       {ties({int64_t(1) << 22}, 5, DType::i32, 1000)}, Tol{});
@@ -82,7 +79,7 @@ TEST(CudaReduce, SumLargeFull) {
       [](const TVec& v) {
         return ops::sum(v[0], {0, 2, 3});
       },
-      {input({16, 32, 56, 56}, 6, DType::f32)}, sum_of(16 * 56 * 56));
+      {random_input({16, 32, 56, 56}, 6, DType::f32)}, sum_of(16 * 56 * 56));
 }
 
 TEST(CudaReduce, MaxMinSplitOverBlocks) {
@@ -92,7 +89,7 @@ TEST(CudaReduce, MaxMinSplitOverBlocks) {
     for (const Split& c : {kSplit[0], kSplit[1]})
       for (bool keep : {false, true}) {
         const std::string tag = std::string(dtype_name(dt)) + " " + shape_str(c.x);
-        const Tensor x = is_floating(dt) ? input(c.x, 13, dt) : ties(c.x, 13, dt, 50);
+        const Tensor x = is_floating(dt) ? random_input(c.x, 13, dt) : ties(c.x, 13, dt, 50);
         expect_cuda_matches_cpu(
             "max " + tag, [&c, keep](const TVec& v) { return both(ops::max(v[0], c.dim, keep)); },
             {x}, kSelection);
@@ -115,7 +112,7 @@ TEST(CudaReduce, MaxMinNaNWins) {
   };
   for (DType dt : {DType::f32, DType::f64, DType::bf16})
     for (const ExtCase& c : cases) {
-      Tensor x = input(c.x, 16, DType::f64, false);
+      Tensor x = random_input(c.x, 16, DType::f64, false);
       // NaN at about one element in 7, so some lines have none, some several.
       Generator g(17);
       Tensor m = ops::lt(uniform(c.x, 0.0, 1.0, {.dtype = DType::f64}, &g), 1.0 / 7.0);
@@ -133,7 +130,7 @@ TEST(CudaReduce, MaxMinNaNWins) {
 TEST(CudaReduce, FullMaxMinArgmax) {
   TCV_REQUIRE_CUDA();
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
-    const Tensor x = input({int64_t(1) << 22}, 18, dt);
+    const Tensor x = random_input({int64_t(1) << 22}, 18, dt);
     expect_cuda_matches_cpu(
         std::string("max all ") + dtype_name(dt), [](const TVec& v) { return ops::max(v[0]); }, {x},
         kSelection);

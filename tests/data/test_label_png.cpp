@@ -6,6 +6,7 @@
 
 #include "data/image.h"
 #include "data/label_png.h"
+#include "support/error_of.h"
 #include "support/png_builder.h"
 #include "support/temp_dir.h"
 
@@ -16,6 +17,7 @@ using tcv::testing::PngSpec;
 
 namespace {
 
+using tcv::testing::error_of;
 using tcv::testing::put_file;
 
 // Values v(x, y) = (x * 7 + y * 3) mod n, a pattern every bit depth can hold.
@@ -28,15 +30,6 @@ std::vector<uint16_t> pattern(uint32_t w, uint32_t h, uint32_t n) {
 
 std::vector<uint8_t> as_u8(const std::vector<uint16_t>& v) {
   return std::vector<uint8_t>(v.begin(), v.end());
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -96,7 +89,8 @@ TEST(LabelPng, SixteenBitValuesAbove255AreErrors) {
             .bit_depth = 16,
             .color_type = 0,
             .samples = {0, 1, 2, 3, 4, 300, 6, 7}};
-  const std::string msg = message_of([&] { decode_label_png(build_png(s), "deep.png"); });
+  const std::string msg =
+      error_of<std::exception>([&] { decode_label_png(build_png(s), "deep.png"); });
   EXPECT_NE(msg.find("deep.png"), std::string::npos) << msg;
   EXPECT_NE(msg.find("label value 300"), std::string::npos) << msg;
   EXPECT_NE(msg.find("row 1, column 1"), std::string::npos) << msg;
@@ -110,7 +104,8 @@ TEST(LabelPng, ColourPngsAreRefused) {
               .bit_depth = 8,
               .color_type = color,
               .samples = std::vector<uint16_t>(static_cast<size_t>(4 * ch), 9)};
-    const std::string msg = message_of([&] { decode_label_png(build_png(s), "colour.png"); });
+    const std::string msg =
+        error_of<std::exception>([&] { decode_label_png(build_png(s), "colour.png"); });
     EXPECT_NE(msg.find("colour.png"), std::string::npos) << msg;
     EXPECT_NE(msg.find("palette or grayscale"), std::string::npos) << msg;
   }
@@ -124,19 +119,21 @@ TEST(LabelPng, CorruptFilesNameTheFile) {
   // Cut inside the IDAT chunk.
   const size_t idat = good.find("IDAT");
   for (size_t cut : {size_t{4}, size_t{20}, idat + 40, good.size() - 20}) {
-    const std::string msg = message_of([&] { decode_label_png(good.substr(0, cut), "cut.png"); });
+    const std::string msg =
+        error_of<std::exception>([&] { decode_label_png(good.substr(0, cut), "cut.png"); });
     EXPECT_NE(msg.find("cut.png"), std::string::npos) << "cut at " << cut << ": " << msg;
   }
   // A flipped byte in the pixel data: the chunk's CRC no longer matches.
   std::string bad = good;
   bad[idat + 30] = static_cast<char>(bad[idat + 30] ^ 0x40);
-  std::string msg = message_of([&] { decode_label_png(bad, "crc.png"); });
+  std::string msg = error_of<std::exception>([&] { decode_label_png(bad, "crc.png"); });
   EXPECT_NE(msg.find("crc.png"), std::string::npos) << msg;
   // Not a PNG at all.
   Tensor img = zeros({3, 4, 4}, {.dtype = DType::u8});
-  msg = message_of([&] { decode_label_png(encode_image(img, ImageFormat::jpeg), "photo.png"); });
+  msg = error_of<std::exception>(
+      [&] { decode_label_png(encode_image(img, ImageFormat::jpeg), "photo.png"); });
   EXPECT_NE(msg.find("photo.png: not a PNG"), std::string::npos) << msg;
-  msg = message_of([&] { decode_label_png("", "empty.png"); });
+  msg = error_of<std::exception>([&] { decode_label_png("", "empty.png"); });
   EXPECT_NE(msg.find("empty.png: not a PNG"), std::string::npos) << msg;
 }
 
@@ -145,7 +142,8 @@ TEST(LabelPng, FilesOnDisk) {
   PngSpec s{.width = 5, .height = 3, .bit_depth = 4, .color_type = 3, .samples = pattern(5, 3, 16)};
   put_file(dir.path("a.png"), build_png(s));
   EXPECT_EQ(read_label_png(dir.path("a.png")).labels.to_vector<uint8_t>(), as_u8(s.samples));
-  const std::string msg = message_of([&] { read_label_png(dir.path("missing.png")); });
+  const std::string msg =
+      error_of<std::exception>([&] { read_label_png(dir.path("missing.png")); });
   EXPECT_NE(msg.find("missing.png: label file not found"), std::string::npos) << msg;
 }
 
@@ -174,8 +172,8 @@ TEST(LabelPng, SizesTheImageDataCannotHoldAreRefusedBeforeAllocating) {
       chunk("IHDR", be32(65535) + be32(65535) + std::string("\x08\0\0\0\0", 5)) +
       chunk("IDAT", idat) + chunk("IEND", "");
   // (A limit above the size: data.max_pixels's default would refuse it first.)
-  const std::string msg =
-      message_of([&] { decode_label_png(huge, "huge.png", {.max_pixels = int64_t{1} << 40}); });
+  const std::string msg = error_of<std::exception>(
+      [&] { decode_label_png(huge, "huge.png", {.max_pixels = int64_t{1} << 40}); });
   EXPECT_NE(msg.find("huge.png: label PNG announces 65535x65535 pixels at 8 bits, but its image "
                      "data (IDAT) holds only " +
                      std::to_string(n) + " bytes"),
@@ -192,12 +190,13 @@ TEST(LabelPng, HeadersAnnouncingMorePixelsThanTheLimitAreRefused) {
   const std::string small = build_png(
       {.width = 4, .height = 3, .bit_depth = 8, .color_type = 3, .samples = pattern(4, 3, 9)});
   const std::string bomb = tcv::testing::png_claiming(small, 20000, 20000);
-  std::string msg = message_of([&] { decode_label_png(bomb, "SegmentationClass/1.png"); });
+  std::string msg =
+      error_of<std::exception>([&] { decode_label_png(bomb, "SegmentationClass/1.png"); });
   EXPECT_NE(msg.find("SegmentationClass/1.png: image is 20000x20000 (width x height, 400000000 "
                      "pixels), more than data.max_pixels = 178956970"),
             std::string::npos)
       << msg;
   EXPECT_EQ(decode_label_png(small, "s.png", {.max_pixels = 12}).labels.numel(), 12);
-  msg = message_of([&] { decode_label_png(small, "s.png", {.max_pixels = 11}); });
+  msg = error_of<std::exception>([&] { decode_label_png(small, "s.png", {.max_pixels = 11}); });
   EXPECT_NE(msg.find("s.png: image is 4x3"), std::string::npos) << msg;
 }

@@ -1,13 +1,14 @@
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 
 #include "dist/env.h"
 #include "kernels/base.h"
+#include "support/error_of.h"
 
 using namespace tcv;
 using namespace tcv::dist;
+using tcv::testing::error_of;
 
 namespace {
 
@@ -125,15 +126,6 @@ EnvMap srun_env() {
           {"SLURM_LOCALID", "1"},
           {"SLURM_JOB_ID", "123456"},
           {"SLURM_JOB_NODELIST", "gpu[07-08,12],login1"}};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

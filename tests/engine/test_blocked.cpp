@@ -13,6 +13,7 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "kernels/cpu/conv.h"
+#include "support/conv_geom.h"
 #include "support/error_bound.h"
 #include "support/gradcheck.h"
 
@@ -33,10 +34,7 @@ Tensor f32_leaf(const Tensor& t) {
 // AVX-512 (or under ONEDNN_MAX_CPU_ISA=AVX2) it wants nChw8c, which tcv does not
 // keep, and every tensor stays row-major: the layout checks below expect that.
 bool blocks_here() {
-  kernels::Conv2dGeom g;
-  g.n = 2, g.c = 16, g.h = 6, g.w = 5, g.k = 32, g.r = 3, g.s = 3, g.oh = 6, g.ow = 5;
-  g.pad[0] = g.pad[1] = 1;
-  return kernels::cpu::conv2d_blocked_layouts(g).dst;
+  return kernels::cpu::conv2d_blocked_layouts(testing::conv3x3_geom(2, 16, 32, 6, 5)).dst;
 }
 
 // The rounding-error bound of an f32 convolution without bias against f64
@@ -151,9 +149,7 @@ TEST(Blocked, ResidualBlockMatchesF64ForwardAndBackward) {
     const Tensor out_a = ops::conv2d(ops::add(ba, ha), a[4], Tensor(), p2);
     ops::sum(ops::mul(ops::mul(out_a, out_a), ops::abs(loss_weights))).backward();
 
-    kernels::Conv2dGeom g1;
-    g1.n = 4, g1.c = 16, g1.h = 7, g1.w = 6, g1.k = 16, g1.r = 3, g1.s = 3, g1.oh = 7, g1.ow = 6;
-    g1.pad[0] = g1.pad[1] = 1;
+    const kernels::Conv2dGeom g1 = testing::conv3x3_geom(4, 16, 16, 7, 6);
     const double growth = kernels::cpu::conv2d_impl_names(g1).find("wino") != std::string::npos
                               ? testing::kWinograd4x3Growth
                               : 1.0;

@@ -14,6 +14,7 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "kernels/cpu/conv.h"
+#include "support/conv_geom.h"
 #include "support/cuda_compare.h"
 #include "support/error_bound.h"
 #include "support/gradcheck.h"
@@ -65,16 +66,7 @@ TEST(Conv2d, OutputShapes) {
 }
 
 kernels::Conv2dGeom geom_of(const Layer& c) {
-  kernels::Conv2dGeom g;
-  g.n = c.x[0], g.c = c.x[1], g.h = c.x[2], g.w = c.x[3];
-  g.k = c.w[0], g.r = c.w[2], g.s = c.w[3];
-  for (int i = 0; i < 2; ++i) {
-    g.stride[i] = c.p.stride[i], g.pad[i] = c.p.padding[i], g.dilation[i] = c.p.dilation[i];
-  }
-  g.oh = (g.h + 2 * g.pad[0] - g.dilation[0] * (g.r - 1) - 1) / g.stride[0] + 1;
-  g.ow = (g.w + 2 * g.pad[1] - g.dilation[1] * (g.s - 1) - 1) / g.stride[1] + 1;
-  g.groups = c.p.groups;
-  return g;
+  return testing::conv_geom(c.x, c.w, c.p);
 }
 
 // Kernel taps that read only padding are cut off before the kernels run (a
@@ -223,10 +215,7 @@ struct ConvAlgoScope {
 };
 
 kernels::Conv2dGeom geom_3x3(int64_t n, int64_t c, int64_t hw) {
-  kernels::Conv2dGeom g;
-  g.n = n, g.c = c, g.h = hw, g.w = hw, g.k = c, g.r = 3, g.s = 3, g.oh = hw, g.ow = hw;
-  g.pad[0] = g.pad[1] = 1;
-  return g;
+  return testing::conv3x3_geom(n, c, c, hw, hw);
 }
 
 TEST(Conv2d, WinogradMatchesReference) {

@@ -12,22 +12,16 @@
 #include "engine/ops.h"
 #include "engine/rng.h"
 #include "kernels/base.h"
+#include "support/error_of.h"
 
 namespace tcv {
 namespace {
 
+using testing::error_of;
+
 Tensor random_activation(uint64_t seed) {
   Generator g(seed);
   return randn({2, 32, 5, 3}, {}, &g);  // (N, C, H, W), C a multiple of 16
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Storage, AccessorsDoNotConvert) {

@@ -5,27 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <string>
 
 #include "engine/error.h"
 #include "engine/json.h"
+#include "support/error_of.h"
 #include "support/run_files.h"
 
 namespace tcv {
 namespace {
 
 using testing::contains;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Value, LiteralsKeepTheirTypesAndTheKeysTheirOrder) {
   const Value v = Value::object({{"z", 1},

@@ -6,22 +6,13 @@
 
 #include "kernels/cpu/conv.h"
 #include "ops/cases.h"
+#include "support/conv_geom.h"
 
 namespace tcv::testing {
 namespace {
 
 kernels::Conv2dGeom geom_of(const ConvGeometry& c) {
-  kernels::Conv2dGeom g;
-  g.n = c.x[0], g.c = c.x[1], g.h = c.x[2], g.w = c.x[3];
-  g.k = c.w[0], g.r = c.w[2], g.s = c.w[3];
-  for (int i = 0; i < 2; ++i) {
-    g.stride[i] = c.p.stride[i], g.pad[i] = c.p.padding[i], g.dilation[i] = c.p.dilation[i];
-  }
-  g.oh = (g.h + 2 * g.pad[0] - g.dilation[0] * (g.r - 1) - 1) / g.stride[0] + 1;
-  g.ow = (g.w + 2 * g.pad[1] - g.dilation[1] * (g.s - 1) - 1) / g.stride[1] + 1;
-  g.groups = c.p.groups;
-  g.has_bias = c.bias;
-  return g;
+  return conv_geom(c.x, c.w, c.p, c.bias);
 }
 
 // Both sum the same products in f64 in another order: within γₙ·Σ|a||b| in

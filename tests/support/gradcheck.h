@@ -11,6 +11,7 @@
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
+#include "support/error_of.h"
 
 namespace tcv::testing {
 
@@ -48,19 +49,6 @@ Tensor lit(const std::vector<double>& values, const Shape& shape, DType dtype = 
 /// 0, 1, 2, ... (from `start`) in the given shape and dtype; bool gets a mix of
 /// false and true.
 Tensor iota(const Shape& shape, DType dtype, double start = 0.0);
-
-/// The message of the tcv::Error that f throws; a test failure (and "<no error>")
-/// when it throws none.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a tcv::Error";
-  return "<no error>";
-}
 
 /// The repository root (env TCV_SOURCE_DIR overrides the one compiled in), for
 /// test data under tests/data and the shipped configs.

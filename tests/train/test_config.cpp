@@ -10,22 +10,11 @@
 #include "support/temp_dir.h"
 #include "train/config.h"
 
+using tcv::testing::error_of;
 using tcv::train::Config;
 using tcv::train::ConfigError;
 
 namespace {
-
-// The message of the ConfigError fn throws ("" and a failure when none).
-template <typename F>
-std::string error_of(F fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return "";
-}
 
 bool has(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;
@@ -119,9 +108,10 @@ normalize.mean = [0.5, 0.25, 0.125]
   c.set_override("train.batch_size=16");
   EXPECT_EQ(c.settings().train.batch_size, 16);
   c.set_override("train.amp=fp8");
-  EXPECT_EQ(error_of([&] { c.settings(); }),
+  EXPECT_EQ(error_of<ConfigError>([&] { c.settings(); }),
             "--set: train.amp: unknown value 'fp8' (valid: off, bf16, f16)");
-  EXPECT_EQ(error_of([] { Config::from_string("[val]\nbatch_size = 0\n", "v.toml").settings(); }),
+  EXPECT_EQ(error_of<ConfigError>(
+                [] { Config::from_string("[val]\nbatch_size = 0\n", "v.toml").settings(); }),
             "v.toml:2: val.batch_size: must be positive, got 0");
 }
 
@@ -141,17 +131,18 @@ TEST(Config, OverridesWithSet) {
   EXPECT_EQ(c.get_int("solver.max_iters"), 30);
   EXPECT_EQ(c.source("solver.lr.base_lr"), "--set");
 
-  const std::string unknown = error_of([&] { c.set_override("solver.lr.base_lrr=0.1"); });
+  const std::string unknown =
+      error_of<ConfigError>([&] { c.set_override("solver.lr.base_lrr=0.1"); });
   EXPECT_TRUE(has(unknown, "solver.lr.base_lrr")) << unknown;
   EXPECT_TRUE(has(unknown, "did you mean 'solver.lr.base_lr'")) << unknown;
-  const std::string bad = error_of([&] { c.set_override("train.batch_size=abc"); });
+  const std::string bad = error_of<ConfigError>([&] { c.set_override("train.batch_size=abc"); });
   EXPECT_TRUE(has(bad, "train.batch_size")) << bad;
   EXPECT_TRUE(has(bad, "expected an integer")) << bad;
-  EXPECT_TRUE(has(error_of([&] { c.set_override("train.batch_size"); }), "key=value"));
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { c.set_override("train.batch_size"); }), "key=value"));
 }
 
 TEST(Config, UnknownKeyNamesKeyLineAndSuggestion) {
-  const std::string msg = error_of([] {
+  const std::string msg = error_of<ConfigError>([] {
     Config::from_string("seed = 1\n[train]\nbatch_size = 8\nbatchsize = 16\n", "cfg.toml");
   });
   EXPECT_TRUE(has(msg, "cfg.toml:4")) << msg;
@@ -160,57 +151,59 @@ TEST(Config, UnknownKeyNamesKeyLineAndSuggestion) {
 
   // The right name in the wrong table.
   const std::string moved =
-      error_of([] { Config::from_string("\n[data]\nbase_lr = 0.1\n", "m.toml"); });
+      error_of<ConfigError>([] { Config::from_string("\n[data]\nbase_lr = 0.1\n", "m.toml"); });
   EXPECT_TRUE(has(moved, "m.toml:3")) << moved;
   EXPECT_TRUE(has(moved, "solver.lr.base_lr")) << moved;
 
   // A table given a value.
-  const std::string table = error_of([] { Config::from_string("[solver]\nlr = 0.1\n", "t.toml"); });
+  const std::string table =
+      error_of<ConfigError>([] { Config::from_string("[solver]\nlr = 0.1\n", "t.toml"); });
   EXPECT_TRUE(has(table, "it is a table")) << table;
 }
 
 TEST(Config, WrongTypeNamesKeyAndLine) {
-  const std::string msg = error_of(
+  const std::string msg = error_of<ConfigError>(
       [] { Config::from_string("[solver.lr]\n\nbase_lr = \"fast\"\n", "configs/x.toml"); });
   EXPECT_EQ(msg, "configs/x.toml:3: solver.lr.base_lr: expected a number, got string");
-  const std::string arr = error_of(
+  const std::string arr = error_of<ConfigError>(
       [] { Config::from_string("[solver.lr.multistep]\nstepvalue = [1, 2.5]\n", "a.toml"); });
   EXPECT_TRUE(has(arr, "a.toml:2: solver.lr.multistep.stepvalue: expected an array of integers"))
       << arr;
-  const std::string syntax = error_of([] { Config::from_string("seed = = 1\n", "s.toml"); });
+  const std::string syntax =
+      error_of<ConfigError>([] { Config::from_string("seed = = 1\n", "s.toml"); });
   EXPECT_TRUE(has(syntax, "s.toml:1:")) << syntax;
 }
 
 TEST(Config, BadValuesNameKeyAndLine) {
-  const std::string neg =
-      error_of([] { Config::from_string("[train]\nbatch_size = -4\n", "b.toml").validate(); });
+  const std::string neg = error_of<ConfigError>(
+      [] { Config::from_string("[train]\nbatch_size = -4\n", "b.toml").validate(); });
   EXPECT_EQ(neg, "b.toml:2: train.batch_size: must be positive, got -4");
 
-  const std::string policy = error_of(
+  const std::string policy = error_of<ConfigError>(
       [] { Config::from_string("[solver.lr]\nlr_policy = \"linear\"\n", "p.toml").validate(); });
   EXPECT_TRUE(has(policy, "p.toml:2: solver.lr.lr_policy: unknown value 'linear'")) << policy;
   EXPECT_TRUE(has(policy, "fixed, step, multistep, cosine, lambda_poly")) << policy;
 
-  const std::string dist =
-      error_of([] { Config::from_string("[network]\nbucket_cap_mb = 0\n", "d.toml").validate(); });
+  const std::string dist = error_of<ConfigError>(
+      [] { Config::from_string("[network]\nbucket_cap_mb = 0\n", "d.toml").validate(); });
   EXPECT_TRUE(has(dist, "d.toml:2: network.bucket_cap_mb: must be > 0")) << dist;
 
   Config c;
   c.set_override("loss.label_smoothing=1.5");
-  EXPECT_TRUE(
-      has(error_of([&] { c.validate(); }), "--set: loss.label_smoothing: must be in [0, 1)"));
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { c.validate(); }),
+                  "--set: loss.label_smoothing: must be in [0, 1)"));
   Config w;
   w.set_override("solver.lr.is_warm=true");
-  EXPECT_TRUE(has(error_of([&] { w.validate(); }), "solver.lr.warm.warm_iters"));
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { w.validate(); }), "solver.lr.warm.warm_iters"));
 
   // data.max_pixels: PIL's decompression-bomb limit by default, positive.
   EXPECT_EQ(Config().get_int("data.max_pixels"), 178956970);
   Config m;
   m.set_override("data.max_pixels=0");
-  const std::string px = error_of([&] { m.validate(); });
+  const std::string px = error_of<ConfigError>([&] { m.validate(); });
   EXPECT_TRUE(has(px, "--set: data.max_pixels: must be positive, got 0")) << px;
-  const std::string algo =
-      error_of([] { Config::from_string("[train]\nconv_algo = \"fast\"\n", "a.toml").validate(); });
+  const std::string algo = error_of<ConfigError>(
+      [] { Config::from_string("[train]\nconv_algo = \"fast\"\n", "a.toml").validate(); });
   EXPECT_EQ(algo,
             "a.toml:2: train.conv_algo: unknown value 'fast' (valid: auto, direct, winograd)");
   for (const char* ok : {"auto", "direct", "winograd"}) {
@@ -223,17 +216,17 @@ TEST(Config, BadValuesNameKeyAndLine) {
 }
 
 TEST(Config, CommHookKeysAreChecked) {
-  const std::string hook = error_of(
+  const std::string hook = error_of<ConfigError>(
       [] { Config::from_string("[network]\ncomm_hook = \"fp8\"\n", "h.toml").validate(); });
   EXPECT_EQ(hook,
             "h.toml:2: network.comm_hook: unknown value 'fp8' (valid: none, bf16, fp16, powersgd)");
-  const std::string rank = error_of([] {
+  const std::string rank = error_of<ConfigError>([] {
     Config::from_string("[network]\ncomm_hook = \"powersgd\"\n[network.powersgd]\nrank = 0\n",
                         "r.toml")
         .validate();
   });
   EXPECT_EQ(rank, "r.toml:4: network.powersgd.rank: must be positive, got 0");
-  const std::string rate = error_of([] {
+  const std::string rate = error_of<ConfigError>([] {
     Config::from_string("[network.powersgd]\nmin_compression_rate = -1\n", "c.toml").validate();
   });
   EXPECT_TRUE(has(rate, "c.toml:2: network.powersgd.min_compression_rate: must be positive"))
@@ -242,7 +235,7 @@ TEST(Config, CommHookKeysAreChecked) {
   Config early;
   early.set_override("network.comm_hook=\"powersgd\"");
   early.set_override("network.powersgd.start_iter=1");
-  const std::string start = error_of([&] { early.validate(); });
+  const std::string start = error_of<ConfigError>([&] { early.validate(); });
   EXPECT_TRUE(has(start, "--set: network.powersgd.start_iter: must be > 1 when")) << start;
   early.set_override("network.powersgd.error_feedback=false");
   early.set_override("network.powersgd.warm_start=false");
@@ -272,8 +265,8 @@ TEST(Config, WritesResolvedTomlThatReadsBack) {
   const auto p = tmp.root() / "config.toml";
   std::ofstream(p) << text;
   EXPECT_EQ(Config::from_file(p.string()).get_double("solver.lr.base_lr"), 0.05);
-  EXPECT_TRUE(
-      has(error_of([] { Config::from_file("/nonexistent/x.toml"); }), "/nonexistent/x.toml"));
+  EXPECT_TRUE(has(error_of<ConfigError>([] { Config::from_file("/nonexistent/x.toml"); }),
+                  "/nonexistent/x.toml"));
 }
 
 TEST(Config, ShippedConfigsAreValid) {
@@ -332,47 +325,51 @@ TEST(Config, DatasetKeysNameKeyAndLine) {
   EXPECT_DOUBLE_EQ(folder.get_double("train.mixup_alpha"), 0.2);
   EXPECT_TRUE(folder.get_bool("data.skip_corrupt"));
 
-  const std::string ds = error_of(
+  const std::string ds = error_of<ConfigError>(
       [] { Config::from_string("[data]\ndataset = \"imagenet\"\n", "d.toml").validate(); });
   EXPECT_TRUE(has(ds, "d.toml:2: data.dataset: unknown value 'imagenet'")) << ds;
   EXPECT_TRUE(has(ds, "cifar10, cifar100, image_folder, list")) << ds;
-  const std::string dir = error_of([] {
+  const std::string dir = error_of<ConfigError>([] {
     Config::from_string("[data]\ndataset = \"image_folder\"\ninput_size = [8, 8]\n", "g.toml")
         .validate();
   });
   EXPECT_TRUE(has(dir, "data.train_dir: must be set with data.dataset \"image_folder\"")) << dir;
-  const std::string size = error_of([] {
+  const std::string size = error_of<ConfigError>([] {
     Config::from_string("[data]\ndataset = \"list\"\ntrain_list = \"a\"\nval_list = \"b\"\n",
                         "l.toml")
         .validate();
   });
   EXPECT_TRUE(has(size, "data.input_size: must be set")) << size;
-  const std::string bad_size = error_of(
+  const std::string bad_size = error_of<ConfigError>(
       [] { Config::from_string("[data]\n\ninput_size = [0, 4, 4]\n", "s.toml").validate(); });
   EXPECT_TRUE(has(bad_size, "s.toml:3: data.input_size: expected [h, w]")) << bad_size;
-  const std::string cifar =
-      error_of([] { Config::from_string("[data]\ndataset = \"cifar10\"\n", "c.toml").validate(); });
+  const std::string cifar = error_of<ConfigError>(
+      [] { Config::from_string("[data]\ndataset = \"cifar10\"\n", "c.toml").validate(); });
   EXPECT_TRUE(has(cifar, "data.data_dir: must be set")) << cifar;
-  const std::string ch =
-      error_of([] { Config::from_string("[data]\nchannels = 2\n", "h.toml").validate(); });
+  const std::string ch = error_of<ConfigError>(
+      [] { Config::from_string("[data]\nchannels = 2\n", "h.toml").validate(); });
   EXPECT_TRUE(has(ch, "h.toml:2: data.channels: must be 0 (the dataset's own), 1 or 3, got 2"))
       << ch;
   Config flip;
   flip.set_override("train.aug.hflip=1.5");
-  EXPECT_TRUE(has(error_of([&] { flip.validate(); }), "--set: train.aug.hflip: must be a"));
+  EXPECT_TRUE(
+      has(error_of<ConfigError>([&] { flip.validate(); }), "--set: train.aug.hflip: must be a"));
   Config jitter;
   jitter.set_override("train.aug.color_jitter=[0.4, 0.4]");
-  EXPECT_TRUE(has(error_of([&] { jitter.validate(); }), "train.aug.color_jitter: expected"));
+  EXPECT_TRUE(
+      has(error_of<ConfigError>([&] { jitter.validate(); }), "train.aug.color_jitter: expected"));
   Config scale;
   scale.set_override("train.aug.random_resized_crop.scale=[0.5, 0.1]");
-  EXPECT_TRUE(has(error_of([&] { scale.validate(); }), "random_resized_crop.scale: expected"));
+  EXPECT_TRUE(
+      has(error_of<ConfigError>([&] { scale.validate(); }), "random_resized_crop.scale: expected"));
   Config both;
   both.set_override("train.aug.random_resized_crop.enable=true");
   both.set_override("train.aug.random_crop.enable=true");
-  EXPECT_TRUE(has(error_of([&] { both.validate(); }), "set only one of"));
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { both.validate(); }), "set only one of"));
   Config mix;
   mix.set_override("train.mixup_alpha=-1");
-  EXPECT_TRUE(has(error_of([&] { mix.validate(); }), "train.mixup_alpha: must be >= 0"));
+  EXPECT_TRUE(
+      has(error_of<ConfigError>([&] { mix.validate(); }), "train.mixup_alpha: must be >= 0"));
   Config warm;
   warm.set_override("solver.lr.is_warm=true");
   warm.set_override("solver.lr.warm.warm_epochs=2");
@@ -395,13 +392,15 @@ TEST(Config, SolverKeysForAdamGroupsAndClipping) {
 
   Config bad;
   bad.set_override("solver.optim.adam.betas=[0.9]");
-  EXPECT_TRUE(has(error_of([&] { bad.validate(); }), "solver.optim.adam.betas: expected 2 values"));
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { bad.validate(); }),
+                  "solver.optim.adam.betas: expected 2 values"));
   Config neg;
   neg.set_override("solver.clip_grad_norm=-1");
-  EXPECT_TRUE(has(error_of([&] { neg.validate(); }), "solver.clip_grad_norm: must be >= 0"));
+  EXPECT_TRUE(
+      has(error_of<ConfigError>([&] { neg.validate(); }), "solver.clip_grad_norm: must be >= 0"));
   Config opt;
   opt.set_override("solver.optim.optim_method=rmsprop");
-  EXPECT_TRUE(has(error_of([&] { opt.validate(); }), "(valid: sgd, adam, adamw)"));
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { opt.validate(); }), "(valid: sgd, adam, adamw)"));
   Config poly;
   poly.set_override("solver.lr.lr_policy=poly");
   poly.validate();
@@ -412,7 +411,7 @@ TEST(Config, SetBareWordMustBeTextTomlCanHold) {
   // as TOML and was then kept as a bare word, bytes and quotes included; the
   // config.toml written from it did not read back ("invalid utf-8 sequence").
   Config c;
-  const std::string msg = error_of([&] {
+  const std::string msg = error_of<ConfigError>([&] {
     c.set_override(
         "network.model_name=\"resnet\xb7"
         "6\"");
@@ -421,7 +420,7 @@ TEST(Config, SetBareWordMustBeTextTomlCanHold) {
                   "--set network.model_name: the value holds bytes that are not UTF-8 at "
                   "byte 7"))
       << msg;
-  EXPECT_TRUE(has(error_of([&] { c.set_override("device=cpu\x01"); }),
+  EXPECT_TRUE(has(error_of<ConfigError>([&] { c.set_override("device=cpu\x01"); }),
                   "--set device: the value holds control character 0x01 at byte 3"));
   EXPECT_EQ(c.get_string("network.model_name"), "fmnist_cnn");  // unchanged
   // Bare words that are text still work, UTF-8 included.
