@@ -17,172 +17,46 @@ namespace tcv::data {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-// `v` as JSON for an error message: shallow and short. nlohmann's dump()
-// recurses once per level, so a value nested a million deep (a 2 MB file)
-// would overflow the stack; here nesting below 4 levels and text beyond
-// about 100 characters become "...".
-void show(const json& v, int depth, std::string& out) {
-  if (out.size() > 100) return;
-  if (!v.is_structured()) {
-    // ASCII (\uXXXX escapes), so that cutting it splits no character.
-    const std::string t = v.dump(-1, ' ', true, json::error_handler_t::replace);
-    out += t.size() > 100 ? t.substr(0, 100) + "..." : t;
-    return;
-  }
-  const bool obj = v.is_object();
-  out += obj ? '{' : '[';
-  if (depth >= 4 && !v.empty()) out += "...";
-  if (depth < 4) {
-    bool first = true;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (!first) out += ',';
-      first = false;
-      if (out.size() > 100) {
-        out += "...";
-        break;
-      }
-      if (obj) {
-        show(json(it.key()), depth + 1, out);
-        out += ':';
-      }
-      show(*it, depth + 1, out);
-    }
-  }
-  out += obj ? '}' : ']';
-}
-
-std::string shown(const json& v) {
-  std::string out;
-  show(v, 0, out);
-  return out;
-}
-
-const json& member(const json& obj, const char* key, const std::string& name,
-                   const std::string& where) {
-  const auto it = obj.find(key);
-  TCV_CHECK(it != obj.end(), name, ": ", where, " has no \"", key, "\"");
-  return *it;
-}
-
-int64_t int_member(const json& obj, const char* key, const std::string& name,
-                   const std::string& where) {
-  const json& v = member(obj, key, name, where);
-  TCV_CHECK(v.is_number_integer(), name, ": ", where, " \"", key, "\" must be an integer, got ",
-            shown(v));
-  // Integers above int64's range (nlohmann's unsigned) would wrap.
-  TCV_CHECK(
-      !v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
-      name, ": ", where, " \"", key, "\" is ", v.get<uint64_t>(),
-      ", above the largest integer tcv reads (2^63 - 1)");
-  return v.get<int64_t>();
-}
-
-double number_member(const json& v, const std::string& name, const std::string& where,
-                     const char* key) {
-  TCV_CHECK(v.is_number() && std::isfinite(v.get<double>()), name, ": ", where, " \"", key,
-            "\" must be a finite number, got ", shown(v));
-  return v.get<double>();
-}
-
-std::string string_member(const json& obj, const char* key, const std::string& name,
-                          const std::string& where) {
-  const json& v = member(obj, key, name, where);
-  TCV_CHECK(v.is_string(), name, ": ", where, " \"", key, "\" must be a string, got ", shown(v));
-  return v.get<std::string>();
-}
-
-const json& array_member(const json& obj, const char* key, const std::string& name) {
-  const json& v = member(obj, key, name, "the file");
-  TCV_CHECK(v.is_array(), name, ": \"", key, "\" must be an array");
-  return v;
-}
-
-}  // namespace
-
-json parse_coco_json(const std::string& text, const std::string& name) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann's message quotes the token it read last, which may be megabytes long.
-    std::string what = e.what();
-    if (what.size() > 200) what = what.substr(0, 200) + "...";
-    TCV_THROW(name, ": bad JSON at byte ", e.byte, ": ", what);
-  } catch (const json::exception& e) {
-    // A number beyond a double ("1e+408") is nlohmann's out_of_range, not a parse_error.
-    std::string what = e.what();
-    if (what.size() > 200) what = what.substr(0, 200) + "...";
-    TCV_THROW(name, ": bad JSON: ", what);
-  }
-}
+using namespace coco_json;
 
 CocoFile parse_coco(const std::string& text, const std::string& name) {
   const json doc = parse_coco_json(text, name);
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
+  ImagesAndCategories ic = read_images_and_categories(doc, name);
   CocoFile f;
-  std::unordered_map<int64_t, size_t> image_at;
-  const json& images = array_member(doc, "images", name);
-  f.images.reserve(images.size());
-  for (size_t k = 0; k < images.size(); ++k) {
-    const json& j = images[k];
-    const std::string where = "images[" + std::to_string(k) + "]";
-    TCV_CHECK(j.is_object(), name, ": ", where, " is not an object");
-    CocoImage im;
-    im.id = int_member(j, "id", name, where);
-    im.file_name = string_member(j, "file_name", name, where);
-    im.width = int_member(j, "width", name, where);
-    im.height = int_member(j, "height", name, where);
-    TCV_CHECK(im.width > 0 && im.height > 0, name, ": ", where, " (", im.file_name, ") size ",
-              im.width, "x", im.height, " is not positive");
-    TCV_CHECK(image_at.emplace(im.id, k).second, name, ": ", where, " repeats image id ", im.id);
-    f.images.push_back(std::move(im));
-  }
-  std::unordered_map<int64_t, size_t> category_at;
-  const json& cats = array_member(doc, "categories", name);
-  for (size_t k = 0; k < cats.size(); ++k) {
-    const json& j = cats[k];
-    const std::string where = "categories[" + std::to_string(k) + "]";
-    TCV_CHECK(j.is_object(), name, ": ", where, " is not an object");
-    CocoCategory c;
-    c.id = int_member(j, "id", name, where);
-    c.name = string_member(j, "name", name, where);
-    if (j.contains("supercategory") && j["supercategory"].is_string())
-      c.supercategory = j["supercategory"].get<std::string>();
-    TCV_CHECK(category_at.emplace(c.id, k).second, name, ": ", where, " repeats category id ",
-              c.id);
-    f.categories.push_back(std::move(c));
-  }
+  f.images = std::move(ic.images);
+  f.categories = std::move(ic.categories);
+  const auto& image_at = ic.image_at;
+  const auto& category_at = ic.category_at;
   if (!doc.contains("annotations")) return f;
   const json& anns = array_member(doc, "annotations", name);
   f.annotations.reserve(anns.size());
   for (size_t k = 0; k < anns.size(); ++k) {
     const json& j = anns[k];
-    std::string where = "annotations[" + std::to_string(k) + "]";
-    TCV_CHECK(j.is_object(), name, ": ", where, " is not an object");
+    Where w{name, "annotations[" + std::to_string(k) + "]"};
+    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
     CocoObject o;
-    o.id = int_member(j, "id", name, where);
-    where += " (id " + std::to_string(o.id) + ")";
-    o.image_id = int_member(j, "image_id", name, where);
-    o.category_id = int_member(j, "category_id", name, where);
-    TCV_CHECK(image_at.count(o.image_id), name, ": ", where, " refers to image id ", o.image_id,
+    o.id = int_member(j, "id", w);
+    w.at += " (id " + std::to_string(o.id) + ")";
+    o.image_id = int_member(j, "image_id", w);
+    o.category_id = int_member(j, "category_id", w);
+    TCV_CHECK(image_at.count(o.image_id), name, ": ", w.at, " refers to image id ", o.image_id,
               ", which \"images\" does not list");
-    TCV_CHECK(category_at.count(o.category_id), name, ": ", where, " has category_id ",
+    TCV_CHECK(category_at.count(o.category_id), name, ": ", w.at, " has category_id ",
               o.category_id, ", which \"categories\" does not list");
-    const json& bb = member(j, "bbox", name, where);
-    TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", where,
+    const json& bb = member(j, "bbox", w);
+    TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", w.at,
               " \"bbox\" must be [x, y, w, h], got ", shown(bb));
-    for (size_t c = 0; c < 4; ++c) o.bbox[c] = number_member(bb[c], name, where, "bbox");
-    TCV_CHECK(o.bbox[2] >= 0 && o.bbox[3] >= 0, name, ": ", where, " \"bbox\" ", shown(bb),
+    for (size_t c = 0; c < 4; ++c) o.bbox[c] = number_value(bb[c], "bbox", w);
+    TCV_CHECK(o.bbox[2] >= 0 && o.bbox[3] >= 0, name, ": ", w.at, " \"bbox\" ", shown(bb),
               " has a negative width or height");
-    o.area =
-        j.contains("area") ? number_member(j["area"], name, where, "area") : o.bbox[2] * o.bbox[3];
+    o.area = j.contains("area") ? number_value(j["area"], "area", w) : o.bbox[2] * o.bbox[3];
     // w x h of two finite numbers may still overflow (1e200 x 1e200).
-    TCV_CHECK(std::isfinite(o.area), name, ": ", where, " \"bbox\" ", shown(bb),
+    TCV_CHECK(std::isfinite(o.area), name, ": ", w.at, " \"bbox\" ", shown(bb),
               " has no finite area (w x h overflows)");
     if (j.contains("iscrowd")) {
-      const int64_t c = int_member(j, "iscrowd", name, where);
-      TCV_CHECK(c == 0 || c == 1, name, ": ", where, " \"iscrowd\" is ", c, ", expected 0 or 1");
+      const int64_t c = int_member(j, "iscrowd", w);
+      TCV_CHECK(c == 0 || c == 1, name, ": ", w.at, " \"iscrowd\" is ", c, ", expected 0 or 1");
       o.iscrowd = c == 1;
     }
     f.annotations.push_back(std::move(o));

@@ -15,47 +15,9 @@ namespace tcv::data {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+using namespace coco_json;
+
 namespace {
-
-// Messages: "<file>: <where> ...".
-struct Where {
-  const std::string& file;
-  std::string at;
-};
-
-const json& member(const json& obj, const char* key, const Where& w) {
-  const auto it = obj.find(key);
-  TCV_CHECK(it != obj.end(), w.file, ": ", w.at, " has no \"", key, "\"");
-  return *it;
-}
-
-int64_t int_value(const json& v, const char* key, const Where& w) {
-  TCV_CHECK(v.is_number_integer(), w.file, ": ", w.at, " \"", key, "\" must be an integer, got ",
-            v.dump());
-  // Integers above int64's range (nlohmann's unsigned) would wrap.
-  TCV_CHECK(
-      !v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
-      w.file, ": ", w.at, " \"", key, "\" is ", v.get<uint64_t>(),
-      ", above the largest integer tcv reads (2^63 - 1)");
-  return v.get<int64_t>();
-}
-
-double number_value(const json& v, const char* key, const Where& w) {
-  TCV_CHECK(v.is_number() && std::isfinite(v.get<double>()), w.file, ": ", w.at, " \"", key,
-            "\" must be a finite number, got ", v.dump());
-  return v.get<double>();
-}
-
-std::string string_value(const json& v, const char* key, const Where& w) {
-  TCV_CHECK(v.is_string(), w.file, ": ", w.at, " \"", key, "\" must be a string, got ", v.dump());
-  return v.get<std::string>();
-}
-
-const json& array_member(const json& doc, const char* key, const std::string& file) {
-  const json& v = member(doc, key, {file, "the file"});
-  TCV_CHECK(v.is_array(), file, ": \"", key, "\" must be an array");
-  return v;
-}
 
 Segmentation parse_segmentation(const json& j, int64_t img_h, int64_t img_w, const Where& w) {
   Segmentation s;
@@ -65,7 +27,7 @@ Segmentation parse_segmentation(const json& j, int64_t img_h, int64_t img_w, con
       TCV_CHECK(poly.is_array() && poly.size() >= 6 && poly.size() % 2 == 0, w.file, ": ", w.at,
                 " \"segmentation\"[", p,
                 "] must be a polygon: an even number (at least 6) of coordinates, got ",
-                poly.dump().substr(0, 80));
+                shown(poly));
       std::vector<double> xy(poly.size());
       for (size_t k = 0; k < poly.size(); ++k) xy[k] = number_value(poly[k], "segmentation", w);
       s.polygons.push_back(std::move(xy));
@@ -74,16 +36,16 @@ Segmentation parse_segmentation(const json& j, int64_t img_h, int64_t img_w, con
   }
   TCV_CHECK(j.is_object(), w.file, ": ", w.at,
             " \"segmentation\" must be a list of polygons or {\"counts\", \"size\"}, got ",
-            j.dump().substr(0, 80));
+            shown(j));
   const json& size = member(j, "size", {w.file, w.at + " \"segmentation\""});
   TCV_CHECK(size.is_array() && size.size() == 2 && size[0].is_number_integer() &&
                 size[1].is_number_integer(),
             w.file, ": ", w.at, " \"segmentation\" \"size\" must be [height, width], got ",
-            size.dump());
+            shown(size));
   s.rle_height = size[0].get<int64_t>();
   s.rle_width = size[1].get<int64_t>();
   TCV_CHECK(s.rle_height == img_h && s.rle_width == img_w, w.file, ": ", w.at,
-            " \"segmentation\" \"size\" ", size.dump(), " differs from its image's [", img_h, ", ",
+            " \"segmentation\" \"size\" ", shown(size), " differs from its image's [", img_h, ", ",
             img_w, "]");
   const std::string what = w.file + ": " + w.at + " \"segmentation\"";
   const int64_t pixels = mask_pixels(s.rle_height, s.rle_width, what);
@@ -95,10 +57,10 @@ Segmentation parse_segmentation(const json& j, int64_t img_h, int64_t img_w, con
     s.rle.reserve(counts.size());
     for (const json& c : counts) {
       const bool run = c.is_number_unsigned() || (c.is_number_integer() && c.get<int64_t>() >= 0);
-      TCV_CHECK(run, what, " \"counts\" holds ", c.dump(), ", not a run length");
+      TCV_CHECK(run, what, " \"counts\" holds ", shown(c), ", not a run length");
       TCV_CHECK(!c.is_number_unsigned() ||
                     c.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
-                what, " \"counts\" holds ", c.dump(), ", more than the mask's ", pixels, " pixels");
+                what, " \"counts\" holds ", shown(c), ", more than the mask's ", pixels, " pixels");
       s.rle.push_back(c.get<int64_t>());
     }
   }
@@ -127,38 +89,12 @@ json segmentation_json(const Segmentation& s) {
 CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string& name) {
   const json doc = parse_coco_json(text, name);
   TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
+  ImagesAndCategories ic = read_images_and_categories(doc, name);
   CocoKeypointFile f;
-  std::unordered_map<int64_t, size_t> image_at;
-  const json& images = array_member(doc, "images", name);
-  for (size_t k = 0; k < images.size(); ++k) {
-    const json& j = images[k];
-    const Where w{name, "images[" + std::to_string(k) + "]"};
-    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
-    CocoImage im;
-    im.id = int_value(member(j, "id", w), "id", w);
-    im.file_name = string_value(member(j, "file_name", w), "file_name", w);
-    im.width = int_value(member(j, "width", w), "width", w);
-    im.height = int_value(member(j, "height", w), "height", w);
-    TCV_CHECK(im.width > 0 && im.height > 0, name, ": ", w.at, " (", im.file_name, ") size ",
-              im.width, "x", im.height, " is not positive");
-    TCV_CHECK(image_at.emplace(im.id, k).second, name, ": ", w.at, " repeats image id ", im.id);
-    f.images.push_back(std::move(im));
-  }
-  std::unordered_map<int64_t, size_t> category_at;
-  const json& cats = array_member(doc, "categories", name);
-  for (size_t k = 0; k < cats.size(); ++k) {
-    const json& j = cats[k];
-    const Where w{name, "categories[" + std::to_string(k) + "]"};
-    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
-    CocoCategory c;
-    c.id = int_value(member(j, "id", w), "id", w);
-    c.name = string_value(member(j, "name", w), "name", w);
-    if (j.contains("supercategory") && j["supercategory"].is_string())
-      c.supercategory = j["supercategory"].get<std::string>();
-    TCV_CHECK(category_at.emplace(c.id, k).second, name, ": ", w.at, " repeats category id ", c.id);
-    f.categories.push_back(std::move(c));
-  }
-  if (!doc.contains("annotations")) return f;
+  f.images = std::move(ic.images);
+  f.categories = std::move(ic.categories);
+  const auto& image_at = ic.image_at;
+  const auto& category_at = ic.category_at;
   const json& anns = array_member(doc, "annotations", name);
   f.annotations.reserve(anns.size());
   for (size_t k = 0; k < anns.size(); ++k) {
@@ -166,10 +102,10 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
     Where w{name, "annotations[" + std::to_string(k) + "]"};
     TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
     CocoPersonAnnotation a;
-    a.id = int_value(member(j, "id", w), "id", w);
+    a.id = int_member(j, "id", w);
     w.at += " (id " + std::to_string(a.id) + ")";
-    a.image_id = int_value(member(j, "image_id", w), "image_id", w);
-    a.category_id = int_value(member(j, "category_id", w), "category_id", w);
+    a.image_id = int_member(j, "image_id", w);
+    a.category_id = int_member(j, "category_id", w);
     const auto img = image_at.find(a.image_id);
     TCV_CHECK(img != image_at.end(), name, ": ", w.at, " refers to image id ", a.image_id,
               ", which \"images\" does not list");
@@ -185,12 +121,12 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
       const json& kp = member(j, "keypoints", w);
       TCV_CHECK(kp.is_array() && kp.size() == 3 * kCocoKeypoints, name, ": ", w.at,
                 " \"keypoints\" must be 17 (x, y, v) triples (51 numbers), got ",
-                kp.is_array() ? std::to_string(kp.size()) + " values" : kp.dump().substr(0, 80));
+                kp.is_array() ? std::to_string(kp.size()) + " values" : shown(kp));
       for (size_t p = 0; p < static_cast<size_t>(kCocoKeypoints); ++p) {
         Keypoint& q = a.keypoints[p];
         const double v = number_value(kp[3 * p + 2], "keypoints", w);
         TCV_CHECK(v == 0 || v == 1 || v == 2, name, ": ", w.at, " \"keypoints\" visibility of ",
-                  coco_keypoint_names()[p], " is ", kp[3 * p + 2].dump(), ", expected 0, 1 or 2");
+                  coco_keypoint_names()[p], " is ", shown(kp[3 * p + 2]), ", expected 0, 1 or 2");
         q.v = static_cast<int>(v);
         q.x = number_value(kp[3 * p], "keypoints", w) + 0.5;
         q.y = number_value(kp[3 * p + 1], "keypoints", w) + 0.5;
@@ -206,9 +142,9 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
     if (j.contains("bbox")) {
       const json& bb = j["bbox"];
       TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", w.at,
-                " \"bbox\" must be [x, y, w, h], got ", bb.dump());
+                " \"bbox\" must be [x, y, w, h], got ", shown(bb));
       for (size_t c = 0; c < 4; ++c) a.bbox[c] = number_value(bb[c], "bbox", w);
-      TCV_CHECK(a.bbox[2] >= 0 && a.bbox[3] >= 0, name, ": ", w.at, " \"bbox\" ", bb.dump(),
+      TCV_CHECK(a.bbox[2] >= 0 && a.bbox[3] >= 0, name, ": ", w.at, " \"bbox\" ", shown(bb),
                 " has a negative width or height");
     } else {
       const Box b = keypoint_box(a.keypoints);
