@@ -287,47 +287,28 @@ Tensor unary_grad(kernels::UnaryOp op, const Tensor& g, const Tensor& saved, dou
   return dx;
 }
 
-Tensor neg(const Tensor& x) {
-  return unary(UnaryOp::neg, x);
-}
-Tensor abs(const Tensor& x) {
-  return unary(UnaryOp::abs, x);
-}
-Tensor exp(const Tensor& x) {
-  return unary(UnaryOp::exp, x);
-}
-Tensor log(const Tensor& x) {
-  return unary(UnaryOp::log, x);
-}
-Tensor sqrt(const Tensor& x) {
-  return unary(UnaryOp::sqrt, x);
-}
-Tensor rsqrt(const Tensor& x) {
-  return unary(UnaryOp::rsqrt, x);
-}
-Tensor square(const Tensor& x) {
-  return unary(UnaryOp::square, x);
-}
-Tensor sign(const Tensor& x) {
-  return unary(UnaryOp::sign, x);
-}
-Tensor relu(const Tensor& x) {
-  return unary(UnaryOp::relu, x);
-}
-Tensor relu6(const Tensor& x) {
-  return unary(UnaryOp::relu6, x);
-}
+// The one-argument ops of ops.h, each the unary op of its name.
+#define TCV_UNARY_OP(name)          \
+  Tensor name(const Tensor& x) {    \
+    return unary(UnaryOp::name, x); \
+  }
+TCV_UNARY_OP(neg)
+TCV_UNARY_OP(abs)
+TCV_UNARY_OP(exp)
+TCV_UNARY_OP(log)
+TCV_UNARY_OP(sqrt)
+TCV_UNARY_OP(rsqrt)
+TCV_UNARY_OP(square)
+TCV_UNARY_OP(sign)
+TCV_UNARY_OP(relu)
+TCV_UNARY_OP(relu6)
+TCV_UNARY_OP(sigmoid)
+TCV_UNARY_OP(tanh)
+TCV_UNARY_OP(hardswish)
+#undef TCV_UNARY_OP
+
 Tensor leaky_relu(const Tensor& x, double slope) {
   return unary(UnaryOp::leaky_relu, x, slope);
-}
-Tensor sigmoid(const Tensor& x) {
-  return unary(UnaryOp::sigmoid, x);
-}
-Tensor tanh(const Tensor& x) {
-  return unary(UnaryOp::tanh, x);
-}
-Tensor hardswish(const Tensor& x) {
-  return unary(UnaryOp::hardswish, x);
 }
 Tensor clamp(const Tensor& x, double lo, double hi) {
   TCV_CHECK(lo <= hi, "[clamp] min ", lo, " > max ", hi);
