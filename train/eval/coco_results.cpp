@@ -34,15 +34,22 @@ std::vector<T> parse_results_list(const std::string& json, const std::string& na
   return out;
 }
 
+// A result with its "image_id", "category_id" and a finite "score" read.
+template <typename R>
+R with_id_and_score(const Json& e) {
+  R r;
+  r.image_id = json_int(e, "image_id");
+  r.category_id = json_int(e, "category_id");
+  r.score = json_double(e, "score");
+  TCV_CHECK(std::isfinite(r.score), "score is ", r.score);
+  return r;
+}
+
 }  // namespace
 
 std::vector<CocoDetection> parse_coco_results(const std::string& json, const std::string& name) {
   return parse_results_list<CocoDetection>(json, name, [](const Json& e) {
-    CocoDetection d;
-    d.image_id = json_int(e, "image_id");
-    d.category_id = json_int(e, "category_id");
-    d.score = json_double(e, "score");
-    TCV_CHECK(std::isfinite(d.score), "score is ", d.score);
+    CocoDetection d = with_id_and_score<CocoDetection>(e);
     const Json& b = json_at(e, "bbox");
     TCV_CHECK(b.is_array() && b.size() == 4, "\"bbox\" must be [x, y, w, h]");
     for (size_t k = 0; k < 4; ++k) {
@@ -60,11 +67,7 @@ std::vector<CocoKeypointResult> parse_coco_keypoint_results(const std::string& j
                                                             const std::string& name,
                                                             int64_t num_keypoints) {
   return parse_results_list<CocoKeypointResult>(json, name, [&](const Json& e) {
-    CocoKeypointResult r;
-    r.image_id = json_int(e, "image_id");
-    r.category_id = json_int(e, "category_id");
-    r.score = json_double(e, "score");
-    TCV_CHECK(std::isfinite(r.score), "score is ", r.score);
+    CocoKeypointResult r = with_id_and_score<CocoKeypointResult>(e);
     const Json& k = json_at(e, "keypoints");
     TCV_CHECK(k.is_array() && static_cast<int64_t>(k.size()) == 3 * num_keypoints,
               "\"keypoints\" must hold ", 3 * num_keypoints, " numbers (x, y, v per keypoint)");
