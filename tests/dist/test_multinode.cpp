@@ -303,6 +303,18 @@ class MultiMachineFaults : public MultiMachineTest {
       EXPECT_LT(r.stop_s(k), kTimeout + slack) << "machine " << k << ":\n" << r.job.out(k);
     }
   }
+
+  // Runs the job and, mid-run, sends `sig` to rank 1 (on machine 1); its pid
+  // (-1, and a test failure, when it was not found).
+  pid_t run_signalling_rank1(const NetnsLab& lab, FaultRun& r, int sig) {
+    pid_t victim = -1;
+    run_fault(lab, r, [&] {
+      victim = test::find_rank(r.job.kids[1].pid, 1);
+      ASSERT_GT(victim, 0);
+      kill(victim, sig);
+    });
+    return victim;
+  }
 };
 
 TEST_F(MultiMachineFaults, LostMachineStopsTheOtherNamingTheRankAndItsMachine) {
@@ -343,12 +355,7 @@ TEST_F(MultiMachineFaults, KilledRankStopsEveryMachine) {
   NetnsLab lab(2);
   if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
   FaultRun r;
-  pid_t victim = -1;
-  run_fault(lab, r, [&] {
-    victim = test::find_rank(r.job.kids[1].pid, 1);
-    ASSERT_GT(victim, 0);
-    kill(victim, SIGKILL);
-  });
+  const pid_t victim = run_signalling_rank1(lab, r, SIGKILL);
   report("rank 1 (machine 1) SIGKILLed", r);
   expect_both_stopped(r, 3);
   const std::string killed =
@@ -364,12 +371,7 @@ TEST_F(MultiMachineFaults, StoppedRankStopsEveryMachineWithinTheTimeout) {
   NetnsLab lab(2);
   if (!lab.ok()) GTEST_SKIP() << lab.skip_reason();
   FaultRun r;
-  pid_t victim = -1;
-  run_fault(lab, r, [&] {
-    victim = test::find_rank(r.job.kids[1].pid, 1);
-    ASSERT_GT(victim, 0);
-    kill(victim, SIGSTOP);
-  });
+  const pid_t victim = run_signalling_rank1(lab, r, SIGSTOP);
   report("rank 1 (machine 1) SIGSTOPped", r);
   if (victim > 0) kill(victim, SIGKILL);
   expect_both_stopped(r, 4);
