@@ -20,47 +20,20 @@ using nlohmann::json;
 using namespace coco_json;
 
 CocoFile parse_coco(const std::string& text, const std::string& name) {
-  const json doc = parse_coco_json(text, name);
-  TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
-  ImagesAndCategories ic = read_images_and_categories(doc, name);
+  CocoDocument d = read_coco_document(text, name);
   CocoFile f;
-  f.images = std::move(ic.images);
-  f.categories = std::move(ic.categories);
-  const auto& image_at = ic.image_at;
-  const auto& category_at = ic.category_at;
-  if (!doc.contains("annotations")) return f;
-  const json& anns = array_member(doc, "annotations", name);
-  f.annotations.reserve(anns.size());
-  for (size_t k = 0; k < anns.size(); ++k) {
-    const json& j = anns[k];
-    Where w{name, "annotations[" + std::to_string(k) + "]"};
-    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+  for_each_annotation(d, name, true, [&](const json& j, const Where& w, const AnnotationHead& h) {
     CocoObject o;
-    o.id = int_member(j, "id", w);
-    w.at += " (id " + std::to_string(o.id) + ")";
-    o.image_id = int_member(j, "image_id", w);
-    o.category_id = int_member(j, "category_id", w);
-    TCV_CHECK(image_at.count(o.image_id), name, ": ", w.at, " refers to image id ", o.image_id,
-              ", which \"images\" does not list");
-    TCV_CHECK(category_at.count(o.category_id), name, ": ", w.at, " has category_id ",
-              o.category_id, ", which \"categories\" does not list");
-    const json& bb = member(j, "bbox", w);
-    TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", w.at,
-              " \"bbox\" must be [x, y, w, h], got ", shown(bb));
-    for (size_t c = 0; c < 4; ++c) o.bbox[c] = number_value(bb[c], "bbox", w);
-    TCV_CHECK(o.bbox[2] >= 0 && o.bbox[3] >= 0, name, ": ", w.at, " \"bbox\" ", shown(bb),
-              " has a negative width or height");
-    o.area = j.contains("area") ? number_value(j["area"], "area", w) : o.bbox[2] * o.bbox[3];
-    // w x h of two finite numbers may still overflow (1e200 x 1e200).
-    TCV_CHECK(std::isfinite(o.area), name, ": ", w.at, " \"bbox\" ", shown(bb),
-              " has no finite area (w x h overflows)");
-    if (j.contains("iscrowd")) {
-      const int64_t c = int_member(j, "iscrowd", w);
-      TCV_CHECK(c == 0 || c == 1, name, ": ", w.at, " \"iscrowd\" is ", c, ", expected 0 or 1");
-      o.iscrowd = c == 1;
-    }
+    o.id = h.id;
+    o.image_id = h.image_id;
+    o.category_id = h.category_id;
+    o.iscrowd = h.iscrowd;
+    o.bbox = read_bbox(member(j, "bbox", w), w);
+    o.area = read_area(j, o.bbox, w);
     f.annotations.push_back(std::move(o));
-  }
+  });
+  f.images = std::move(d.images);
+  f.categories = std::move(d.categories);
   return f;
 }
 

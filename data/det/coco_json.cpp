@@ -113,14 +113,26 @@ const json& array_member(const json& doc, const char* key, const std::string& fi
   return v;
 }
 
-ImagesAndCategories read_images_and_categories(const json& doc, const std::string& name) {
-  ImagesAndCategories f;
-  const json& images = array_member(doc, "images", name);
-  f.images.reserve(images.size());
-  for (size_t k = 0; k < images.size(); ++k) {
-    const json& j = images[k];
-    const Where w{name, "images[" + std::to_string(k) + "]"};
-    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+namespace {
+
+// fn(j, w) for each entry of the top-level array `key`, each an object.
+template <typename F>
+void for_each_entry(const json& doc, const char* key, const std::string& name, F&& fn) {
+  const json& entries = array_member(doc, key, name);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Where w{name, std::string(key) + "[" + std::to_string(k) + "]"};
+    TCV_CHECK(entries[k].is_object(), name, ": ", w.at, " is not an object");
+    fn(entries[k], w);
+  }
+}
+
+}  // namespace
+
+CocoDocument read_coco_document(const std::string& text, const std::string& name) {
+  CocoDocument d;
+  d.doc = parse_coco_json(text, name);
+  TCV_CHECK(d.doc.is_object(), name, ": expected a JSON object at the top level");
+  for_each_entry(d.doc, "images", name, [&](const json& j, const Where& w) {
     CocoImage im;
     im.id = int_member(j, "id", w);
     im.file_name = string_member(j, "file_name", w);
@@ -128,24 +140,60 @@ ImagesAndCategories read_images_and_categories(const json& doc, const std::strin
     im.height = int_member(j, "height", w);
     TCV_CHECK(im.width > 0 && im.height > 0, name, ": ", w.at, " (", im.file_name, ") size ",
               im.width, "x", im.height, " is not positive");
-    TCV_CHECK(f.image_at.emplace(im.id, k).second, name, ": ", w.at, " repeats image id ", im.id);
-    f.images.push_back(std::move(im));
-  }
-  const json& cats = array_member(doc, "categories", name);
-  for (size_t k = 0; k < cats.size(); ++k) {
-    const json& j = cats[k];
-    const Where w{name, "categories[" + std::to_string(k) + "]"};
-    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+    TCV_CHECK(d.image_at.emplace(im.id, d.images.size()).second, name, ": ", w.at,
+              " repeats image id ", im.id);
+    d.images.push_back(std::move(im));
+  });
+  for_each_entry(d.doc, "categories", name, [&](const json& j, const Where& w) {
     CocoCategory c;
     c.id = int_member(j, "id", w);
     c.name = string_member(j, "name", w);
     if (j.contains("supercategory") && j["supercategory"].is_string())
       c.supercategory = j["supercategory"].get<std::string>();
-    TCV_CHECK(f.category_at.emplace(c.id, k).second, name, ": ", w.at, " repeats category id ",
-              c.id);
-    f.categories.push_back(std::move(c));
+    TCV_CHECK(d.category_at.emplace(c.id, d.categories.size()).second, name, ": ", w.at,
+              " repeats category id ", c.id);
+    d.categories.push_back(std::move(c));
+  });
+  return d;
+}
+
+AnnotationHead read_annotation_head(const CocoDocument& d, const json& j, Where& w) {
+  TCV_CHECK(j.is_object(), w.file, ": ", w.at, " is not an object");
+  AnnotationHead h;
+  h.id = int_member(j, "id", w);
+  w.at += " (id " + std::to_string(h.id) + ")";
+  h.image_id = int_member(j, "image_id", w);
+  h.category_id = int_member(j, "category_id", w);
+  const auto img = d.image_at.find(h.image_id);
+  TCV_CHECK(img != d.image_at.end(), w.file, ": ", w.at, " refers to image id ", h.image_id,
+            ", which \"images\" does not list");
+  TCV_CHECK(d.category_at.count(h.category_id), w.file, ": ", w.at, " has category_id ",
+            h.category_id, ", which \"categories\" does not list");
+  h.image = img->second;
+  if (j.contains("iscrowd")) {
+    const int64_t c = int_member(j, "iscrowd", w);
+    TCV_CHECK(c == 0 || c == 1, w.file, ": ", w.at, " \"iscrowd\" is ", c, ", expected 0 or 1");
+    h.iscrowd = c == 1;
   }
-  return f;
+  return h;
+}
+
+std::array<double, 4> read_bbox(const json& bb, const Where& w) {
+  TCV_CHECK(bb.is_array() && bb.size() == 4, w.file, ": ", w.at,
+            " \"bbox\" must be [x, y, w, h], got ", shown(bb));
+  std::array<double, 4> b{};
+  for (size_t c = 0; c < 4; ++c) b[c] = number_value(bb[c], "bbox", w);
+  TCV_CHECK(b[2] >= 0 && b[3] >= 0, w.file, ": ", w.at, " \"bbox\" ", shown(bb),
+            " has a negative width or height");
+  return b;
+}
+
+double read_area(const json& j, const std::array<double, 4>& bbox, const Where& w) {
+  const double area = j.contains("area") ? number_value(j["area"], "area", w) : bbox[2] * bbox[3];
+  // w x h of two finite numbers may still overflow (1e200 x 1e200).
+  TCV_CHECK(std::isfinite(area), w.file, ": ", w.at, " \"bbox\" [", bbox[0], ", ", bbox[1], ", ",
+            bbox[2], ", ", bbox[3], "] has no finite area (w x h overflows)");
+  return area;
 }
 
 }  // namespace coco_json

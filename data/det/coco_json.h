@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -49,17 +50,50 @@ std::string string_member(const json& obj, const char* key, const Where& w);
 /// The top-level array doc[key] of file `file`.
 const json& array_member(const json& doc, const char* key, const std::string& file);
 
-/// The "images" and "categories" of a COCO file, each id once.
-struct ImagesAndCategories {
+/// A COCO file's document with its "images" and "categories" read, each id once.
+struct CocoDocument {
+  json doc;
   std::vector<CocoImage> images;
   std::vector<CocoCategory> categories;
   /// Index in `images` / `categories` of each id.
   std::unordered_map<int64_t, size_t> image_at, category_at;
 };
-/// Reads them from `doc` (file `name`): a missing array or key, a mistyped
-/// value, a size that is not positive or a repeated id is an error naming the
-/// entry.
-ImagesAndCategories read_images_and_categories(const json& doc, const std::string& name);
+/// Parses `text` (file `name`) and reads its images and categories: bad JSON,
+/// a top level that is not an object, a missing array or key, a mistyped
+/// value, a size that is not positive or a repeated id is an error naming
+/// the entry.
+CocoDocument read_coco_document(const std::string& text, const std::string& name);
+
+/// What every entry of "annotations" holds.
+struct AnnotationHead {
+  int64_t id = 0, image_id = 0, category_id = 0;
+  /// Index of its image in CocoDocument::images.
+  size_t image = 0;
+  /// "iscrowd" (0 or 1; false when absent).
+  bool iscrowd = false;
+};
+/// Reads entry `j` of "annotations": its id (appended to w.at as " (id N)"),
+/// an image and a category the file lists, and iscrowd.
+AnnotationHead read_annotation_head(const CocoDocument& d, const json& j, Where& w);
+
+/// "bbox" [x, y, w, h]: four finite numbers, w and h not negative.
+std::array<double, 4> read_bbox(const json& bb, const Where& w);
+/// Entry j's "area", or bbox's w·h where it has none; finite.
+double read_area(const json& j, const std::array<double, 4>& bbox, const Where& w);
+
+/// fn(j, w, head) for each entry of d.doc["annotations"], in order (an entry
+/// that is not an object is an error); nothing when `optional` and the file
+/// has no "annotations".
+template <typename F>
+void for_each_annotation(const CocoDocument& d, const std::string& name, bool optional, F&& fn) {
+  if (optional && !d.doc.contains("annotations")) return;
+  const json& anns = array_member(d.doc, "annotations", name);
+  for (size_t k = 0; k < anns.size(); ++k) {
+    Where w{name, "annotations[" + std::to_string(k) + "]"};
+    const AnnotationHead head = read_annotation_head(d, anns[k], w);
+    fn(anns[k], w, head);
+  }
+}
 
 }  // namespace coco_json
 }  // namespace tcv::data

@@ -87,36 +87,15 @@ json segmentation_json(const Segmentation& s) {
 }  // namespace
 
 CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string& name) {
-  const json doc = parse_coco_json(text, name);
-  TCV_CHECK(doc.is_object(), name, ": expected a JSON object at the top level");
-  ImagesAndCategories ic = read_images_and_categories(doc, name);
+  CocoDocument d = read_coco_document(text, name);
   CocoKeypointFile f;
-  f.images = std::move(ic.images);
-  f.categories = std::move(ic.categories);
-  const auto& image_at = ic.image_at;
-  const auto& category_at = ic.category_at;
-  const json& anns = array_member(doc, "annotations", name);
-  f.annotations.reserve(anns.size());
-  for (size_t k = 0; k < anns.size(); ++k) {
-    const json& j = anns[k];
-    Where w{name, "annotations[" + std::to_string(k) + "]"};
-    TCV_CHECK(j.is_object(), name, ": ", w.at, " is not an object");
+  for_each_annotation(d, name, false, [&](const json& j, const Where& w, const AnnotationHead& h) {
     CocoPersonAnnotation a;
-    a.id = int_member(j, "id", w);
-    w.at += " (id " + std::to_string(a.id) + ")";
-    a.image_id = int_member(j, "image_id", w);
-    a.category_id = int_member(j, "category_id", w);
-    const auto img = image_at.find(a.image_id);
-    TCV_CHECK(img != image_at.end(), name, ": ", w.at, " refers to image id ", a.image_id,
-              ", which \"images\" does not list");
-    TCV_CHECK(category_at.count(a.category_id), name, ": ", w.at, " has category_id ",
-              a.category_id, ", which \"categories\" does not list");
-    const CocoImage& im = f.images[img->second];
-    if (j.contains("iscrowd")) {
-      const int64_t c = int_value(j["iscrowd"], "iscrowd", w);
-      TCV_CHECK(c == 0 || c == 1, name, ": ", w.at, " \"iscrowd\" is ", c, ", expected 0 or 1");
-      a.iscrowd = c == 1;
-    }
+    a.id = h.id;
+    a.image_id = h.image_id;
+    a.category_id = h.category_id;
+    a.iscrowd = h.iscrowd;
+    const CocoImage& im = d.images[h.image];
     if (j.contains("keypoints") || !a.iscrowd) {
       const json& kp = member(j, "keypoints", w);
       TCV_CHECK(kp.is_array() && kp.size() == 3 * kCocoKeypoints, name, ": ", w.at,
@@ -140,24 +119,18 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
                 a.num_keypoints, " keypoints are labelled");
     }
     if (j.contains("bbox")) {
-      const json& bb = j["bbox"];
-      TCV_CHECK(bb.is_array() && bb.size() == 4, name, ": ", w.at,
-                " \"bbox\" must be [x, y, w, h], got ", shown(bb));
-      for (size_t c = 0; c < 4; ++c) a.bbox[c] = number_value(bb[c], "bbox", w);
-      TCV_CHECK(a.bbox[2] >= 0 && a.bbox[3] >= 0, name, ": ", w.at, " \"bbox\" ", shown(bb),
-                " has a negative width or height");
+      a.bbox = read_bbox(j["bbox"], w);
     } else {
       const Box b = keypoint_box(a.keypoints);
       a.bbox = {b[0], b[1], b[2] - b[0], b[3] - b[1]};
     }
-    a.area = j.contains("area") ? number_value(j["area"], "area", w) : a.bbox[2] * a.bbox[3];
-    // w x h of two finite numbers may still overflow (1e200 x 1e200).
-    TCV_CHECK(std::isfinite(a.area), name, ": ", w.at, " \"bbox\" [", a.bbox[0], ", ", a.bbox[1],
-              ", ", a.bbox[2], ", ", a.bbox[3], "] has no finite area (w x h overflows)");
+    a.area = read_area(j, a.bbox, w);
     if (j.contains("segmentation"))
       a.segmentation = parse_segmentation(j["segmentation"], im.height, im.width, w);
     f.annotations.push_back(std::move(a));
-  }
+  });
+  f.images = std::move(d.images);
+  f.categories = std::move(d.categories);
   return f;
 }
 

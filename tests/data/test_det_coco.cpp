@@ -205,7 +205,7 @@ TEST(Coco, BoxesWhoseAreaOverflowsAreErrors) {
       R"({"images": [{"id": 4, "file_name": "a.jpg", "width": 9, "height": 9}],)"
       R"( "categories": [{"id": 1, "name": "x"}], "annotations": [{"id": 1, "image_id": 4,)"
       R"( "category_id": 1, "bbox": [0, 0, 1e200, 1e200]}]})");
-  EXPECT_NE(e.find("inst.json: annotations[0] (id 1) \"bbox\" [0,0,1e+200,1e+200] has no finite "
+  EXPECT_NE(e.find("inst.json: annotations[0] (id 1) \"bbox\" [0, 0, 1e+200, 1e+200] has no finite "
                    "area (w x h overflows)"),
             std::string::npos)
       << e;
