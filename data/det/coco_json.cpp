@@ -113,21 +113,6 @@ const json& array_member(const json& doc, const char* key, const std::string& fi
   return v;
 }
 
-namespace {
-
-// fn(j, w) for each entry of the top-level array `key`, each an object.
-template <typename F>
-void for_each_entry(const json& doc, const char* key, const std::string& name, F&& fn) {
-  const json& entries = array_member(doc, key, name);
-  for (size_t k = 0; k < entries.size(); ++k) {
-    const Where w{name, std::string(key) + "[" + std::to_string(k) + "]"};
-    TCV_CHECK(entries[k].is_object(), name, ": ", w.at, " is not an object");
-    fn(entries[k], w);
-  }
-}
-
-}  // namespace
-
 CocoDocument read_coco_document(const std::string& text, const std::string& name) {
   CocoDocument d;
   d.doc = parse_coco_json(text, name);
@@ -158,7 +143,6 @@ CocoDocument read_coco_document(const std::string& text, const std::string& name
 }
 
 AnnotationHead read_annotation_head(const CocoDocument& d, const json& j, Where& w) {
-  TCV_CHECK(j.is_object(), w.file, ": ", w.at, " is not an object");
   AnnotationHead h;
   h.id = int_member(j, "id", w);
   w.at += " (id " + std::to_string(h.id) + ")";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/det/coco.h"
+#include "engine/error.h"
 
 namespace tcv::data {
 
@@ -72,7 +73,7 @@ struct AnnotationHead {
   /// "iscrowd" (0 or 1; false when absent).
   bool iscrowd = false;
 };
-/// Reads entry `j` of "annotations": its id (appended to w.at as " (id N)"),
+/// Reads object `j` of "annotations": its id (appended to w.at as " (id N)"),
 /// an image and a category the file lists, and iscrowd.
 AnnotationHead read_annotation_head(const CocoDocument& d, const json& j, Where& w);
 
@@ -81,18 +82,30 @@ std::array<double, 4> read_bbox(const json& bb, const Where& w);
 /// Entry j's "area", or bbox's w·h where it has none; finite.
 double read_area(const json& j, const std::array<double, 4>& bbox, const Where& w);
 
-/// fn(j, w, head) for each entry of d.doc["annotations"], in order (an entry
-/// that is not an object is an error); nothing when `optional` and the file
+/// fn(j, w) for each entry j of the top-level array doc[key] of file `name`,
+/// in order, w naming it ("images[3]"); an entry that is not an object is an
+/// error.
+template <typename F>
+void for_each_entry(const json& doc, const char* key, const std::string& name, F&& fn) {
+  const json& entries = array_member(doc, key, name);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const Where w{name, std::string(key) + "[" + std::to_string(k) + "]"};
+    TCV_CHECK(entries[k].is_object(), name, ": ", w.at, " is not an object");
+    fn(entries[k], w);
+  }
+}
+
+/// fn(j, w, head) for each entry of d.doc["annotations"] (for_each_entry, its
+/// head read and w naming its id too); nothing when `optional` and the file
 /// has no "annotations".
 template <typename F>
 void for_each_annotation(const CocoDocument& d, const std::string& name, bool optional, F&& fn) {
   if (optional && !d.doc.contains("annotations")) return;
-  const json& anns = array_member(d.doc, "annotations", name);
-  for (size_t k = 0; k < anns.size(); ++k) {
-    Where w{name, "annotations[" + std::to_string(k) + "]"};
-    const AnnotationHead head = read_annotation_head(d, anns[k], w);
-    fn(anns[k], w, head);
-  }
+  for_each_entry(d.doc, "annotations", name, [&](const json& j, const Where& entry) {
+    Where w = entry;
+    const AnnotationHead head = read_annotation_head(d, j, w);
+    fn(j, w, head);
+  });
 }
 
 }  // namespace coco_json
