@@ -305,6 +305,12 @@ std::unique_ptr<Task> make_task(const Config& cfg);
 /// The data set data.dataset names among the config's task's; another name is
 /// an error listing the task's data sets.
 const DatasetInfo& dataset_info(const Config& cfg);
+/// What data.dataset's entry keeps for its task (DatasetInfo::source, of the
+/// type that task registered).
+template <typename Source>
+const Source& dataset_source(const Config& cfg) {
+  return std::any_cast<const Source&>(dataset_info(cfg).source);
+}
 /// dataset_info, then its required keys: each must be set ("must be set with
 /// data.dataset \"voc\""). The tasks' validators call it first.
 const DatasetInfo& check_dataset(const Config& cfg);

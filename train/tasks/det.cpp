@@ -137,15 +137,11 @@ struct DetSource {
   bool coco = false;
 };
 
-const DetSource& source_of(const Config& cfg) {
-  return std::any_cast<const DetSource&>(dataset_info(cfg).source);
-}
-
 DetConfig parse_det_config(const Config& c) {
   const ConfigChecks check(c);
   DetConfig o;
   check_dataset(c);
-  o.coco = parse_coco_files(c, source_of(c).coco);
+  o.coco = parse_coco_files(c, dataset_source<DetSource>(c).coco);
   o.scenes = parse_scene_config(c);
   o.train_split = c.get_string("data.train_split");
   o.val_split = c.get_string("data.val_split");
@@ -665,14 +661,14 @@ class DetTask final : public Task {
 
  private:
   std::shared_ptr<const data::DetDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    return source_of(cfg_).read(cfg_, det_, train, on_corrupt);
+    return dataset_source<DetSource>(cfg_).read(cfg_, det_, train, on_corrupt);
   }
 
   // Class names without reading the data where the data set knows them
   // (tcv-predict); COCO's are the categories of its validation file.
   std::vector<std::string> class_names() const {
     if (!names_.empty()) return names_;
-    if (const auto& known = source_of(cfg_).classes) return known(cfg_, det_);
+    if (const auto& known = dataset_source<DetSource>(cfg_).classes) return known(cfg_, det_);
     std::vector<std::string> names;
     try {
       names = read(false, data::OnCorrupt::skip)->class_names();

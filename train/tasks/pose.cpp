@@ -157,15 +157,11 @@ struct PoseSource {
   bool coco = false;
 };
 
-const PoseSource& source_of(const Config& cfg) {
-  return std::any_cast<const PoseSource&>(dataset_info(cfg).source);
-}
-
 PoseConfig parse_pose_config(const Config& c) {
   const ConfigChecks check(c);
   PoseConfig o;
   check_dataset(c);
-  o.coco = parse_coco_files(c, source_of(c).coco);
+  o.coco = parse_coco_files(c, dataset_source<PoseSource>(c).coco);
   o.scenes = parse_scene_config(c, SceneKind::people);
   data::PoseAugmentOptions& aug = o.aug;
   check.probability("train.aug_trans.random_hflip.ratio");
@@ -650,7 +646,7 @@ class PoseTask final : public Task {
     std::shared_ptr<const data::PoseDataset> train, val;
     std::tie(train, val) = read_splits<data::PoseDataset>(
         st, [&](bool train_split, data::OnCorrupt oc) { return read(train_split, oc); });
-    const PoseFiles files = source_of(cfg_).files(cfg_, pose_, false);
+    const PoseFiles files = dataset_source<PoseSource>(cfg_).files(cfg_, pose_, false);
     truth_ = std::make_shared<const TruthMap>(
         for_key(cfg_, files.key, [&] { return read_truth(files.annotation); }));
     const data::PoseAugmentOptions& aug = pose_.aug;
@@ -740,7 +736,7 @@ class PoseTask final : public Task {
 
  private:
   std::shared_ptr<const data::PoseDataset> read(bool train, data::OnCorrupt on_corrupt) const {
-    const PoseFiles files = source_of(cfg_).files(cfg_, pose_, train);
+    const PoseFiles files = dataset_source<PoseSource>(cfg_).files(cfg_, pose_, train);
     return for_key(cfg_, files.key, [&] {
       return std::make_shared<const data::PoseDataset>(data::read_coco_keypoints(
           {.annotation_file = files.annotation,

@@ -210,12 +210,8 @@ struct SegSource {
   bool cityscapes_ids = false;
 };
 
-const SegSource& source_of(const Config& cfg) {
-  return std::any_cast<const SegSource&>(dataset_info(cfg).source);
-}
-
 const data::Palette& palette_of(const Config& cfg) {
-  return source_of(cfg).palette();
+  return dataset_source<SegSource>(cfg).palette();
 }
 
 Value number_or_null(double v) {
@@ -442,7 +438,8 @@ class SegPredictor final : public TaskPredictor {
         infer_(seg.infer),
         palette_(palette_of(cfg)),
         opts_(opts) {
-    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes && !source_of(cfg).cityscapes_ids)
+    if (opts_.label_ids == PredictOptions::LabelIds::cityscapes &&
+        !dataset_source<SegSource>(cfg).cityscapes_ids)
       throw ConfigError(
           "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" +
           cfg.settings().data.dataset + "\"");
@@ -627,12 +624,14 @@ class SegTask final : public Task {
     const std::string& split = train ? seg_.train_split : seg_.val_split;
     return for_key(cfg_, key, [&] {
       return std::make_shared<const data::SegDataset>(
-          source_of(cfg_).read(cfg_, seg_, split, on_corrupt));
+          dataset_source<SegSource>(cfg_).read(cfg_, seg_, split, on_corrupt));
     });
   }
 
   // Class names without reading the data (tcv-predict).
-  std::vector<std::string> class_names() const { return source_of(cfg_).classes(cfg_, seg_); }
+  std::vector<std::string> class_names() const {
+    return dataset_source<SegSource>(cfg_).classes(cfg_, seg_);
+  }
 
   Config cfg_;
   SegConfig seg_;
