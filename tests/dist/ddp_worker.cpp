@@ -26,6 +26,7 @@
 #include <map>
 #include <thread>
 
+#include "dist/accumulate.h"
 #include "dist/ddp.h"
 #include "dist/hook_reference.h"
 #include "dist/store.h"
@@ -241,29 +242,21 @@ int main(int argc, char** argv) {
     train::SGD sgd(model->named_parameters(), opt);
     for (int64_t s = 0; s < steps; ++s) {
       sgd.zero_grad(false);
-      for (int64_t m = 0; m < micro; ++m) {
-        const Tensor x = xs[s * micro + m].narrow(0, rank * b, b);
-        const Tensor y = ys[s * micro + m].narrow(0, rank * b, b);
-        if (m + 1 < micro) {
-          auto guard = ddp.no_sync();
-          ops::cross_entropy(ddp.forward(x), y).backward();
-        } else if (scenario == "unused_error") {
-          try {
-            ops::cross_entropy(ddp.forward(x), y).backward();
-          } catch (const Error& e) {
-            const std::string w = e.what();
-            if (w.find("unused.weight") != std::string::npos &&
-                w.find("find_unused_parameters = true") != std::string::npos) {
-              std::cout << "ok" << std::endl;
-              return 0;
-            }
-            return fail("unexpected error: " + w);
-          }
-          return fail("backward with an unused parameter did not fail");
-        } else {
-          ops::cross_entropy(ddp.forward(x), y).backward();
+      try {
+        dist::testing::accumulate_step(
+            ddp, xs, ys, s, micro, rank, b,
+            [](const Tensor& out, const Tensor& y) { return ops::cross_entropy(out, y); });
+      } catch (const Error& e) {
+        if (scenario != "unused_error") throw;
+        const std::string w = e.what();
+        if (w.find("unused.weight") != std::string::npos &&
+            w.find("find_unused_parameters = true") != std::string::npos) {
+          std::cout << "ok" << std::endl;
+          return 0;
         }
+        return fail("unexpected error: " + w);
       }
+      if (scenario == "unused_error") return fail("backward with an unused parameter did not fail");
       sgd.step();
       log.meta["bytes.s" + std::to_string(s)] = std::to_string(ddp.reducer().last_stats().bytes);
     }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "dist/accumulate.h"
 #include "dist/comm_hook.h"
 #include "dist/ddp.h"
 #include "dist/fake_group.h"
@@ -26,6 +27,7 @@
 namespace tcv::dist {
 namespace {
 
+using testing::accumulate_step;
 using testing::FakeGroup;
 using testing::FakeWorld;
 using testing::PowerSGDReference;
@@ -488,16 +490,9 @@ DdpRun run_ddp(int world, const std::function<std::shared_ptr<CommHook>()>& make
     DDP ddp(nets[r], g, o);
     if (auto hook = make_hook()) ddp.register_comm_hook(recording(hook, run.logs[r]));
     for (int s = 0; s < steps; ++s) {
-      for (int m = 0; m < micro; ++m) {
-        const Tensor x = xs[s * micro + m].narrow(0, r * b, b);
-        const Tensor y = ys[s * micro + m].narrow(0, r * b, b);
-        if (m + 1 < micro) {
-          auto guard = ddp.no_sync();
-          ops::cross_entropy(ddp.forward(x), y).backward();
-        } else {
-          ops::cross_entropy(ddp.forward(x), y).backward();
-        }
-      }
+      accumulate_step(ddp, xs, ys, s, micro, r, b, [](const Tensor& out, const Tensor& y) {
+        return ops::cross_entropy(out, y);
+      });
       run.stats[r].push_back(ddp.reducer().last_stats());
       NoGradGuard ng;
       for (Tensor& p : nets[r]->parameters()) {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dist/accumulate.h"
 #include "dist/ddp.h"
 #include "dist/fake_group.h"
 #include "engine/autograd.h"
@@ -22,6 +23,7 @@ namespace tcv::dist {
 namespace {
 
 using tcv::testing::expect_close;
+using testing::accumulate_step;
 using testing::FakeGroup;
 using testing::FakeWorld;
 
@@ -199,16 +201,8 @@ void check_equivalence(int world, bool no_sync, bool unused,
     DDP ddp(nets[r], g, o);
     if (hook) ddp.register_comm_hook(hook());
     for (int s = 0; s < steps; ++s) {
-      for (int m = 0; m < micro; ++m) {
-        const Tensor x = xs[s * micro + m].narrow(0, r * b, b);
-        const Tensor y = ys[s * micro + m].narrow(0, r * b, b);
-        if (m + 1 < micro) {
-          auto guard = ddp.no_sync();
-          ops::mse_loss(ddp.forward(x), y).backward();
-        } else {
-          ops::mse_loss(ddp.forward(x), y).backward();
-        }
-      }
+      accumulate_step(ddp, xs, ys, s, micro, r, b,
+                      [](const Tensor& out, const Tensor& y) { return ops::mse_loss(out, y); });
       sgd_step(*nets[r], lr);
     }
     if (after) after(r, ddp);
