@@ -204,53 +204,57 @@ size_t pool2d_workspace_bytes(const Pool2dGeom& g, DType dtype) {
   }
 }
 
-void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
-                    const KTensor* workspace) {
-  const char* op = g.kind == PoolKind::max ? "max_pool2d" : "avg_pool2d";
-  check_layout(op, g, x, y);
-  if (!use_dnnl(g, x.dtype)) {
-    TCV_DISPATCH_FLOAT(x.dtype, op, {
-      pool_forward_ref<scalar_t>(g, x.ptr<scalar_t>(), y.ptr<scalar_t>(),
-                                 workspace ? workspace->ptr<int64_t>() : nullptr);
+namespace {
+
+// One pass: forward (`in` x, `out` y) or backward (`in` dy, `out` dx). Max
+// pooling's backward reads the indices its forward left in `workspace`.
+void pool2d_pass(bool backward, const Pool2dGeom& g, const KTensor& in, const KTensor& out,
+                 const KTensor* workspace) {
+  const bool max = g.kind == PoolKind::max;
+  const char* op = backward ? (max ? "max_pool2d_backward" : "avg_pool2d_backward")
+                            : (max ? "max_pool2d" : "avg_pool2d");
+  check_layout(op, g, in, out);
+  TCV_CHECK(!(backward && max) || workspace, "[", op, "] needs the forward's workspace");
+  if (!use_dnnl(g, in.dtype)) {
+    int64_t* indices = workspace ? workspace->ptr<int64_t>() : nullptr;
+    TCV_DISPATCH_FLOAT(in.dtype, op, {
+      if (backward)
+        pool_backward_ref<scalar_t>(g, in.ptr<scalar_t>(), out.ptr<scalar_t>(), indices);
+      else
+        pool_forward_ref<scalar_t>(g, in.ptr<scalar_t>(), out.ptr<scalar_t>(), indices);
     });
     return;
   }
   try {
-    const PoolEntry& e = entry(g, x.dtype);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(e.x_md, x.data)},
-                                         {DNNL_ARG_DST, wrap(e.y_md, y.data)},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad(e.fwd_pd)}};
-    if (g.kind == PoolKind::max) {
+    const PoolEntry& e = entry(g, in.dtype);
+    // dy has y's layout and dx has x's.
+    std::unordered_map<int, memory> args{
+        {backward ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC, wrap(backward ? e.y_md : e.x_md, in.data)},
+        {backward ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DST, wrap(backward ? e.x_md : e.y_md, out.data)},
+        {DNNL_ARG_SCRATCHPAD, backward ? scratchpad(e.bwd_pd) : scratchpad(e.fwd_pd)}};
+    if (max) {
       void* ws = workspace ? workspace->data : buffer(Buf::diff_dst, e.ws_md.get_size());
       args.emplace(DNNL_ARG_WORKSPACE, wrap(e.ws_md, ws));
     }
-    e.fwd.execute(stream(), args);
+    if (backward)
+      e.bwd.execute(stream(), args);
+    else
+      e.fwd.execute(stream(), args);
   } catch (const dnnl::error& err) {
     rethrow(op, err);
   }
 }
 
+}  // namespace
+
+void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
+                    const KTensor* workspace) {
+  pool2d_pass(/*backward=*/false, g, x, y, workspace);
+}
+
 void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
                      const KTensor* workspace) {
-  const char* op = g.kind == PoolKind::max ? "max_pool2d_backward" : "avg_pool2d_backward";
-  check_layout(op, g, dy, dx);
-  if (!use_dnnl(g, dy.dtype)) {
-    TCV_DISPATCH_FLOAT(dy.dtype, op, {
-      pool_backward_ref<scalar_t>(g, dy.ptr<scalar_t>(), dx.ptr<scalar_t>(),
-                                  workspace ? workspace->ptr<int64_t>() : nullptr);
-    });
-    return;
-  }
-  try {
-    const PoolEntry& e = entry(g, dy.dtype);
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(e.y_md, dy.data)},
-                                         {DNNL_ARG_DIFF_SRC, wrap(e.x_md, dx.data)},
-                                         {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_pd)}};
-    if (g.kind == PoolKind::max) args.emplace(DNNL_ARG_WORKSPACE, wrap(e.ws_md, workspace->data));
-    e.bwd.execute(stream(), args);
-  } catch (const dnnl::error& err) {
-    rethrow(op, err);
-  }
+  pool2d_pass(/*backward=*/true, g, dy, dx, workspace);
 }
 
 // ------------------------------------------------------------- adaptive
