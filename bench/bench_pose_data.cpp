@@ -9,6 +9,7 @@
 #include "data/pose/scenes.h"
 #include "data/pose/targets.h"
 #include "data/pose/transforms.h"
+#include "time_transform.h"
 
 namespace {
 
@@ -34,16 +35,7 @@ PoseSample scene_sample(int64_t W, int64_t H) {
 
 void BM_PoseTrainTransform(benchmark::State& state) {
   const PoseSample src = scene_sample(640, 480);
-  const PoseTransform t = pose_train_transform({.size = 368});
-  uint64_t k = 0;
-  for (auto _ : state) {
-    PoseSample s = src;
-    Rng rng(1, k++);
-    t(s, rng);
-    benchmark::DoNotOptimize(s.image.data_ptr());
-  }
-  state.counters["images/s"] =
-      benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  tcv::bench::time_transform(state, src, pose_train_transform({.size = 368}));
 }
 BENCHMARK(BM_PoseTrainTransform)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include "data/seg/loader.h"
+#include "time_transform.h"
 
 namespace {
 
@@ -29,16 +30,8 @@ SegSample sample(int64_t H, int64_t W) {
 void BM_SegTrainTransform(benchmark::State& state) {
   const int64_t H = state.range(0), W = state.range(1), crop = state.range(2);
   const SegSample src = sample(H, W);
-  const SegTransform t = seg_train_transform({.crop = {crop, crop}, .fill = {124, 116, 104}});
-  uint64_t k = 0;
-  for (auto _ : state) {
-    SegSample s = src;
-    Rng rng(1, k++);
-    t(s, rng);
-    benchmark::DoNotOptimize(s.image.data_ptr());
-  }
-  state.counters["images/s"] =
-      benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  tcv::bench::time_transform(state, src,
+                             seg_train_transform({.crop = {crop, crop}, .fill = {124, 116, 104}}));
 }
 BENCHMARK(BM_SegTrainTransform)
     ->Args({1024, 2048, 769})  // Cityscapes, TorchCV's crop
