@@ -13,7 +13,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/cli.h"
 #include "data/det/scenes.h"
@@ -92,6 +95,25 @@ tcv::apps::Flags scene_set_flags(SetOptions& o, std::string& out, bool& json) {
   return f;
 }
 
+/// Prints what a set writer made, `sec` seconds after it started: one JSON
+/// object (out, images, then `counts`, seconds, images/s) or the line `text`
+/// followed by the time.
+void print_summary(bool json, const std::string& out, int64_t images,
+                   const std::vector<std::pair<const char*, int64_t>>& counts,
+                   const std::string& text, double sec) {
+  if (json) {
+    std::cout << "{\"out\":\"" << out << "\",\"images\":" << images;
+    for (const auto& [key, n] : counts) std::cout << ",\"" << key << "\":" << n;
+    std::cout << ",\"seconds\":" << sec << ",\"images_per_sec\":" << images / sec << "}\n";
+  } else {
+    std::cout << text << ", " << sec << " s (" << images / sec << " images/s)\n";
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 int run_scenes(tcv::apps::Args& a) {
   tcv::data::SceneSetOptions o;
   std::string out;
@@ -111,18 +133,13 @@ int run_scenes(tcv::apps::Args& a) {
   if (out.empty()) throw tcv::apps::UsageError{"scenes needs --out DIR"};
   const auto t0 = std::chrono::steady_clock::now();
   const tcv::data::SceneSetSummary s = tcv::data::write_scene_set(o, out);
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (json) {
-    std::cout << "{\"out\":\"" << out << "\",\"images\":" << s.images
-              << ",\"objects\":" << s.objects << ",\"difficult\":" << s.difficult
-              << ",\"truncated\":" << s.truncated << ",\"seconds\":" << sec
-              << ",\"images_per_sec\":" << s.images / sec << "}\n";
-  } else {
-    std::cout << "tcv-data scenes: " << s.images << " images (train " << o.train << ", val "
-              << o.val << ", test " << o.test << "), " << s.objects << " objects (" << s.difficult
-              << " difficult, " << s.truncated << " truncated) in " << out << ", " << sec << " s ("
-              << s.images / sec << " images/s)\n";
-  }
+  std::ostringstream text;
+  text << "tcv-data scenes: " << s.images << " images (train " << o.train << ", val " << o.val
+       << ", test " << o.test << "), " << s.objects << " objects (" << s.difficult << " difficult, "
+       << s.truncated << " truncated) in " << out;
+  print_summary(json, out, s.images,
+                {{"objects", s.objects}, {"difficult", s.difficult}, {"truncated", s.truncated}},
+                text.str(), seconds_since(t0));
   return 0;
 }
 
@@ -143,18 +160,16 @@ int run_pose_scenes(tcv::apps::Args& a) {
   if (out.empty()) throw tcv::apps::UsageError{"pose-scenes needs --out DIR"};
   const auto t0 = std::chrono::steady_clock::now();
   const tcv::data::PoseSceneSetSummary s = tcv::data::write_pose_scene_set(o, out);
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (json) {
-    std::cout << "{\"out\":\"" << out << "\",\"images\":" << s.images << ",\"people\":" << s.people
-              << ",\"labelled_keypoints\":" << s.labelled << ",\"visible_keypoints\":" << s.visible
-              << ",\"crowds\":" << s.crowds << ",\"seconds\":" << sec
-              << ",\"images_per_sec\":" << s.images / sec << "}\n";
-  } else {
-    std::cout << "tcv-data pose-scenes: " << s.images << " images (train " << o.train << ", val "
-              << o.val << "), " << s.people << " people (" << s.labelled << " labelled keypoints, "
-              << s.visible << " visible), " << s.crowds << " crowds in " << out << ", " << sec
-              << " s (" << s.images / sec << " images/s)\n";
-  }
+  std::ostringstream text;
+  text << "tcv-data pose-scenes: " << s.images << " images (train " << o.train << ", val " << o.val
+       << "), " << s.people << " people (" << s.labelled << " labelled keypoints, " << s.visible
+       << " visible), " << s.crowds << " crowds in " << out;
+  print_summary(json, out, s.images,
+                {{"people", s.people},
+                 {"labelled_keypoints", s.labelled},
+                 {"visible_keypoints", s.visible},
+                 {"crowds", s.crowds}},
+                text.str(), seconds_since(t0));
   return 0;
 }
 
