@@ -4,6 +4,7 @@
 // the label of a pixel can be checked against the image alone.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "data/seg/transforms.h"
@@ -23,18 +24,28 @@ int coord_label(int r, int g) {
   return v == 19 ? 255 : v;
 }
 
-SegSample coord_sample(int64_t H, int64_t W) {
+// An H x W sample whose pixel (y, x) is (r, g, kReal) with label l, where
+// {r, g, l} = px(y, x).
+template <typename F>
+SegSample sample_of(int64_t H, int64_t W, F px) {
   SegSample s;
   s.image = empty({3, H, W}, {.dtype = DType::u8});
   s.label = empty({H, W}, {.dtype = DType::u8});
   uint8_t* p = s.image.data<uint8_t>();
+  uint8_t* l = s.label.data<uint8_t>();
   for (int64_t y = 0; y < H; ++y)
     for (int64_t x = 0; x < W; ++x) {
-      p[y * W + x] = static_cast<uint8_t>(y);
-      p[H * W + y * W + x] = static_cast<uint8_t>(x);
+      const std::array<int, 3> v = px(static_cast<int>(y), static_cast<int>(x));
+      p[y * W + x] = static_cast<uint8_t>(v[0]);
+      p[H * W + y * W + x] = static_cast<uint8_t>(v[1]);
       p[2 * H * W + y * W + x] = kReal;
-      s.label.data<uint8_t>()[y * W + x] = static_cast<uint8_t>(coord_label(int(y), int(x)));
+      l[y * W + x] = static_cast<uint8_t>(v[2]);
     }
+  return s;
+}
+
+SegSample coord_sample(int64_t H, int64_t W) {
+  SegSample s = sample_of(H, W, [](int y, int x) { return std::array{y, x, coord_label(y, x)}; });
   s.orig_height = H;
   s.orig_width = W;
   return s;
@@ -48,19 +59,10 @@ int block_label(int by, int bx) {
 }
 
 SegSample block_sample(int64_t H, int64_t W) {
-  SegSample s;
-  s.image = empty({3, H, W}, {.dtype = DType::u8});
-  s.label = empty({H, W}, {.dtype = DType::u8});
-  uint8_t* p = s.image.data<uint8_t>();
-  for (int64_t y = 0; y < H; ++y)
-    for (int64_t x = 0; x < W; ++x) {
-      const int by = int(y) / kBlock, bx = int(x) / kBlock;
-      p[y * W + x] = static_cast<uint8_t>(30 * by);
-      p[H * W + y * W + x] = static_cast<uint8_t>(30 * bx);
-      p[2 * H * W + y * W + x] = kReal;
-      s.label.data<uint8_t>()[y * W + x] = static_cast<uint8_t>(block_label(by, bx));
-    }
-  return s;
+  return sample_of(H, W, [](int y, int x) {
+    const int by = y / kBlock, bx = x / kBlock;
+    return std::array{30 * by, 30 * bx, block_label(by, bx)};
+  });
 }
 
 struct Px {
