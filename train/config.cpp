@@ -19,9 +19,7 @@ namespace tcv::train {
 
 namespace {
 
-using VT = ValueType;
-using Doubles = std::vector<double>;
-using Ints = std::vector<int64_t>;
+using namespace key_types;
 
 // The keys every task reads; each task adds its own (register_task).
 std::vector<KeySpec> common_keys() {

@@ -57,6 +57,14 @@ struct KeySpec {
   std::vector<std::string> tasks{};
 };
 
+/// Short names for writing key tables: `using namespace key_types;`.
+namespace key_types {
+using VT = ValueType;
+using Doubles = std::vector<double>;
+using Ints = std::vector<int64_t>;
+using Strings = std::vector<std::string>;
+}  // namespace key_types
+
 /// Every key tcv-train knows, in the order the resolved config is written: the
 /// keys every task reads, then each registered task's own (train/task.h's
 /// register_task adds them: call register_builtin_tasks() before reading configs).

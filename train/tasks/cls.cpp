@@ -27,9 +27,7 @@ Tensor soft_target_cross_entropy(const Tensor& logits, const Tensor& target) {
 
 namespace {
 
-using VT = ValueType;
-using Doubles = std::vector<double>;
-using Ints = std::vector<int64_t>;
+using namespace key_types;
 
 std::vector<KeySpec> cls_keys() {
   return {

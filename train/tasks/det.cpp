@@ -40,10 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace mdet = models::det;
-using VT = ValueType;
-using Doubles = std::vector<double>;
-using Ints = std::vector<int64_t>;
-using Strings = std::vector<std::string>;
+using namespace key_types;
 
 std::vector<KeySpec> det_keys() {
   std::vector<KeySpec> keys = {

@@ -39,9 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace mpose = models::pose;
-using VT = ValueType;
-using Doubles = std::vector<double>;
-using Ints = std::vector<int64_t>;
+using namespace key_types;
 
 // OpenPose's stage count is at most six: an initial and five refinement stages.
 constexpr int64_t kMaxStages = 6;

@@ -40,9 +40,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace mseg = models::seg;
-using VT = ValueType;
-using Doubles = std::vector<double>;
-using Ints = std::vector<int64_t>;
+using namespace key_types;
 
 std::vector<KeySpec> seg_keys() {
   std::vector<KeySpec> keys = {
