@@ -110,6 +110,25 @@ std::vector<Json> checked_val_rows(const fs::path& run, std::initializer_list<co
   return rows;
 }
 
+#ifdef TCV_PREDICT
+// tcv-predict with the run's config, `checkpoint` and `args`, its output in
+// the temp dir's `log`.
+tcv::testing::RunResult run_predict(const tcv::testing::TempDir& tmp, const fs::path& run,
+                                    const fs::path& checkpoint, std::vector<std::string> args,
+                                    const std::string& log = "predict.log") {
+  std::vector<std::string> argv = {TCV_PREDICT, "--checkpoint", checkpoint.string(), "--config",
+                                   (run / "config.toml").string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return tcv::testing::run_process(argv, tmp.path(log));
+}
+#endif
+
+// The run's report.html holds every one of `phrases`.
+void expect_report_with(const fs::path& run, std::initializer_list<const char*> phrases) {
+  const std::string html = tcv::testing::read_text((run / "report.html").string());
+  for (const char* p : phrases) EXPECT_TRUE(contains(html, p)) << p << " (" << html.size() << " B)";
+}
+
 // `best` is the first evaluation with the highest `metric`.
 void expect_best_by(const fs::path& run, const std::string& metric) {
   double best = -1;
@@ -236,20 +255,16 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   const TrainerState latest = load_trainer_state((run / "checkpoints/latest").string());
   EXPECT_EQ(latest.task, "det");
   EXPECT_EQ(latest.best_metric, "map");
-  const std::string html = tcv::testing::read_text((run / "report.html").string());
-  EXPECT_TRUE(contains(html, "validation mAP") && contains(html, "Validation detections"))
-      << html.size();
-  EXPECT_TRUE(contains(html, "<figcaption>detections</figcaption>"));
+  expect_report_with(
+      run, {"validation mAP", "Validation detections", "<figcaption>detections</figcaption>"});
 
 #ifdef TCV_PREDICT
   // tcv-predict draws each image's boxes and prints them.
   const fs::path images = tmp.root() / "scenes" / "JPEGImages";
-  const auto p = tcv::testing::run_process(
-      {TCV_PREDICT, "--checkpoint", (run / "checkpoints/best.safetensors").string(), "--config",
-       (run / "config.toml").string(), "--json", "--out", (tmp.root() / "pred").string(),
-       "--score-threshold", "0", (images / "000009.jpg").string(),
-       (images / "000010.jpg").string()},
-      tmp.path("predict.log"));
+  const auto p =
+      run_predict(tmp, run, run / "checkpoints/best.safetensors",
+                  {"--json", "--out", (tmp.root() / "pred").string(), "--score-threshold", "0",
+                   (images / "000009.jpg").string(), (images / "000010.jpg").string()});
   ASSERT_EQ(p.status, 0) << p.output;
   const Json j = json_parse(p.output.substr(p.output.find("{\n")));
   ASSERT_EQ(j.at("predictions").size(), 2u);
@@ -355,17 +370,13 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
     EXPECT_TRUE(j.at("class_iou").contains("background"));
   }
   expect_best_by(run, "miou");
-  const std::string html = tcv::testing::read_text((run / "report.html").string());
-  EXPECT_TRUE(contains(html, "validation mIoU") &&
-              contains(html, "<figcaption>ground truth</figcaption>"));
+  expect_report_with(run, {"validation mIoU", "<figcaption>ground truth</figcaption>"});
 
 #ifdef TCV_PREDICT
   // tcv-predict writes an overlay and the label PNG (class indices) per image.
   const fs::path images = tmp.root() / "scenes" / "JPEGImages";
-  const auto p = tcv::testing::run_process(
-      {TCV_PREDICT, "--checkpoint", run.string(), "--config", (run / "config.toml").string(),
-       "--out", (tmp.root() / "pred").string(), (images / "000009.jpg").string()},
-      tmp.path("predict.log"));
+  const auto p = run_predict(
+      tmp, run, run, {"--out", (tmp.root() / "pred").string(), (images / "000009.jpg").string()});
   ASSERT_EQ(p.status, 0) << p.output;
   EXPECT_TRUE(contains(p.output, "000009.jpg: 64x64")) << p.output;
   EXPECT_TRUE(fs::exists(tmp.root() / "pred" / "000009_overlay.png"));
@@ -373,10 +384,8 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   EXPECT_EQ(label.labels.size(0), 64);
   for (int64_t v : label.labels.to(DType::i64).to_vector<int64_t>()) EXPECT_LT(v, 11);
   // Cityscapes label ids only for Cityscapes configs.
-  const auto bad = tcv::testing::run_process(
-      {TCV_PREDICT, "--checkpoint", run.string(), "--config", (run / "config.toml").string(),
-       "--label-ids", (images / "000009.jpg").string()},
-      tmp.path("predict_bad.log"));
+  const auto bad = run_predict(tmp, run, run, {"--label-ids", (images / "000009.jpg").string()},
+                               "predict_bad.log");
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_TRUE(contains(bad.output, "--label-ids")) << bad.output;
 #endif
@@ -418,10 +427,8 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   }
   expect_best_by(run, "ap");
   EXPECT_EQ(load_trainer_state((run / "checkpoints/latest").string()).task, "pose");
-  const std::string html = tcv::testing::read_text((run / "report.html").string());
-  EXPECT_TRUE(contains(html, "validation keypoint AP") && contains(html, "Validation skeletons"))
-      << html.size();
-  EXPECT_TRUE(contains(html, "<figcaption>ground truth</figcaption>"));
+  expect_report_with(run, {"validation keypoint AP", "Validation skeletons",
+                           "<figcaption>ground truth</figcaption>"});
 
 #ifdef TCV_PREDICT
   // tcv-predict draws the skeletons and lists the people in COCO's results format.
@@ -430,11 +437,9 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
   for (const auto& e : fs::directory_iterator(images)) files.push_back(e.path());
   std::sort(files.begin(), files.end());
   ASSERT_GE(files.size(), 2u);
-  const auto p = tcv::testing::run_process(
-      {TCV_PREDICT, "--checkpoint", (run / "checkpoints/best.safetensors").string(), "--config",
-       (run / "config.toml").string(), "--json", "--out", (tmp.root() / "pred").string(),
-       files[0].string(), files[1].string()},
-      tmp.path("predict.log"));
+  const auto p = run_predict(
+      tmp, run, run / "checkpoints/best.safetensors",
+      {"--json", "--out", (tmp.root() / "pred").string(), files[0].string(), files[1].string()});
   ASSERT_EQ(p.status, 0) << p.output;
   const Json j = json_parse(p.output.substr(p.output.find("{\n")));
   ASSERT_EQ(j.at("predictions").size(), 2u);
@@ -473,9 +478,7 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
                        data::ImageMode::rgb);
   EXPECT_EQ(pic.shape(), (Shape{3, 128, 128}));
   // Text output names the people.
-  const auto t = tcv::testing::run_process({TCV_PREDICT, "--checkpoint", run.string(), "--config",
-                                            (run / "config.toml").string(), files[0].string()},
-                                           tmp.path("predict_text.log"));
+  const auto t = run_predict(tmp, run, run, {files[0].string()}, "predict_text.log");
   ASSERT_EQ(t.status, 0) << t.output;
   EXPECT_TRUE(contains(t.output, files[0].string() + ": ")) << t.output;
   EXPECT_TRUE(contains(t.output, "(ss_test)")) << t.output;
