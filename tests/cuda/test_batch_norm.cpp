@@ -11,8 +11,7 @@
 namespace tcv {
 namespace {
 
-using testing::BatchNormCall;
-using testing::expect_cuda_matches_cpu;
+using namespace testing;
 using TVec = std::vector<Tensor>;
 
 /// inputs: x, weight, bias, running_mean, running_var.

@@ -16,8 +16,7 @@
 namespace tcv {
 namespace {
 
-using testing::expect_cuda_matches_cpu;
-using testing::Tol;
+using namespace testing;
 using TVec = std::vector<Tensor>;
 
 struct Layer {

@@ -15,10 +15,7 @@
 namespace tcv {
 namespace {
 
-using testing::expect_cuda_matches_cpu;
-using testing::random_input;
-using testing::Sums;
-using testing::Tol;
+using namespace testing;
 using TVec = std::vector<Tensor>;
 
 /// + and − (and relu of them): one rounding; a gradient sums `terms` values of dy.

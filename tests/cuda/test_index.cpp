@@ -10,9 +10,7 @@
 namespace tcv {
 namespace {
 
-using testing::expect_cuda_matches_cpu;
-using testing::random_input;
-using testing::Tol;
+using namespace testing;
 using TVec = std::vector<Tensor>;
 
 Tensor indices(const Shape& shape, int64_t hi, uint64_t seed) {

@@ -15,10 +15,7 @@
 namespace tcv {
 namespace {
 
-using testing::expect_cuda_matches_cpu;
-using testing::random_input;
-using testing::Sums;
-using testing::Tol;
+using namespace testing;
 using TVec = std::vector<Tensor>;
 
 // Small integers (many ties), as dt.

@@ -14,8 +14,7 @@
 namespace tcv {
 namespace {
 
-using testing::expect_cuda_matches_cpu;
-using testing::Tol;
+using namespace testing;
 using TVec = std::vector<Tensor>;
 
 const std::vector<DType>& all_dtypes() {

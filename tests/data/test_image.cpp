@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -14,7 +13,6 @@
 
 using namespace tcv;
 using namespace tcv::data;
-namespace fs = std::filesystem;
 
 namespace {
 
