@@ -26,10 +26,10 @@
 #include <map>
 #include <thread>
 
-#include "dist/accumulate.h"
 #include "dist/ddp.h"
 #include "dist/hook_reference.h"
 #include "dist/store.h"
+#include "dist/thread_ranks.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/rng.h"

@@ -9,11 +9,11 @@
 #include <functional>
 #include <thread>
 
-#include "dist/accumulate.h"
 #include "dist/comm_hook.h"
 #include "dist/ddp.h"
 #include "dist/fake_group.h"
 #include "dist/hook_reference.h"
+#include "dist/thread_ranks.h"
 #include "engine/autograd.h"
 #include "engine/ops.h"
 #include "engine/rng.h"
@@ -31,6 +31,7 @@ using testing::accumulate_step;
 using testing::FakeGroup;
 using testing::FakeWorld;
 using testing::PowerSGDReference;
+using testing::run_ranks;
 using testing::Vec;
 
 using testing::compression_bound;
@@ -100,24 +101,6 @@ TEST(CommFuture, WhenAllWaitsForEach) {
   EXPECT_TRUE(all->is_completed());
   EXPECT_EQ(when_all({nullptr}), nullptr);
   EXPECT_EQ(when_all({a}), a);
-}
-
-// Runs fn(rank, group) on `world` threads; rethrows nothing, EXPECTs no failure.
-template <typename F>
-void run_ranks(int world, F fn) {
-  auto w = std::make_shared<FakeWorld>(world);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r, std::make_shared<FakeGroup>(w, r));
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 TEST(ProcessGroupStats, CountsEachCollectivesPayload) {

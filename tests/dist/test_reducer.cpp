@@ -8,9 +8,9 @@
 #include <sstream>
 #include <thread>
 
-#include "dist/accumulate.h"
 #include "dist/ddp.h"
 #include "dist/fake_group.h"
+#include "dist/thread_ranks.h"
 #include "engine/autograd.h"
 #include "engine/json.h"
 #include "engine/ops.h"
@@ -26,6 +26,7 @@ using tcv::testing::expect_close;
 using testing::accumulate_step;
 using testing::FakeGroup;
 using testing::FakeWorld;
+using testing::run_ranks;
 
 // fc1 -> relu -> fc2, optionally with a head that forward never uses; with
 // `reversed`, forward uses the modules in the opposite order of registration.
@@ -50,25 +51,6 @@ struct Reversed : nn::Module {
   Tensor forward(const Tensor& x) override { return a->forward(ops::relu(b->forward(x))); }
   std::string type_name() const override { return "Reversed"; }
 };
-
-// Runs fn(rank, group) on `world` threads; rethrows the first failure.
-template <typename F>
-void run_ranks(int world, F fn) {
-  auto w = std::make_shared<FakeWorld>(world);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        auto g = std::make_shared<FakeGroup>(w, r);
-        fn(r, g);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
 
 // Options with buckets of `mb` MiB (tiny: about one parameter per bucket).
 DDPOptions small_buckets(double mb, bool find_unused = false) {
