@@ -129,6 +129,17 @@ void expect_report_with(const fs::path& run, std::initializer_list<const char*> 
   for (const char* p : phrases) EXPECT_TRUE(contains(html, p)) << p << " (" << html.size() << " B)";
 }
 
+// The first val row of `run` resumed (its iterations done: evaluation only)
+// with the test-phase `overrides`, in the temp dir's "ms".
+Json resumed_val_row(const char* toml, const fs::path& root, const fs::path& run,
+                     std::initializer_list<const char*> overrides) {
+  Config c = tiny(toml, root / "scenes", 3);
+  c.set_override("network.resume=\"" + run.string() + "\"");
+  for (const char* o : overrides) c.set_override(o);
+  run_training(c, root / "ms");
+  return split_rows(root / "ms", "val").at(0);
+}
+
 // `best` is the first evaluation with the highest `metric`.
 void expect_best_by(const fs::path& run, const std::string& metric) {
   double best = -1;
@@ -391,13 +402,11 @@ TEST(TrainTasks, SegmentationTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 #endif
 
   // Sliding windows over two scales and the flip: a number between 0 and 1.
-  Config ms = tiny(kScenesSeg, tmp.root() / "scenes", 3);
-  ms.set_override("network.resume=\"" + run.string() + "\"");
-  ms.set_override("test.mode=\"mscrop_test\"");
-  ms.set_override("test.crop_size=[48, 48]");
-  ms.set_override("test.scale_search=[0.75, 1.0]");
-  run_training(ms, tmp.root() / "ms");
-  const double ms_miou = split_rows(tmp.root() / "ms", "val").at(0).at("miou").get<double>();
+  const double ms_miou = resumed_val_row(kScenesSeg, tmp.root(), run,
+                                         {"test.mode=\"mscrop_test\"", "test.crop_size=[48, 48]",
+                                          "test.scale_search=[0.75, 1.0]"})
+                             .at("miou")
+                             .get<double>();
   EXPECT_TRUE(ms_miou >= 0 && ms_miou <= 1) << ms_miou;
 
   // The confusion matrices of both ranks summed, each image counted once (4
@@ -485,12 +494,8 @@ TEST(TrainTasks, PoseTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 #endif
 
   // Multi-scale inference: a number between 0 and 1.
-  Config ms = tiny(kScenesPose, tmp.root() / "scenes", 3);
-  ms.set_override("network.resume=\"" + run.string() + "\"");
-  ms.set_override("test.mode=\"ms_test\"");
-  ms.set_override("test.scale_search=[0.75, 1.0]");
-  run_training(ms, tmp.root() / "ms");
-  const Json msrow = split_rows(tmp.root() / "ms", "val").at(0);
+  const Json msrow = resumed_val_row(kScenesPose, tmp.root(), run,
+                                     {"test.mode=\"ms_test\"", "test.scale_search=[0.75, 1.0]"});
   EXPECT_TRUE(msrow.at("ap").get<double>() >= 0 && msrow.at("ap").get<double>() <= 1);
   EXPECT_EQ(msrow.at("images").get<int64_t>(), 4);
 
