@@ -61,6 +61,25 @@ def median_step_ms(step, warmup, steps):
     return statistics.median(ms), out
 
 
+def time_torch_step(args, model, net, opt, loss_of, **extra):
+    """Times SGD steps of `net` (`opt` its optimizer) on the loss loss_of()
+    returns, computed under torch.autocast("cpu", bfloat16) when --dtype is
+    bf16, and prints print_torch_step's JSON line."""
+    import torch
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=getattr(args, "dtype", "f32") == "bf16"):
+            loss = loss_of()
+        loss.backward()
+        opt.step()
+        return loss
+
+    ms, loss = median_step_ms(step, args.warmup, args.steps)
+    print_torch_step(args, model, net, ms, loss.item(), **extra)
+
+
 def torch_step_parser(batch, image_size, steps, warmup, classes=None, model=None, bf16=True):
     """The flags every PyTorch training-step script takes (as tcv-bench train's)."""
     p = argparse.ArgumentParser()

@@ -28,7 +28,7 @@ import sys
 
 import torch
 import torch.nn as nn
-from common import median_step_ms, print_torch_step, torch_step_parser
+from common import time_torch_step, torch_step_parser
 
 
 def conv_relu(layers, cin, cout, k, bn=False, relu=True):
@@ -143,16 +143,11 @@ def main():
     paf_t = torch.rand(b, npaf, h, h) * 2 - 1
     mask = (torch.rand(b, 1, h, h) >= 0.05).float()
 
-    def step():
-        opt.zero_grad(set_to_none=True)
+    def loss_of():
         pafs, heats = net(x)
-        loss = openpose_loss(pafs, heats, paf_t, heat_t, mask)
-        loss.backward()
-        opt.step()
-        return loss
+        return openpose_loss(pafs, heats, paf_t, heat_t, mask)
 
-    med, loss = median_step_ms(step, args.warmup, args.steps)
-    print_torch_step(args, args.model, net, med, loss.item(), loss="openpose_masked_l2")
+    time_torch_step(args, args.model, net, opt, loss_of, loss="openpose_masked_l2")
 
 
 if __name__ == "__main__":

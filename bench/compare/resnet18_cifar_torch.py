@@ -18,7 +18,7 @@ import sys
 
 import torch
 import torch.nn as nn
-from common import median_step_ms, print_torch_step, torch_step_parser
+from common import time_torch_step, torch_step_parser
 
 # torchvision's models without torchvision: the ones the golden tests use.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
@@ -47,16 +47,7 @@ def main():
     x = torch.randn(args.batch, args.channels, args.image_size, args.image_size)
     y = torch.randint(0, args.classes, (args.batch,))
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    med, loss = median_step_ms(step, args.warmup, args.steps)
-    print_torch_step(args, args.model, net, med, loss.item())
+    time_torch_step(args, args.model, net, opt, lambda: loss_fn(net(x), y))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
-from common import median_step_ms, print_torch_step, torch_step_parser
+from common import time_torch_step, torch_step_parser
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from make_golden_seg import PSPNet  # noqa: E402
@@ -47,18 +47,12 @@ def main():
     y = torch.randint(0, args.classes, (args.batch, s, s))
     y[torch.rand(args.batch, s, s) < 0.05] = 255
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
-            out = net(x)
-            loss = F.cross_entropy(out["out"], y, ignore_index=255) + \
-                args.aux_weight * F.cross_entropy(out["aux"], y, ignore_index=255)
-        loss.backward()
-        opt.step()
-        return loss
+    def loss_of():
+        out = net(x)
+        return F.cross_entropy(out["out"], y, ignore_index=255) + \
+            args.aux_weight * F.cross_entropy(out["aux"], y, ignore_index=255)
 
-    med, loss = median_step_ms(step, args.warmup, args.steps)
-    print_torch_step(args, args.model, net, med, loss.item())
+    time_torch_step(args, args.model, net, opt, loss_of)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import torch
 from torchvision.models.detection import ssd300_vgg16
 from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import boxes as box_ops
-from common import median_step_ms, print_torch_step, torch_step_parser
+from common import time_torch_step, torch_step_parser
 
 
 def synthetic_targets(batch, size, classes, gen):
@@ -46,22 +46,16 @@ def main():
     images = ImageList(x, [(s, s)] * args.batch)
     targets = synthetic_targets(args.batch, s, args.classes, gen)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.dtype == "bf16"):
-            features = list(model.backbone(x).values())
-            head_outputs = model.head(features)
-            anchors = model.anchor_generator(images, features)
-            matched = [model.proposal_matcher(box_ops.box_iou(t["boxes"], a))
-                       for a, t in zip(anchors, targets)]
-            losses = model.compute_loss(targets, head_outputs, anchors, matched)
-            loss = losses["bbox_regression"] + losses["classification"]
-        loss.backward()
-        opt.step()
-        return loss
+    def loss_of():
+        features = list(model.backbone(x).values())
+        head_outputs = model.head(features)
+        anchors = model.anchor_generator(images, features)
+        matched = [model.proposal_matcher(box_ops.box_iou(t["boxes"], a))
+                   for a, t in zip(anchors, targets)]
+        losses = model.compute_loss(targets, head_outputs, anchors, matched)
+        return losses["bbox_regression"] + losses["classification"]
 
-    med, loss = median_step_ms(step, args.warmup, args.steps)
-    print_torch_step(args, "ssd300_vgg16", model, med, loss)
+    time_torch_step(args, "ssd300_vgg16", model, opt, loss_of)
 
 
 if __name__ == "__main__":
