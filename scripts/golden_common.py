@@ -30,6 +30,30 @@ def uniform(n, s, offset=0):
     return h.astype(np.float64) / 4294967296.0
 
 
+def formula_weights(name, shape):
+    """The closed-form value of a model's parameter or buffer `name`, float32 of
+    `shape`, with r = 2 uniform(numel, seed(name)) - 1: 0 for num_batches_tracked,
+    0.1 r for running means, 1 + 0.5 r for running variances, He-uniform
+    sqrt(6 / fan_in) r for tensors of two or more dimensions, 1 + 0.2 r for
+    other weights and 0.1 r for the rest (biases)."""
+    shape = tuple(int(d) for d in shape)
+    n = int(np.prod(shape))
+    if name.endswith("num_batches_tracked"):
+        return np.zeros(shape, dtype=np.float32)
+    r = 2.0 * uniform(n, seed(name)) - 1.0
+    if name.endswith("running_mean"):
+        v = 0.1 * r
+    elif name.endswith("running_var"):
+        v = 1.0 + 0.5 * r
+    elif len(shape) >= 2:
+        v = np.sqrt(6.0 / (n // shape[0])) * r
+    elif name.endswith("weight"):
+        v = 1.0 + 0.2 * r
+    else:
+        v = 0.1 * r
+    return v.astype(np.float32).reshape(shape)
+
+
 SAFETENSORS_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float64): "F64",
                       np.dtype(np.int32): "I32", np.dtype(np.int64): "I64"}
 

@@ -35,7 +35,6 @@ norm of the whole gradient).
 
 Run: /usr/bin/python3 scripts/make_golden_cls.py [--check-counts]
 """
-import math
 import os
 import sys
 
@@ -45,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_common import seed, uniform, write_safetensors  # noqa: E402
+from golden_common import formula_weights, uniform, write_safetensors  # noqa: E402
 
 
 # ---------------------------------------------------------------- models
@@ -230,20 +229,7 @@ class MobileNetV2(nn.Module):
 
 
 def formula_tensor(name, t):
-    if name.endswith("num_batches_tracked"):
-        return torch.zeros_like(t)
-    r = 2.0 * uniform(t.numel(), seed(name)) - 1.0
-    if name.endswith("running_mean"):
-        v = 0.1 * r
-    elif name.endswith("running_var"):
-        v = 1.0 + 0.5 * r
-    elif t.dim() >= 2:
-        v = math.sqrt(6.0 / (t.numel() // t.shape[0])) * r
-    elif name.endswith("weight"):
-        v = 1.0 + 0.2 * r
-    else:
-        v = 0.1 * r
-    return torch.from_numpy(v.astype(np.float32)).reshape(t.shape)
+    return torch.from_numpy(formula_weights(name, t.shape))
 
 
 def formula_input(shape):

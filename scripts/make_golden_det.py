@@ -37,7 +37,6 @@ Run: /usr/bin/python3 scripts/make_golden_det.py   (Debian's python3-torch and
 python3-torchvision; about a minute on two cores)
 """
 import json
-import math
 import os
 import sys
 
@@ -49,22 +48,11 @@ from torchvision.models.detection.image_list import ImageList
 from torchvision.ops import nms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from golden_common import seed, uniform, write_safetensors  # noqa: E402
+from golden_common import formula_weights, uniform, write_safetensors  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-
-
-def formula_tensor(name, t):
-    r = 2.0 * uniform(t.numel(), seed(name)) - 1.0
-    if t.dim() >= 2:
-        v = math.sqrt(6.0 / (t.numel() // t.shape[0])) * r
-    elif name.endswith("weight"):
-        v = 1.0 + 0.2 * r
-    else:
-        v = 0.1 * r
-    return torch.from_numpy(v.astype(np.float32)).reshape(t.shape)
 
 
 def formula(shape, s, lo, hi):
@@ -154,7 +142,7 @@ def ssd300_goldens(out, meta, base):
 
     with torch.no_grad():
         for name, t in model.state_dict().items():
-            t.copy_(formula_tensor(name, t))
+            t.copy_(torch.from_numpy(formula_weights(name, t.shape)))
     model = model.double()
     x = formula((2, 3, 300, 300), 7, -1.0, 1.0).double()
     feats = list(model.backbone(x).values())
