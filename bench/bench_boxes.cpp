@@ -9,21 +9,11 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "support/golden_formula.h"
 
 namespace {
 
 using namespace tcv;
-
-double hash_uniform(int64_t i, int64_t seed) {
-  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u +
-               static_cast<uint32_t>(static_cast<uint64_t>(seed) * 0x7F4A7C15u + 1u);
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return static_cast<double>(h) / 4294967296.0;
-}
 
 /// n boxes and scores: layout 0 spreads them over a 1000x1000 image (sides 10
 /// to 100, most kept at 0.5); layout 1 jitters them around 50 centres (sides
@@ -32,7 +22,7 @@ void make_boxes(int64_t n, int layout, Tensor& boxes, Tensor& scores) {
   std::vector<float> b(static_cast<size_t>(4 * n)), s(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     double v[5];
-    for (int k = 0; k < 5; ++k) v[k] = hash_uniform(5 * i + k, 77);
+    for (int k = 0; k < 5; ++k) v[k] = testing::golden_uniform(5 * i + k, 77);
     double x1, y1, w, h;
     if (layout == 0) {
       x1 = 1000.0 * v[0];
@@ -50,7 +40,7 @@ void make_boxes(int64_t n, int layout, Tensor& boxes, Tensor& scores) {
     b[4 * i + 1] = static_cast<float>(y1);
     b[4 * i + 2] = static_cast<float>(x1 + w);
     b[4 * i + 3] = static_cast<float>(y1 + h);
-    s[i] = static_cast<float>(hash_uniform(i, 78));
+    s[i] = static_cast<float>(testing::golden_uniform(i, 78));
   }
   boxes = from_vector<float>(b, {n, 4});
   scores = from_vector<float>(s, {n});
