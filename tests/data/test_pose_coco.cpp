@@ -53,6 +53,14 @@ void expect_has(const std::string& s, const std::string& part) {
   EXPECT_NE(s.find(part), std::string::npos) << "'" << part << "' not in: " << s;
 }
 
+// doc()'s image (a.jpg, 40 x 30, black) in tmp/img, and the options that read
+// tmp/kp.json with it.
+PoseCocoOptions one_image_set(const tcv::testing::TempDir& tmp) {
+  fs::create_directories(tmp.path("img"));
+  write_image(tmp.path("img/a.jpg"), zeros({3, 30, 40}, {.dtype = DType::u8}));
+  return {.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+}
+
 }  // namespace
 
 TEST(PoseCoco, ParsesAndRoundTrips) {
@@ -155,9 +163,7 @@ TEST(PoseCoco, ChoosesTrainedPeopleAndMasksTheRest) {
 
 TEST(PoseCoco, ReadsADataSet) {
   tcv::testing::TempDir tmp("pose_coco");
-  fs::create_directories(tmp.path("img"));
-  write_image(tmp.path("img/a.jpg"), zeros({3, 30, 40}, {.dtype = DType::u8}));
-  PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+  PoseCocoOptions o = one_image_set(tmp);
   o.selection.min_area = 0;
   // Keypoints 11.. lie below the 30-pixel-high image.
   put_file(tmp.path("kp.json"), doc(ann("", 17)));
@@ -226,15 +232,13 @@ TEST(PoseCoco, CrowdRunLengthsThatWrapInt64AreRefused) {
   for (const std::string& counts : {"[1," + big + ",4611686018427387904,1,4611686018427389103]",
                                     "[1," + big + ",9223372036854775803,5,1200]"}) {
     tcv::testing::TempDir tmp("pose_rle_wrap");
-    fs::create_directories(tmp.path("img"));
-    write_image(tmp.path("img/a.jpg"), zeros({3, 30, 40}, {.dtype = DType::u8}));
+    const PoseCocoOptions o = one_image_set(tmp);
     put_file(tmp.path("kp.json"), doc(ann("", 17) +
                                       R"(,{"id":2,"image_id":7,"category_id":1,"iscrowd":1,)"
                                       R"("bbox":[0,0,40,30],"area":1200,"num_keypoints":0,)"
                                       R"("segmentation":{"counts":)" +
                                       counts + R"(,"size":[30,40]}})"));
     const std::string e = tcv::testing::error_of([&] {
-      PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
       const PoseDataset ds = read_coco_keypoints(o);
       for (int64_t i = 0; i < ds.size(); ++i) ds.load(i);  // the old code crashed here
     });
@@ -326,9 +330,7 @@ TEST(PoseCoco, FileNamesTheSystemCannotLookUpAreMissingImages) {
 // ended training with "[pose_warp] the map is singular", naming no file.
 TEST(PoseCoco, PersonBoxesOutsideTheImageNameFileAndAnnotation) {
   tcv::testing::TempDir tmp("pose_bbox");
-  fs::create_directories(tmp.path("img"));
-  write_image(tmp.path("img/a.jpg"), zeros({3, 30, 40}, {.dtype = DType::u8}));
-  PoseCocoOptions o{.annotation_file = tmp.path("kp.json"), .image_dir = tmp.path("img")};
+  PoseCocoOptions o = one_image_set(tmp);
   o.selection.min_area = 0;
   std::string a = ann("", 8);
   a.replace(a.find("[2,3,20,20]"), 11, "[0,0,1e308,1e308]");
