@@ -4,28 +4,20 @@
 
 namespace tcv::nn {
 
-Dropout::Dropout(double p_, Generator* gen) : p(p_), generator(gen) {
-  TCV_CHECK(p >= 0.0 && p <= 1.0, "[Dropout] probability must be in [0, 1], got ", p);
+DropoutBase::DropoutBase(const char* name, double p_, Generator* gen) : p(p_), generator(gen) {
+  TCV_CHECK(p >= 0.0 && p <= 1.0, "[", name, "] probability must be in [0, 1], got ", p);
+}
+
+std::string DropoutBase::extra_repr() const {
+  return "p=" + repr_float(p) + ", inplace=False";
 }
 
 Tensor Dropout::forward(const Tensor& x) {
   return ops::dropout(x, {.p = p, .training = training_, .generator = generator});
 }
 
-std::string Dropout::extra_repr() const {
-  return "p=" + repr_float(p) + ", inplace=False";
-}
-
-Dropout2d::Dropout2d(double p_, Generator* gen) : p(p_), generator(gen) {
-  TCV_CHECK(p >= 0.0 && p <= 1.0, "[Dropout2d] probability must be in [0, 1], got ", p);
-}
-
 Tensor Dropout2d::forward(const Tensor& x) {
   return ops::dropout2d(x, {.p = p, .training = training_, .generator = generator});
-}
-
-std::string Dropout2d::extra_repr() const {
-  return "p=" + repr_float(p) + ", inplace=False";
 }
 
 }  // namespace tcv::nn
