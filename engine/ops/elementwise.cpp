@@ -345,24 +345,18 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) {
-  return binary_forward(BinaryOp::eq, a, b, 1.0);
-}
-Tensor ne(const Tensor& a, const Tensor& b) {
-  return binary_forward(BinaryOp::ne, a, b, 1.0);
-}
-Tensor lt(const Tensor& a, const Tensor& b) {
-  return binary_forward(BinaryOp::lt, a, b, 1.0);
-}
-Tensor le(const Tensor& a, const Tensor& b) {
-  return binary_forward(BinaryOp::le, a, b, 1.0);
-}
-Tensor gt(const Tensor& a, const Tensor& b) {
-  return binary_forward(BinaryOp::gt, a, b, 1.0);
-}
-Tensor ge(const Tensor& a, const Tensor& b) {
-  return binary_forward(BinaryOp::ge, a, b, 1.0);
-}
+// Comparisons: a b8 result, no gradient.
+#define TCV_COMPARE_OP(name)                          \
+  Tensor name(const Tensor& a, const Tensor& b) {     \
+    return binary_forward(BinaryOp::name, a, b, 1.0); \
+  }
+TCV_COMPARE_OP(eq)
+TCV_COMPARE_OP(ne)
+TCV_COMPARE_OP(lt)
+TCV_COMPARE_OP(le)
+TCV_COMPARE_OP(gt)
+TCV_COMPARE_OP(ge)
+#undef TCV_COMPARE_OP
 Tensor eq(const Tensor& a, double b) {
   return eq(a, scalar_like(a, b));
 }
