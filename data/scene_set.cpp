@@ -45,4 +45,16 @@ void parallel_for_scenes(int64_t n, const std::function<void(int64_t)>& fn) {
   TCV_CHECK(!failed.load(), error);
 }
 
+void check_scene_size(const char* tag, int64_t width, int64_t height) {
+  TCV_CHECK(width >= 16 && height >= 16 && width <= 8192 && height <= 8192, tag,
+            " image size must be in [16, 8192], got ", width, "x", height);
+}
+
+void check_min_max(const char* tag, const char* what, const char* lo_name, const char* hi_name,
+                   double lo, double hi, double floor, bool open_floor, double ceiling) {
+  TCV_CHECK((open_floor ? lo > floor : lo >= floor) && lo <= hi && hi <= ceiling, tag, " ", what,
+            ": need ", floor, open_floor ? " < " : " <= ", lo_name, " <= ", hi_name,
+            " <= ", ceiling, ", got ", lo, " and ", hi);
+}
+
 }  // namespace tcv::data

@@ -33,4 +33,14 @@ void create_set_dirs(const std::filesystem::path& root, std::initializer_list<co
 /// thrown as a tcv::Error once all threads are done.
 void parallel_for_scenes(int64_t n, const std::function<void(int64_t)>& fn);
 
+/// The checks every generator's options share; `tag` opens the message
+/// ("[scenes]"). Both image sides in [16, 8192]:
+void check_scene_size(const char* tag, int64_t width, int64_t height);
+
+/// A range lo..hi of the option pair (lo_name, hi_name): floor <= lo (floor < lo
+/// when `open_floor`), lo <= hi and hi <= ceiling, else "<tag> <what>: need
+/// 0 <= min_x <= max_x <= C, got lo and hi".
+void check_min_max(const char* tag, const char* what, const char* lo_name, const char* hi_name,
+                   double lo, double hi, double floor, bool open_floor, double ceiling);
+
 }  // namespace tcv::data

@@ -173,14 +173,11 @@ void rasterize(const uint8_t* item, int64_t S, int64_t x0, int64_t y0, int64_t w
 }
 
 void check_scene_options(const SceneOptions& o) {
-  TCV_CHECK(o.width >= 16 && o.height >= 16 && o.width <= 8192 && o.height <= 8192,
-            "[scenes] image size must be in [16, 8192], got ", o.width, "x", o.height);
-  TCV_CHECK(o.min_objects >= 0 && o.min_objects <= o.max_objects && o.max_objects <= 254,
-            "[scenes] objects per scene: need 0 <= min_objects <= max_objects <= 254, got ",
-            o.min_objects, " and ", o.max_objects);
-  TCV_CHECK(o.min_scale > 0 && o.min_scale <= o.max_scale && o.max_scale <= 2,
-            "[scenes] scales: need 0 < min_scale <= max_scale <= 2, got ", o.min_scale, " and ",
-            o.max_scale);
+  check_scene_size("[scenes]", o.width, o.height);
+  check_min_max("[scenes]", "objects per scene", "min_objects", "max_objects", o.min_objects,
+                o.max_objects, 0, false, 254);
+  check_min_max("[scenes]", "scales", "min_scale", "max_scale", o.min_scale, o.max_scale, 0, true,
+                2);
   TCV_CHECK(o.max_aspect >= 1 && o.max_aspect <= 4, "[scenes] max_aspect must be in [1, 4], got ",
             o.max_aspect);
   TCV_CHECK(o.coverage >= 1 && o.coverage <= 255, "[scenes] coverage must be in [1, 255], got ",

@@ -216,17 +216,13 @@ void paint(const Raster& r, uint8_t* img, uint8_t* owner, int64_t HW, uint8_t id
 }
 
 void check_options(const PoseSceneOptions& o) {
-  TCV_CHECK(o.width >= 16 && o.height >= 16 && o.width <= 8192 && o.height <= 8192,
-            "[pose scenes] image size must be in [16, 8192], got ", o.width, "x", o.height);
-  TCV_CHECK(o.min_people >= 0 && o.min_people <= o.max_people && o.max_people <= 200,
-            "[pose scenes] people per scene: need 0 <= min_people <= max_people <= 200, got ",
-            o.min_people, " and ", o.max_people);
-  TCV_CHECK(o.min_height > 0 && o.min_height <= o.max_height && o.max_height <= 3,
-            "[pose scenes] heights: need 0 < min_height <= max_height <= 3, got ", o.min_height,
-            " and ", o.max_height);
-  TCV_CHECK(o.min_thickness > 0 && o.min_thickness <= o.max_thickness && o.max_thickness <= 0.5,
-            "[pose scenes] thickness: need 0 < min_thickness <= max_thickness <= 0.5, got ",
-            o.min_thickness, " and ", o.max_thickness);
+  const char* tag = "[pose scenes]";
+  check_scene_size(tag, o.width, o.height);
+  check_min_max(tag, "people per scene", "min_people", "max_people", o.min_people, o.max_people, 0,
+                false, 200);
+  check_min_max(tag, "heights", "min_height", "max_height", o.min_height, o.max_height, 0, true, 3);
+  check_min_max(tag, "thickness", "min_thickness", "max_thickness", o.min_thickness,
+                o.max_thickness, 0, true, 0.5);
   TCV_CHECK(o.min_visible >= 0 && o.min_visible <= 1 && o.back_p >= 0 && o.back_p <= 1 &&
                 o.crowd_p >= 0 && o.crowd_p <= 1,
             "[pose scenes] min_visible, back_p and crowd_p must be in [0, 1]");
