@@ -270,44 +270,33 @@ inline int64_t bin_end(int64_t o, int64_t in, int64_t out) {
   return ((o + 1) * in + out - 1) / out;
 }
 
-template <typename T>
-void adaptive_forward(const T* x, T* y, int64_t planes, int64_t h, int64_t w, int64_t oh,
-                      int64_t ow) {
+// One pass over every (plane, output bin): forward averages the bin of x into
+// y; backward spreads dy / (bin size) over the bin of dx (bins may overlap, so
+// dx is zeroed per plane and accumulated). `x` is (planes, h, w), `y` (planes,
+// oh, ow) in both directions.
+template <typename T, bool Backward>
+void adaptive_pass(T* x, T* y, int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow) {
   parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(h * w, 1)),
                [&](int64_t lo, int64_t hi) {
                  for (int64_t p = lo; p < hi; ++p) {
-                   const T* xp = x + p * h * w;
+                   T* xp = x + p * h * w;
                    T* yp = y + p * oh * ow;
+                   if constexpr (Backward) std::fill(xp, xp + h * w, T(0));
                    for (int64_t oy = 0; oy < oh; ++oy) {
                      const int64_t y0 = bin_start(oy, h, oh), y1 = bin_end(oy, h, oh);
                      for (int64_t ox = 0; ox < ow; ++ox) {
                        const int64_t x0 = bin_start(ox, w, ow), x1 = bin_end(ox, w, ow);
-                       T acc = 0;
-                       for (int64_t iy = y0; iy < y1; ++iy)
-                         for (int64_t ix = x0; ix < x1; ++ix) acc += xp[iy * w + ix];
-                       yp[oy * ow + ox] = acc / static_cast<T>((y1 - y0) * (x1 - x0));
-                     }
-                   }
-                 }
-               });
-}
-
-template <typename T>
-void adaptive_backward(const T* dy, T* dx, int64_t planes, int64_t h, int64_t w, int64_t oh,
-                       int64_t ow) {
-  parallel_for(planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(h * w, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t p = lo; p < hi; ++p) {
-                   T* dxp = dx + p * h * w;
-                   const T* dyp = dy + p * oh * ow;
-                   std::fill(dxp, dxp + h * w, T(0));
-                   for (int64_t oy = 0; oy < oh; ++oy) {
-                     const int64_t y0 = bin_start(oy, h, oh), y1 = bin_end(oy, h, oh);
-                     for (int64_t ox = 0; ox < ow; ++ox) {
-                       const int64_t x0 = bin_start(ox, w, ow), x1 = bin_end(ox, w, ow);
-                       const T d = dyp[oy * ow + ox] / static_cast<T>((y1 - y0) * (x1 - x0));
-                       for (int64_t iy = y0; iy < y1; ++iy)
-                         for (int64_t ix = x0; ix < x1; ++ix) dxp[iy * w + ix] += d;
+                       const T count = static_cast<T>((y1 - y0) * (x1 - x0));
+                       if constexpr (Backward) {
+                         const T d = yp[oy * ow + ox] / count;
+                         for (int64_t iy = y0; iy < y1; ++iy)
+                           for (int64_t ix = x0; ix < x1; ++ix) xp[iy * w + ix] += d;
+                       } else {
+                         T acc = 0;
+                         for (int64_t iy = y0; iy < y1; ++iy)
+                           for (int64_t ix = x0; ix < x1; ++ix) acc += xp[iy * w + ix];
+                         yp[oy * ow + ox] = acc / count;
+                       }
                      }
                    }
                  }
@@ -318,15 +307,15 @@ void adaptive_backward(const T* dy, T* dx, int64_t planes, int64_t h, int64_t w,
 
 void adaptive_avg_pool2d_forward(const KTensor& x, const KTensor& y) {
   TCV_DISPATCH_FLOAT(x.dtype, "adaptive_avg_pool2d", {
-    adaptive_forward<scalar_t>(x.ptr<scalar_t>(), y.ptr<scalar_t>(), x.sizes[0] * x.sizes[1],
-                               x.sizes[2], x.sizes[3], y.sizes[2], y.sizes[3]);
+    adaptive_pass<scalar_t, false>(x.ptr<scalar_t>(), y.ptr<scalar_t>(), x.sizes[0] * x.sizes[1],
+                                   x.sizes[2], x.sizes[3], y.sizes[2], y.sizes[3]);
   });
 }
 
 void adaptive_avg_pool2d_backward(const KTensor& dy, const KTensor& dx) {
   TCV_DISPATCH_FLOAT(dy.dtype, "adaptive_avg_pool2d_backward", {
-    adaptive_backward<scalar_t>(dy.ptr<scalar_t>(), dx.ptr<scalar_t>(), dx.sizes[0] * dx.sizes[1],
-                                dx.sizes[2], dx.sizes[3], dy.sizes[2], dy.sizes[3]);
+    adaptive_pass<scalar_t, true>(dx.ptr<scalar_t>(), dy.ptr<scalar_t>(), dx.sizes[0] * dx.sizes[1],
+                                  dx.sizes[2], dx.sizes[3], dy.sizes[2], dy.sizes[3]);
   });
 }
 
