@@ -88,9 +88,7 @@ __global__ void ce_forward_kernel(T* nll, T* smooth, T* lse, const T* x, const i
                                   int64_t col_blocks, int64_t groups) {
   using A = acc_t<T>;
   TCV_TILE_SMEM(A, sm);
-  const int64_t iters = tile_iterations(groups);
-  for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x) {
-    const TilePos p = tile_pos(gb, col_blocks, groups, S);
+  for_each_tile(col_blocks, groups, S, [&](const TilePos& p) {
     const int64_t base = p.o * C * S + p.j;
     const ExpSum<A> st = tile_exp_sum<A>(
         p.valid, C, [&](int64_t c) { return to_acc(x[base + c * S]); }, sm);
@@ -102,18 +100,18 @@ __global__ void ce_forward_kernel(T* nll, T* smooth, T* lse, const T* x, const i
           acc += to_acc(weight_of(w, c)) * (l - to_acc(x[base + c * S]));
       acc = tile_allreduce(acc, sm, [](A a, A b) { return a + b; });
     }
-    if (!p.valid || threadIdx.y != 0) continue;
+    if (!p.valid || threadIdx.y != 0) return;
     const int64_t pos = p.o * S + p.j;
     lse[pos] = convert<T>(l);
     const int64_t tp = t[pos];
     if (tp == ignore) {
       nll[pos] = T(0);
       if (smooth) smooth[pos] = T(0);
-      continue;
+      return;
     }
     nll[pos] = convert<T>(to_acc(weight_of(w, tp)) * (l - to_acc(x[base + tp * S])));
     if (smooth) smooth[pos] = convert<T>(acc);
-  }
+  });
 }
 
 template <typename T>

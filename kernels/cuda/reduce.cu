@@ -75,9 +75,7 @@ __global__ void reduce_kernel(const In* in, const int64_t* in_idx, Out* out, int
   using A = typename Op::Acc;
   using S = typename Op::S;
   TCV_TILE_SMEM(S, sm);
-  const int64_t iters = tile_iterations(groups);
-  for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x) {
-    const TilePos p = tile_pos(gb, col_blocks, groups, inner);
+  for_each_tile(col_blocks, groups, inner, [&](const TilePos& p) {
     S s = Op::identity();
     if (p.valid) {
       const int64_t o = p.o / chunks, k = p.o % chunks;
@@ -94,7 +92,7 @@ __global__ void reduce_kernel(const In* in, const int64_t* in_idx, Out* out, int
       out[w] = convert<Out>(s.v);
       if (out_idx) out_idx[w] = s.i;
     }
-  }
+  });
 }
 
 template <class Op, typename In, typename Out>

@@ -12,15 +12,13 @@ __global__ void softmax_kernel(bool log, T* out, const T* in, int64_t r, int64_t
                                int64_t col_blocks, int64_t groups) {
   using A = acc_t<T>;
   TCV_TILE_SMEM(A, sm);
-  const int64_t iters = tile_iterations(groups);
-  for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x) {
-    const TilePos p = tile_pos(gb, col_blocks, groups, inner);
+  for_each_tile(col_blocks, groups, inner, [&](const TilePos& p) {
     const int64_t base = p.o * r * inner + p.j;
     // NaN never becomes the maximum (as std::max on the CPU); it spreads through exp.
     const ExpSum<A> st = tile_exp_sum<A>(
         p.valid, r, [&](int64_t i) { return to_acc(in[base + i * inner]); }, sm);
     const A mx = st.max, sum = st.sum;
-    if (!p.valid) continue;
+    if (!p.valid) return;
     if (log) {
       const A shift = mx + ::log(sum);  // a row of only -inf gives NaN, as in torch
       for (int64_t i = threadIdx.y; i < r; i += blockDim.y)
@@ -30,7 +28,7 @@ __global__ void softmax_kernel(bool log, T* out, const T* in, int64_t r, int64_t
       for (int64_t i = threadIdx.y; i < r; i += blockDim.y)
         out[base + i * inner] = convert<T>(::exp(to_acc(in[base + i * inner]) - mx) * inv);
     }
-  }
+  });
 }
 
 template <typename T>
@@ -38,9 +36,7 @@ __global__ void softmax_backward_kernel(bool log, T* dx, const T* dy, const T* y
                                         int64_t inner, int64_t col_blocks, int64_t groups) {
   using A = acc_t<T>;
   TCV_TILE_SMEM(A, sm);
-  const int64_t iters = tile_iterations(groups);
-  for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x) {
-    const TilePos p = tile_pos(gb, col_blocks, groups, inner);
+  for_each_tile(col_blocks, groups, inner, [&](const TilePos& p) {
     const int64_t base = p.o * r * inner + p.j;
     A dot = 0;
     if (p.valid)
@@ -49,13 +45,13 @@ __global__ void softmax_backward_kernel(bool log, T* dx, const T* dy, const T* y
         dot += log ? to_acc(dy[q]) : to_acc(dy[q]) * to_acc(y[q]);
       }
     dot = tile_allreduce(dot, sm, [](A a, A b) { return a + b; });
-    if (!p.valid) continue;
+    if (!p.valid) return;
     for (int64_t i = threadIdx.y; i < r; i += blockDim.y) {
       const int64_t q = base + i * inner;
       const A g = to_acc(dy[q]), v = to_acc(y[q]);
       dx[q] = convert<T>(log ? g - ::exp(v) * dot : v * (g - dot));
     }
-  }
+  });
 }
 
 const char* kind_name(SoftmaxKind kind) {

@@ -64,6 +64,17 @@ __device__ __forceinline__ int64_t tile_iterations(int64_t groups) {
   return (groups + blockDim.z - 1) / blockDim.z;
 }
 
+/// The grid-stride loop over the tile's groups: fn(p) for each of this
+/// thread's positions (return in fn skips to the next). Every thread of the
+/// block makes the same calls, so block-wide reductions inside fn stay in step.
+template <typename Fn>
+__device__ __forceinline__ void for_each_tile(int64_t col_blocks, int64_t groups, int64_t inner,
+                                              Fn fn) {
+  const int64_t iters = tile_iterations(groups);
+  for (int64_t gb = blockIdx.x; gb < iters; gb += gridDim.x)
+    fn(tile_pos(gb, col_blocks, groups, inner));
+}
+
 /// Combines v over the by threads of each (x, z) column of the tile with
 /// `combine` (a tree, so sums stay accurate) and returns the result to all of
 /// them. Every thread of the block must call it; sm holds 256 S.

@@ -124,6 +124,23 @@ void scatter_into(const KTensor& dx, Launch launch) {
   }
 }
 
+/// The backward of both modes: zeroes dx, then launch(d, dy, geometry, dy's
+/// numel) runs the kernel that adds each dy element into d.
+template <typename Launch>
+void scatter_backward(const KTensor& dx, const KTensor& dy, Launch launch) {
+  const Geom g = geom(dy, dx);
+  if (dx.numel() == 0) return;
+  const int64_t total = dy.numel();
+  TCV_CUDA_DISPATCH_FLOAT(dx.dtype, "upsample_backward", {
+    using T = scalar_t;
+    scatter_into<T>(dx, [&](auto* d) {
+      if (total == 0) return;
+      launch(d, dy.ptr<const T>(), g, total);
+      TCV_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
 }  // namespace
 
 void upsample_nearest2d(const KTensor& out, const KTensor& in) {
@@ -138,16 +155,8 @@ void upsample_nearest2d(const KTensor& out, const KTensor& in) {
 }
 
 void upsample_nearest2d_backward(const KTensor& dx, const KTensor& dy) {
-  const Geom g = geom(dy, dx);
-  if (dx.numel() == 0) return;
-  const int64_t total = dy.numel();
-  TCV_CUDA_DISPATCH_FLOAT(dx.dtype, "upsample_backward", {
-    using T = scalar_t;
-    scatter_into<T>(dx, [&](auto* d) {
-      if (total == 0) return;
-      nearest_bwd<T><<<grid_for(total), 256, 0, cur_stream()>>>(d, dy.ptr<const T>(), g, total);
-      TCV_CUDA_LAUNCH_CHECK();
-    });
+  scatter_backward(dx, dy, [](auto* d, const auto* src, const Geom& g, int64_t total) {
+    nearest_bwd<<<grid_for(total), 256, 0, cur_stream()>>>(d, src, g, total);
   });
 }
 
@@ -163,17 +172,8 @@ void upsample_bilinear2d(const KTensor& out, const KTensor& in, bool align_corne
 }
 
 void upsample_bilinear2d_backward(const KTensor& dx, const KTensor& dy, bool align_corners) {
-  const Geom g = geom(dy, dx);
-  if (dx.numel() == 0) return;
-  const int64_t total = dy.numel();
-  TCV_CUDA_DISPATCH_FLOAT(dx.dtype, "upsample_backward", {
-    using T = scalar_t;
-    scatter_into<T>(dx, [&](auto* d) {
-      if (total == 0) return;
-      bilinear_bwd<T><<<grid_for(total), 256, 0, cur_stream()>>>(d, dy.ptr<const T>(), g, total,
-                                                                 align_corners);
-      TCV_CUDA_LAUNCH_CHECK();
-    });
+  scatter_backward(dx, dy, [&](auto* d, const auto* src, const Geom& g, int64_t total) {
+    bilinear_bwd<<<grid_for(total), 256, 0, cur_stream()>>>(d, src, g, total, align_corners);
   });
 }
 
