@@ -6,6 +6,7 @@
 #include "kernels/cuda/boxes.h"
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/rn.cuh"
+#include "kernels/cuda/sort_key.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -45,20 +46,6 @@ __global__ void box_iou_kernel(T* out, const T* a, const T* b, int64_t n, int64_
     const T inter = mul_rn(w, h);
     out[e] = div_rn(inter, sub_rn(add_rn(area_of(p), area_of(q)), inter));
   }
-}
-
-// Order-preserving unsigned keys with NaN the largest (as kernels/cuda/sort.cu).
-__device__ __forceinline__ uint32_t sort_key(float f) {
-  if (f != f) return 0xffffffffu;
-  if (f == 0.0f) f = 0.0f;
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ uint64_t sort_key(double f) {
-  if (f != f) return ~0ull;
-  if (f == 0.0) f = 0.0;
-  const uint64_t u = static_cast<uint64_t>(__double_as_longlong(f));
-  return (u & 0x8000000000000000ull) ? ~u : (u | 0x8000000000000000ull);
 }
 
 template <typename T, typename K>

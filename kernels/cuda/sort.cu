@@ -2,46 +2,17 @@
 
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/sort.h"
+#include "kernels/cuda/sort_key.cuh"
 
 namespace tcv::kernels::cuda {
 namespace {
 
-// Unsigned keys whose integer order is the CPU's order: every NaN the largest
-// (and equal to each other), -0.0 equal to 0.0, then the usual sign flip.
-__device__ __forceinline__ uint32_t float_key(float f) {
-  if (f != f) return 0xffffffffu;
-  if (f == 0.0f) f = 0.0f;
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ uint64_t double_key(double f) {
-  if (f != f) return ~0ull;
-  if (f == 0.0) f = 0.0;
-  const uint64_t u = static_cast<uint64_t>(__double_as_longlong(f));
-  return (u & 0x8000000000000000ull) ? ~u : (u | 0x8000000000000000ull);
-}
-
+// The radix key of a value: floating types (f16 and bf16 through f32) by
+// sort_key, integers with the sign bit flipped.
 template <typename T>
-struct SortKey;
-template <>
-struct SortKey<float> {
-  using K = uint32_t;
-  __device__ static K of(float v) { return float_key(v); }
-};
-template <>
-struct SortKey<half> {
-  using K = uint32_t;
-  __device__ static K of(half v) { return float_key(__half2float(v)); }
-};
-template <>
-struct SortKey<bf16> {
-  using K = uint32_t;
-  __device__ static K of(bf16 v) { return float_key(__bfloat162float(v)); }
-};
-template <>
-struct SortKey<double> {
-  using K = uint64_t;
-  __device__ static K of(double v) { return double_key(v); }
+struct SortKey {
+  using K = decltype(sort_key(to_acc(T())));
+  __device__ static K of(T v) { return sort_key(to_acc(v)); }
 };
 template <>
 struct SortKey<int32_t> {
