@@ -258,24 +258,36 @@ std::string png(uint32_t w, uint32_t h, int depth, int color_type, const std::st
   return out + png_chunk("IDAT", z) + png_chunk("IEND", "");
 }
 
-void scene_files() {
-  data::SceneSetOptions o;
+// Writes a generated set of 64x48 images (train + val of them) to
+// out_root/tmp-<name> with write(options, dir), hands the directory to take,
+// then removes it.
+template <typename Options, typename Write, typename Take>
+void from_generated_set(const char* name, int64_t train, int64_t val, uint64_t seed, Write write,
+                        Take take) {
+  Options o;
   o.scene.width = 64;
   o.scene.height = 48;
-  o.train = 2;
-  o.val = 1;
-  o.seed = 7;
-  const fs::path dir = out_root / "tmp-scenes";
-  data::write_scene_set(o, dir.string());
-  for (const auto& [sub, harness] :
-       std::vector<std::pair<std::string, std::string>>{{"Annotations", "voc_xml"},
-                                                        {"annotations", "coco_json"},
-                                                        {"annotations", "det_coco_segm"},
-                                                        {"SegmentationClass", "label_png"},
-                                                        {"SegmentationObject", "label_png"}})
-    for (const auto& e : fs::directory_iterator(dir / sub))
-      put(harness, sub + "_" + e.path().filename().string(), slurp(e.path()));
+  o.train = train;
+  o.val = val;
+  o.seed = seed;
+  const fs::path dir = out_root / (std::string("tmp-") + name);
+  write(o, dir.string());
+  take(dir);
   fs::remove_all(dir);
+}
+
+void scene_files() {
+  from_generated_set<data::SceneSetOptions>(
+      "scenes", 2, 1, 7, data::write_scene_set, [](const fs::path& dir) {
+        for (const auto& [sub, harness] :
+             std::vector<std::pair<std::string, std::string>>{{"Annotations", "voc_xml"},
+                                                              {"annotations", "coco_json"},
+                                                              {"annotations", "det_coco_segm"},
+                                                              {"SegmentationClass", "label_png"},
+                                                              {"SegmentationObject", "label_png"}})
+          for (const auto& e : fs::directory_iterator(dir / sub))
+            put(harness, sub + "_" + e.path().filename().string(), slurp(e.path()));
+      });
   // A VOC file as the devkit writes them (tabs, <source>, <owner>, a truncated object).
   put("voc_xml", "voc2007_000005.xml",
       "<annotation>\n\t<folder>VOC2007</folder>\n\t<filename>000005.jpg</filename>\n"
@@ -331,17 +343,11 @@ void scene_files() {
 // crowds of tiny figures), and hand-made ones with what scenes do not write:
 // polygons, compressed RLE, a crowd without keypoints, people without boxes.
 void pose_files() {
-  data::PoseSceneSetOptions o;
-  o.scene.width = 64;
-  o.scene.height = 48;
-  o.train = 3;
-  o.val = 2;
-  o.seed = 5;
-  const fs::path dir = out_root / "tmp-pose-scenes";
-  data::write_pose_scene_set(o, dir.string());
-  for (const auto& e : fs::directory_iterator(dir / "annotations"))
-    put("pose_keypoints", e.path().filename().string(), slurp(e.path()));
-  fs::remove_all(dir);
+  from_generated_set<data::PoseSceneSetOptions>(
+      "pose-scenes", 3, 2, 5, data::write_pose_scene_set, [](const fs::path& dir) {
+        for (const auto& e : fs::directory_iterator(dir / "annotations"))
+          put("pose_keypoints", e.path().filename().string(), slurp(e.path()));
+      });
   std::string kp = "[";
   for (int k = 0; k < 17; ++k) kp += (k ? "," : "") + std::to_string(4 + k) + ",10,2";
   kp += "]";
