@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/batch_norm_coef.h"
 #include "kernels/cpu/blocked.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/loops.h"
@@ -170,22 +171,14 @@ void backward_loops(const BatchNormGeom& g, bool training, const D* x, const D* 
                      sum_dy_xc += bsum;
                      sum_xc += xsum;
                    }
-                   const double d = gdy        ? (grest ? static_cast<double>(grest[c]) : 0.0)
-                                    : training ? sum_xc / count
-                                               : 0.0;
-                   if (gdy) sum_dy = static_cast<double>(gdy[c]);
-                   const double sum_dy_xhat =
-                       gdy ? static_cast<double>(gdyx[c]) : (sum_dy_xc - d * sum_dy) * invstd;
-                   if (dw) dw[c] = static_cast<T>(sum_dy_xhat);
-                   if (db) db[c] = static_cast<T>(sum_dy);
+                   const BnBackwardCoef k = bn_backward_coef(c, sum_dy, sum_dy_xc, sum_xc, invstd,
+                                                             count, training, w, gdy, gdyx, grest);
+                   if (dw) dw[c] = static_cast<T>(k.dweight);
+                   if (db) db[c] = static_cast<T>(k.dbias);
                    if (!dx) continue;
-                   const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
-                   // dx = scale · (dy - mean(dy) - xhat · mean(dy · xhat)) in training,
-                   // with xhat = (x - m - d) · invstd.
-                   const double k_x = training ? scale * sum_dy_xhat * invstd / count : 0.0;
-                   const T k_dy = static_cast<T>(scale);
-                   const T k_xt = static_cast<T>(k_x);
-                   const T k_0 = training ? static_cast<T>(scale * sum_dy / count - d * k_x) : T(0);
+                   const T k_dy = static_cast<T>(k.k_dy);
+                   const T k_xt = static_cast<T>(k.k_x);
+                   const T k_0 = static_cast<T>(k.k_0);
                    for (int64_t n = 0; n < g.n; ++n) {
                      const D* xp = x + (n * g.c + c) * l;
                      const D* dyp = dy + (n * g.c + c) * l;
@@ -320,20 +313,14 @@ void backward_blocked(const BatchNormGeom& g, bool training, const float* x, con
                    for (int64_t j = 0; j < kB; ++j) {
                      const int64_t c = cb * kB + j;
                      const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
-                     const double d = gdy        ? (grest ? static_cast<double>(grest[c]) : 0.0)
-                                      : training ? s[2][j] / count
-                                                 : 0.0;
-                     if (gdy) s[0][j] = static_cast<double>(gdy[c]);
-                     const double sum_dy_xhat =
-                         gdy ? static_cast<double>(gdyx[c]) : (s[1][j] - d * s[0][j]) * invstd;
-                     if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
-                     if (db) db[c] = static_cast<float>(s[0][j]);
-                     const double scale = invstd * (w ? static_cast<double>(w[c]) : 1.0);
-                     const double kx = training ? scale * sum_dy_xhat * invstd / count : 0.0;
-                     k_dy[j] = static_cast<float>(scale);
-                     k_x[j] = static_cast<float>(kx);
-                     k_0[j] =
-                         training ? static_cast<float>(scale * s[0][j] / count - d * kx) : 0.0f;
+                     const BnBackwardCoef k =
+                         bn_backward_coef(c, s[0][j], s[1][j], s[2][j], invstd, count, training, w,
+                                          gdy, gdyx, grest);
+                     if (dw) dw[c] = static_cast<float>(k.dweight);
+                     if (db) db[c] = static_cast<float>(k.dbias);
+                     k_dy[j] = static_cast<float>(k.k_dy);
+                     k_x[j] = static_cast<float>(k.k_x);
+                     k_0[j] = static_cast<float>(k.k_0);
                    }
                    if (!dx) continue;
                    for (int64_t n = 0; n < g.n; ++n) {
@@ -495,19 +482,13 @@ void backward_nhwc(const BatchNormGeom& g, bool training, const BFloat16* x, con
       k_0(static_cast<size_t>(c));
   for (int64_t j = 0; j < c; ++j) {
     const double invstd = 1.0 / std::sqrt(static_cast<double>(var[j]) + g.eps);
-    const double dd = gdy        ? (grest ? static_cast<double>(grest[j]) : 0.0)
-                      : training ? s[2][j] / count
-                                 : 0.0;
-    const double sum_dy = gdy ? static_cast<double>(gdy[j]) : s[0][j];
-    const double sum_dy_xhat =
-        gdy ? static_cast<double>(gdyx[j]) : (s[1][j] - dd * sum_dy) * invstd;
-    if (dw) dw[j] = static_cast<float>(sum_dy_xhat);
-    if (db) db[j] = static_cast<float>(sum_dy);
-    const double scale = invstd * (w ? static_cast<double>(w[j]) : 1.0);
-    const double k_x = training ? scale * sum_dy_xhat * invstd / count : 0.0;
-    k_dy[j] = static_cast<float>(scale);
-    k_xt[j] = static_cast<float>(k_x);
-    k_0[j] = training ? static_cast<float>(scale * sum_dy / count - dd * k_x) : 0.0f;
+    const BnBackwardCoef k = bn_backward_coef(j, s[0][j], s[1][j], s[2][j], invstd, count, training,
+                                              w, gdy, gdyx, grest);
+    if (dw) dw[j] = static_cast<float>(k.dweight);
+    if (db) db[j] = static_cast<float>(k.dbias);
+    k_dy[j] = static_cast<float>(k.k_dy);
+    k_xt[j] = static_cast<float>(k.k_x);
+    k_0[j] = static_cast<float>(k.k_0);
   }
   if (!dx) return;
   const float* a = k_dy.data();

@@ -22,6 +22,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "kernels/batch_norm_coef.h"
 #include "kernels/cuda/batch_norm.h"
 #include "kernels/cuda/divmod.h"
 #include "kernels/cuda/handles.cuh"
@@ -188,20 +189,14 @@ __global__ void backward_coeffs(const double* __restrict__ partial, int chunks, 
       }
     }
     const double invstd = 1.0 / ::sqrt(static_cast<double>(var[ch]) + eps);
-    const double d = gdy        ? (grest ? static_cast<double>(grest[ch]) : 0.0)
-                     : training ? sum_xc / count
-                                : 0.0;
-    if (gdy) sum_dy = static_cast<double>(gdy[ch]);
-    const double sum_dy_xhat =
-        gdy ? static_cast<double>(gdyx[ch]) : (sum_dy_xc - d * sum_dy) * invstd;
-    if (dw) dw[ch] = static_cast<A>(sum_dy_xhat);
-    if (db) db[ch] = static_cast<A>(sum_dy);
-    const double scale = invstd * (w ? static_cast<double>(w[ch]) : 1.0);
-    const double k_x = training ? scale * sum_dy_xhat * invstd / count : 0.0;
+    const BnBackwardCoef k = bn_backward_coef(ch, sum_dy, sum_dy_xc, sum_xc, invstd, count,
+                                              training, w, gdy, gdyx, grest);
+    if (dw) dw[ch] = static_cast<A>(k.dweight);
+    if (db) db[ch] = static_cast<A>(k.dbias);
     coef[4 * ch] = mean[ch];
-    coef[4 * ch + 1] = static_cast<A>(scale);
-    coef[4 * ch + 2] = static_cast<A>(k_x);
-    coef[4 * ch + 3] = training ? static_cast<A>(scale * sum_dy / count - d * k_x) : A(0);
+    coef[4 * ch + 1] = static_cast<A>(k.k_dy);
+    coef[4 * ch + 2] = static_cast<A>(k.k_x);
+    coef[4 * ch + 3] = static_cast<A>(k.k_0);
   }
 }
 
