@@ -310,11 +310,7 @@ TEST(TrainTasks, DetectionTrainsResumesPredictsAndEvaluatesOnTwoRanks) {
 // or with data.skip_corrupt it is skipped and counted.
 TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
   tcv::testing::TempDir tmp("det_bomb");
-  const fs::path scenes = tmp.root() / "scenes";
-  {  // makes the scenes
-    Trainer t(tiny(kScenesDet, scenes, 1),
-              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
-  }
+  const fs::path scenes = make_scenes(kScenesDet, tmp.root() / "scenes", tmp.root() / "setup");
   const fs::path image = scenes / "JPEGImages" / "000009.jpg",
                  xml = scenes / "Annotations" / "000009.xml";
   ASSERT_TRUE(fs::exists(image) && fs::exists(xml));
@@ -342,11 +338,7 @@ TEST(TrainTasks, DecompressionBombsStopTrainingNamingFileSizeAndKey) {
 // Both are refused now, naming the data set.
 TEST(TrainTasks, EmptySplitsAreRefusedNamingTheDataSet) {
   tcv::testing::TempDir tmp("seg_empty");
-  const fs::path scenes = tmp.root() / "scenes";
-  {  // makes the scenes
-    Trainer t(tiny(kScenesSeg, scenes, 1),
-              {.out_dir = tmp.path("setup"), .progress = ProgressMode::quiet});
-  }
+  const fs::path scenes = make_scenes(kScenesSeg, tmp.root() / "scenes", tmp.root() / "setup");
   const fs::path lists = scenes / "ImageSets" / "Segmentation";
   const std::string val = tcv::testing::read_text((lists / "val.txt").string());
   const std::string train = tcv::testing::read_text((lists / "train.txt").string());
