@@ -92,24 +92,29 @@ std::string run_workers_in(const tcv::testing::TempDir& dir, const std::string& 
   return ok ? "" : out;
 }
 
-TEST(DDPGloo, EqualsUnionBatchWorld2) {
-  EXPECT_EQ(run_workers("sgd", 2), "");
+// Each worker scenario (tests/dist/ddp_worker.cpp) and its world size: every
+// rank prints "ok" when its checks pass.
+struct WorkerCase {
+  const char* name;  // the test's name
+  const char* scenario;
+  int world;
+};
+
+class DDPGlooWorkers : public ::testing::TestWithParam<WorkerCase> {};
+
+TEST_P(DDPGlooWorkers, AllRanksPass) {
+  EXPECT_EQ(run_workers(GetParam().scenario, GetParam().world), "");
 }
-TEST(DDPGloo, EqualsUnionBatchWorld3) {
-  EXPECT_EQ(run_workers("sgd", 3), "");
-}
-TEST(DDPGloo, Bf16CompressionHook) {
-  EXPECT_EQ(run_workers("bf16", 2), "");
-}
-TEST(DDPGloo, NoSyncAccumulation) {
-  EXPECT_EQ(run_workers("nosync", 2), "");
-}
-TEST(DDPGloo, FindUnusedParameters) {
-  EXPECT_EQ(run_workers("unused", 2), "");
-}
-TEST(DDPGloo, UnusedParameterWithoutFlagIsAClearError) {
-  EXPECT_EQ(run_workers("unused_error", 2), "");
-}
+
+INSTANTIATE_TEST_SUITE_P(
+    DDPGloo, DDPGlooWorkers,
+    ::testing::Values(WorkerCase{"EqualsUnionBatchWorld2", "sgd", 2},
+                      WorkerCase{"EqualsUnionBatchWorld3", "sgd", 3},
+                      WorkerCase{"Bf16CompressionHook", "bf16", 2},
+                      WorkerCase{"NoSyncAccumulation", "nosync", 2},
+                      WorkerCase{"FindUnusedParameters", "unused", 2},
+                      WorkerCase{"UnusedParameterWithoutFlagIsAClearError", "unused_error", 2}),
+    [](const ::testing::TestParamInfo<WorkerCase>& info) { return std::string(info.param.name); });
 
 // ---- comm hooks on Gloo ranks ------------------------------------------------
 //
