@@ -3,9 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <thread>
 
 #include "dist/ddp.h"
@@ -17,6 +15,7 @@
 #include "engine/rng.h"
 #include "layers/linear.h"
 #include "support/gradcheck.h"
+#include "support/run_files.h"
 #include "support/temp_dir.h"
 
 namespace tcv::dist {
@@ -322,18 +321,28 @@ TEST(DDPThreads, DifferentModelsAreAnError) {
   EXPECT_NE(msgs[1].find("unused.weight"), std::string::npos) << msgs[1];
 }
 
-// With timeline_steps, one of that many steps is written: the median-length.
-TEST(DDPThreads, TimelineOfTheMedianStep) {
-  tcv::testing::TempDir dir("ddp_timeline");
-  const std::string path = (dir.root() / "trace.json").string();
+// Two thread ranks of one seeded Net, each under a DDP that records its
+// timeline to `path` from step 2 on (`steps` steps, 0 for one), run `steps_of`
+// (r, ddp).
+template <typename Steps>
+void timeline_ranks(const std::string& path, int64_t steps, Steps steps_of) {
   manual_seed(4);
   auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
   run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
     DDPOptions o = small_buckets(1e-4);
     o.timeline_path = path;
     o.timeline_step = 2;
-    o.timeline_steps = 3;
+    o.timeline_steps = steps;
     DDP ddp(r == 0 ? n0 : n1, g, o);
+    steps_of(r, ddp);
+  });
+}
+
+// With timeline_steps, one of that many steps is written: the median-length.
+TEST(DDPThreads, TimelineOfTheMedianStep) {
+  tcv::testing::TempDir dir("ddp_timeline");
+  const std::string path = (dir.root() / "trace.json").string();
+  timeline_ranks(path, 3, [&](int r, DDP& ddp) {
     // Steps 2, 3 and 4 are each complete at the next forward: written at the 5th.
     for (int s = 0; s < 5; ++s) {
       ops::sum(ddp.forward(randn({2, 6}))).backward();
@@ -342,10 +351,7 @@ TEST(DDPThreads, TimelineOfTheMedianStep) {
       }
     }
   });
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const int64_t step = json_int(json_parse(ss.str()).at("otherData"), "step");
+  const int64_t step = json_int(json_parse(tcv::testing::slurp(path)).at("otherData"), "step");
   EXPECT_GE(step, 2);
   EXPECT_LE(step, 4);
 }
@@ -353,24 +359,15 @@ TEST(DDPThreads, TimelineOfTheMedianStep) {
 TEST(DDPThreads, TimelineAndStats) {
   tcv::testing::TempDir dir("ddp_timeline");
   const std::string path = (dir.root() / "trace.json").string();
-  manual_seed(4);
-  auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
-  run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
-    DDPOptions o = small_buckets(1e-4);
-    o.timeline_path = path;
-    o.timeline_step = 2;
-    DDP ddp(r == 0 ? n0 : n1, g, o);
+  timeline_ranks(path, 0, [&](int, DDP& ddp) {
     for (int s = 0; s < 3; ++s) {
       ops::sum(ddp.forward(randn({2, 6}))).backward();
       EXPECT_EQ(ddp.reducer().last_stats().num_buckets, ddp.reducer().num_buckets());
       EXPECT_GE(ddp.reducer().last_stats().comm_s, 0.0);
     }
   });
-  std::ifstream f(path);
-  ASSERT_TRUE(f.good());
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string j = ss.str();
+  ASSERT_TRUE(std::filesystem::exists(path));
+  const std::string j = tcv::testing::slurp(path);
   EXPECT_NE(j.find("\"traceEvents\""), std::string::npos);
   EXPECT_NE(j.find("allreduce bucket 0"), std::string::npos);
   EXPECT_NE(j.find("\"forward\""), std::string::npos);
