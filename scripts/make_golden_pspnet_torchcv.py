@@ -42,8 +42,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_golden_cls import formula_input, formula_tensor, save_safetensors  # noqa: E402
-from make_golden_seg import formula_target, golden_step  # noqa: E402
+from make_golden_cls import formula_input, formula_tensor  # noqa: E402
+from make_golden_seg import formula_target, golden_main, golden_step, save_golden  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 NUM_CLASSES = 19
@@ -281,24 +281,13 @@ def write_golden():
     p = "pspnet_deepbase_resnet50"
     out = golden_step(model, x, target, p, "dsn_out", CE_WEIGHT, DSN_WEIGHT, cw, STATS, GRADS)
     path = os.path.join(ROOT, "tests", "data", "golden", "seg_pspnet_torchcv.safetensors")
-    save_safetensors(path, out, {
-        "generator": "scripts/make_golden_pspnet_torchcv.py",
-        "torch": torch.__version__,
-        "precision": "float64 computation, stored as float64",
+    save_golden(path, out, "scripts/make_golden_pspnet_torchcv.py", "float64", {
         "model": "TorchCV PSPNet on deepbase_resnet50_d8 (5cb5203), 19 classes, dropout p = 0",
         "input": "formula_input((2, 3, 63, 54)); target (3n + 5y + 7x) mod 19, 255 where "
                  "(x + 2y + n) mod 11 == 0; loss CE_w(out) + 0.4 CE_w(dsn_out), TorchCV's "
                  "Cityscapes class weights, ignore_index 255",
-    }, torch.float64)
-    print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(out)} tensors)")
-
-
-def main():
-    if "--keys" in sys.argv:
-        write_keys()
-    else:
-        write_golden()
+    })
 
 
 if __name__ == "__main__":
-    main()
+    golden_main(write_keys, write_golden)

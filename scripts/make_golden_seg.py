@@ -222,18 +222,27 @@ def write_golden():
     p = "deeplabv3_resnet50"
     out = golden_step(model, x, target, p, "aux", 1.0, AUX_WEIGHT, None, STATS, GRADS)
     path = os.path.join(ROOT, "tests", "data", "golden", "seg_deeplabv3.safetensors")
-    save_safetensors(path, out, {
-        "generator": "scripts/make_golden_seg.py",
-        "torch": torch.__version__,
-        "precision": "float64 computation, stored as float32",
+    save_golden(path, out, "scripts/make_golden_seg.py", "float32", {
         "model": "torchvision deeplabv3_resnet50, 21 classes, aux head, dropout p = 0",
         "input": "formula_input((2, 3, 112, 104)); target (3n + 5y + 7x) mod 21, 255 where "
                  "(x + 2y + n) mod 11 == 0; loss CE(out) + 0.4 CE(aux), ignore_index 255",
     })
+
+
+def save_golden(path, out, generator, stored_as, metadata):
+    """Writes a segmentation golden file (computed in float64, stored as `stored_as`)
+    with its generator, torch version and precision in the metadata."""
+    save_safetensors(path, out, {
+        "generator": generator,
+        "torch": torch.__version__,
+        "precision": f"float64 computation, stored as {stored_as}",
+        **metadata,
+    }, getattr(torch, stored_as))
     print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(out)} tensors)")
 
 
-def main():
+def golden_main(write_keys, write_golden):
+    """`--keys` writes the parameter key list, otherwise the golden file."""
     if "--keys" in sys.argv:
         write_keys()
     else:
@@ -241,4 +250,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    golden_main(write_keys, write_golden)
