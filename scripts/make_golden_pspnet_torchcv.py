@@ -42,8 +42,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_golden_cls import formula_input, formula_tensor  # noqa: E402
-from make_golden_seg import formula_target, golden_main, golden_step, save_golden  # noqa: E402
+from make_golden_seg import formula_model_and_batch, golden_main, golden_step, save_golden  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 NUM_CLASSES = 19
@@ -270,13 +269,7 @@ def write_golden():
     model = PSPNet(NUM_CLASSES, 50)
     model.dsn[1].p = 0.0  # the dropouts off: outputs are deterministic
     model.cls[2].p = 0.0
-    model = model.double()
-    with torch.no_grad():
-        for name, t in model.state_dict().items():
-            t.copy_(formula_tensor(name, t))
-    x = formula_input(INPUT_SHAPE).double()
-    n, _, h, w = INPUT_SHAPE
-    target = formula_target(n, h, w, NUM_CLASSES)
+    model, x, target = formula_model_and_batch(model, INPUT_SHAPE, NUM_CLASSES)
     cw = torch.tensor(CLASS_WEIGHTS, dtype=torch.float64)
     p = "pspnet_deepbase_resnet50"
     out = golden_step(model, x, target, p, "dsn_out", CE_WEIGHT, DSN_WEIGHT, cw, STATS, GRADS)

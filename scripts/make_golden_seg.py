@@ -212,13 +212,7 @@ def write_golden():
                                aux_loss=True)
     model.classifier[0].project[3].p = 0.0  # the dropouts off: outputs are deterministic
     model.aux_classifier[3].p = 0.0
-    model = model.double()
-    with torch.no_grad():
-        for name, t in model.state_dict().items():
-            t.copy_(formula_tensor(name, t))
-    x = formula_input(INPUT_SHAPE).double()
-    n, _, h, w = INPUT_SHAPE
-    target = formula_target(n, h, w)
+    model, x, target = formula_model_and_batch(model, INPUT_SHAPE)
     p = "deeplabv3_resnet50"
     out = golden_step(model, x, target, p, "aux", 1.0, AUX_WEIGHT, None, STATS, GRADS)
     path = os.path.join(ROOT, "tests", "data", "golden", "seg_deeplabv3.safetensors")
@@ -227,6 +221,17 @@ def write_golden():
         "input": "formula_input((2, 3, 112, 104)); target (3n + 5y + 7x) mod 21, 255 where "
                  "(x + 2y + n) mod 11 == 0; loss CE(out) + 0.4 CE(aux), ignore_index 255",
     })
+
+
+def formula_model_and_batch(model, input_shape, num_classes=NUM_CLASSES):
+    """The model in float64 with every state_dict entry set by formula_tensor,
+    the formula input of `input_shape` and its formula_target."""
+    model = model.double()
+    with torch.no_grad():
+        for name, t in model.state_dict().items():
+            t.copy_(formula_tensor(name, t))
+    n, _, h, w = input_shape
+    return model, formula_input(input_shape).double(), formula_target(n, h, w, num_classes)
 
 
 def save_golden(path, out, generator, stored_as, metadata):
