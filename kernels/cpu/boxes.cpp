@@ -10,19 +10,10 @@
 #include <vector>
 
 #include "kernels/cpu/loops.h"
+#include "kernels/nms_threshold.h"
 
 namespace tcv::kernels::cpu {
 namespace {
-
-/// The largest T not above thr: for every T value v (NaN included),
-/// v > result exactly when double(v) > thr, so a comparison in T decides what
-/// torchvision's comparison of a T overlap with a double threshold decides.
-template <typename T>
-T threshold_in(double thr) {
-  T t = static_cast<T>(thr);
-  if (static_cast<double>(t) > thr) t = std::nextafter(t, -std::numeric_limits<T>::infinity());
-  return t;
-}
 
 // One kept box against a row of m boxes: supp[j] |= IoU > thr, with the
 // operations and operand order of torchvision's CPU kernel (std::max(ix1,

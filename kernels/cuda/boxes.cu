@@ -7,6 +7,7 @@
 #include "kernels/cuda/handles.cuh"
 #include "kernels/cuda/rn.cuh"
 #include "kernels/cuda/sort_key.cuh"
+#include "kernels/nms_threshold.h"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -127,13 +128,6 @@ __global__ void nms_reduce_kernel(int64_t* keep, int64_t* count, uint64_t* remov
     __syncthreads();
   }
   if (threadIdx.x == 0) *count = kept_total;
-}
-
-template <typename T>
-T threshold_in(double thr) {
-  T t = static_cast<T>(thr);
-  if (static_cast<double>(t) > thr) t = std::nextafter(t, -std::numeric_limits<T>::infinity());
-  return t;
 }
 
 template <typename T>
