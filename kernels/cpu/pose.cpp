@@ -1,5 +1,7 @@
 #include "kernels/cpu/pose.h"
 
+#include "kernels/pose_checks.h"
+
 namespace tcv::kernels::cpu {
 
 namespace {
@@ -56,10 +58,7 @@ void peaks_typed(uint8_t* mask, const T* x, T thr, int64_t planes, int64_t h, in
 
 void gaussian_filter1d(const KTensor& out, const KTensor& x, const KTensor& weights, int64_t outer,
                        int64_t n, int64_t inner) {
-  TCV_CHECK(out.is_contiguous() && x.is_contiguous() && weights.is_contiguous() &&
-                x.dtype == out.dtype && weights.dtype == x.dtype && weights.ndim == 1 &&
-                weights.sizes[0] % 2 == 1,
-            "[gaussian_filter1d] kernel needs contiguous operands of one dtype and odd taps");
+  check_gaussian_filter1d(out, x, weights);
   if (outer * n * inner == 0) return;
   TCV_DISPATCH_FLOAT(
       x.dtype, "gaussian_filter1d",
@@ -69,8 +68,7 @@ void gaussian_filter1d(const KTensor& out, const KTensor& x, const KTensor& weig
 
 void peak_mask(const KTensor& mask, const KTensor& x, double threshold, int64_t planes, int64_t h,
                int64_t w) {
-  TCV_CHECK(mask.is_contiguous() && x.is_contiguous() && mask.dtype == DType::u8,
-            "[peak_mask] kernel needs a contiguous x and u8 mask");
+  check_peak_mask(mask, x);
   if (planes * h * w == 0) return;
   TCV_DISPATCH_FLOAT(x.dtype, "peak_mask",
                      peaks_typed<scalar_t>(mask.ptr<uint8_t>(), x.ptr<const scalar_t>(),

@@ -1,6 +1,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pose.h"
 #include "kernels/cuda/rn.cuh"
+#include "kernels/pose_checks.h"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -51,10 +52,7 @@ __global__ void peaks_kernel(uint8_t* mask, const T* x, T thr, int64_t h, int64_
 
 void gaussian_filter1d(const KTensor& out, const KTensor& x, const KTensor& weights, int64_t outer,
                        int64_t n, int64_t inner) {
-  TCV_CHECK(out.is_contiguous() && x.is_contiguous() && weights.is_contiguous() &&
-                x.dtype == out.dtype && weights.dtype == x.dtype && weights.ndim == 1 &&
-                weights.sizes[0] % 2 == 1,
-            "[gaussian_filter1d] kernel needs contiguous operands of one dtype and odd taps");
+  check_gaussian_filter1d(out, x, weights);
   const int64_t total = outer * n * inner;
   if (total == 0) return;
   TCV_DISPATCH_FLOAT(x.dtype, "gaussian_filter1d",
@@ -66,8 +64,7 @@ void gaussian_filter1d(const KTensor& out, const KTensor& x, const KTensor& weig
 
 void peak_mask(const KTensor& mask, const KTensor& x, double threshold, int64_t planes, int64_t h,
                int64_t w) {
-  TCV_CHECK(mask.is_contiguous() && x.is_contiguous() && mask.dtype == DType::u8,
-            "[peak_mask] kernel needs a contiguous x and u8 mask");
+  check_peak_mask(mask, x);
   const int64_t total = planes * h * w;
   if (total == 0) return;
   TCV_DISPATCH_FLOAT(x.dtype, "peak_mask",
