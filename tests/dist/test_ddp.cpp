@@ -100,6 +100,11 @@ struct WorkerCase {
   int world;
 };
 
+// What ctest lists as GetParam(): the scenario and the world.
+void PrintTo(const WorkerCase& c, std::ostream* os) {
+  *os << c.scenario << " on " << c.world << " ranks";
+}
+
 class DDPGlooWorkers : public ::testing::TestWithParam<WorkerCase> {};
 
 TEST_P(DDPGlooWorkers, AllRanksPass) {
