@@ -8,9 +8,12 @@
 #include "kernels/cpu/batch_norm.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/batch_norm_coef.h"
@@ -41,6 +44,59 @@ T* opt_mut(const KTensor* t) {
 // horizontal add cost more than the few elements it covers.
 constexpr int64_t kSmallPlane = 8;
 
+// The plane reductions in T lanes, out of line so that every data type D
+// reaches the same machine code: bf16 data is widened to T first (plane_in),
+// and then sums exactly as the same values stored in T do. (Inlined into each
+// instantiation, the compiler may vectorize the bf16 and the f32 loops with
+// different lane counts, which reorders the sums: it did on AVX2.)
+template <typename T>
+[[gnu::noinline]] T plane_sum(const T* x, int64_t l) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < l; ++i) s += x[i];
+  return s;
+}
+
+// Σ(x − m) and Σ(x − m)².
+template <typename T>
+[[gnu::noinline]] std::pair<T, T> plane_centered_sums(const T* x, T m, int64_t l) {
+  T p1 = 0, p2 = 0;
+#pragma omp simd reduction(+ : p1, p2)
+  for (int64_t i = 0; i < l; ++i) {
+    const T xc = x[i] - m;
+    p1 += xc;
+    p2 += xc * xc;
+  }
+  return {p1, p2};
+}
+
+// Σdy, Σdy·(x − m) and Σ(x − m).
+template <typename T>
+[[gnu::noinline]] std::array<T, 3> plane_grad_sums(const T* x, const T* dy, T m, int64_t l) {
+  T a = 0, b = 0, xs = 0;
+#pragma omp simd reduction(+ : a, b, xs)
+  for (int64_t i = 0; i < l; ++i) {
+    const T xc = x[i] - m;
+    a += dy[i];
+    b += dy[i] * xc;
+    xs += xc;
+  }
+  return {a, b, xs};
+}
+
+// One plane of D data as T values: the data itself when D is T, else widened
+// into `buf`.
+template <typename T, typename D>
+const T* plane_in(const D* p, int64_t l, std::vector<T>& buf) {
+  if constexpr (std::is_same_v<T, D>) {
+    return p;
+  } else {
+    buf.resize(static_cast<size_t>(l));
+    for (int64_t i = 0; i < l; ++i) buf[static_cast<size_t>(i)] = static_cast<T>(p[i]);
+    return buf.data();
+  }
+}
+
 // Channels are independent, so threads split them. Each (n, c) plane is reduced
 // with SIMD lanes in T, planes are combined in double.
 //
@@ -60,46 +116,35 @@ void forward_loops(const BatchNormGeom& g, bool training, const D* x, const T* w
   parallel_for(
       g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
       [&](int64_t lo, int64_t hi) {
+        std::vector<T> buf;
         for (int64_t c = lo; c < hi; ++c) {
           T m = mean[c];
           double d = 0;
           if (training) {
             double s = 0;
             for (int64_t n = 0; n < g.n; ++n) {
-              const D* xp = x + (n * g.c + c) * l;
+              const T* xp = plane_in(x + (n * g.c + c) * l, l, buf);
               if (l < kSmallPlane) {
                 for (int64_t i = 0; i < l; ++i) s += static_cast<double>(xp[i]);
                 continue;
               }
-              T ps = 0;
-#pragma omp simd reduction(+ : ps)
-              for (int64_t i = 0; i < l; ++i) ps += static_cast<T>(xp[i]);
-              s += ps;
+              s += plane_sum(xp, l);
             }
             m = static_cast<T>(s / static_cast<double>(count));
             double s1 = 0, s2 = 0;
-            if (l < kSmallPlane) {
-              for (int64_t n = 0; n < g.n; ++n) {
-                const D* xp = x + (n * g.c + c) * l;
+            for (int64_t n = 0; n < g.n; ++n) {
+              const T* xp = plane_in(x + (n * g.c + c) * l, l, buf);
+              if (l < kSmallPlane) {
                 for (int64_t i = 0; i < l; ++i) {
-                  const double xc = static_cast<double>(static_cast<T>(xp[i]) - m);
+                  const double xc = static_cast<double>(xp[i] - m);
                   s1 += xc;
                   s2 += xc * xc;
                 }
+                continue;
               }
-            } else {
-              for (int64_t n = 0; n < g.n; ++n) {
-                const D* xp = x + (n * g.c + c) * l;
-                T p1 = 0, p2 = 0;
-#pragma omp simd reduction(+ : p1, p2)
-                for (int64_t i = 0; i < l; ++i) {
-                  const T xc = static_cast<T>(xp[i]) - m;
-                  p1 += xc;
-                  p2 += xc * xc;
-                }
-                s1 += p1;
-                s2 += p2;
-              }
+              const auto [p1, p2] = plane_centered_sums(xp, m, l);
+              s1 += p1;
+              s2 += p2;
             }
             d = s1 / static_cast<double>(count);
             mean[c] = static_cast<T>(static_cast<double>(m) + d);
@@ -142,16 +187,17 @@ void backward_loops(const BatchNormGeom& g, bool training, const D* x, const D* 
   const int64_t l = g.l;
   parallel_for(g.c, std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n * g.l, 1)),
                [&](int64_t lo, int64_t hi) {
+                 std::vector<T> xbuf, dybuf;
                  for (int64_t c = lo; c < hi; ++c) {
                    const T m = mean[c];
                    const double invstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + g.eps);
                    double sum_dy = 0, sum_dy_xc = 0, sum_xc = 0;
                    for (int64_t n = 0; n < (gdy ? 0 : g.n); ++n) {
-                     const D* xp = x + (n * g.c + c) * l;
-                     const D* dyp = dy + (n * g.c + c) * l;
+                     const T* xp = plane_in(x + (n * g.c + c) * l, l, xbuf);
+                     const T* dyp = plane_in(dy + (n * g.c + c) * l, l, dybuf);
                      if (l < kSmallPlane) {
                        for (int64_t i = 0; i < l; ++i) {
-                         const double xc = static_cast<double>(static_cast<T>(xp[i]) - m);
+                         const double xc = static_cast<double>(xp[i] - m);
                          const double dyi = static_cast<double>(dyp[i]);
                          sum_dy += dyi;
                          sum_dy_xc += dyi * xc;
@@ -159,17 +205,10 @@ void backward_loops(const BatchNormGeom& g, bool training, const D* x, const D* 
                        }
                        continue;
                      }
-                     T a = 0, bsum = 0, xsum = 0;
-#pragma omp simd reduction(+ : a, bsum, xsum)
-                     for (int64_t i = 0; i < l; ++i) {
-                       const T xc = static_cast<T>(xp[i]) - m;
-                       a += static_cast<T>(dyp[i]);
-                       bsum += static_cast<T>(dyp[i]) * xc;
-                       xsum += xc;
-                     }
+                     const auto [a, b, xs] = plane_grad_sums(xp, dyp, m, l);
                      sum_dy += a;
-                     sum_dy_xc += bsum;
-                     sum_xc += xsum;
+                     sum_dy_xc += b;
+                     sum_xc += xs;
                    }
                    const BnBackwardCoef k = bn_backward_coef(c, sum_dy, sum_dy_xc, sum_xc, invstd,
                                                              count, training, w, gdy, gdyx, grest);
@@ -677,8 +716,7 @@ void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
                          const KTensor* dx, const KTensor* dweight, const KTensor* dbias,
                          const GroupGradSums* group) {
-  TCV_CHECK(!group || (training && !dweight && !dbias && group->sum_dy && group->sum_dy_xhat),
-            "[batch_norm_backward] the group's sums serve dx in training only");
+  check_group_grad_sums(group, training, dweight, dbias);
   const double gcount = group ? group->count : 0.0;
   if (g.blocked && x.dtype == DType::bf16) {
     check_blocked(g, x);
