@@ -175,15 +175,31 @@ TEST_F(Reliability, NonFiniteStepsAreSkippedWithBatchNormStatistics) {
   EXPECT_EQ(json_int(last, "nonfinite_skipped"), 3);
 }
 
-// Issue 25, item 2: a learning rate of 1e6 under "skip" leaves finite weights
-// whose outputs are NaN (every later step is skipped). That model scored top-1
-// 100% (NaN compares false with everything) and was saved as `best`; now a row
-// holding NaN is wrong and a non-finite val loss never makes a best.
+// Issue 25, item 2: a model with finite weights whose outputs are NaN (under
+// "skip", every step after it is skipped). Such a model scored top-1 100% (NaN
+// compares false with everything) and was saved as `best`; now a row holding
+// NaN is wrong and a non-finite val loss never makes a best. The model: one
+// step of training, then the weights and biases of both Linear layers (fc1 is
+// layer 7, fc2 layer 9) times 1e30, finite in f32. fc2's products then
+// overflow to +inf and -inf (each logit has weights of both signs over
+// positive inputs), whose sum is NaN in any order of summation and before any
+// ReLU. (A learning rate of 1e6 made such weights on one CPU and finite
+// outputs on another: which units the ReLUs silence decides it.)
 TEST_F(Reliability, ANaNModelNeverScoresAboveChanceNorBecomesBest) {
   const fs::path run = tmp.root() / "run";
+  train(config({"solver.save_iters=1"}), run, 1);
+  const std::string latest = (run / "checkpoints/latest.safetensors").string();
+  SafetensorsFile ck = load_safetensors(latest);
+  int scaled = 0;
+  for (auto& [name, t] : ck.tensors)
+    if (name.rfind("model.7.", 0) == 0 || name.rfind("model.9.", 0) == 0) {
+      t = ops::mul(t, 1e30);
+      ++scaled;
+    }
+  ASSERT_EQ(scaled, 4);
+  save_safetensors(latest, ck.tensors, ck.metadata);
   std::ostringstream log;
-  const TrainSummary s =
-      train(config({"solver.lr.base_lr=1e6", "solver.nonfinite=\"skip\""}), run, 0, &log);
+  const TrainSummary s = train(config({resume_of(run), "solver.nonfinite=\"skip\""}), run, 0, &log);
   EXPECT_GT(s.nonfinite_skipped, 0);
   EXPECT_FALSE(std::isfinite(s.val_loss));
   EXPECT_LE(s.metric("top1"), 10.0) << log.str();  // 10 classes: chance
