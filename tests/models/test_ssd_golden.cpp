@@ -183,8 +183,12 @@ TEST(SsdGolden, MultiBoxLossF64) {
 // layer, added over the forward and the mirrored backward pass: 2·L·λ·√n·u
 // with L = 24 layers on the longest path (13 VGG convolutions, conv6, conv7, 8
 // extra convolutions, a head) and n = 9,216 terms (the heads on conv7's 1024
-// channels), 1.6e-3, plus the golden file's f32 rounding.
+// channels), 1.6e-3, plus the golden file's f32 rounding. A parameter's
+// gradient ends with a longer sum: a convolution's weight gradient adds up
+// N·H·W products, 2·300·300 = 180,000 for conv1_1 (an AVX2 CPU's oneDNN left
+// 2.2e-3 there), so the parameters' rows take n = 180,000: 7.3e-3.
 constexpr double kNetworkTol = 2.0 * 24 * 6.0 * 96.0 * 0x1p-24 + 0x1p-24;
+constexpr double kWeightGradTol = 2.0 * 24 * 6.0 * 424.3 * 0x1p-24 + 0x1p-24;  // √180000
 
 TEST(SsdGolden, Ssd300HeadsLossAndGradients) {
   auto model = models::det::ssd300_vgg16({.num_classes = 21});
@@ -221,15 +225,16 @@ TEST(SsdGolden, Ssd300HeadsLossAndGradients) {
     const Tensor g = params.at(name).grad();
     ASSERT_TRUE(g.defined()) << name;
     EXPECT_GT(norm2(g), 0.0) << name << ": a check of an all-zero gradient would prove nothing";
-    rows.push_back({name, expect_rel(sample(g), "ssd300.grad." + name, kNetworkTol)});
-    expect_rel({norm2(g)}, "ssd300.gradnorm." + name, kNetworkTol);
+    rows.push_back({name, expect_rel(sample(g), "ssd300.grad." + name, kWeightGradTol)});
+    expect_rel({norm2(g)}, "ssd300.gradnorm." + name, kWeightGradTol);
   }
   double worst = 0;
   for (const auto& [name, rel] : rows) {
     std::printf("[ ssd300 golden ] %-48s rel diff %.2e\n", name.c_str(), rel);
     worst = std::max(worst, rel);
   }
-  std::printf("[ ssd300 golden ] largest %.2e (tolerance %.2e)\n", worst, kNetworkTol);
+  std::printf("[ ssd300 golden ] largest %.2e (tolerance %.2e, parameters' gradients %.2e)\n",
+              worst, kNetworkTol, kWeightGradTol);
 }
 
 TEST(SsdGolden, FileIsSmall) {
