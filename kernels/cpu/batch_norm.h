@@ -50,6 +50,14 @@ struct GroupGradSums {
   double count = 0;
 };
 
+/// What both backends' batch_norm_backward check on entry: the group's sums
+/// serve dx in training only.
+inline void check_group_grad_sums(const GroupGradSums* group, bool training, const KTensor* dweight,
+                                  const KTensor* dbias) {
+  TCV_CHECK(!group || (training && !dweight && !dbias && group->sum_dy && group->sum_dy_xhat),
+            "[batch_norm_backward] the group's sums serve dx in training only");
+}
+
 }  // namespace tcv::kernels
 
 namespace tcv::kernels::cpu {

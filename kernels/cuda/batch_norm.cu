@@ -412,8 +412,7 @@ void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x
                          const KTensor* weight, const KTensor& mean, const KTensor& var,
                          const KTensor* dx, const KTensor* dweight, const KTensor* dbias,
                          const GroupGradSums* group) {
-  TCV_CHECK(!group || (training && !dweight && !dbias && group->sum_dy && group->sum_dy_xhat),
-            "[batch_norm_backward] the group's sums serve dx in training only");
+  check_group_grad_sums(group, training, dweight, dbias);
   TCV_CUDA_DISPATCH_FLOAT(
       x.dtype, "batch_norm_backward",
       backward_typed<scalar_t>(g, training, x, dy, weight, mean, var, dx, dweight, dbias, group));
