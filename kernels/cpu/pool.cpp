@@ -12,6 +12,7 @@
 #include "kernels/cpu/blocked.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/pool_window.h"
 
 namespace tcv::kernels::cpu {
 
@@ -22,24 +23,6 @@ using namespace dnnl_util;
 
 // ------------------------------------------------------------- reference
 
-// Output (oy, ox)'s input window, clipped to the image: rows [y0, y1), columns
-// [x0, x1), and its averaging divisor (include-pad: clipped at h + pad and
-// w + pad only, as PyTorch).
-struct Window {
-  int64_t y0, y1, x0, x1, count;
-};
-
-Window window_of(const Pool2dGeom& g, int64_t oy, int64_t ox) {
-  int64_t y0 = oy * g.stride[0] - g.pad[0], x0 = ox * g.stride[1] - g.pad[1];
-  int64_t y1 = std::min(y0 + g.kernel[0], g.h + g.pad[0]);
-  int64_t x1 = std::min(x0 + g.kernel[1], g.w + g.pad[1]);
-  const int64_t padded_count = (y1 - y0) * (x1 - x0);
-  y0 = std::max<int64_t>(y0, 0), x0 = std::max<int64_t>(x0, 0);
-  y1 = std::min(y1, g.h), x1 = std::min(x1, g.w);
-  return {y0, y1, x0, x1,
-          g.kind == PoolKind::avg_include_pad ? padded_count : (y1 - y0) * (x1 - x0)};
-}
-
 template <typename T>
 void pool_forward_ref(const Pool2dGeom& g, const T* x, T* y, int64_t* idx) {
   const bool is_max = g.kind == PoolKind::max;
@@ -49,7 +32,7 @@ void pool_forward_ref(const Pool2dGeom& g, const T* x, T* y, int64_t* idx) {
                    const T* xp = x + p * g.h * g.w;
                    for (int64_t oy = 0; oy < g.oh; ++oy)
                      for (int64_t ox = 0; ox < g.ow; ++ox) {
-                       const auto [y0, y1, x0, x1, count] = window_of(g, oy, ox);
+                       const auto [y0, y1, x0, x1, count] = pool_window(g, oy, ox);
                        const int64_t o = p * g.oh * g.ow + oy * g.ow + ox;
                        if (is_max) {
                          T best = -std::numeric_limits<T>::infinity();
@@ -91,7 +74,7 @@ void pool_backward_ref(const Pool2dGeom& g, const T* dy, T* dx, const int64_t* i
                          dxp[idx[p * g.oh * g.ow + o]] += dyp[o];
                          continue;
                        }
-                       const auto [y0, y1, x0, x1, count] = window_of(g, oy, ox);
+                       const auto [y0, y1, x0, x1, count] = pool_window(g, oy, ox);
                        if (count == 0) continue;
                        const T d = dyp[o] / static_cast<T>(count);
                        for (int64_t iy = y0; iy < y1; ++iy)

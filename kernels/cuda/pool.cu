@@ -4,64 +4,28 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pool.h"
+#include "kernels/pool_window.h"
 
 namespace tcv::kernels::cuda {
 namespace {
 
-struct PoolArgs {
-  int64_t h, w, oh, ow;
-  int64_t kh, kw, sh, sw, ph, pw;
-  int kind;
-};
-
-PoolArgs args_of(const Pool2dGeom& g) {
-  return {g.h,
-          g.w,
-          g.oh,
-          g.ow,
-          g.kernel[0],
-          g.kernel[1],
-          g.stride[0],
-          g.stride[1],
-          g.pad[0],
-          g.pad[1],
-          static_cast<int>(g.kind)};
-}
-
-// The window of output (oy, ox), clipped to the input, and its divisor.
-struct Window {
-  int64_t y0, y1, x0, x1, count;
-};
-__device__ __forceinline__ Window window(const PoolArgs& a, int64_t oy, int64_t ox) {
-  Window win;
-  int64_t y0 = oy * a.sh - a.ph, x0 = ox * a.sw - a.pw;
-  int64_t y1 = min(y0 + a.kh, a.h + a.ph), x1 = min(x0 + a.kw, a.w + a.pw);
-  const int64_t padded = (y1 - y0) * (x1 - x0);
-  y0 = max(y0, int64_t(0)), x0 = max(x0, int64_t(0));
-  y1 = min(y1, a.h), x1 = min(x1, a.w);
-  win.y0 = y0, win.y1 = y1, win.x0 = x0, win.x1 = x1;
-  win.count =
-      a.kind == static_cast<int>(PoolKind::avg_include_pad) ? padded : (y1 - y0) * (x1 - x0);
-  return win;
-}
-
 template <typename T>
-__global__ void pool_fwd(PoolArgs a, int64_t total, const T* x, T* y, int64_t* idx) {
+__global__ void pool_fwd(Pool2dGeom g, int64_t total, const T* x, T* y, int64_t* idx) {
   using A = acc_t<T>;
   TCV_CUDA_GRID_STRIDE(o, total) {
-    const int64_t ox = o % a.ow, oy = (o / a.ow) % a.oh, p = o / (a.ow * a.oh);
-    const T* xp = x + p * a.h * a.w;
-    const Window win = window(a, oy, ox);
-    if (a.kind == static_cast<int>(PoolKind::max)) {
+    const int64_t ox = o % g.ow, oy = (o / g.ow) % g.oh, p = o / (g.ow * g.oh);
+    const T* xp = x + p * g.h * g.w;
+    const PoolWindow win = pool_window(g, oy, ox);
+    if (g.kind == PoolKind::max) {
       A best = -INFINITY;
-      int64_t arg = win.y0 * a.w + win.x0;
+      int64_t arg = win.y0 * g.w + win.x0;
       bool nan = false;
       for (int64_t iy = win.y0; iy < win.y1 && !nan; ++iy)
         for (int64_t ix = win.x0; ix < win.x1; ++ix) {
-          const A v = to_acc(xp[iy * a.w + ix]);
+          const A v = to_acc(xp[iy * g.w + ix]);
           if (v > best || v != v) {
             best = v;
-            arg = iy * a.w + ix;
+            arg = iy * g.w + ix;
             if (v != v) {  // NaN wins, as in PyTorch
               nan = true;
               break;
@@ -73,7 +37,7 @@ __global__ void pool_fwd(PoolArgs a, int64_t total, const T* x, T* y, int64_t* i
     } else {
       A acc = A(0);
       for (int64_t iy = win.y0; iy < win.y1; ++iy)
-        for (int64_t ix = win.x0; ix < win.x1; ++ix) acc += to_acc(xp[iy * a.w + ix]);
+        for (int64_t ix = win.x0; ix < win.x1; ++ix) acc += to_acc(xp[iy * g.w + ix]);
       y[o] = convert<T>(win.count > 0 ? acc / static_cast<A>(win.count) : A(0));
     }
   }
@@ -89,28 +53,28 @@ __device__ __forceinline__ void out_range(int64_t i, int64_t k, int64_t s, int64
 }
 
 template <typename T>
-__global__ void pool_bwd(PoolArgs a, int64_t total, const T* dy, T* dx, const int64_t* idx) {
+__global__ void pool_bwd(Pool2dGeom g, int64_t total, const T* dy, T* dx, const int64_t* idx) {
   using A = acc_t<T>;
   TCV_CUDA_GRID_STRIDE(i, total) {
-    const int64_t ix = i % a.w, iy = (i / a.w) % a.h, p = i / (a.w * a.h);
-    const T* dyp = dy + p * a.oh * a.ow;
+    const int64_t ix = i % g.w, iy = (i / g.w) % g.h, p = i / (g.w * g.h);
+    const T* dyp = dy + p * g.oh * g.ow;
     int64_t oy0, oy1, ox0, ox1;
-    out_range(iy, a.kh, a.sh, a.ph, a.oh, oy0, oy1);
-    out_range(ix, a.kw, a.sw, a.pw, a.ow, ox0, ox1);
+    out_range(iy, g.kernel[0], g.stride[0], g.pad[0], g.oh, oy0, oy1);
+    out_range(ix, g.kernel[1], g.stride[1], g.pad[1], g.ow, ox0, ox1);
     A acc = A(0);
-    if (a.kind == static_cast<int>(PoolKind::max)) {
-      const int64_t* ip = idx + p * a.oh * a.ow;
-      const int64_t me = iy * a.w + ix;
+    if (g.kind == PoolKind::max) {
+      const int64_t* ip = idx + p * g.oh * g.ow;
+      const int64_t me = iy * g.w + ix;
       for (int64_t oy = oy0; oy < oy1; ++oy)
         for (int64_t ox = ox0; ox < ox1; ++ox)
-          if (ip[oy * a.ow + ox] == me) acc += to_acc(dyp[oy * a.ow + ox]);
+          if (ip[oy * g.ow + ox] == me) acc += to_acc(dyp[oy * g.ow + ox]);
     } else {
       for (int64_t oy = oy0; oy < oy1; ++oy)
         for (int64_t ox = ox0; ox < ox1; ++ox) {
-          const Window win = window(a, oy, ox);
+          const PoolWindow win = pool_window(g, oy, ox);
           if (win.count == 0) continue;
           if (iy < win.y0 || iy >= win.y1 || ix < win.x0 || ix >= win.x1) continue;
-          acc += to_acc(dyp[oy * a.ow + ox]) / static_cast<A>(win.count);
+          acc += to_acc(dyp[oy * g.ow + ox]) / static_cast<A>(win.count);
         }
     }
     dx[i] = convert<T>(acc);
@@ -182,8 +146,8 @@ void pool2d_forward(const Pool2dGeom& g, const KTensor& x, const KTensor& y,
     idx = workspace->ptr<int64_t>();
   }
   TCV_CUDA_DISPATCH_FLOAT(x.dtype, op, {
-    pool_fwd<scalar_t><<<grid_for(total), 256, 0, cur_stream()>>>(
-        args_of(g), total, x.ptr<const scalar_t>(), y.ptr<scalar_t>(), idx);
+    pool_fwd<scalar_t><<<grid_for(total), 256, 0, cur_stream()>>>(g, total, x.ptr<const scalar_t>(),
+                                                                  y.ptr<scalar_t>(), idx);
   });
   TCV_CUDA_LAUNCH_CHECK();
 }
@@ -196,7 +160,7 @@ void pool2d_backward(const Pool2dGeom& g, const KTensor& dy, const KTensor& dx,
   const int64_t* idx = g.kind == PoolKind::max ? workspace->ptr<const int64_t>() : nullptr;
   TCV_CUDA_DISPATCH_FLOAT(dy.dtype, op, {
     pool_bwd<scalar_t><<<grid_for(total), 256, 0, cur_stream()>>>(
-        args_of(g), total, dy.ptr<const scalar_t>(), dx.ptr<scalar_t>(), idx);
+        g, total, dy.ptr<const scalar_t>(), dx.ptr<scalar_t>(), idx);
   });
   TCV_CUDA_LAUNCH_CHECK();
 }
