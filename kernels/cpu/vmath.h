@@ -153,37 +153,22 @@ namespace tcv::kernels::cpu {
 /// the vectorizable functions above, std:: for the rest. Always inlined, like
 /// them, so the loops that call a formula still vectorize.
 struct VecMath {
-  template <typename F>
-  TCV_VM_INLINE static F exp(F x) {
-    return vm::exp(x);
+#define TCV_VEC_MATH(name, fn)       \
+  template <typename F>              \
+  TCV_VM_INLINE static F name(F x) { \
+    return fn(x);                    \
   }
-  template <typename F>
-  TCV_VM_INLINE static F log(F x) {
-    return vm::log(x);
-  }
-  template <typename F>
-  TCV_VM_INLINE static F sqrt(F x) {
-    return std::sqrt(x);
-  }
-  template <typename F>
-  TCV_VM_INLINE static F tanh(F x) {
-    return vm::tanh(x);
-  }
-  template <typename F>
-  TCV_VM_INLINE static F sigmoid(F x) {
-    return vm::sigmoid(x);
-  }
-  template <typename F>
-  TCV_VM_INLINE static F softplus(F x) {
-    return vm::softplus(x);
-  }
+  TCV_VEC_MATH(exp, vm::exp)
+  TCV_VEC_MATH(log, vm::log)
+  TCV_VEC_MATH(sqrt, std::sqrt)
+  TCV_VEC_MATH(tanh, vm::tanh)
+  TCV_VEC_MATH(sigmoid, vm::sigmoid)
+  TCV_VEC_MATH(softplus, vm::softplus)
+  TCV_VEC_MATH(abs, std::abs)
+#undef TCV_VEC_MATH
   template <typename F>
   TCV_VM_INLINE static F pow(F x, F y) {
     return std::pow(x, y);
-  }
-  template <typename F>
-  TCV_VM_INLINE static F abs(F x) {
-    return std::abs(x);
   }
 };
 

@@ -78,22 +78,17 @@ __host__ __device__ __forceinline__ acc_t<T> to_acc(T v) {
 
 /// The CUDA math library for the shared elementwise formulas (kernels/pointwise.h).
 struct DeviceMath {
-  template <typename F>
-  __host__ __device__ __forceinline__ static F exp(F x) {
-    return ::exp(x);
+#define TCV_DEVICE_MATH(name, fn)                          \
+  template <typename F>                                    \
+  __host__ __device__ __forceinline__ static F name(F x) { \
+    return fn(x);                                          \
   }
-  template <typename F>
-  __host__ __device__ __forceinline__ static F log(F x) {
-    return ::log(x);
-  }
-  template <typename F>
-  __host__ __device__ __forceinline__ static F sqrt(F x) {
-    return ::sqrt(x);
-  }
-  template <typename F>
-  __host__ __device__ __forceinline__ static F tanh(F x) {
-    return ::tanh(x);
-  }
+  TCV_DEVICE_MATH(exp, ::exp)
+  TCV_DEVICE_MATH(log, ::log)
+  TCV_DEVICE_MATH(sqrt, ::sqrt)
+  TCV_DEVICE_MATH(tanh, ::tanh)
+  TCV_DEVICE_MATH(abs, ::fabs)
+#undef TCV_DEVICE_MATH
   template <typename F>
   __host__ __device__ __forceinline__ static F sigmoid(F x) {
     return F(1) / (F(1) + ::exp(-x));
@@ -106,10 +101,6 @@ struct DeviceMath {
   template <typename F>
   __host__ __device__ __forceinline__ static F pow(F x, F y) {
     return ::pow(x, y);
-  }
-  template <typename F>
-  __host__ __device__ __forceinline__ static F abs(F x) {
-    return ::fabs(x);
   }
 };
 
