@@ -172,6 +172,35 @@ bool pick(const Perf* perf, int count, DType dt, bool tf32, Algo& out) {
   return false;
 }
 
+/// One direction's search into `a`: cuDNN's timing of every algorithm on the
+/// call's operands (`find`, with the largest workspace any of them asks for,
+/// capped) or its heuristics (`get`); the first result that ran under the math
+/// restriction, else `fallback`. `workspace(algo, &bytes)` sizes an algorithm.
+template <typename Perf, typename WorkspaceFn, typename FindFn, typename GetFn>
+void search(Algo& a, bool benchmark, DType dt, bool tf32, cudnnConvolutionDescriptor_t cd,
+            int algo_count, int fallback, WorkspaceFn workspace, FindFn find, GetFn get) {
+  constexpr int kMax = 16;
+  Perf perf[kMax];
+  int returned = 0;
+  if (benchmark) {
+    size_t ws_max = 0;
+    for (int i = 0; i < algo_count; ++i) {
+      size_t sz = 0;
+      if (workspace(i, &sz) == CUDNN_STATUS_SUCCESS)
+        ws_max = std::max(ws_max, std::min(sz, kMaxFindWorkspace));
+    }
+    Workspace ws(ws_max);
+    TCV_CUDNN_CHECK(find(kMax, &returned, perf, ws.get(), ws_max));
+  } else {
+    TCV_CUDNN_CHECK(get(kMax, &returned, perf));
+  }
+  if (pick(perf, returned, dt, tf32, a)) return;
+  a.algo = fallback;
+  a.math = requested_math(dt, tf32);
+  TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
+  TCV_CUDNN_CHECK(workspace(a.algo, &a.workspace));
+}
+
 /// The algorithm of one direction, searched on first use. The buffers are the
 /// call's own operands: Find*Ex writes the output, which the call then overwrites.
 const Algo& algorithm(ConvEntry& e, const ConvKey& key, DType dt, Dir dir, const void* x,
@@ -182,89 +211,56 @@ const Algo& algorithm(ConvEntry& e, const ConvKey& key, DType dt, Dir dir, const
   if (a.found) return a;
   cudnnHandle_t h = cudnn_handle();
   const bool tf32 = key.tf32 != 0;
+  const bool benchmark = key.benchmark != 0;
   cudnnConvolutionDescriptor_t cd = e.conv[d];
-  constexpr int kMax = 16;
-  int returned = 0;
-  bool ok = false;
   if (dir == Dir::fwd) {
-    cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-    if (key.benchmark) {
-      size_t ws_max = 0;
-      for (int i = 0; i < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++i) {
-        size_t sz = 0;
-        if (cudnnGetConvolutionForwardWorkspaceSize(h, e.x, e.w, cd, e.y,
-                                                    static_cast<cudnnConvolutionFwdAlgo_t>(i),
-                                                    &sz) == CUDNN_STATUS_SUCCESS)
-          ws_max = std::max(ws_max, std::min(sz, kMaxFindWorkspace));
-      }
-      Workspace ws(ws_max);
-      TCV_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, e.x, x, e.w, w, cd, e.y, out, kMax,
-                                                             &returned, perf, ws.get(), ws_max));
-    } else {
-      TCV_CUDNN_CHECK(
-          cudnnGetConvolutionForwardAlgorithm_v7(h, e.x, e.w, cd, e.y, kMax, &returned, perf));
-    }
-    ok = pick(perf, returned, dt, tf32, a);
-    if (!ok) {
-      a.algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-      a.math = requested_math(dt, tf32);
-      TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
-      TCV_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-          h, e.x, e.w, cd, e.y, static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), &a.workspace));
-    }
+    using Perf = cudnnConvolutionFwdAlgoPerf_t;
+    search<Perf>(
+        a, benchmark, dt, tf32, cd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+        [&](int i, size_t* sz) {
+          return cudnnGetConvolutionForwardWorkspaceSize(
+              h, e.x, e.w, cd, e.y, static_cast<cudnnConvolutionFwdAlgo_t>(i), sz);
+        },
+        [&](int n, int* r, Perf* p, void* ws, size_t bytes) {
+          return cudnnFindConvolutionForwardAlgorithmEx(h, e.x, x, e.w, w, cd, e.y, out, n, r, p,
+                                                        ws, bytes);
+        },
+        [&](int n, int* r, Perf* p) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, e.x, e.w, cd, e.y, n, r, p);
+        });
   } else if (dir == Dir::bwd_data) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-    if (key.benchmark) {
-      size_t ws_max = 0;
-      for (int i = 0; i < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; ++i) {
-        size_t sz = 0;
-        if (cudnnGetConvolutionBackwardDataWorkspaceSize(
-                h, e.w, e.y, cd, e.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(i), &sz) ==
-            CUDNN_STATUS_SUCCESS)
-          ws_max = std::max(ws_max, std::min(sz, kMaxFindWorkspace));
-      }
-      Workspace ws(ws_max);
-      TCV_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          h, e.w, w, e.y, y, cd, e.x, out, kMax, &returned, perf, ws.get(), ws_max));
-    } else {
-      TCV_CUDNN_CHECK(
-          cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e.w, e.y, cd, e.x, kMax, &returned, perf));
-    }
-    ok = pick(perf, returned, dt, tf32, a);
-    if (!ok) {
-      a.algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-      a.math = requested_math(dt, tf32);
-      TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
-      TCV_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-          h, e.w, e.y, cd, e.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), &a.workspace));
-    }
+    using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+    search<Perf>(
+        a, benchmark, dt, tf32, cd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+        [&](int i, size_t* sz) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(
+              h, e.w, e.y, cd, e.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(i), sz);
+        },
+        [&](int n, int* r, Perf* p, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, e.w, w, e.y, y, cd, e.x, out, n, r,
+                                                             p, ws, bytes);
+        },
+        [&](int n, int* r, Perf* p) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e.w, e.y, cd, e.x, n, r, p);
+        });
   } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-    if (key.benchmark) {
-      size_t ws_max = 0;
-      for (int i = 0; i < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; ++i) {
-        size_t sz = 0;
-        if (cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                h, e.x, e.y, cd, e.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(i), &sz) ==
-            CUDNN_STATUS_SUCCESS)
-          ws_max = std::max(ws_max, std::min(sz, kMaxFindWorkspace));
-      }
-      Workspace ws(ws_max);
-      TCV_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          h, e.x, x, e.y, y, cd, e.w, out, kMax, &returned, perf, ws.get(), ws_max));
-    } else {
-      TCV_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e.x, e.y, cd, e.w, kMax,
-                                                                    &returned, perf));
-    }
-    ok = pick(perf, returned, dt, tf32, a);
-    if (!ok) {
-      a.algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
-      a.math = requested_math(dt, tf32);
-      TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
-      TCV_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          h, e.x, e.y, cd, e.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo),
-          &a.workspace));
-    }
+    using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+    search<Perf>(
+        a, benchmark, dt, tf32, cd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+        [&](int i, size_t* sz) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              h, e.x, e.y, cd, e.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(i), sz);
+        },
+        [&](int n, int* r, Perf* p, void* ws, size_t bytes) {
+          return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, e.x, x, e.y, y, cd, e.w, out, n,
+                                                               r, p, ws, bytes);
+        },
+        [&](int n, int* r, Perf* p) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e.x, e.y, cd, e.w, n, r, p);
+        });
   }
   // The descriptor of this direction keeps the chosen algorithm's math type.
   TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
