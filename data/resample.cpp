@@ -217,22 +217,13 @@ void resample_row_u8(const uint8_t* __restrict src, const uint8_t* src_end, uint
 
 void resample_row(const uint8_t* src, const uint8_t* src_end, uint8_t* dst, int64_t out,
                   const AxisWeights& a) {
-  switch (a.fixed ? a.taps : 0) {
-    case 2:
-      return resample_row_u8<2>(src, src_end, dst, out, a);
-    case 3:
-      return resample_row_u8<3>(src, src_end, dst, out, a);
-    case 4:
-      return resample_row_u8<4>(src, src_end, dst, out, a);
-    case 5:
-      return resample_row_u8<5>(src, src_end, dst, out, a);
-    case 6:
-      return resample_row_u8<6>(src, src_end, dst, out, a);
-    case 7:
-      return resample_row_u8<7>(src, src_end, dst, out, a);
-    default:
-      return resample_row_u8<0>(src, src_end, dst, out, a);
-  }
+  // One instantiation per fixed tap count 2..7 (the unrolled loops); 0 for any count.
+  using Row = void (*)(const uint8_t*, const uint8_t*, uint8_t*, int64_t, const AxisWeights&);
+  static constexpr Row kRows[] = {resample_row_u8<0>, resample_row_u8<0>, resample_row_u8<2>,
+                                  resample_row_u8<3>, resample_row_u8<4>, resample_row_u8<5>,
+                                  resample_row_u8<6>, resample_row_u8<7>};
+  const int64_t taps = a.fixed ? a.taps : 0;
+  kRows[taps >= 2 && taps <= 7 ? taps : 0](src, src_end, dst, out, a);
 }
 
 void resample_row(const float* __restrict src, const float*, float* __restrict dst, int64_t out,
