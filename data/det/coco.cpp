@@ -23,11 +23,7 @@ CocoFile parse_coco(const std::string& text, const std::string& name) {
   CocoDocument d = read_coco_document(text, name);
   CocoFile f;
   for_each_annotation(d, name, true, [&](const json& j, const Where& w, const AnnotationHead& h) {
-    CocoObject o;
-    o.id = h.id;
-    o.image_id = h.image_id;
-    o.category_id = h.category_id;
-    o.iscrowd = h.iscrowd;
+    CocoObject o = annotation_of<CocoObject>(h);
     o.bbox = read_bbox(member(j, "bbox", w), w);
     o.area = read_area(j, o.bbox, w);
     f.annotations.push_back(std::move(o));

@@ -76,6 +76,17 @@ struct AnnotationHead {
 /// Reads object `j` of "annotations": its id (appended to w.at as " (id N)"),
 /// an image and a category the file lists, and iscrowd.
 AnnotationHead read_annotation_head(const CocoDocument& d, const json& j, Where& w);
+/// An annotation of either file kind (CocoObject, CocoPersonAnnotation) with
+/// the head's ids and iscrowd.
+template <typename Annotation>
+Annotation annotation_of(const AnnotationHead& h) {
+  Annotation a;
+  a.id = h.id;
+  a.image_id = h.image_id;
+  a.category_id = h.category_id;
+  a.iscrowd = h.iscrowd;
+  return a;
+}
 
 /// "bbox" [x, y, w, h]: four finite numbers, w and h not negative.
 std::array<double, 4> read_bbox(const json& bb, const Where& w);

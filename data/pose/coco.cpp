@@ -90,11 +90,7 @@ CocoKeypointFile parse_coco_keypoints(const std::string& text, const std::string
   CocoDocument d = read_coco_document(text, name);
   CocoKeypointFile f;
   for_each_annotation(d, name, false, [&](const json& j, const Where& w, const AnnotationHead& h) {
-    CocoPersonAnnotation a;
-    a.id = h.id;
-    a.image_id = h.image_id;
-    a.category_id = h.category_id;
-    a.iscrowd = h.iscrowd;
+    CocoPersonAnnotation a = annotation_of<CocoPersonAnnotation>(h);
     const CocoImage& im = d.images[h.image];
     if (j.contains("keypoints") || !a.iscrowd) {
       const json& kp = member(j, "keypoints", w);
