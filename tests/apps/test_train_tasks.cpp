@@ -131,7 +131,7 @@ void expect_report_with(const fs::path& run, std::initializer_list<const char*> 
 
 // The first val row of `run` resumed (its iterations done: evaluation only)
 // with the test-phase `overrides`, in the temp dir's "ms".
-Json resumed_val_row(const char* toml, const fs::path& root, const fs::path& run,
+Json resumed_val_row(const std::string& toml, const fs::path& root, const fs::path& run,
                      std::initializer_list<const char*> overrides) {
   Config c = tiny(toml, root / "scenes", 3);
   c.set_override("network.resume=\"" + run.string() + "\"");
