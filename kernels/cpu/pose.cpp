@@ -1,6 +1,6 @@
 #include "kernels/cpu/pose.h"
 
-#include "kernels/pose_checks.h"
+#include "kernels/pose_common.h"
 
 namespace tcv::kernels::cpu {
 
@@ -40,17 +40,7 @@ void peaks_typed(uint8_t* mask, const T* x, T thr, int64_t planes, int64_t h, in
   for (int64_t p = 0; p < planes; ++p)
     for (int64_t i = 0; i < h; ++i) {
       const T* plane = x + p * h * w;
-      for (int64_t j = 0; j < w; ++j) {
-        const T v = plane[i * w + j];
-        bool peak = v > thr;
-        for (int64_t di = -1; di <= 1 && peak; ++di)
-          for (int64_t dj = -1; dj <= 1 && peak; ++dj) {
-            const int64_t y = i + di, xx = j + dj;
-            if ((di == 0 && dj == 0) || y < 0 || y >= h || xx < 0 || xx >= w) continue;
-            peak = v >= plane[y * w + xx];
-          }
-        mask[(p * h + i) * w + j] = peak ? 1 : 0;
-      }
+      for (int64_t j = 0; j < w; ++j) mask[(p * h + i) * w + j] = is_peak(plane, thr, h, w, i, j);
     }
 }
 

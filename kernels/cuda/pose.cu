@@ -1,7 +1,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/pose.h"
 #include "kernels/cuda/rn.cuh"
-#include "kernels/pose_checks.h"
+#include "kernels/pose_common.h"
 
 namespace tcv::kernels::cuda {
 namespace {
@@ -36,15 +36,7 @@ __global__ void peaks_kernel(uint8_t* mask, const T* x, T thr, int64_t h, int64_
     const int64_t j = e % w;
     const int64_t i = (e / w) % h;
     const T* plane = x + (e / (h * w)) * h * w;
-    const T v = plane[i * w + j];
-    bool peak = v > thr;
-    for (int64_t di = -1; di <= 1 && peak; ++di)
-      for (int64_t dj = -1; dj <= 1 && peak; ++dj) {
-        const int64_t y = i + di, xx = j + dj;
-        if ((di == 0 && dj == 0) || y < 0 || y >= h || xx < 0 || xx >= w) continue;
-        peak = v >= plane[y * w + xx];
-      }
-    mask[e] = peak ? 1 : 0;
+    mask[e] = is_peak(plane, thr, h, w, i, j);
   }
 }
 
