@@ -91,7 +91,7 @@ void* Storage::blocked_bytes() const {
   return data_;
 }
 
-// Converts into a new buffer and keeps the nChw16c one until the storage dies:
+// Converts into a new buffer and keeps the blocked one until the storage dies:
 // a kernel in another thread may be reading it (it took blocked_bytes() while
 // the storage was still blocked).
 void* Storage::make_row_major() const {
@@ -287,14 +287,14 @@ kernels::KTensor flat_desc(kernels::KTensor kt) {
 bool blockable(const Shape& shape, DType dtype, Device device) {
   if (shape.size() != 4 || !device.is_cpu() || shape[1] <= 0 || shape_numel(shape) <= 0)
     return false;
-  if (dtype == DType::f32) return shape[1] % kernels::cpu::kChannelBlock == 0;
+  if (dtype == DType::f32) return kernels::cpu::whole_channel_blocks(shape[1]);
   return dtype == DType::bf16 && kernels::cpu::bf16_supported();  // channels last
 }
 
 Tensor empty_blocked(const Shape& shape, DType dtype) {
   TCV_CHECK(blockable(shape, dtype, kCPU),
             "[empty_blocked] needs (N, C, H, W) f32 with C a multiple of ",
-            kernels::cpu::kChannelBlock, ", or bf16 on a CPU with bf16 instructions, got ",
+            kernels::cpu::channel_block(), ", or bf16 on a CPU with bf16 instructions, got ",
             shape_str(shape), " ", dtype_name(dtype));
   Tensor t = empty(shape, {.dtype = dtype});
   t.storage()->mark_blocked(shape, dtype);
@@ -305,7 +305,7 @@ Tensor to_blocked(const Tensor& t) {
   if (t.is_blocked()) return t;
   TCV_CHECK(blockable(t.shape(), t.dtype(), t.device()),
             "[to_blocked] needs a CPU (N, C, H, W) tensor, f32 with C a multiple of ",
-            kernels::cpu::kChannelBlock, " or bf16, got ", t.shape_str(), " ",
+            kernels::cpu::channel_block(), " or bf16, got ", t.shape_str(), " ",
             dtype_name(t.dtype()));
   const Tensor src = t.detach().contiguous();
   Tensor out = empty_blocked(t.shape(), t.dtype());

@@ -34,7 +34,7 @@ Shape contiguous_strides(const Shape& s);
 /// version counter that detects in-place changes to tensors saved for backward.
 ///
 /// A CPU storage may hold a 4-D activation in the layout the CPU convolutions
-/// compute in, oneDNN's nChw16c for f32, channels-last for bf16
+/// compute in, oneDNN's nChw16c or nChw8c for f32, channels-last for bf16
 /// (kernels/cpu/blocked.h; blocked(), see Tensor::is_blocked). Reading it
 /// row-major takes an explicit step, make_row_major(), which converts once into
 /// a second buffer; the blocked bytes stay valid until the storage dies, so a
@@ -64,7 +64,7 @@ class Storage {
   /// kernel that produces it, and not yet converted by make_row_major().
   bool blocked() const { return blocked_.load(std::memory_order_acquire); }
   /// Declares the (not yet read) bytes blocked for the logical (N, C, H, W)
-  /// `dims` of `dtype` (f32: nChw16c; bf16: channels last).
+  /// `dims` of `dtype` (f32: nChw16c or nChw8c; bf16: channels last).
   void mark_blocked(const std::vector<int64_t>& dims, DType dtype = DType::f32);
   /// The dtype the storage was declared blocked with (f32 when never).
   DType blocked_dtype() const { return blocked_dtype_; }
@@ -167,7 +167,7 @@ class Tensor {
 
   // ---- the blocked layout (CPU f32 and bf16 activations) ----
   /// True when this tensor is a whole 4-D f32 or bf16 storage held in the
-  /// layout CPU convolutions compute in (nChw16c for f32, channels last for
+  /// layout CPU convolutions compute in (nChw16c or nChw8c for f32, channels last for
   /// bf16: kernels/cpu/blocked.h): CPU convolutions write their outputs so, and batch norm and
   /// elementwise ops on equal shapes keep it, so no reorder runs between those
   /// layers. Any other access (data_ptr, strided_desc, to_vector, a kernel that

@@ -19,9 +19,10 @@ struct KTensor {
   int ndim = 0;
   int64_t sizes[kMaxDims] = {};
   int64_t strides[kMaxDims] = {};  // in elements
-  /// The data is in oneDNN's nChw16c layout (4-D f32, C a multiple of 16):
-  /// sizes are the logical (N, C, H, W), strides do not describe it. Only
-  /// Tensor::desc_as_stored() sets this, for the kernels that read that layout.
+  /// The data is in the CPU's blocked layout (kernels/cpu/blocked.h: for 4-D
+  /// f32 oneDNN's nChw16c or nChw8c, C in whole blocks; for bf16 NHWC): sizes are the logical (N,
+  /// C, H, W), strides do not describe it. Only Tensor::desc_as_stored() sets this, for the kernels
+  /// that read that layout.
   bool blocked = false;
 
   int64_t numel() const {

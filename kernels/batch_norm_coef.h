@@ -1,5 +1,5 @@
 // Batch norm's backward per channel, written once for the CPU loops (plain,
-// nChw16c and bf16 NHWC in kernels/cpu/batch_norm.cpp) and the CUDA kernel
+// nChw16c/nChw8c and bf16 NHWC in kernels/cpu/batch_norm.cpp) and the CUDA kernel
 // (kernels/cuda/batch_norm.cu): from a channel's sums, its dweight and dbias
 // and the coefficients of
 //   dx = k_dy·dy − k_x·(x − mean) − k_0.

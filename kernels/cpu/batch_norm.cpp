@@ -233,14 +233,14 @@ void backward_loops(const BatchNormGeom& g, bool training, const D* x, const D* 
 
 // ------------------------------------------------------------- blocked
 
-// The same computations on nChw16c data: a thread takes whole 16-channel blocks
-// and runs the 16 channels of a block in the SIMD lanes, reading each cache line
-// once. Partial sums are f32 over chunks of a plane, combined in double.
-constexpr int64_t kB = kChannelBlock;
+// The same computations on the blocked layout (nChw16c or nChw8c, kB channels
+// a block: channel_block()): a thread takes whole blocks and runs the kB
+// channels of a block in the SIMD lanes, reading each cache line once. Partial
+// sums are f32 over chunks of a plane, combined in double.
 constexpr int64_t kChunk = 256;
 
 // Adds f(value of lane j at pixel i) into acc[k][j] over one plane of one image.
-template <int K, typename F>
+template <int K, int64_t kB, typename F>
 void plane_sums(int64_t l, double (&acc)[K][kB], F f) {
   for (int64_t i0 = 0; i0 < l; i0 += kChunk) {
     const int64_t i1 = std::min(l, i0 + kChunk);
@@ -257,6 +257,7 @@ void plane_sums(int64_t l, double (&acc)[K][kB], F f) {
   }
 }
 
+template <int64_t kB>
 void forward_blocked(const BatchNormGeom& g, bool training, const float* x, const float* w,
                      const float* b, float* y, float* mean, float* var, float* rest = nullptr) {
   const int64_t blocks = g.c / kB, l = g.l;
@@ -274,7 +275,7 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
             double s[1][kB] = {};
             for (int64_t n = 0; n < g.n; ++n) {
               const float* xp = xb + n * image;
-              plane_sums<1>(l, s, [&](int64_t i, float(&v)[1][kB]) {
+              plane_sums<1, kB>(l, s, [&](int64_t i, float(&v)[1][kB]) {
                 for (int64_t j = 0; j < kB; ++j) v[0][j] = xp[i * kB + j];
               });
             }
@@ -282,7 +283,7 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
             double s12[2][kB] = {};
             for (int64_t n = 0; n < g.n; ++n) {
               const float* xp = xb + n * image;
-              plane_sums<2>(l, s12, [&](int64_t i, float(&v)[2][kB]) {
+              plane_sums<2, kB>(l, s12, [&](int64_t i, float(&v)[2][kB]) {
                 for (int64_t j = 0; j < kB; ++j) {
                   const float xc = xp[i * kB + j] - m[j];
                   v[0][j] = xc;
@@ -323,6 +324,7 @@ void forward_blocked(const BatchNormGeom& g, bool training, const float* x, cons
       });
 }
 
+template <int64_t kB>
 void backward_blocked(const BatchNormGeom& g, bool training, const float* x, const float* dy,
                       const float* w, const float* mean, const float* var, float* dx, float* dw,
                       float* db, const float* gdy, const float* gdyx, const float* grest,
@@ -339,7 +341,7 @@ void backward_blocked(const BatchNormGeom& g, bool training, const float* x, con
                    for (int64_t n = 0; n < (gdy ? 0 : g.n); ++n) {
                      const float* xp = x + base + n * image;
                      const float* dyp = dy + base + n * image;
-                     plane_sums<3>(l, s, [&](int64_t i, float(&v)[3][kB]) {
+                     plane_sums<3, kB>(l, s, [&](int64_t i, float(&v)[3][kB]) {
                        for (int64_t j = 0; j < kB; ++j) {
                          const float xc = xp[i * kB + j] - m[j], dyi = dyp[i * kB + j];
                          v[0][j] = dyi;
@@ -377,9 +379,22 @@ void backward_blocked(const BatchNormGeom& g, bool training, const float* x, con
 }
 
 void check_blocked(const BatchNormGeom& g, const KTensor& x) {
-  TCV_CHECK(x.blocked && ((x.dtype == DType::f32 && g.c % kB == 0) || x.dtype == DType::bf16),
-            "[batch_norm] the blocked layout needs f32 data with channels in whole blocks of ", kB,
-            ", or bf16 (channels last)");
+  TCV_CHECK(
+      x.blocked && ((x.dtype == DType::f32 && whole_channel_blocks(g.c)) || x.dtype == DType::bf16),
+      "[batch_norm] the blocked layout needs f32 data with channels in whole blocks of ",
+      channel_block(), ", or bf16 (channels last)");
+}
+
+// The blocked loops for this CPU's block size (check_blocked has passed).
+template <typename... A>
+void forward_blocked_any(A&&... a) {
+  if (channel_block() == 16) return forward_blocked<16>(std::forward<A>(a)...);
+  forward_blocked<8>(std::forward<A>(a)...);
+}
+template <typename... A>
+void backward_blocked_any(A&&... a) {
+  if (channel_block() == 16) return backward_blocked<16>(std::forward<A>(a)...);
+  backward_blocked<8>(std::forward<A>(a)...);
 }
 
 // ------------------------------------------------------------- channels last (bf16)
@@ -643,8 +658,8 @@ void batch_norm_forward_train(const BatchNormGeom& g, const KTensor& x, const KT
   }
   if (g.blocked) {
     check_blocked(g, x);
-    forward_blocked(g, true, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
-                    y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
+    forward_blocked_any(g, true, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
+                        y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
     if (running.mean) update_running<float>(g, running, mean.ptr<float>(), var.ptr<float>());
     return;
   }
@@ -673,8 +688,8 @@ void batch_norm_stats(const BatchNormGeom& g, const KTensor& x, const KTensor& m
   }
   if (g.blocked) {
     check_blocked(g, x);
-    return forward_blocked(g, true, x.ptr<float>(), nullptr, nullptr, nullptr, mean.ptr<float>(),
-                           var.ptr<float>(), opt_mut<float>(mean_rest));
+    return forward_blocked_any(g, true, x.ptr<float>(), nullptr, nullptr, nullptr,
+                               mean.ptr<float>(), var.ptr<float>(), opt_mut<float>(mean_rest));
   }
   if (x.dtype == DType::bf16)
     return forward_loops<float, BFloat16>(g, true, x.ptr<BFloat16>(), nullptr, nullptr, nullptr,
@@ -698,8 +713,9 @@ void batch_norm_forward_eval(const BatchNormGeom& g, const KTensor& x, const KTe
   }
   if (g.blocked) {
     check_blocked(g, x);
-    return forward_blocked(g, false, x.ptr<float>(), opt_ptr<float>(weight), opt_ptr<float>(bias),
-                           y.ptr<float>(), mean.ptr<float>(), var.ptr<float>());
+    return forward_blocked_any(g, false, x.ptr<float>(), opt_ptr<float>(weight),
+                               opt_ptr<float>(bias), y.ptr<float>(), mean.ptr<float>(),
+                               var.ptr<float>());
   }
   if (x.dtype == DType::bf16)
     return forward_loops<float, BFloat16>(g, false, x.ptr<BFloat16>(), opt_ptr<float>(weight),
@@ -733,12 +749,12 @@ void batch_norm_backward(const BatchNormGeom& g, bool training, const KTensor& x
     check_blocked(g, x);
     TCV_CHECK(dy.blocked && (!dx || dx->blocked),
               "[batch_norm_backward] x, dy and dx must all be in the blocked layout");
-    return backward_blocked(g, training, x.ptr<float>(), dy.ptr<float>(), opt_ptr<float>(weight),
-                            mean.ptr<float>(), var.ptr<float>(), opt_mut<float>(dx),
-                            opt_mut<float>(dweight), opt_mut<float>(dbias),
-                            group ? opt_ptr<float>(group->sum_dy) : nullptr,
-                            group ? opt_ptr<float>(group->sum_dy_xhat) : nullptr,
-                            group ? opt_ptr<float>(group->mean_rest) : nullptr, gcount);
+    return backward_blocked_any(g, training, x.ptr<float>(), dy.ptr<float>(),
+                                opt_ptr<float>(weight), mean.ptr<float>(), var.ptr<float>(),
+                                opt_mut<float>(dx), opt_mut<float>(dweight), opt_mut<float>(dbias),
+                                group ? opt_ptr<float>(group->sum_dy) : nullptr,
+                                group ? opt_ptr<float>(group->sum_dy_xhat) : nullptr,
+                                group ? opt_ptr<float>(group->mean_rest) : nullptr, gcount);
   }
   if (x.dtype == DType::bf16)
     return backward_loops<float, BFloat16>(

@@ -19,7 +19,7 @@ enum class BnAct : uint8_t { none, relu, relu6 };
 struct BatchNormGeom {
   int64_t n = 0, c = 0, l = 1;
   double eps = 1e-5;
-  /// CPU f32 only: x, y, dy and dx are in the nChw16c layout (kernels/cpu/
+  /// CPU f32 only: x, y, dy and dx are in the blocked layout (kernels/cpu/
   /// blocked.h) with l = H * W, instead of row-major.
   bool blocked = false;
   /// Forward only: an activation applied as the output is written (fused into

@@ -420,13 +420,13 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
   e->x_fwd = Layout(x_plain, e->fwd_pd.src_desc(), true, false);
   e->w_fwd = Layout(w_plain, e->fwd_pd.weights_desc(), true, false);
   e->y_fwd = Layout(y_plain, e->fwd_pd.dst_desc(), false, true);
-  // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c, only in whole
-  // 16-channel blocks (a padded nChw16c tensor would not fit a plain one's
-  // storage); bf16 channels last.
+  // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c or nChw8c, only
+  // in whole channel blocks (a padded blocked tensor would not fit a plain
+  // one's storage); bf16 channels last.
   const bool f32 = dtype == DType::f32;
-  const auto blk_tag = f32 ? memory::format_tag::nChw16c : memory::format_tag::nhwc;
-  const memory::desc x_blk(x_dims, dt, blk_tag), y_blk(y_dims, dt, blk_tag);
-  const bool cx = !f32 || g.c % kChannelBlock == 0, cy = !f32 || g.k % kChannelBlock == 0;
+  const bool cx = !f32 || whole_channel_blocks(g.c), cy = !f32 || whole_channel_blocks(g.k);
+  const memory::desc x_blk = cx ? blocked_md(x_dims, dtype) : memory::desc();
+  const memory::desc y_blk = cy ? blocked_md(y_dims, dtype) : memory::desc();
   e->blocked.src = cx && e->x_fwd.want == x_blk;
   e->blocked.dst = cy && e->y_fwd.want == y_blk;
   // A forward with an activation is only ever run forward: its backward is the
@@ -780,7 +780,7 @@ WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
   constexpr int64_t kWinogradMinOutput = 8;
   const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
                         g.dilation[0] == 1 && g.dilation[1] == 1 && g.groups == 1 &&
-                        g.c % kChannelBlock == 0 && g.k % kChannelBlock == 0 &&
+                        whole_channel_blocks(g.c) && whole_channel_blocks(g.k) &&
                         g.oh >= kWinogradMinOutput && g.ow >= kWinogradMinOutput;
   // automatic: no pass of oneDNN's Winograd stayed within direct convolution's
   // error bound on the layers tcv trains (kernels/cpu/conv.h).

@@ -1,7 +1,7 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
 // f32 runs through oneDNN (blocked layouts inside; activations may also come
-// and go in nChw16c, see conv2d_blocked_layouts), and so does bf16 (mixed
+// and go in nChw16c or nChw8c, see conv2d_blocked_layouts), and so does bf16 (mixed
 // precision, on CPUs with bf16 instructions: bf16_supported); f64 through im2col and
 // OpenBLAS's dgemm (gradient checks, f64 runs of whole networks); the direct
 // reference loops are the test oracle.
@@ -82,7 +82,7 @@ void conv2d_backward_ref(const Conv2dGeom& g, const KTensor& x, const KTensor& w
                          const KTensor* dbias);
 
 /// Which activations of g's oneDNN primitives of `dtype` (f32, bf16) are in the
-/// blocked layout (nChw16c for f32, channels last for bf16:
+/// blocked layout (nChw16c or nChw8c for f32, channels last for bf16:
 /// kernels/cpu/blocked.h). Exactly those may be passed to conv2d_forward and
 /// conv2d_backward as KTensors with `blocked` set (dst and diff_src: are
 /// written blocked); every other tensor is row-major.

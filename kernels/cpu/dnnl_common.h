@@ -67,6 +67,10 @@ inline dnnl::memory::desc plain_md(const dnnl::memory::dims& dims,
   return dnnl::memory::desc(dims, dt, strides);
 }
 
+/// The blocked layout of `dtype` (kernels/cpu/blocked.h): f32 nChw16c or
+/// nChw8c (channel_block()), bf16 channels last.
+dnnl::memory::desc blocked_md(const dnnl::memory::dims& dims, DType dtype);
+
 /// Whether oneDNN runs bf16 on this CPU in hardware: AVX512_BF16 or AMX-BF16
 /// in the ISA it dispatches to (ONEDNN_MAX_CPU_ISA can lower it).
 bool bf16_in_hardware();

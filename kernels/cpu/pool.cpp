@@ -1,6 +1,6 @@
 // Pooling: oneDNN for f32 and bf16 (mixed precision), on plain NCHW or, when
 // the input already is (a convolution's output), on the blocked layout (f32
-// nChw16c, bf16 channels last: reordering to it and back around the pooling
+// nChw16c or nChw8c, bf16 channels last: reordering to it and back around the pooling
 // would cost more than it saves); direct loops for f64 and for average pooling
 // whose ceil-mode overhang PyTorch leaves out of the divisor.
 #include "kernels/cpu/pool.h"
@@ -126,11 +126,8 @@ const PoolEntry& entry(const Pool2dGeom& g, DType dtype) {
   return pool_cache().get(key, [&] {
     auto e = std::make_unique<PoolEntry>();
     const auto md = [&](const memory::dims& d) {
-      // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c, bf16 channels last.
-      if (!g.blocked) return plain_md(d, dnnl_dtype(dtype));
-      return memory::desc(
-          d, dnnl_dtype(dtype),
-          dtype == DType::bf16 ? memory::format_tag::nhwc : memory::format_tag::nChw16c);
+      // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c or nChw8c, bf16 channels last.
+      return g.blocked ? blocked_md(d, dtype) : plain_md(d, dnnl_dtype(dtype));
     };
     e->x_md = md({g.n, g.c, g.h, g.w});
     e->y_md = md({g.n, g.c, g.oh, g.ow});
@@ -166,13 +163,13 @@ bool use_dnnl(const Pool2dGeom& g, DType dt) {
 void check_layout(const char* op, const Pool2dGeom& g, const KTensor& a, const KTensor& b) {
   if (g.blocked)
     TCV_CHECK(a.blocked && b.blocked && pool2d_blockable(g, a.dtype), "[", op,
-              "] the blocked layout needs f32 data in whole 16-channel blocks, or bf16");
+              "] the blocked layout needs f32 data in whole channel blocks, or bf16");
 }
 
 }  // namespace
 
 bool pool2d_blockable(const Pool2dGeom& g, DType dtype) {
-  return use_dnnl(g, dtype) && (dtype == DType::bf16 || g.c % kChannelBlock == 0);
+  return use_dnnl(g, dtype) && (dtype == DType::bf16 || whole_channel_blocks(g.c));
 }
 
 bool pool2d_takes(const Pool2dGeom& g, DType dtype) {

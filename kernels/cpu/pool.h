@@ -21,7 +21,7 @@ struct Pool2dGeom {
   int64_t stride[2] = {1, 1};
   int64_t pad[2] = {0, 0};
   PoolKind kind = PoolKind::max;
-  /// CPU f32 only: x, y, dy and dx are in the nChw16c layout (kernels/cpu/
+  /// CPU f32 only: x, y, dy and dx are in the blocked layout (kernels/cpu/
   /// blocked.h) instead of row-major; see pool2d_blockable.
   bool blocked = false;
 };
@@ -30,8 +30,8 @@ struct Pool2dGeom {
 
 namespace tcv::kernels::cpu {
 
-/// Whether pooling of this geometry can run on nChw16c data (f32, oneDNN, whole
-/// 16-channel blocks): a blocked input then gives a blocked output, no reorder.
+/// Whether pooling of this geometry can run on blocked data (f32, oneDNN, whole
+/// channel blocks): a blocked input then gives a blocked output, no reorder.
 bool pool2d_blockable(const Pool2dGeom& g, DType dtype);
 
 /// Whether pool2d_forward and pool2d_backward take `dtype` for g: f32 and f64

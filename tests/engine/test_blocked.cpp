@@ -12,6 +12,7 @@
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "kernels/cpu/blocked.h"
 #include "kernels/cpu/conv.h"
 #include "support/conv_geom.h"
 #include "support/error_bound.h"
@@ -30,9 +31,9 @@ Tensor f32_leaf(const Tensor& t) {
   return f;
 }
 
-// oneDNN asks for nChw16c where its AVX-512 kernels run. On a CPU without
-// AVX-512 (or under ONEDNN_MAX_CPU_ISA=AVX2) it wants nChw8c, which tcv does not
-// keep, and every tensor stays row-major: the layout checks below expect that.
+// oneDNN asks for nChw16c where its AVX-512 kernels run and for nChw8c where
+// AVX2 ones run (kernels/cpu/blocked.h): tcv keeps either. Where neither is
+// asked for, every tensor stays row-major: the layout checks below expect that.
 bool blocks_here() {
   return kernels::cpu::conv2d_blocked_layouts(testing::conv3x3_geom(2, 16, 32, 6, 5)).dst;
 }
@@ -265,15 +266,22 @@ TEST(Blocked, ConversionsAndErrors) {
   Tensor b = to_blocked(x);
   EXPECT_TRUE(to_blocked(b).same(b));
   EXPECT_EQ(b.to_vector<float>(), x.to_vector<float>());  // back to row-major: bitwise
-  EXPECT_THROW(to_blocked(zeros({2, 3, 4, 4})), Error);   // C not a multiple of 16
+  EXPECT_THROW(to_blocked(zeros({2, 3, 4, 4})), Error);   // C not in whole blocks (of 8 or 16)
   EXPECT_THROW(to_blocked(zeros({2, 16, 4, 4}, {.dtype = DType::f64})), Error);
   EXPECT_THROW(empty_blocked({16, 4, 4}), Error);
   try {
-    empty_blocked({1, 24, 2, 2});
+    empty_blocked({1, 20, 2, 2});
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("(1, 24, 2, 2)"), std::string::npos) << e.what();
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("(1, 20, 2, 2)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("multiple of " + std::to_string(kernels::cpu::channel_block())),
+              std::string::npos)
+        << msg;
   }
+  // The block is what this CPU's convolutions compute in: 8 (AVX2) or 16 (AVX-512).
+  EXPECT_TRUE(kernels::cpu::channel_block() == 8 || kernels::cpu::channel_block() == 16);
+  EXPECT_EQ(blocks_here(), kernels::cpu::channel_block() > 0);
 }
 
 }  // namespace
