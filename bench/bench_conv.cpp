@@ -108,9 +108,13 @@ BENCHMARK(BM_Conv2dFwd)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// blocked = 1: x as a convolution leaves it (the CPU's blocked layout), which
+// tcv pools in its own kernel; 0: row-major, oneDNN's.
 void BM_MaxPool2dFwdBwd(benchmark::State& state) {
   Generator gen(2);
-  Tensor x = randn({64, 32, 28, 28}, {}, &gen).set_requires_grad(true);
+  Tensor x = randn({64, 32, 28, 28}, {}, &gen);
+  if (state.range(0)) x = to_blocked(x);
+  x.set_requires_grad(true);
   Tensor dy = randn({64, 32, 14, 14}, {}, &gen);
   const ops::Pool2dParams p{.kernel = {2, 2}, .stride = {2, 2}};
   for (auto _ : state) {
@@ -124,7 +128,12 @@ void BM_MaxPool2dFwdBwd(benchmark::State& state) {
   state.counters["GB/s"] =
       benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_MaxPool2dFwdBwd)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MaxPool2dFwdBwd)
+    ->ArgName("blocked")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_BatchNormTrainFwdBwd(benchmark::State& state) {
   Generator gen(3);

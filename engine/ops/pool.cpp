@@ -70,7 +70,7 @@ Tensor pool(const char* op, const Tensor& x, kernels::Pool2dGeom g) {
   const Shape out_shape{g.n, g.c, g.oh, g.ow};
   Tensor y = g.blocked ? empty_blocked(out_shape, x.dtype()) : empty(out_shape, opts);
   const bool grad = autograd::needs_grad({&x});
-  // Max pooling keeps what routes dy to the argmax: oneDNN's workspace (f32 CPU)
+  // Max pooling keeps what routes dy to the argmax: the CPU kernels' workspace
   // or i64 indices (f64 CPU, CUDA), as opaque bytes.
   Tensor ws;
   const size_t ws_bytes = x.device().is_cpu() ? kernels::cpu::pool2d_workspace_bytes(g, x.dtype())
