@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/autograd.h"
@@ -76,6 +78,42 @@ TEST(Blocked, ThreeChannelInputGivesBlockedOutputOnly) {
       conv_bound(x, w, {.padding = {1, 1}}), "y");
   // f64 and CUDA-less paths never block.
   EXPECT_FALSE(ops::conv2d(x.to(DType::f64), w.to(DType::f64)).is_blocked());
+}
+
+// The weight and bias gradients of a convolution whose input has fewer
+// channels than a block (a first layer: the row-major input, the blocked
+// output gradient; kernels/cpu/conv.cpp's few_channel_weights) within direct
+// convolution's bound of f64: N·OH·OW products per weight (plus 2u for the f32
+// copies of x and dy), N·OH·OW terms per bias; strides, padding and dilation.
+TEST(Blocked, FewChannelInputWeightGradientsWithinTheDirectBound) {
+  for (const auto& [c, k, p] :
+       {std::tuple{1, 32, ops::Conv2dParams{.padding = {1, 1}}},
+        std::tuple{3, 16, ops::Conv2dParams{.stride = {2, 2}, .padding = {1, 1}}},
+        std::tuple{3, 32, ops::Conv2dParams{.padding = {2, 1}, .dilation = {2, 2}}},
+        std::tuple{2, 16, ops::Conv2dParams{.stride = {2, 1}}}}) {
+    const std::string what = "c=" + std::to_string(c) + " k=" + std::to_string(k);
+    const Tensor x64 = rand_f64({3, c, 11, 9}, 60, -1, 1, false);
+    const Tensor w64 = rand_f64({k, c, 3, 3}, 61, -1, 1, false);
+    const Tensor b64 = rand_f64({k}, 62, -1, 1, false);
+    Tensor w = f32_leaf(w64), b = f32_leaf(b64);
+    Tensor y = ops::conv2d(x64.to(DType::f32), w, b, p);
+    EXPECT_EQ(y.is_blocked(), blocks_here()) << what;
+    const Tensor dy = rand_f64(y.shape(), 63, -1, 1, false);
+    // As the next layer's backward hands it over: blocked.
+    y.backward(blocks_here() ? to_blocked(dy.to(DType::f32)) : dy.to(DType::f32));
+    Tensor wr = w64.clone().set_requires_grad(true), br = b64.clone().set_requires_grad(true);
+    ops::conv2d(x64, wr, br, p).backward(dy);
+    const int64_t terms = 3 * y.size(2) * y.size(3);
+    const testing::AbsSums mag = testing::abs_sums(
+        [&](const std::vector<Tensor>& in) { return ops::conv2d(in[0], in[1], in[2], p); },
+        {x64, w64, b64}, dy);
+    testing::expect_within(w.grad(), wr.grad(),
+                           ops::mul(mag.grads[1], testing::gamma_n(terms + 2, DType::f32)),
+                           what + " dweight");
+    testing::expect_within(b.grad(), br.grad(),
+                           ops::mul(mag.grads[2], testing::gamma_n(terms + 1, DType::f32)),
+                           what + " dbias");
+  }
 }
 
 // conv -> batch norm -> relu -> (+ skip) -> conv, or with batch_norm_relu and
@@ -228,6 +266,42 @@ TEST(Blocked, PoolingReadsAndWritesTheBlockedLayout) {
   // A row-major input gives a row-major output.
   Tensor plain = rand_f64({2, 16, 6, 6}, 32, -1, 1, false).to(DType::f32);
   EXPECT_FALSE(ops::max_pool2d(plain, {}).is_blocked());
+}
+
+// tcv's own blocked max pooling against the f64 reference loops: ties (values
+// on a coarse grid: the first maximum of a window wins), NaN (the first NaN of
+// a window wins and takes the gradient, as in PyTorch), overlapping windows,
+// padding and ceil mode's overhanging windows. The maxima are exact; each dx
+// element sums at most four dy values, so f32 against f64 differs by a few
+// units of rounding at most.
+TEST(Blocked, MaxPoolingMatchesTheReferenceWithTiesNaNAndCeilMode) {
+  if (!blocks_here()) GTEST_SKIP() << "no blocked f32 layout on this CPU";
+  std::vector<double> v = rand_f64({2, 32, 9, 7}, 50, -3, 3, false).to_vector<double>();
+  for (double& e : v) e = std::round(e * 2.0) / 2.0;  // many ties
+  for (size_t i : {5u, 100u, 101u, 777u, 2000u}) v[i] = std::nan("");
+  const Tensor x64 = from_vector<double>(v, {2, 32, 9, 7});
+  for (const ops::Pool2dParams& p :
+       {ops::Pool2dParams{},
+        ops::Pool2dParams{.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}},
+        ops::Pool2dParams{.kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true},
+        ops::Pool2dParams{.kernel = {3, 2}, .stride = {1, 1}, .padding = {1, 0}}}) {
+    const std::string what = "kernel " + std::to_string(p.kernel[0]) + "x" +
+                             std::to_string(p.kernel[1]) + (p.ceil_mode ? " ceil" : "");
+    Tensor xr = x64.clone().set_requires_grad(true);
+    Tensor xb = to_blocked(x64.to(DType::f32)).set_requires_grad(true);
+    Tensor yr = ops::max_pool2d(xr, p), yb = ops::max_pool2d(xb, p);
+    ASSERT_TRUE(yb.is_blocked()) << what;
+    const Tensor dy = rand_f64(yr.shape(), 51, -1, 1, false).to(DType::f32);
+    yr.backward(dy.to(DType::f64));
+    yb.backward(dy);
+    const std::vector<double> want = yr.to_vector<double>(),
+                              got = yb.to(DType::f64).to_vector<double>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+          << what << " y[" << i << "] = " << got[i] << ", reference " << want[i];
+    expect_close(xb.grad(), xr.grad().to(DType::f32), 4 * 0x1p-24, 4 * 0x1p-24, what + " dx");
+  }
 }
 
 TEST(Blocked, ElementwiseOpsMixLayouts) {
