@@ -265,6 +265,9 @@ struct ConvEntry {
   dnnl::matmul::primitive_desc wg_pd;
   dnnl::matmul wg;
   memory::desc wg_dyt, wg_col, wg_dw;  // (K, P) view of dy, (P, R·S·C), (K, R·S·C) f32
+  // f32 weight gradients of an input with fewer channels than a block
+  // (few_channel_weights) instead of bwd_weights.
+  bool few_channels = false;
   memory::desc bias_md;
   ConvBlockedLayouts blocked;
 };
@@ -360,6 +363,96 @@ bool weights_gemm_fits(const Conv2dGeom& g) {
                                : static_cast<size_t>(g.n * g.oh * g.ow) *
                                      static_cast<size_t>(g.r * g.s * g.c) * sizeof(BFloat16);
   return g.groups == 1 && col <= kWeightsGemmLimit;
+}
+
+// ------------------------------------------------------------- few input channels
+
+// The weight gradient of an f32 convolution whose input has fewer channels
+// than a block (an image's 1 or 3: a network's first layer), from row-major x
+// and blocked dy. oneDNN's backward-weights pads such an input to a whole
+// block, 8 or 16 times the work for one channel, or runs a GEMM on row-major
+// dy, which the blocked dy is converted to (fmnist_cnn's first layer, AVX2:
+// 3.8 ms of a 20 ms step). Here the kB output channels of a block run in the
+// SIMD lanes against broadcast input values, one tap at a time. Each image is
+// a task (its input zero-padded once), its row sums are f32 and are added in
+// double; the images' sums are added in image order, so the result does not
+// depend on the number of threads. Any order of summation is within direct
+// convolution's bound (tests/support/error_bound.h).
+bool few_channels_fit(const Conv2dGeom& g) {
+  return g.groups == 1 && !whole_channel_blocks(g.c) && whole_channel_blocks(g.k);
+}
+
+template <int64_t kB>
+void few_channel_weights(const Conv2dGeom& g, const float* x, const float* dy, float* dw,
+                         float* db) {
+  const int64_t taps = g.c * g.r * g.s, blocks = g.k / kB, plane = g.oh * g.ow;
+  const int64_t sh = g.stride[0], sw = g.stride[1], dh = g.dilation[0], dwl = g.dilation[1];
+  // The padded input rows and columns the windows reach.
+  const int64_t hp = (g.oh - 1) * sh + (g.r - 1) * dh + 1,
+                wp = (g.ow - 1) * sw + (g.s - 1) * dwl + 1;
+  const int64_t sums = g.k * (taps + 1);  // per image: (K, taps) then the bias's (K)
+  std::vector<double> part(static_cast<size_t>(g.n * sums));
+  parallel_for(g.n, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> xp(static_cast<size_t>(g.c * hp * wp));
+    for (int64_t n = lo; n < hi; ++n) {
+      std::fill(xp.begin(), xp.end(), 0.0f);
+      for (int64_t c = 0; c < g.c; ++c)
+        for (int64_t i = 0; i < hp; ++i) {
+          const int64_t ih = i - g.pad[0];
+          if (ih < 0 || ih >= g.h) continue;
+          for (int64_t j = 0; j < wp; ++j) {
+            const int64_t iw = j - g.pad[1];
+            if (iw >= 0 && iw < g.w)
+              xp[(c * hp + i) * wp + j] = x[((n * g.c + c) * g.h + ih) * g.w + iw];
+          }
+        }
+      double* out = part.data() + n * sums;
+      for (int64_t cb = 0; cb < blocks; ++cb) {
+        const float* d = dy + (n * blocks + cb) * plane * kB;
+        for (int64_t t = 0; t <= taps; ++t) {  // t == taps: the bias
+          const int64_t c = t / (g.r * g.s), r = t / g.s % g.r, q = t % g.s;
+          double acc[kB] = {};
+          for (int64_t oh = 0; oh < g.oh; ++oh) {
+            const float* drow = d + oh * g.ow * kB;
+            const float* xrow = xp.data() + (c * hp + oh * sh + r * dh) * wp + q * dwl;
+            float a0[kB] = {}, a1[kB] = {};
+            int64_t ow = 0;
+            if (t < taps) {
+              for (; ow + 1 < g.ow; ow += 2) {
+                const float x0 = xrow[ow * sw], x1 = xrow[(ow + 1) * sw];
+#pragma omp simd
+                for (int64_t j = 0; j < kB; ++j) {
+                  a0[j] += drow[ow * kB + j] * x0;
+                  a1[j] += drow[(ow + 1) * kB + j] * x1;
+                }
+              }
+              for (; ow < g.ow; ++ow)
+#pragma omp simd
+                for (int64_t j = 0; j < kB; ++j) a0[j] += drow[ow * kB + j] * xrow[ow * sw];
+            } else {
+              for (; ow < g.ow; ++ow)
+#pragma omp simd
+                for (int64_t j = 0; j < kB; ++j) a0[j] += drow[ow * kB + j];
+            }
+            for (int64_t j = 0; j < kB; ++j) acc[j] += static_cast<double>(a0[j]) + a1[j];
+          }
+          for (int64_t j = 0; j < kB; ++j) {
+            const int64_t k = cb * kB + j;
+            out[t < taps ? k * taps + t : g.k * taps + k] = acc[j];
+          }
+        }
+      }
+    }
+  });
+  for (int64_t i = 0; i < sums; ++i) {
+    double total = 0;
+    for (int64_t n = 0; n < g.n; ++n) total += part[static_cast<size_t>(n * sums + i)];
+    if (i < g.k * taps) {
+      if (dw) dw[i] = static_cast<float>(total);
+    } else if (db) {
+      db[i - g.k * taps] = static_cast<float>(total);
+    }
+  }
 }
 
 std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses& wino, ConvAct act,
@@ -475,6 +568,11 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
   e->blocked.diff_src = cx && e->dx_bd.want == x_blk;
   e->blocked.bwd_src = cx && e->x_bw.want == x_blk;
   e->blocked.bwd_diff_dst = cy && e->dy_bw.want == y_blk;
+  if (f32 && few_channels_fit(g)) {  // row-major x, blocked dy
+    e->few_channels = true;
+    e->blocked.bwd_src = false;
+    e->blocked.bwd_diff_dst = true;
+  }
   return e;
 }
 
@@ -712,6 +810,14 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
     }
     if ((dweight || dbias) && e.weights_gemm && x.blocked && dy.blocked) {
       weights_by_gemm(g, e, x, dy, dweight, dbias);
+    } else if ((dweight || dbias) && e.few_channels && dy.blocked) {
+      TCV_CHECK(!x.blocked && x.is_contiguous(), "[conv2d_backward] expects a row-major input");
+      float* dw = dweight ? dweight->ptr<float>() : nullptr;
+      float* db = dbias ? dbias->ptr<float>() : nullptr;
+      if (channel_block() == 16)
+        few_channel_weights<16>(g, x.ptr<float>(), dy.ptr<float>(), dw, db);
+      else
+        few_channel_weights<8>(g, x.ptr<float>(), dy.ptr<float>(), dw, db);
     } else if (dweight || dbias) {
       check_blocked(x, e.blocked.bwd_src, "input");
       memory dym_w = e.dy_bw.want == e.dy_bd.want ? dym : e.dy_bw.in(dy.data, Buf::bwd_src);
