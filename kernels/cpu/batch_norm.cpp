@@ -387,14 +387,12 @@ void check_blocked(const BatchNormGeom& g, const KTensor& x) {
 
 // The blocked loops for this CPU's block size (check_blocked has passed).
 template <typename... A>
-void forward_blocked_any(A&&... a) {
-  if (channel_block() == 16) return forward_blocked<16>(std::forward<A>(a)...);
-  forward_blocked<8>(std::forward<A>(a)...);
+void forward_blocked_any(const A&... a) {
+  with_channel_block([&](auto b) { forward_blocked<decltype(b)::value>(a...); });
 }
 template <typename... A>
-void backward_blocked_any(A&&... a) {
-  if (channel_block() == 16) return backward_blocked<16>(std::forward<A>(a)...);
-  backward_blocked<8>(std::forward<A>(a)...);
+void backward_blocked_any(const A&... a) {
+  with_channel_block([&](auto b) { backward_blocked<decltype(b)::value>(a...); });
 }
 
 // ------------------------------------------------------------- channels last (bf16)

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/base.h"
 
@@ -23,6 +24,14 @@ int64_t channel_block();
 
 /// Whether `channels` f32 channels fill whole blocks (channel_block() > 0).
 bool whole_channel_blocks(int64_t channels);
+
+/// f(std::integral_constant<int64_t, B>{}) with this CPU's block B, 16 or 8:
+/// the one place the loops on blocked data are instantiated for it.
+template <typename F>
+decltype(auto) with_channel_block(F&& f) {
+  if (channel_block() == 16) return f(std::integral_constant<int64_t, 16>{});
+  return f(std::integral_constant<int64_t, 8>{});
+}
 
 /// Row-major (N, C, H, W) -> the blocked layout of `dtype` and back (f32 with
 /// C a multiple of channel_block(), or bf16). oneDNN reorders, cached per shape; `src` and

@@ -409,7 +409,7 @@ void few_channel_weights(const Conv2dGeom& g, const float* x, const float* dy, f
       double* out = part.data() + n * sums;
       for (int64_t cb = 0; cb < blocks; ++cb) {
         const float* d = dy + (n * blocks + cb) * plane * kB;
-        for (int64_t t = 0; t <= taps; ++t) {  // t == taps: the bias
+        for (int64_t t = 0; t < (db ? taps + 1 : taps); ++t) {  // t == taps: the bias
           const int64_t c = t / (g.r * g.s), r = t / g.s % g.r, q = t % g.s;
           double acc[kB] = {};
           for (int64_t oh = 0; oh < g.oh; ++oh) {
@@ -814,10 +814,9 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
       TCV_CHECK(!x.blocked && x.is_contiguous(), "[conv2d_backward] expects a row-major input");
       float* dw = dweight ? dweight->ptr<float>() : nullptr;
       float* db = dbias ? dbias->ptr<float>() : nullptr;
-      if (channel_block() == 16)
-        few_channel_weights<16>(g, x.ptr<float>(), dy.ptr<float>(), dw, db);
-      else
-        few_channel_weights<8>(g, x.ptr<float>(), dy.ptr<float>(), dw, db);
+      with_channel_block([&](auto b) {
+        few_channel_weights<decltype(b)::value>(g, x.ptr<float>(), dy.ptr<float>(), dw, db);
+      });
     } else if (dweight || dbias) {
       check_blocked(x, e.blocked.bwd_src, "input");
       memory dym_w = e.dy_bw.want == e.dy_bd.want ? dym : e.dy_bw.in(dy.data, Buf::bwd_src);

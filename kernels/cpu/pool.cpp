@@ -1,8 +1,9 @@
 // Pooling: oneDNN for f32 and bf16 (mixed precision), on plain NCHW or, when
 // the input already is (a convolution's output), on the blocked layout (f32
-// nChw16c or nChw8c, bf16 channels last: reordering to it and back around the pooling
-// would cost more than it saves); direct loops for f64 and for average pooling
-// whose ceil-mode overhang PyTorch leaves out of the divisor.
+// nChw16c or nChw8c, bf16 channels last: reordering to it and back around the
+// pooling would cost more than it saves), except f32 max pooling on the
+// blocked layout, which is tcv's own kernel; direct loops for f64 and for
+// average pooling whose ceil-mode overhang PyTorch leaves out of the divisor.
 #include "kernels/cpu/pool.h"
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <vector>
 
 #include "kernels/cpu/blocked.h"
 #include "kernels/cpu/dnnl_common.h"
@@ -294,19 +294,17 @@ void pool2d_pass(bool backward, const Pool2dGeom& g, const KTensor& in, const KT
   check_layout(op, g, in, out);
   TCV_CHECK(!(backward && max) || workspace, "[", op, "] needs the forward's workspace");
   if (blocked_max_fits(g, in.dtype)) {
-    std::vector<uint8_t> scratch;  // the forward's indices when nobody keeps them
-    uint8_t* arg = workspace && workspace->data ? workspace->ptr<uint8_t>() : nullptr;
-    if (!arg) {
-      scratch.resize(static_cast<size_t>(g.n * g.c * g.oh * g.ow));
-      arg = scratch.data();
-    }
-    const bool b16 = channel_block() == 16;
-    if (backward)
-      (b16 ? blocked_max_backward<16> : blocked_max_backward<8>)(g, in.ptr<float>(),
-                                                                 out.ptr<float>(), arg);
-    else
-      (b16 ? blocked_max_forward<16> : blocked_max_forward<8>)(g, in.ptr<float>(), out.ptr<float>(),
-                                                               arg);
+    // The forward's positions go to a scratch buffer when nobody keeps them.
+    auto* arg = static_cast<uint8_t*>(
+        workspace && workspace->data ? workspace->data
+                                     : buffer(Buf::diff_dst, pool2d_workspace_bytes(g, in.dtype)));
+    with_channel_block([&](auto b) {
+      constexpr int64_t kB = decltype(b)::value;
+      if (backward)
+        blocked_max_backward<kB>(g, in.ptr<float>(), out.ptr<float>(), arg);
+      else
+        blocked_max_forward<kB>(g, in.ptr<float>(), out.ptr<float>(), arg);
+    });
     return;
   }
   if (!use_dnnl(g, in.dtype)) {
