@@ -95,82 +95,100 @@ tcv::apps::Flags scene_set_flags(SetOptions& o, std::string& out, bool& json) {
   return f;
 }
 
-/// Prints what a set writer made, `sec` seconds after it started: one JSON
-/// object (out, images, then `counts`, seconds, images/s) or the line `text`
-/// followed by the time.
-void print_summary(bool json, const std::string& out, int64_t images,
-                   const std::vector<std::pair<const char*, int64_t>>& counts,
-                   const std::string& text, double sec) {
+/// What a set writer made: the images, the counts to print after them, and
+/// the line that says it in words.
+struct SetReport {
+  int64_t images = 0;
+  std::vector<std::pair<const char*, int64_t>> counts;
+  std::string text;
+};
+
+/// Prints `r`, `sec` seconds after the writer started: one JSON object (out,
+/// images, then the counts, seconds, images/s) or the line followed by the time.
+void print_summary(bool json, const std::string& out, const SetReport& r, double sec) {
   if (json) {
-    std::cout << "{\"out\":\"" << out << "\",\"images\":" << images;
-    for (const auto& [key, n] : counts) std::cout << ",\"" << key << "\":" << n;
-    std::cout << ",\"seconds\":" << sec << ",\"images_per_sec\":" << images / sec << "}\n";
+    std::cout << "{\"out\":\"" << out << "\",\"images\":" << r.images;
+    for (const auto& [key, n] : r.counts) std::cout << ",\"" << key << "\":" << n;
+    std::cout << ",\"seconds\":" << sec << ",\"images_per_sec\":" << r.images / sec << "}\n";
   } else {
-    std::cout << text << ", " << sec << " s (" << images / sec << " images/s)\n";
+    std::cout << r.text << ", " << sec << " s (" << r.images / sec << " images/s)\n";
   }
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+/// One subcommand: the shared flags and those `own` adds, then `write(o, out)`
+/// writes the set and says what it made.
+template <typename SetOptions, typename OwnFlags, typename Write>
+int run_set(tcv::apps::Args& a, const std::string& name, OwnFlags own, Write write) {
+  SetOptions o;
+  std::string out;
+  bool json = false;
+  tcv::apps::Flags f = scene_set_flags(o, out, json);
+  own(f, o);
+  f.parse(a);
+  if (out.empty()) throw tcv::apps::UsageError{name + " needs --out DIR"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const SetReport r = write(o, out);
+  print_summary(json, out, r,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return 0;
 }
 
 int run_scenes(tcv::apps::Args& a) {
-  tcv::data::SceneSetOptions o;
-  std::string out;
-  bool json = false;
-  auto& sc = o.scene;
-  scene_set_flags(o, out, json)
-      .integer("--test", o.test, 0)
-      .integer("--min-objects", sc.min_objects, 0)
-      .integer("--max-objects", sc.max_objects, 0)
-      .number("--min-scale", sc.min_scale)
-      .number("--max-scale", sc.max_scale)
-      .number("--min-visible", sc.min_visible)
-      .number("--difficult-below", sc.difficult_below)
-      .integer("--border", sc.border, 0)
-      .text("--fmnist", o.fmnist_dir)
-      .parse(a);
-  if (out.empty()) throw tcv::apps::UsageError{"scenes needs --out DIR"};
-  const auto t0 = std::chrono::steady_clock::now();
-  const tcv::data::SceneSetSummary s = tcv::data::write_scene_set(o, out);
-  std::ostringstream text;
-  text << "tcv-data scenes: " << s.images << " images (train " << o.train << ", val " << o.val
-       << ", test " << o.test << "), " << s.objects << " objects (" << s.difficult << " difficult, "
-       << s.truncated << " truncated) in " << out;
-  print_summary(json, out, s.images,
-                {{"objects", s.objects}, {"difficult", s.difficult}, {"truncated", s.truncated}},
-                text.str(), seconds_since(t0));
-  return 0;
+  using tcv::data::SceneSetOptions;
+  return run_set<SceneSetOptions>(
+      a, "scenes",
+      [](tcv::apps::Flags& f, SceneSetOptions& o) {
+        auto& sc = o.scene;
+        f.integer("--test", o.test, 0)
+            .integer("--min-objects", sc.min_objects, 0)
+            .integer("--max-objects", sc.max_objects, 0)
+            .number("--min-scale", sc.min_scale)
+            .number("--max-scale", sc.max_scale)
+            .number("--min-visible", sc.min_visible)
+            .number("--difficult-below", sc.difficult_below)
+            .integer("--border", sc.border, 0)
+            .text("--fmnist", o.fmnist_dir);
+      },
+      [](const SceneSetOptions& o, const std::string& out) {
+        const tcv::data::SceneSetSummary s = tcv::data::write_scene_set(o, out);
+        std::ostringstream text;
+        text << "tcv-data scenes: " << s.images << " images (train " << o.train << ", val " << o.val
+             << ", test " << o.test << "), " << s.objects << " objects (" << s.difficult
+             << " difficult, " << s.truncated << " truncated) in " << out;
+        return SetReport{
+            s.images,
+            {{"objects", s.objects}, {"difficult", s.difficult}, {"truncated", s.truncated}},
+            text.str()};
+      });
 }
 
 int run_pose_scenes(tcv::apps::Args& a) {
-  tcv::data::PoseSceneSetOptions o;
-  std::string out;
-  bool json = false;
-  auto& sc = o.scene;
-  scene_set_flags(o, out, json)
-      .integer("--min-people", sc.min_people, 0)
-      .integer("--max-people", sc.max_people, 0)
-      .number("--min-height", sc.min_height)
-      .number("--max-height", sc.max_height)
-      .number("--min-visible", sc.min_visible)
-      .number("--crowd-p", sc.crowd_p)
-      .integer("--max-occluders", sc.max_occluders, 0)
-      .parse(a);
-  if (out.empty()) throw tcv::apps::UsageError{"pose-scenes needs --out DIR"};
-  const auto t0 = std::chrono::steady_clock::now();
-  const tcv::data::PoseSceneSetSummary s = tcv::data::write_pose_scene_set(o, out);
-  std::ostringstream text;
-  text << "tcv-data pose-scenes: " << s.images << " images (train " << o.train << ", val " << o.val
-       << "), " << s.people << " people (" << s.labelled << " labelled keypoints, " << s.visible
-       << " visible), " << s.crowds << " crowds in " << out;
-  print_summary(json, out, s.images,
-                {{"people", s.people},
-                 {"labelled_keypoints", s.labelled},
-                 {"visible_keypoints", s.visible},
-                 {"crowds", s.crowds}},
-                text.str(), seconds_since(t0));
-  return 0;
+  using tcv::data::PoseSceneSetOptions;
+  return run_set<PoseSceneSetOptions>(
+      a, "pose-scenes",
+      [](tcv::apps::Flags& f, PoseSceneSetOptions& o) {
+        auto& sc = o.scene;
+        f.integer("--min-people", sc.min_people, 0)
+            .integer("--max-people", sc.max_people, 0)
+            .number("--min-height", sc.min_height)
+            .number("--max-height", sc.max_height)
+            .number("--min-visible", sc.min_visible)
+            .number("--crowd-p", sc.crowd_p)
+            .integer("--max-occluders", sc.max_occluders, 0);
+      },
+      [](const PoseSceneSetOptions& o, const std::string& out) {
+        const tcv::data::PoseSceneSetSummary s = tcv::data::write_pose_scene_set(o, out);
+        std::ostringstream text;
+        text << "tcv-data pose-scenes: " << s.images << " images (train " << o.train << ", val "
+             << o.val << "), " << s.people << " people (" << s.labelled << " labelled keypoints, "
+             << s.visible << " visible), " << s.crowds << " crowds in " << out;
+        return SetReport{s.images,
+                         {{"people", s.people},
+                          {"labelled_keypoints", s.labelled},
+                          {"visible_keypoints", s.visible},
+                          {"crowds", s.crowds}},
+                         text.str()};
+      });
 }
 
 }  // namespace
