@@ -59,6 +59,26 @@ data::OnCorrupt on_corrupt_of(const Settings& st) {
   return st.data.skip_corrupt ? data::OnCorrupt::skip : data::OnCorrupt::error;
 }
 
+std::string RgbPredictor::picture_path(const std::string& name, const std::string& suffix) const {
+  if (out_dir_.empty()) return "";
+  std::filesystem::create_directories(out_dir_);
+  return (std::filesystem::path(out_dir_) / (std::filesystem::path(name).stem().string() + suffix))
+      .string();
+}
+
+std::vector<KeySpec> coco_file_keys() {
+  using namespace key_types;
+  return {
+      {"data.train_ann", VT::string, std::string(""),
+       "COCO: annotation file under data.data_dir (det: annotations/instances_train2017.json, "
+       "pose: annotations/person_keypoints_train2017.json)"},
+      {"data.val_ann", VT::string, std::string(""), "COCO: annotation file for evaluation"},
+      {"data.train_images", VT::string, std::string(""),
+       "COCO: image directory under data.data_dir (train2017)"},
+      {"data.val_images", VT::string, std::string(""), "COCO: image directory (val2017)"},
+  };
+}
+
 CocoFiles parse_coco_files(const Config& cfg, bool required) {
   const ConfigChecks check(cfg);
   const std::string why = "with data.dataset \"" + cfg.settings().data.dataset + "\"";

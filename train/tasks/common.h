@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/folder.h"
@@ -65,11 +66,33 @@ data::Normalize normalize_of(const Config& cfg);
 /// channels); `what` names the task's images in the error ("detection").
 void check_three_channel_normalize(const Config& cfg, const std::string& what);
 
+/// A predictor of RGB images, restored from the checkpoint `stem`, that draws
+/// what it found into `out_dir` when one is given (det, seg, pose).
+class RgbPredictor : public TaskPredictor {
+ public:
+  RgbPredictor(std::string stem, std::string out_dir)
+      : stem_(std::move(stem)), out_dir_(std::move(out_dir)) {}
+  data::ImageMode image_mode() const final { return data::ImageMode::rgb; }
+  const std::string& checkpoint() const final { return stem_; }
+
+ protected:
+  /// Where a picture of image `name` goes: out_dir/<the name's stem><suffix>,
+  /// the directory made; "" when no out_dir was given.
+  std::string picture_path(const std::string& name, const std::string& suffix) const;
+
+ private:
+  std::string stem_;
+  std::string out_dir_;
+};
+
 /// A COCO data set's files (detection and pose): data.train_ann, data.val_ann,
 /// data.train_images, data.val_images, as paths under data.data_dir.
 struct CocoFiles {
   std::string train_ann, val_ann, train_images, val_images;
 };
+
+/// Their keys, for the task's key table.
+std::vector<KeySpec> coco_file_keys();
 
 /// Reads them; with `required` (data.dataset "coco"), data.data_dir and each of
 /// them must be set, an error ending "with data.dataset \"coco\"" otherwise.

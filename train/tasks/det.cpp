@@ -51,13 +51,6 @@ std::vector<KeySpec> det_keys() {
        "VOC: year directories under data.data_dir, e.g. [\"VOC2007\", \"VOC2012\"]; [] = "
        "data.data_dir itself"},
       {"data.val_roots", VT::string_array, Strings{}, "VOC: as data.train_roots"},
-      {"data.train_ann", VT::string, std::string(""),
-       "COCO: annotation file under data.data_dir (det: annotations/instances_train2017.json, "
-       "pose: annotations/person_keypoints_train2017.json)"},
-      {"data.val_ann", VT::string, std::string(""), "COCO: annotation file for evaluation"},
-      {"data.train_images", VT::string, std::string(""),
-       "COCO: image directory under data.data_dir (train2017)"},
-      {"data.val_images", VT::string, std::string(""), "COCO: image directory (val2017)"},
       {"data.keep_difficult", VT::boolean, false,
        "train on VOC's difficult objects too (evaluation always ignores them)"},
       {"data.input_size", VT::int_array, Ints{}, kInputSizeHelp},
@@ -99,6 +92,7 @@ std::vector<KeySpec> det_keys() {
       {"val.metric", VT::string, std::string("voc07"),
        "voc07 (11-point VOC2007 AP at IoU 0.5) | voc (VOC2010+ area AP) | coco (AP@[.5:.95])"},
   };
+  for (auto& k : coco_file_keys()) keys.push_back(k);
   for (auto& k : scene_keys()) keys.push_back(k);
   return keys;
 }
@@ -473,21 +467,17 @@ class DetEvaluator final : public TaskEvaluator {
 
 // ---- prediction ----------------------------------------------------------------------
 
-class DetPredictor final : public TaskPredictor {
+class DetPredictor final : public RgbPredictor {
  public:
   DetPredictor(const Config& cfg, const DetConfig& det, std::shared_ptr<mdet::SSD> model,
                std::string stem, std::vector<std::string> names, const PredictOptions& opts)
-      : model_(std::move(model)),
-        stem_(std::move(stem)),
+      : RgbPredictor(std::move(stem), opts.out_dir),
+        model_(std::move(model)),
         names_(std::move(names)),
         side_(input_side(cfg, det)),
         norm_(normalize_of(cfg)),
         post_(det.nms),
-        threshold_(opts.score_threshold >= 0 ? opts.score_threshold : det.vis_conf_thre),
-        out_dir_(opts.out_dir) {}
-
-  data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
-  const std::string& checkpoint() const override { return stem_; }
+        threshold_(opts.score_threshold >= 0 ? opts.score_threshold : det.vis_conf_thre) {}
 
   Value predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
@@ -514,12 +504,9 @@ class DetPredictor final : public TaskPredictor {
                                     {"box", std::move(box)}}));
     }
     j["detections"] = std::move(list);
-    if (!out_dir_.empty()) {
+    if (const std::string file = picture_path(name, "_det.png"); !file.empty()) {
       Tensor pic = image.contiguous().clone();
       draw_detections(pic, l.boxes, l.labels, l.scores, names_);
-      fs::create_directories(out_dir_);
-      const std::string file =
-          (fs::path(out_dir_) / (fs::path(name).stem().string() + "_det.png")).string();
       data::write_image(file, pic);
       j["picture"] = file;
     }
@@ -545,13 +532,11 @@ class DetPredictor final : public TaskPredictor {
 
  private:
   std::shared_ptr<mdet::SSD> model_;
-  std::string stem_;
   std::vector<std::string> names_;
   int64_t side_;
   data::Normalize norm_;
   mdet::DetectionOptions post_;
   double threshold_;
-  std::string out_dir_;
 };
 
 // ---- the task --------------------------------------------------------------------------

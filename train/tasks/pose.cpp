@@ -50,13 +50,6 @@ std::string weight_key(const char* branch, int64_t stage) {
 
 std::vector<KeySpec> pose_keys() {
   std::vector<KeySpec> keys = {
-      {"data.train_ann", VT::string, std::string(""),
-       "COCO: annotation file under data.data_dir (det: annotations/instances_train2017.json, "
-       "pose: annotations/person_keypoints_train2017.json)"},
-      {"data.val_ann", VT::string, std::string(""), "COCO: annotation file for evaluation"},
-      {"data.train_images", VT::string, std::string(""),
-       "COCO: image directory under data.data_dir (train2017)"},
-      {"data.val_images", VT::string, std::string(""), "COCO: image directory (val2017)"},
       {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
       {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
        "random scale of image and label map, relative to base_size (or the image as read); "
@@ -109,6 +102,7 @@ std::vector<KeySpec> pose_keys() {
     keys.push_back({weight_key("heatmap", s), VT::floating, 1.0,
                     "pose: weight of stage " + std::to_string(s) + "'s heatmap loss"});
   }
+  for (auto& k : coco_file_keys()) keys.push_back(k);
   for (auto& k : scene_keys()) keys.push_back(k);
   for (auto& k : people_scene_keys()) keys.push_back(k);
   return keys;
@@ -542,20 +536,16 @@ class PoseEvaluator final : public TaskEvaluator {
 
 // ---- prediction ----------------------------------------------------------------------
 
-class PosePredictor final : public TaskPredictor {
+class PosePredictor final : public RgbPredictor {
  public:
   PosePredictor(const Config& cfg, const PoseConfig& pose, std::shared_ptr<mpose::OpenPose> model,
                 std::string stem, const PredictOptions& opts)
-      : pose_(pose),
+      : RgbPredictor(std::move(stem), opts.out_dir),
+        pose_(pose),
         model_(std::move(model)),
-        stem_(std::move(stem)),
         parse_(pose.parse),
         norm_(normalize_of(cfg)),
-        style_(pose.style),
-        out_dir_(opts.out_dir) {}
-
-  data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
-  const std::string& checkpoint() const override { return stem_; }
+        style_(pose.style) {}
 
   Value predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
@@ -585,11 +575,9 @@ class PosePredictor final : public TaskPredictor {
     j["height"] = image.size(1);
     j["width"] = image.size(2);
     j["people"] = std::move(list);
-    if (!out_dir_.empty()) {
+    if (const std::string file = picture_path(name, "_pose.png"); !file.empty()) {
       Tensor pic = image.contiguous().clone();
       draw_skeletons(pic, found, style_);
-      fs::create_directories(out_dir_);
-      const std::string file = (fs::path(out_dir_) / (stem + "_pose.png")).string();
       data::write_image(file, pic);
       j["picture"] = file;
     }
@@ -624,11 +612,9 @@ class PosePredictor final : public TaskPredictor {
  private:
   PoseConfig pose_;
   std::shared_ptr<mpose::OpenPose> model_;
-  std::string stem_;
   mpose::PoseParseOptions parse_;
   data::Normalize norm_;
   DrawStyle style_;
-  std::string out_dir_;
 };
 
 // ---- the task --------------------------------------------------------------------------

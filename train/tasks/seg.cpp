@@ -423,14 +423,14 @@ class SegEvaluator final : public TaskEvaluator {
 
 // ---- prediction ----------------------------------------------------------------------
 
-class SegPredictor final : public TaskPredictor {
+class SegPredictor final : public RgbPredictor {
  public:
   SegPredictor(const Config& cfg, const SegConfig& seg,
                std::shared_ptr<mseg::SegmentationModel> model, std::string stem,
                std::vector<std::string> names, const PredictOptions& opts)
-      : base_size_(seg.test_base_size),
+      : RgbPredictor(std::move(stem), opts.out_dir),
+        base_size_(seg.test_base_size),
         model_(std::move(model)),
-        stem_(std::move(stem)),
         names_(std::move(names)),
         norm_(normalize_of(cfg)),
         infer_(seg.infer),
@@ -442,9 +442,6 @@ class SegPredictor final : public TaskPredictor {
           "--label-ids writes Cityscapes label ids; this config's data.dataset is \"" +
           cfg.settings().data.dataset + "\"");
   }
-
-  data::ImageMode image_mode() const override { return data::ImageMode::rgb; }
-  const std::string& checkpoint() const override { return stem_; }
 
   Value predict(const Tensor& image, const std::string& name, int64_t) override {
     NoGradGuard no_grad;
@@ -470,9 +467,7 @@ class SegPredictor final : public TaskPredictor {
     j["height"] = h;
     j["width"] = w;
     j["classes"] = std::move(classes);
-    if (!opts_.out_dir.empty()) {
-      fs::create_directories(opts_.out_dir);
-      const std::string stem = (fs::path(opts_.out_dir) / fs::path(name).stem()).string();
+    if (const std::string stem = picture_path(name, ""); !stem.empty()) {
       data::write_image(stem + "_overlay.png",
                         data::overlay_labels(image.contiguous(), labels, palette_, 0.5));
       if (opts_.label_ids == PredictOptions::LabelIds::cityscapes)
@@ -506,7 +501,6 @@ class SegPredictor final : public TaskPredictor {
  private:
   std::array<int64_t, 2> base_size_;  // test.base_size
   std::shared_ptr<mseg::SegmentationModel> model_;
-  std::string stem_;
   std::vector<std::string> names_;
   data::Normalize norm_;
   SegInferOptions infer_;
@@ -643,8 +637,9 @@ class SegTask final : public Task {
 // under `dir`; its classes: classes.txt there after "background", or `fallback`.
 data::SegDataset read_voc_layout(const Config& cfg, const std::string& dir,
                                  const std::string& split, data::OnCorrupt on_corrupt) {
-  return data::read_voc_seg(
-      {.root = dir, .split = split, .on_corrupt = on_corrupt, .limits = image_limits(cfg)});
+  return data::read_voc_seg({.root = dir,
+                             .split = split,
+                             .read = {.on_corrupt = on_corrupt, .limits = image_limits(cfg)}});
 }
 
 std::vector<std::string> voc_layout_classes(const Config& cfg, std::vector<std::string> fallback) {
@@ -662,8 +657,7 @@ std::vector<DatasetInfo> seg_datasets() {
           [](const Config& cfg, const SegConfig&, const std::string& split, data::OnCorrupt oc) {
             return data::read_cityscapes({.root = cfg.settings().data.data_dir,
                                           .split = split,
-                                          .on_corrupt = oc,
-                                          .limits = image_limits(cfg)});
+                                          .read = {.on_corrupt = oc, .limits = image_limits(cfg)}});
           },
       .classes = [](const Config&, const SegConfig&) { return data::cityscapes_classes(); },
       .palette = data::cityscapes_palette,
@@ -684,8 +678,7 @@ std::vector<DatasetInfo> seg_datasets() {
                                       .reduce_zero_label = seg.reduce_zero_label
                                                                ? data::ReduceZeroLabel::on
                                                                : data::ReduceZeroLabel::off,
-                                      .on_corrupt = oc,
-                                      .limits = image_limits(cfg)});
+                                      .read = {.on_corrupt = oc, .limits = image_limits(cfg)}});
           },
       .classes =
           [](const Config&, const SegConfig& seg) {
