@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <unordered_set>
 
 namespace tcv::train {
@@ -16,6 +17,20 @@ constexpr uint64_t kStateMagic = 0x3276444554564354ull;  // "TCVTDEv2"
 
 // (image position, object index) of one class's objects, in image order.
 using Refs = std::vector<std::pair<int32_t, int32_t>>;
+
+/// Calls f on each vector of an image's state, in the order the state is serialized.
+template <class Image, class F>
+void for_each_field(Image& im, F&& f) {
+  f(im.truth.boxes);
+  f(im.truth.labels);
+  f(im.truth.difficult);
+  f(im.truth.iscrowd);
+  f(im.truth.area);
+  f(im.dets.boxes);
+  f(im.dets.scores);
+  f(im.dets.areas);
+  f(im.dets.labels);
+}
 
 }  // namespace
 
@@ -70,22 +85,12 @@ void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth,
               "[DetectionEvaluator] image ", image_id, ": detection ", k,
               " has a non-finite box or score");
   }
-  Image im;
-  im.id = image_id;
-  im.gt_boxes = truth.boxes;
-  im.gt_labels = truth.labels;
-  im.gt_difficult = truth.difficult;
-  im.gt_crowd = truth.iscrowd;
-  im.gt_area = truth.area;
-  im.det_boxes = dets.boxes;
-  im.det_scores = dets.scores;
-  im.det_labels = dets.labels;
-  im.det_area = dets.areas;
-  if (im.det_area.empty())
-    for (const Box& b : dets.boxes) im.det_area.push_back((b[2] - b[0]) * (b[3] - b[1]));
+  Image im{image_id, truth, dets};
+  if (im.dets.areas.empty())
+    for (const Box& b : dets.boxes) im.dets.areas.push_back((b[2] - b[0]) * (b[3] - b[1]));
   for (size_t k = 0; k < d; ++k)
-    TCV_CHECK(!std::isnan(im.det_area[k]), "[DetectionEvaluator] image ", image_id, ": detection ",
-              k, " has a NaN area");
+    TCV_CHECK(!std::isnan(im.dets.areas[k]), "[DetectionEvaluator] image ", image_id,
+              ": detection ", k, " has a NaN area");
   insert(std::move(im));
 }
 
@@ -123,8 +128,7 @@ void DetectionEvaluator::add(int64_t image_id, const data::DetTarget& truth, con
 
 std::vector<std::pair<int64_t, ImageDetections>> DetectionEvaluator::detections() const {
   std::vector<std::pair<int64_t, ImageDetections>> out;
-  for (const Image* im : sorted())
-    out.push_back({im->id, {im->det_boxes, im->det_scores, im->det_labels, im->det_area}});
+  for (const Image* im : sorted()) out.push_back({im->id, im->dets});
   return out;
 }
 
@@ -135,15 +139,7 @@ std::string DetectionEvaluator::serialize() const {
   w.put<uint64_t>(images_.size());
   for (const Image& im : images_) {
     w.put(im.id);
-    w.put_vector(im.gt_boxes);
-    w.put_vector(im.gt_labels);
-    w.put_vector(im.gt_difficult);
-    w.put_vector(im.gt_crowd);
-    w.put_vector(im.gt_area);
-    w.put_vector(im.det_boxes);
-    w.put_vector(im.det_scores);
-    w.put_vector(im.det_area);
-    w.put_vector(im.det_labels);
+    for_each_field(im, [&](const auto& v) { w.put_vector(v); });
   }
   return w.take();
 }
@@ -159,24 +155,18 @@ void DetectionEvaluator::merge(const std::string& bytes) {
   for (uint64_t i = 0; i < n; ++i) {
     Image im;
     im.id = r.get<int64_t>();
-    im.gt_boxes = r.get_vector<Box>();
-    im.gt_labels = r.get_vector<int64_t>();
-    im.gt_difficult = r.get_vector<uint8_t>();
-    im.gt_crowd = r.get_vector<uint8_t>();
-    im.gt_area = r.get_vector<double>();
-    im.det_boxes = r.get_vector<Box>();
-    im.det_scores = r.get_vector<double>();
-    im.det_area = r.get_vector<double>();
-    im.det_labels = r.get_vector<int64_t>();
-    const size_t g = im.gt_boxes.size(), d = im.det_boxes.size();
-    TCV_CHECK(im.gt_labels.size() == g && im.gt_difficult.size() == g && im.gt_crowd.size() == g &&
-                  im.gt_area.size() == g && im.det_scores.size() == d && im.det_area.size() == d &&
-                  im.det_labels.size() == d,
+    for_each_field(
+        im, [&](auto& v) { v = r.get_vector<typename std::decay_t<decltype(v)>::value_type>(); });
+    const size_t g = im.truth.boxes.size(), d = im.dets.boxes.size();
+    TCV_CHECK(im.truth.labels.size() == g && im.truth.difficult.size() == g &&
+                  im.truth.iscrowd.size() == g && im.truth.area.size() == g &&
+                  im.dets.scores.size() == d && im.dets.areas.size() == d &&
+                  im.dets.labels.size() == d,
               "[DetectionEvaluator::merge] inconsistent state for image ", im.id);
-    for (int64_t l : im.gt_labels)
+    for (int64_t l : im.truth.labels)
       TCV_CHECK(l >= 1 && l <= static_cast<int64_t>(K), "[DetectionEvaluator::merge] label ", l,
                 " out of range");
-    for (int64_t l : im.det_labels)
+    for (int64_t l : im.dets.labels)
       TCV_CHECK(l >= 1 && l <= static_cast<int64_t>(K), "[DetectionEvaluator::merge] label ", l,
                 " out of range");
     insert(std::move(im));
@@ -202,12 +192,12 @@ void bucket_by_class(const std::vector<ImagePtr>& imgs, size_t K, std::vector<Re
   dets.assign(K, {});
   for (size_t i = 0; i < imgs.size(); ++i) {
     const auto& im = *imgs[i];
-    for (size_t g = 0; g < im.gt_labels.size(); ++g)
-      gts[static_cast<size_t>(im.gt_labels[g] - 1)].emplace_back(static_cast<int32_t>(i),
-                                                                 static_cast<int32_t>(g));
-    for (size_t d = 0; d < im.det_labels.size(); ++d)
-      dets[static_cast<size_t>(im.det_labels[d] - 1)].emplace_back(static_cast<int32_t>(i),
-                                                                   static_cast<int32_t>(d));
+    for (size_t g = 0; g < im.truth.labels.size(); ++g)
+      gts[static_cast<size_t>(im.truth.labels[g] - 1)].emplace_back(static_cast<int32_t>(i),
+                                                                    static_cast<int32_t>(g));
+    for (size_t d = 0; d < im.dets.labels.size(); ++d)
+      dets[static_cast<size_t>(im.dets.labels[d] - 1)].emplace_back(static_cast<int32_t>(i),
+                                                                    static_cast<int32_t>(d));
   }
 }
 
@@ -256,7 +246,7 @@ VocSummary DetectionEvaluator::voc(bool use_07_metric, double iou) const {
   for (size_t c = 0; c < K; ++c) {
     const Refs& G = gts[c];
     int64_t npos = 0;
-    for (const auto& [i, g] : G) npos += imgs[static_cast<size_t>(i)]->gt_difficult[g] ? 0 : 1;
+    for (const auto& [i, g] : G) npos += imgs[static_cast<size_t>(i)]->truth.difficult[g] ? 0 : 1;
     if (npos == 0) continue;
     // This class's ground truth per image: [first[i], first[i + 1]) of G.
     std::vector<int32_t> first(imgs.size() + 1, 0);
@@ -265,20 +255,20 @@ VocSummary DetectionEvaluator::voc(bool use_07_metric, double iou) const {
     std::vector<uint8_t> taken(G.size(), 0);
     Refs D = dets[c];
     std::stable_sort(D.begin(), D.end(), [&](const auto& a, const auto& b) {
-      return imgs[static_cast<size_t>(a.first)]->det_scores[static_cast<size_t>(a.second)] >
-             imgs[static_cast<size_t>(b.first)]->det_scores[static_cast<size_t>(b.second)];
+      return imgs[static_cast<size_t>(a.first)]->dets.scores[static_cast<size_t>(a.second)] >
+             imgs[static_cast<size_t>(b.first)]->dets.scores[static_cast<size_t>(b.second)];
     });
     std::vector<double> rec(D.size()), prec(D.size());
     double tp = 0, fp = 0;
     for (size_t k = 0; k < D.size(); ++k) {
       const auto& im = *imgs[static_cast<size_t>(D[k].first)];
-      const Box& bb = im.det_boxes[static_cast<size_t>(D[k].second)];
+      const Box& bb = im.dets.boxes[static_cast<size_t>(D[k].second)];
       const double da = (bb[2] - bb[0]) * (bb[3] - bb[1]);
       double ovmax = -std::numeric_limits<double>::infinity();
       int32_t jmax = -1;
       for (int32_t j = first[static_cast<size_t>(D[k].first)];
            j < first[static_cast<size_t>(D[k].first) + 1]; ++j) {
-        const Box& gb = im.gt_boxes[static_cast<size_t>(G[static_cast<size_t>(j)].second)];
+        const Box& gb = im.truth.boxes[static_cast<size_t>(G[static_cast<size_t>(j)].second)];
         const double iw = std::min(bb[2], gb[2]) - std::max(bb[0], gb[0]);
         const double ih = std::min(bb[3], gb[3]) - std::max(bb[1], gb[1]);
         if (iw > 0 && ih > 0) {
@@ -291,7 +281,7 @@ VocSummary DetectionEvaluator::voc(bool use_07_metric, double iou) const {
         }
       }
       if (ovmax >= thr) {
-        if (!im.gt_difficult[static_cast<size_t>(G[static_cast<size_t>(jmax)].second)]) {
+        if (!im.truth.difficult[static_cast<size_t>(G[static_cast<size_t>(jmax)].second)]) {
           if (!taken[static_cast<size_t>(jmax)]) {
             tp += 1;
             taken[static_cast<size_t>(jmax)] = 1;
@@ -364,13 +354,14 @@ CocoSummary DetectionEvaluator::coco() const {
   for (size_t i = 0; i < imgs.size(); ++i) {
     const Image& im = *imgs[i];
     const auto img = static_cast<int32_t>(i);
-    boxes.emplace_back(&im.gt_boxes, &im.det_boxes);
-    for (size_t g = 0; g < im.gt_labels.size(); ++g)
-      truth[static_cast<size_t>(im.gt_labels[g] - 1)].push_back(
-          {img, static_cast<int32_t>(g), im.gt_area[g], im.gt_crowd[g] != 0, im.gt_crowd[g] != 0});
-    for (size_t d = 0; d < im.det_labels.size(); ++d)
-      dets[static_cast<size_t>(im.det_labels[d] - 1)].push_back(
-          {img, static_cast<int32_t>(d), im.det_scores[d], im.det_area[d]});
+    boxes.emplace_back(&im.truth.boxes, &im.dets.boxes);
+    for (size_t g = 0; g < im.truth.labels.size(); ++g)
+      truth[static_cast<size_t>(im.truth.labels[g] - 1)].push_back(
+          {img, static_cast<int32_t>(g), im.truth.area[g], im.truth.iscrowd[g] != 0,
+           im.truth.iscrowd[g] != 0});
+    for (size_t d = 0; d < im.dets.labels.size(); ++d)
+      dets[static_cast<size_t>(im.dets.labels[d] - 1)].push_back(
+          {img, static_cast<int32_t>(d), im.dets.scores[d], im.dets.areas[d]});
   }
   const CocoAccumulation acc =
       coco_evaluate(truth, dets, CocoEvalParams::boxes(), BoxIou(std::move(boxes)));

@@ -117,15 +117,11 @@ class DetectionEvaluator : public Evaluator {
   const DetEvalOptions& options() const { return opts_; }
 
  private:
+  /// One image's ground truth and detections (their areas filled in), as added.
   struct Image {
     int64_t id = 0;
-    std::vector<data::Box> gt_boxes;
-    std::vector<int64_t> gt_labels;
-    std::vector<uint8_t> gt_difficult, gt_crowd;
-    std::vector<double> gt_area;
-    std::vector<data::Box> det_boxes;
-    std::vector<double> det_scores, det_area;
-    std::vector<int64_t> det_labels;
+    data::DetTarget truth;
+    ImageDetections dets;
   };
   void insert(Image im);
   // Images in increasing id order.
