@@ -131,17 +131,14 @@ Tensor map_labels(const Tensor& raw, const LabelMap& map, const std::string& nam
 // ---- SegDataset ----------------------------------------------------------------------
 
 SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names,
-                       LabelMap map, GroundTruth ground_truth, OnCorrupt on_corrupt,
-                       std::string name, int64_t skipped_at_load, std::string first_skipped,
-                       ImageLimits limits)
+                       LabelMap map, SegReadOptions read, std::string name, int64_t skipped_at_load,
+                       std::string first_skipped)
     : records_(std::move(records)),
       class_names_(std::move(class_names)),
       map_(map),
-      ground_truth_(ground_truth),
-      on_corrupt_(on_corrupt),
+      read_(read),
       name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)),
-      limits_(limits) {
+      skips_(skipped_at_load, std::move(first_skipped)) {
   TCV_CHECK(!class_names_.empty() && class_names_.size() <= 255, name_,
             ": a segmentation data set needs 1 to 255 classes, got ", class_names_.size());
   for (int v = 0; v < 256; ++v) {
@@ -149,7 +146,7 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
     TCV_CHECK(c == -1 || c == kIgnoreLabel || c < num_classes(), name_, ": the label map sends ", v,
               " to ", c, ", which is not a class (", num_classes(), " classes) nor 255");
   }
-  if (ground_truth_ == GroundTruth::read)
+  if (read_.ground_truth == GroundTruth::read)
     for (const SegRecord& r : records_)
       TCV_CHECK(!r.label_path.empty(), name_, ": ", r.image_path, " has no label file");
 }
@@ -161,17 +158,17 @@ const SegRecord& SegDataset::record(int64_t i) const {
 
 Tensor SegDataset::load_label(int64_t i) const {
   const SegRecord& r = record(i);
-  TCV_CHECK(ground_truth_ == GroundTruth::read, name_, ": read without ground truth");
-  return map_labels(read_label_png(r.label_path, limits_).labels, map_, r.label_path);
+  TCV_CHECK(read_.ground_truth == GroundTruth::read, name_, ": read without ground truth");
+  return map_labels(read_label_png(r.label_path, read_.limits).labels, map_, r.label_path);
 }
 
 SegSample SegDataset::load(int64_t i) const {
   const SegRecord& r = record(i);
   SegSample s;
   s.index = i;
-  if (!skips_.attempt(on_corrupt_, [&] {
-        s.image = read_image(r.image_path, ImageMode::rgb, limits_);
-        if (ground_truth_ == GroundTruth::read) {
+  if (!skips_.attempt(read_.on_corrupt, [&] {
+        s.image = read_image(r.image_path, ImageMode::rgb, read_.limits);
+        if (read_.ground_truth == GroundTruth::read) {
           s.label = load_label(i);
           TCV_CHECK(s.label.size(0) == s.image.size(1) && s.label.size(1) == s.image.size(2),
                     r.label_path, ": the label map is ", s.label.size(1), "x", s.label.size(0),
@@ -195,8 +192,7 @@ std::string SegDataset::first_skipped() const {
 SegDataset SegDataset::head(int64_t n) const {
   std::vector<SegRecord> head(records_.begin(),
                               records_.begin() + std::clamp<int64_t>(n, 0, size()));
-  return SegDataset(std::move(head), class_names_, map_, ground_truth_, on_corrupt_, name_, 0, "",
-                    limits_);
+  return SegDataset(std::move(head), class_names_, map_, read_, name_);
 }
 
 // ---- Cityscapes ----------------------------------------------------------------------
@@ -268,12 +264,12 @@ SegDataset read_cityscapes(const CityscapesOptions& opts) {
   const fs::path labels = fs::path(opts.root) / "gtFine" / opts.split;
   TCV_CHECK(fs::is_directory(images), images.string(), ": no such directory (split '", opts.split,
             "' of Cityscapes root ", opts.root, ")");
-  const bool with_gt = opts.ground_truth == GroundTruth::read;
+  const bool with_gt = opts.read.ground_truth == GroundTruth::read;
   TCV_CHECK(!with_gt || fs::is_directory(labels), labels.string(),
             ": no such directory (the gtFine labels of split '", opts.split, "')");
   const std::string suffix = "_leftImg8bit.png";
   std::vector<SegRecord> records;
-  SkipCount skip{opts.on_corrupt};
+  SkipCount skip{opts.read.on_corrupt};
   for (const fs::path& city : subdirs_of(images)) {
     for (const fs::path& img : files_in(city)) {
       const std::string file = img.filename().string();
@@ -292,10 +288,10 @@ SegDataset read_cityscapes(const CityscapesOptions& opts) {
   TCV_CHECK(!records.empty() || skip.n > 0, images.string(),
             ": no *_leftImg8bit.png images in its city directories");
   const bool train_ids = opts.labels == CityscapesLabels::train_ids;
-  return SegDataset(
-      std::move(records), train_ids ? cityscapes_classes() : cityscapes_label_id_names(),
-      train_ids ? cityscapes_train_id_map() : LabelMap::identity(34), opts.ground_truth,
-      opts.on_corrupt, "cityscapes " + opts.split, skip.n, skip.first, opts.limits);
+  return SegDataset(std::move(records),
+                    train_ids ? cityscapes_classes() : cityscapes_label_id_names(),
+                    train_ids ? cityscapes_train_id_map() : LabelMap::identity(34), opts.read,
+                    "cityscapes " + opts.split, skip.n, skip.first);
 }
 
 // ---- Pascal VOC ----------------------------------------------------------------------
@@ -335,9 +331,9 @@ SegDataset read_voc_seg(const VocSegOptions& opts) {
       classes = voc_seg_classes();
     }
   }
-  const bool with_gt = opts.ground_truth == GroundTruth::read;
+  const bool with_gt = opts.read.ground_truth == GroundTruth::read;
   std::vector<SegRecord> records;
-  SkipCount skip{opts.on_corrupt};
+  SkipCount skip{opts.read.on_corrupt};
   std::string name = opts.root + " (";
   for (size_t li = 0; li < lists.size(); ++li) {
     const VocSegList& l = lists[li];
@@ -380,9 +376,8 @@ SegDataset read_voc_seg(const VocSegOptions& opts) {
     }
   }
   const auto K = static_cast<int64_t>(classes.size());
-  return SegDataset(std::move(records), std::move(classes), LabelMap::identity(K),
-                    opts.ground_truth, opts.on_corrupt, name + ")", skip.n, skip.first,
-                    opts.limits);
+  return SegDataset(std::move(records), std::move(classes), LabelMap::identity(K), opts.read,
+                    name + ")", skip.n, skip.first);
 }
 
 // ---- ADE20K --------------------------------------------------------------------------
@@ -550,11 +545,11 @@ SegDataset read_ade20k(const Ade20kOptions& opts) {
   const fs::path labels = fs::path(opts.root) / "annotations" / split;
   TCV_CHECK(fs::is_directory(images), images.string(), ": no such directory (split '", opts.split,
             "' of ADE20K root ", opts.root, ")");
-  const bool with_gt = opts.ground_truth == GroundTruth::read;
+  const bool with_gt = opts.read.ground_truth == GroundTruth::read;
   TCV_CHECK(!with_gt || fs::is_directory(labels), labels.string(),
             ": no such directory (the annotations of split '", opts.split, "')");
   std::vector<SegRecord> records;
-  SkipCount skip{opts.on_corrupt};
+  SkipCount skip{opts.read.on_corrupt};
   for (const fs::path& img : files_in(images)) {
     if (lower(img.extension().string()) != ".jpg") continue;
     SegRecord r{img.string(), "", img.stem().string()};
@@ -570,9 +565,8 @@ SegDataset read_ade20k(const Ade20kOptions& opts) {
   std::vector<std::string> classes = ade20k_classes();
   if (!reduce) classes.insert(classes.begin(), "other");
   return SegDataset(std::move(records), std::move(classes),
-                    reduce ? LabelMap::reduce_zero(150) : LabelMap::identity(151),
-                    opts.ground_truth, opts.on_corrupt, "ade20k " + split, skip.n, skip.first,
-                    opts.limits);
+                    reduce ? LabelMap::reduce_zero(150) : LabelMap::identity(151), opts.read,
+                    "ade20k " + split, skip.n, skip.first);
 }
 
 }  // namespace tcv::data

@@ -67,16 +67,27 @@ enum class GroundTruth {
   none,  ///< images only (test splits; labels of records are ignored)
 };
 
+/// How a segmentation reader treats label files, corrupt files and large
+/// images; every reader's options hold one (`.read = {.on_corrupt = ...}`).
+struct SegReadOptions {
+  /// Test splits have no usable ground truth: read images only.
+  GroundTruth ground_truth = GroundTruth::read;
+  /// A corrupt image or label file: an error, or the sample left out and counted.
+  OnCorrupt on_corrupt = OnCorrupt::error;
+  /// Images and label maps above limits.max_pixels are refused when loaded.
+  ImageLimits limits{};
+};
+
 /// A segmentation data set: records, class names and the map from file values
 /// to labels; images and label maps decoded on demand (thread-safe).
 class SegDataset {
  public:
-  /// Records must have label files unless ground_truth is none.
+  /// Records must have label files unless read.ground_truth is none.
   /// `skipped_at_load` records were left out while reading the lists (the first
   /// because of `first_skipped`); they count in skipped().
   SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names, LabelMap map,
-             GroundTruth ground_truth, OnCorrupt on_corrupt, std::string name,
-             int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
+             SegReadOptions read, std::string name, int64_t skipped_at_load = 0,
+             std::string first_skipped = "");
   /// Moves records, names and counts (not while another thread loads from `o`).
   SegDataset(SegDataset&& other) noexcept = default;
   SegDataset& operator=(SegDataset&&) = delete;
@@ -92,7 +103,7 @@ class SegDataset {
   /// own, with no skips counted yet: val.max_images.
   SegDataset head(int64_t n) const;
   const LabelMap& label_map() const { return map_; }
-  bool has_labels() const { return ground_truth_ == GroundTruth::read; }
+  bool has_labels() const { return read_.ground_truth == GroundTruth::read; }
   const std::string& name() const { return name_; }
 
   /// Image i as u8 RGB with its label map (mapped through label_map()).
@@ -105,7 +116,7 @@ class SegDataset {
 
   /// The label map of record i alone, mapped (errors as load()).
   Tensor load_label(int64_t i) const;
-  const ImageLimits& limits() const { return limits_; }
+  const ImageLimits& limits() const { return read_.limits; }
 
   int64_t skipped() const { return skips_.count(); }
   /// The first skipped file and why (empty when none).
@@ -115,11 +126,9 @@ class SegDataset {
   std::vector<SegRecord> records_;
   std::vector<std::string> class_names_;
   LabelMap map_;
-  GroundTruth ground_truth_;
-  OnCorrupt on_corrupt_;
+  SegReadOptions read_;
   std::string name_;
   SkipLog skips_;
-  ImageLimits limits_;
 };
 
 /// Maps a label file's values through `map` into a new u8 (H, W); a value the
@@ -152,12 +161,7 @@ struct CityscapesOptions {
   /// train, val or test (any directory under leftImg8bit/).
   std::string split = "train";
   CityscapesLabels labels = CityscapesLabels::train_ids;
-  /// Test splits have no usable ground truth: read images only.
-  GroundTruth ground_truth = GroundTruth::read;
-  /// A corrupt image or label file: an error, or the sample left out and counted.
-  OnCorrupt on_corrupt = OnCorrupt::error;
-  /// Images and label maps above limits.max_pixels are refused when loaded.
-  ImageLimits limits{};
+  SegReadOptions read{};
 };
 
 /// Cityscapes: leftImg8bit/<split>/<city>/<stem>_leftImg8bit.png with
@@ -195,10 +199,7 @@ struct VocSegOptions {
   std::vector<std::string> class_names{};
   std::string image_dir = "JPEGImages";
   std::string image_ext = ".jpg";
-  GroundTruth ground_truth = GroundTruth::read;
-  OnCorrupt on_corrupt = OnCorrupt::error;
-  /// Images and label maps above limits.max_pixels are refused when loaded.
-  ImageLimits limits{};
+  SegReadOptions read{};
 };
 
 /// The 21 classes of VOC segmentation: background, then VOC's 20 in the devkit's order.
@@ -225,10 +226,7 @@ struct Ade20kOptions {
   /// on: 150 classes, file value v becomes v - 1 and 0 is ignored; off: 151
   /// classes, 0 being "other".
   ReduceZeroLabel reduce_zero_label = ReduceZeroLabel::on;
-  GroundTruth ground_truth = GroundTruth::read;
-  OnCorrupt on_corrupt = OnCorrupt::error;
-  /// Images and label maps above limits.max_pixels are refused when loaded.
-  ImageLimits limits{};
+  SegReadOptions read{};
 };
 
 /// ADE20K: images/<split>/*.jpg with annotations/<split>/<stem>.png, sorted by name.

@@ -165,7 +165,8 @@ TEST(SegCityscapes, Errors) {
   EXPECT_TRUE(contains(msg, "label value 34 at (row 1, column 2)")) << msg;
   EXPECT_TRUE(contains(msg, "may hold are 0-33, 255")) << msg;
   // The same sample skipped and counted.
-  const SegDataset skipping = read_cityscapes({.root = tmp.path(), .on_corrupt = OnCorrupt::skip});
+  const SegDataset skipping =
+      read_cityscapes({.root = tmp.path(), .read = {.on_corrupt = OnCorrupt::skip}});
   EXPECT_FALSE(skipping.load(2).image.defined());
   EXPECT_EQ(skipping.skipped(), 1);
   EXPECT_TRUE(contains(skipping.first_skipped(), "label value 34"));
@@ -177,12 +178,13 @@ TEST(SegCityscapes, Errors) {
   fs::remove(bad);
   msg = error_of([&] { read_cityscapes({.root = tmp.path()}); });
   EXPECT_TRUE(contains(msg, bad + ": label file not found")) << msg;
-  const SegDataset two = read_cityscapes({.root = tmp.path(), .on_corrupt = OnCorrupt::skip});
+  const SegDataset two =
+      read_cityscapes({.root = tmp.path(), .read = {.on_corrupt = OnCorrupt::skip}});
   EXPECT_EQ(two.size(), 2);
   EXPECT_EQ(two.skipped(), 1);
   // Images only (a test split): no labels read.
   const SegDataset images =
-      read_cityscapes({.root = tmp.path(), .ground_truth = GroundTruth::none});
+      read_cityscapes({.root = tmp.path(), .read = {.ground_truth = GroundTruth::none}});
   EXPECT_EQ(images.size(), 3);
   EXPECT_FALSE(images.has_labels());
   EXPECT_FALSE(images.load(2).label.defined());
@@ -293,7 +295,7 @@ TEST(SegVoc, Errors) {
       << msg;
   EXPECT_TRUE(contains(msg, "gone.txt:2")) << msg;
   const SegDataset skip =
-      read_voc_seg({.root = tmp.path(), .split = "gone", .on_corrupt = OnCorrupt::skip});
+      read_voc_seg({.root = tmp.path(), .split = "gone", .read = {.on_corrupt = OnCorrupt::skip}});
   EXPECT_EQ(skip.size(), 2);
   EXPECT_EQ(skip.skipped(), 1);
   msg = error_of([&] { read_voc_seg({.root = tmp.path(), .split = "test"}); });

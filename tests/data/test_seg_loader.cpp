@@ -70,7 +70,7 @@ std::shared_ptr<const SegDataset> dataset(const std::string& root,
                                           OnCorrupt on_corrupt = OnCorrupt::error,
                                           GroundTruth gt = GroundTruth::read) {
   return std::make_shared<const SegDataset>(read_voc_seg(
-      {.root = root, .image_ext = ".png", .ground_truth = gt, .on_corrupt = on_corrupt}));
+      {.root = root, .image_ext = ".png", .read = {.ground_truth = gt, .on_corrupt = on_corrupt}}));
 }
 
 const Normalize kNorm{.div_value = 255.0, .mean = {0.5}, .std = {0.25}};
