@@ -298,6 +298,26 @@ const acc_t<T>* opt(const KTensor* t) {
   return t && t->data ? t->ptr<const acc_t<T>>() : nullptr;
 }
 
+/// What the forward and the backward share: the plan for the tensors at
+/// `data`, a workspace of `coeffs` coefficients per channel, and per plan the
+/// chunks of the per-channel reductions (none unless `reduce`) with a
+/// workspace of `partials` doubles per chunk. Calls
+/// f(div, vec, coef, packs_per_channel, chunks, part).
+template <typename T, typename F>
+void with_channel_work(const BatchNormGeom& g, std::initializer_list<const void*> data, int coeffs,
+                       bool reduce, int partials, F&& f) {
+  using A = acc_t<T>;
+  const Plan plan = plan_for<T>(g, data);
+  Workspace cw(static_cast<size_t>(g.c) * coeffs * sizeof(A));
+  A* coef = static_cast<A*>(cw.get());
+  with_plan(plan, [&](auto div, auto vec) {
+    const int64_t packs_per_channel = g.n * g.l / decltype(vec)::value;
+    const int chunks = reduce ? chunks_for(g.c, packs_per_channel) : 0;
+    Workspace part(static_cast<size_t>(g.c) * chunks * partials * sizeof(double));
+    f(div, vec, coef, packs_per_channel, chunks, static_cast<double*>(part.get()));
+  });
+}
+
 template <typename T>
 void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, const KTensor* weight,
                    const KTensor* bias, const KTensor& y, const KTensor& mean, const KTensor& var,
@@ -307,36 +327,32 @@ void forward_typed(const BatchNormGeom& g, bool training, const KTensor& x, cons
   const int64_t total = g.n * g.c * g.l;
   if (g.c == 0 || total == 0) return;
   TCV_CHECK(g.c <= INT32_MAX, "[batch_norm] too many channels: ", g.c);
-  const Plan plan = plan_for<T>(g, {x.data, y.data});
-  Workspace cw(static_cast<size_t>(g.c) * 3 * sizeof(A));
-  A* coef = static_cast<A*>(cw.get());
-  with_plan(plan, [&](auto div, auto vec) {
-    using Div = decltype(div);
-    constexpr int V = decltype(vec)::value;
-    const int64_t packs_per_channel = g.n * g.l / V;
-    const int chunks = training ? chunks_for(g.c, packs_per_channel) : 0;
-    Workspace part(static_cast<size_t>(g.c) * chunks * 2 * sizeof(double));
-    if (training) {
-      stat_sums<T, V, Div>
-          <<<dim3(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks)), kThreads, 0, st>>>(
-              x.ptr<const T>(), static_cast<index_of<Div>>(packs_per_channel), g.c * g.l, g.l,
-              divider<Div>(g.l / V), static_cast<double*>(part.get()));
-      TCV_CUDA_LAUNCH_CHECK();
-    }
-    forward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
-        training ? static_cast<const double*>(part.get()) : nullptr, chunks, x.ptr<const T>(), g.l,
-        static_cast<double>(g.n * g.l), opt<T>(weight), opt<T>(bias), g.eps, g.c, mean.ptr<A>(),
-        var.ptr<A>(), coef, training && running.mean ? running.mean->ptr<A>() : nullptr,
-        training && running.var ? running.var->ptr<A>() : nullptr, running.momentum,
-        mean_rest ? mean_rest->ptr<A>() : nullptr);
-    TCV_CUDA_LAUNCH_CHECK();
-    if (!y.data) return;  // statistics only
-    const int64_t packs = total / V;
-    normalize<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
-        x.ptr<const T>(), y.ptr<T>(), coef, static_cast<index_of<Div>>(packs),
-        divider<Div>(g.l / V), divider<Div>(g.c), g.act);
-    TCV_CUDA_LAUNCH_CHECK();
-  });
+  with_channel_work<T>(
+      g, {x.data, y.data}, 3, training, 2,
+      [&](auto div, auto vec, A* coef, int64_t packs_per_channel, int chunks, double* part) {
+        using Div = decltype(div);
+        constexpr int V = decltype(vec)::value;
+        if (training) {
+          stat_sums<T, V, Div><<<dim3(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks)),
+                                 kThreads, 0, st>>>(x.ptr<const T>(),
+                                                    static_cast<index_of<Div>>(packs_per_channel),
+                                                    g.c * g.l, g.l, divider<Div>(g.l / V), part);
+          TCV_CUDA_LAUNCH_CHECK();
+        }
+        forward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
+            training ? part : nullptr, chunks, x.ptr<const T>(), g.l,
+            static_cast<double>(g.n * g.l), opt<T>(weight), opt<T>(bias), g.eps, g.c, mean.ptr<A>(),
+            var.ptr<A>(), coef, training && running.mean ? running.mean->ptr<A>() : nullptr,
+            training && running.var ? running.var->ptr<A>() : nullptr, running.momentum,
+            mean_rest ? mean_rest->ptr<A>() : nullptr);
+        TCV_CUDA_LAUNCH_CHECK();
+        if (!y.data) return;  // statistics only
+        const int64_t packs = total / V;
+        normalize<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
+            x.ptr<const T>(), y.ptr<T>(), coef, static_cast<index_of<Div>>(packs),
+            divider<Div>(g.l / V), divider<Div>(g.c), g.act);
+        TCV_CUDA_LAUNCH_CHECK();
+      });
 }
 
 template <typename T>
@@ -351,38 +367,34 @@ void backward_typed(const BatchNormGeom& g, bool training, const KTensor& x, con
   TCV_CHECK(g.c <= INT32_MAX, "[batch_norm] too many channels: ", g.c);
   // The sums feed dweight, dbias and, with batch statistics, dx.
   const bool sums = !group && (dweight || dbias || training);
-  const Plan plan = plan_for<T>(g, {x.data, dy.data, dx ? dx->data : nullptr});
-  Workspace cw(static_cast<size_t>(g.c) * 4 * sizeof(A));
-  A* coef = static_cast<A*>(cw.get());
-  with_plan(plan, [&](auto div, auto vec) {
-    using Div = decltype(div);
-    constexpr int V = decltype(vec)::value;
-    const int64_t packs_per_channel = g.n * g.l / V;
-    const int chunks = sums && total > 0 ? chunks_for(g.c, packs_per_channel) : 0;
-    Workspace part(static_cast<size_t>(g.c) * chunks * 3 * sizeof(double));
-    if (chunks > 0) {
-      grad_sums<T, V, Div>
-          <<<dim3(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks)), kThreads, 0, st>>>(
-              x.ptr<const T>(), dy.ptr<const T>(), mean.ptr<const A>(),
-              static_cast<index_of<Div>>(packs_per_channel), g.c * g.l, g.l, divider<Div>(g.l / V),
-              static_cast<double*>(part.get()));
-      TCV_CUDA_LAUNCH_CHECK();
-    }
-    backward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
-        chunks > 0 ? static_cast<const double*>(part.get()) : nullptr, chunks, opt<T>(weight),
-        mean.ptr<const A>(), var.ptr<const A>(), g.eps, g.c,
-        group ? group->count : static_cast<double>(g.n * g.l), training,
-        dweight ? dweight->ptr<A>() : nullptr, dbias ? dbias->ptr<A>() : nullptr, coef,
-        group ? opt<T>(group->sum_dy) : nullptr, group ? opt<T>(group->sum_dy_xhat) : nullptr,
-        group ? opt<T>(group->mean_rest) : nullptr);
-    TCV_CUDA_LAUNCH_CHECK();
-    if (!dx || total == 0) return;
-    const int64_t packs = total / V;
-    backward_dx<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
-        x.ptr<const T>(), dy.ptr<const T>(), coef, dx->ptr<T>(), static_cast<index_of<Div>>(packs),
-        divider<Div>(g.l / V), divider<Div>(g.c));
-    TCV_CUDA_LAUNCH_CHECK();
-  });
+  with_channel_work<T>(
+      g, {x.data, dy.data, dx ? dx->data : nullptr}, 4, sums && total > 0, 3,
+      [&](auto div, auto vec, A* coef, int64_t packs_per_channel, int chunks, double* part) {
+        using Div = decltype(div);
+        constexpr int V = decltype(vec)::value;
+        if (chunks > 0) {
+          grad_sums<T, V, Div><<<dim3(static_cast<unsigned>(g.c), static_cast<unsigned>(chunks)),
+                                 kThreads, 0, st>>>(x.ptr<const T>(), dy.ptr<const T>(),
+                                                    mean.ptr<const A>(),
+                                                    static_cast<index_of<Div>>(packs_per_channel),
+                                                    g.c * g.l, g.l, divider<Div>(g.l / V), part);
+          TCV_CUDA_LAUNCH_CHECK();
+        }
+        backward_coeffs<T><<<grid_for(g.c), 256, 0, st>>>(
+            chunks > 0 ? part : nullptr, chunks, opt<T>(weight), mean.ptr<const A>(),
+            var.ptr<const A>(), g.eps, g.c, group ? group->count : static_cast<double>(g.n * g.l),
+            training, dweight ? dweight->ptr<A>() : nullptr, dbias ? dbias->ptr<A>() : nullptr,
+            coef, group ? opt<T>(group->sum_dy) : nullptr,
+            group ? opt<T>(group->sum_dy_xhat) : nullptr,
+            group ? opt<T>(group->mean_rest) : nullptr);
+        TCV_CUDA_LAUNCH_CHECK();
+        if (!dx || total == 0) return;
+        const int64_t packs = total / V;
+        backward_dx<T, V, Div><<<grid_for(packs, kThreads), kThreads, 0, st>>>(
+            x.ptr<const T>(), dy.ptr<const T>(), coef, dx->ptr<T>(),
+            static_cast<index_of<Div>>(packs), divider<Div>(g.l / V), divider<Div>(g.c));
+        TCV_CUDA_LAUNCH_CHECK();
+      });
 }
 
 }  // namespace
