@@ -10,45 +10,49 @@
 #include <tcv/tcv.h>
 
 #include <cstdio>
-#include <map>
 #include <string>
+
+#include "example_args.h"
 
 using namespace tcv;
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> arg = {{"--arch", "resnet18"}, {"--size", "224"},
-                                            {"--epochs", "1"},      {"--batch", "32"},
-                                            {"--lr", "0.01"},       {"--min-top1", "0"}};
-  for (int i = 1; i + 1 < argc; i += 2) arg[argv[i]] = argv[i + 1];
-  const int64_t size = std::stoll(arg["--size"]), epochs = std::stoll(arg["--epochs"]);
+  const ExampleArgs arg(argc, argv,
+                        {{"--arch", "resnet18"},
+                         {"--size", "224"},
+                         {"--epochs", "1"},
+                         {"--batch", "32"},
+                         {"--lr", "0.01"},
+                         {"--min-top1", "0"}});
+  const int64_t size = arg.integer("--size"), epochs = arg.integer("--epochs");
   const Device device = cuda_is_available() ? Device(DeviceType::CUDA) : kCPU;
 
   // torchvision's ImageNet preprocessing: random crops and flips to train on,
   // the central crop to evaluate.
   const std::vector<double> mean{0.485, 0.456, 0.406}, std{0.229, 0.224, 0.225};
   auto train_set = std::make_shared<data::ImageFolder>(
-      arg["--data"] + "/train",
+      arg.text("--data") + "/train",
       data::Compose({data::RandomResizedCrop{.size = size}, data::RandomHorizontalFlip{},
                      data::NormalizeImage{mean, std}}));
   auto val_set = std::make_shared<data::ImageFolder>(
-      arg["--data"] + "/val",
+      arg.text("--data") + "/val",
       data::Compose({data::Resize{.size = size * 8 / 7}, data::CenterCrop{size},
                      data::NormalizeImage{mean, std}}));
-  const int64_t batch = std::stoll(arg["--batch"]), classes = train_set->num_classes();
+  const int64_t batch = arg.integer("--batch"), classes = train_set->num_classes();
   data::DataLoader train_loader(train_set, {.batch_size = batch, .workers = 2});
   data::DataLoader val_loader(val_set, {.batch_size = batch, .shuffle = false});
 
   // The ResNet with a head for our classes; every pretrained tensor loads by its
   // torchvision name, except the 1000-class head fc.*, which keeps its fresh init.
   models::register_builtin_models();
-  auto net = models::create_model(arg["--arch"], {.num_classes = classes});
-  const train::PretrainedLoad loaded = train::load_pretrained(arg["--weights"], *net);
+  auto net = models::create_model(arg.text("--arch"), {.num_classes = classes});
+  const train::PretrainedLoad loaded = train::load_pretrained(arg.text("--weights"), *net);
   std::printf("%lld pretrained tensors loaded, %zu left at init (new head), %lld classes\n",
               (long long)loaded.loaded, loaded.kept.size(), (long long)classes);
   net->to(device);
 
   train::SGD sgd(net->named_parameters(),
-                 {.lr = std::stod(arg["--lr"]), .momentum = 0.9, .weight_decay = 1e-4});
+                 {.lr = arg.number("--lr"), .momentum = 0.9, .weight_decay = 1e-4});
   const train::LrPolicy cosine({.kind = train::LrPolicyKind::cosine,
                                 .base_lr = sgd.lr(),
                                 .max_iters = epochs * train_loader.num_batches()});
@@ -76,7 +80,7 @@ int main(int argc, char** argv) try {
     accuracy.update(net->forward(b.x.to(device)), b.y.to(device));
   std::printf("val top-1 %.1f%% of %lld images (chance %.1f%%)\n", accuracy.top1(),
               (long long)accuracy.count(), 100.0 / classes);
-  return accuracy.top1() >= std::stod(arg["--min-top1"]) ? 0 : 1;
+  return accuracy.top1() >= arg.number("--min-top1") ? 0 : 1;
 } catch (const std::exception& e) {  // a missing file, weights that do not fit the model, ...
   std::fprintf(stderr, "%s\n", e.what());
   return 1;

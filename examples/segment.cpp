@@ -13,28 +13,29 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <numeric>
 #include <string>
+
+#include "example_args.h"
 
 using namespace tcv;
 
 int main(int argc, char** argv) try {
-  std::map<std::string, std::string> arg = {{"--steps", "40"},
-                                            {"--batch", "4"},
-                                            {"--crop", "160"},
-                                            {"--lr", "0.01"},
-                                            {"--fmnist", "/usr/share/datasets/fashion-mnist"}};
-  for (int i = 1; i + 1 < argc; i += 2) arg[argv[i]] = argv[i + 1];
-  const std::string root = arg["--data"];
+  const ExampleArgs arg(argc, argv,
+                        {{"--steps", "40"},
+                         {"--batch", "4"},
+                         {"--crop", "160"},
+                         {"--lr", "0.01"},
+                         {"--fmnist", "/usr/share/datasets/fashion-mnist"}});
+  const std::string root = arg.text("--data");
   if (root.empty()) throw Error("usage: segment --data DIR [--steps N] [--batch B] [--crop S]");
-  const int64_t steps = std::stoll(arg["--steps"]), batch = std::stoll(arg["--batch"]);
-  const int64_t crop = std::stoll(arg["--crop"]);
+  const int64_t steps = arg.integer("--steps"), batch = arg.integer("--batch");
+  const int64_t crop = arg.integer("--crop");
   const Device device = cuda_is_available() ? Device(DeviceType::CUDA) : kCPU;
 
   // The data: 96 training and 24 val scenes of 300 x 300, drawn once.
   if (!std::filesystem::exists(root + "/SegmentationClass"))
-    data::write_scene_set({.fmnist_dir = arg["--fmnist"], .train = 96, .val = 24, .seed = 1}, root);
+    data::write_scene_set({.fmnist_dir = arg.text("--fmnist"), .train = 96, .val = 24, .seed = 1},
+                          root);
   auto train_set = std::make_shared<const data::SegDataset>(
       data::read_voc_seg({.root = root, .split = "train"}));
   auto val_set =
@@ -53,7 +54,7 @@ int main(int argc, char** argv) try {
   auto net = models::seg::pspnet_resnet18({.num_classes = classes});
   net->to(device);
   train::SGD sgd(net->named_parameters(),
-                 {.lr = std::stod(arg["--lr"]), .momentum = 0.9, .weight_decay = 5e-4});
+                 {.lr = arg.number("--lr"), .momentum = 0.9, .weight_decay = 5e-4});
   const train::LrPolicy poly(
       {.kind = train::LrPolicyKind::lambda_poly, .base_lr = sgd.lr(), .max_iters = steps});
 
@@ -86,11 +87,7 @@ int main(int argc, char** argv) try {
   std::printf("val: mIoU %.4f, pixel accuracy %.4f over %lld pixels\n", m.miou, m.pixel_acc,
               static_cast<long long>(m.pixels));
 
-  const size_t k = std::min<size_t>(10, losses.size() / 2);
-  const double first = std::accumulate(losses.begin(), losses.begin() + k, 0.0) / k;
-  const double last = std::accumulate(losses.end() - k, losses.end(), 0.0) / k;
-  std::printf("loss: first %zu steps %.4f, last %zu steps %.4f\n", k, first, k, last);
-  return last < first ? 0 : 1;
+  return loss_fell(losses) ? 0 : 1;
 } catch (const std::exception& e) {  // no Fashion-MNIST, an unwritable DIR, ...
   std::fprintf(stderr, "segment: %s\n", e.what());
   return 1;
