@@ -607,6 +607,10 @@ Config Config::from_file(const std::string& path) {
   return from_string(ss.str(), path);
 }
 
+void Config::set_overrides(std::initializer_list<std::string> assignments) {
+  for (const std::string& a : assignments) set_override(a);
+}
+
 void Config::set_override(const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos) throw ConfigError("--set " + assignment + ": expected key=value");

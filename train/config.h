@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -242,6 +243,8 @@ class Config {
   /// Applies "key=value"; the value is TOML (42, 0.1, true, "text", [1, 2]); a bare
   /// word is taken as a string for string keys.
   void set_override(const std::string& assignment);
+  /// Applies each in order, as tcv-train's repeated --set.
+  void set_overrides(std::initializer_list<std::string> assignments);
 
   /// Checks the values (ranges, choices, combinations, and the task's own checks);
   /// errors name key and line. A key set in the file or by --set that belongs to

@@ -64,27 +64,31 @@ void write_folder(const fs::path& root, int n, int seed0) {
 // A small fmnist_cnn run on 3-channel images resized to 28 x 28.
 Config base_config() {
   Config c;
-  c.set_override("device=cpu");
-  c.set_override("network.model_name=fmnist_cnn");
-  c.set_override("data.num_classes=3");
-  c.set_override("data.input_size=[28, 28]");
-  c.set_override("data.channels=3");
-  c.set_override("data.normalize.mean=[0.5, 0.5, 0.5]");
-  c.set_override("data.normalize.std=[0.25]");
-  c.set_override("data.workers=2");
-  c.set_override("train.batch_size=8");
-  c.set_override("val.batch_size=5");
-  c.set_override("solver.lr.base_lr=0.05");
-  c.set_override("solver.display_iter=3");
-  c.set_override("solver.save_epoch=0");
+  c.set_overrides({
+      "device=cpu",
+      "network.model_name=fmnist_cnn",
+      "data.num_classes=3",
+      "data.input_size=[28, 28]",
+      "data.channels=3",
+      "data.normalize.mean=[0.5, 0.5, 0.5]",
+      "data.normalize.std=[0.25]",
+      "data.workers=2",
+      "train.batch_size=8",
+      "val.batch_size=5",
+      "solver.lr.base_lr=0.05",
+      "solver.display_iter=3",
+      "solver.save_epoch=0",
+  });
   return c;
 }
 
 Config folder_config(const fs::path& train, const fs::path& val) {
   Config c = base_config();
-  c.set_override("data.dataset=image_folder");
-  c.set_override("data.train_dir=\"" + train.string() + "\"");
-  c.set_override("data.val_dir=\"" + val.string() + "\"");
+  c.set_overrides({
+      "data.dataset=image_folder",
+      "data.train_dir=\"" + train.string() + "\"",
+      "data.val_dir=\"" + val.string() + "\"",
+  });
   return c;
 }
 
@@ -104,12 +108,14 @@ TEST(TrainDatasets, ResizesFilterWhenShrinking) {
     for (int64_t y = 0; y < 64; ++y)
       for (int64_t x = 0; x < 96; ++x) p[(c * 64 + y) * 96 + x] = (x + y) % 2 ? 255 : 0;
   Config c = base_config();
-  c.set_override("data.input_size=[12, 12]");
-  c.set_override("val.aug.resize_shorter=20");
-  c.set_override("val.aug.center_crop=true");
-  c.set_override("train.aug.resize_shorter=20");
-  c.set_override("data.dataset=cifar10");  // 3 channels (the transforms read no file)
-  c.set_override("data.data_dir=unused");
+  c.set_overrides({
+      "data.input_size=[12, 12]",
+      "val.aug.resize_shorter=20",
+      "val.aug.center_crop=true",
+      "train.aug.resize_shorter=20",
+      "data.dataset=cifar10",  // 3 channels (the transforms read no file)
+      "data.data_dir=unused",
+  });
 
   data::Rng rng(1, 0);
   const ClsConfig cls = parse_cls_config(c);
@@ -133,13 +139,15 @@ TEST(TrainDatasets, ImageFolderLearnsColoursWithAugmentation) {
   write_folder(tmp.root() / "train", 8, 0);
   write_folder(tmp.root() / "val", 4, 100);
   Config c = folder_config(tmp.root() / "train", tmp.root() / "val");
-  c.set_override("solver.max_epoch=4");  // 24 images / 8 = 3 iters per epoch
-  c.set_override("train.aug.random_resized_crop.enable=true");
-  c.set_override("train.aug.random_resized_crop.scale=[0.5, 1.0]");
-  c.set_override("train.aug.hflip=0.5");
-  c.set_override("train.aug.color_jitter=[0.1, 0.1, 0.0, 0.0]");
-  c.set_override("val.aug.resize_shorter=20");
-  c.set_override("val.aug.center_crop=true");
+  c.set_overrides({
+      "solver.max_epoch=4",  // 24 images / 8 = 3 iters per epoch
+      "train.aug.random_resized_crop.enable=true",
+      "train.aug.random_resized_crop.scale=[0.5, 1.0]",
+      "train.aug.hflip=0.5",
+      "train.aug.color_jitter=[0.1, 0.1, 0.0, 0.0]",
+      "val.aug.resize_shorter=20",
+      "val.aug.center_crop=true",
+  });
   const fs::path out = tmp.root() / "run";
   const TrainSummary s = run_training(c, out);
   EXPECT_EQ(s.iters, 12);
@@ -197,14 +205,16 @@ TEST(TrainDatasets, ListFileAndMixupWithLabelSmoothing) {
   tr.close();
   va.close();
   Config c = base_config();
-  c.set_override("data.dataset=list");
-  c.set_override("data.train_list=\"" + (tmp.root() / "train.txt").string() + "\"");
-  c.set_override("data.val_list=\"" + (tmp.root() / "val.txt").string() + "\"");
-  c.set_override("data.image_root=\"" + (tmp.root() / "img").string() + "\"");
-  c.set_override("train.batch_size=6");  // 18 images, 3 iters per epoch
-  c.set_override("solver.max_epoch=5");
-  c.set_override("train.mixup_alpha=0.4");
-  c.set_override("loss.label_smoothing=0.1");
+  c.set_overrides({
+      "data.dataset=list",
+      "data.train_list=\"" + (tmp.root() / "train.txt").string() + "\"",
+      "data.val_list=\"" + (tmp.root() / "val.txt").string() + "\"",
+      "data.image_root=\"" + (tmp.root() / "img").string() + "\"",
+      "train.batch_size=6",  // 18 images, 3 iters per epoch
+      "solver.max_epoch=5",
+      "train.mixup_alpha=0.4",
+      "loss.label_smoothing=0.1",
+  });
   const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 15);
   EXPECT_GT(s.metric("top1"), 50.0);  // chance is 33%, mixup slows it down a little
@@ -258,14 +268,16 @@ TEST(TrainDatasets, Cifar10Binary) {
 
   // Resized to 28 x 28 for fmnist_cnn, with CIFAR's random crop (padding 4) and flips.
   Config c = base_config();
-  c.set_override("data.dataset=cifar10");
-  c.set_override("data.data_dir=\"" + tmp.root().string() + "\"");
-  c.set_override("data.num_classes=10");
-  c.set_override("train.batch_size=10");  // 30 images, 3 iters per epoch
-  c.set_override("solver.max_epoch=4");
-  c.set_override("train.aug.random_crop.enable=true");
-  c.set_override("train.aug.random_crop.padding=4");
-  c.set_override("train.aug.hflip=0.5");
+  c.set_overrides({
+      "data.dataset=cifar10",
+      "data.data_dir=\"" + tmp.root().string() + "\"",
+      "data.num_classes=10",
+      "train.batch_size=10",  // 30 images, 3 iters per epoch
+      "solver.max_epoch=4",
+      "train.aug.random_crop.enable=true",
+      "train.aug.random_crop.padding=4",
+      "train.aug.hflip=0.5",
+  });
   const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 12);
   EXPECT_GT(s.metric("top1"), 60.0);  // 3 colours; chance is 33% at best
@@ -281,13 +293,15 @@ TEST(TrainDatasets, Cifar10Binary) {
 
   // At its own 32 x 32 without augmentation: the in-memory path, with resnet18_cifar.
   Config r = c;
-  r.set_override("network.model_name=resnet18_cifar");
-  r.set_override("data.input_size=[32, 32]");
-  r.set_override("train.aug.random_crop.enable=false");
-  r.set_override("train.aug.hflip=0.0");
-  r.set_override("train.batch_size=4");
-  r.set_override("solver.max_iters=2");
-  r.set_override("val.max_images=4");
+  r.set_overrides({
+      "network.model_name=resnet18_cifar",
+      "data.input_size=[32, 32]",
+      "train.aug.random_crop.enable=false",
+      "train.aug.hflip=0.0",
+      "train.batch_size=4",
+      "solver.max_iters=2",
+      "val.max_images=4",
+  });
   const TrainSummary rs = run_training(r, tmp.root() / "run_resnet");
   EXPECT_EQ(rs.iters, 2);
   EXPECT_GE(rs.metric("top1"), 0.0);
@@ -313,9 +327,11 @@ TEST(TrainDatasets, CorruptImagesAreSkippedAndCountedOrNamed) {
   std::ofstream(bad, std::ios::binary) << "\x89PNG\r\n\x1a\n this is not a PNG";
 
   Config c = folder_config(tmp.root() / "train", tmp.root() / "val");
-  c.set_override("train.batch_size=5");  // 25 files, every one read in the epoch
-  c.set_override("solver.max_epoch=1");
-  c.set_override("data.skip_corrupt=true");
+  c.set_overrides({
+      "train.batch_size=5",  // 25 files, every one read in the epoch
+      "solver.max_epoch=1",
+      "data.skip_corrupt=true",
+  });
   const TrainSummary s = run_training(c, tmp.root() / "run");
   EXPECT_EQ(s.iters, 5);
   EXPECT_EQ(s.skipped, 1);

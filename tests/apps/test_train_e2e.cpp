@@ -37,16 +37,20 @@ using tcv::testing::write_small_fmnist;
 
 Config short_run(int64_t max_iters) {
   Config c = Config::from_file(source_dir() + "/configs/cls/fmnist_cnn.toml");
-  c.set_override("solver.max_iters=" + std::to_string(max_iters));
-  c.set_override("solver.display_iter=10");
-  c.set_override("val.max_images=500");
-  c.set_override("solver.lr.is_warm=false");
+  c.set_overrides({
+      "solver.max_iters=" + std::to_string(max_iters),
+      "solver.display_iter=10",
+      "val.max_images=500",
+      "solver.lr.is_warm=false",
+  });
   // A schedule that does not depend on max_iters, stepping after the resume point.
-  c.set_override("solver.lr.lr_policy=step");
-  c.set_override("solver.lr.metric=iters");
-  c.set_override("solver.lr.step.step_size=35");
-  c.set_override("data.workers=1");
-  c.set_override("device=cpu");
+  c.set_overrides({
+      "solver.lr.lr_policy=step",
+      "solver.lr.metric=iters",
+      "solver.lr.step.step_size=35",
+      "data.workers=1",
+      "device=cpu",
+  });
   return c;
 }
 
@@ -188,13 +192,15 @@ TEST(TrainE2E, EpochsCheckpointsAndKeepLast) {
   write_small_fmnist(data, 256, 200);
 
   Config c = Config::from_file(source_dir() + "/configs/cls/fmnist_cnn.toml");
-  c.set_override("data.data_dir=\"" + data.string() + "\"");
-  c.set_override("solver.max_epoch=5");
-  c.set_override("solver.lr.warm.warm_iters=4");
-  c.set_override("solver.display_iter=2");
-  c.set_override("checkpoints.keep_last=2");
-  c.set_override("data.workers=2");
-  c.set_override("device=cpu");
+  c.set_overrides({
+      "data.data_dir=\"" + data.string() + "\"",
+      "solver.max_epoch=5",
+      "solver.lr.warm.warm_iters=4",
+      "solver.display_iter=2",
+      "checkpoints.keep_last=2",
+      "data.workers=2",
+      "device=cpu",
+  });
   TrainSummary s;
   {
     Trainer t(c, {.out_dir = out.string(), .progress = ProgressMode::quiet, .log = nullptr});
@@ -300,20 +306,22 @@ TEST(TrainE2E, ResumeIsBitIdenticalAcrossAnEpochBoundary) {
 
   auto config = [&](const std::string& optim) {
     Config c = Config::from_file(source_dir() + "/configs/cls/fmnist_cnn.toml");
-    c.set_override("data.data_dir=\"" + data.string() + "\"");
-    c.set_override("solver.max_iters=14");  // 2N, N = 7: stop in epoch 2, resume into epoch 3
-    c.set_override("solver.display_iter=1");
-    c.set_override("solver.lr.lr_policy=cosine");
-    c.set_override("solver.lr.metric=iters");
-    c.set_override("solver.lr.is_warm=true");
-    c.set_override("solver.lr.warm.warm_iters=3");
-    c.set_override("solver.optim.optim_method=" + optim);
-    c.set_override("solver.lr.base_lr=" + std::string(optim == "sgd" ? "0.05" : "0.002"));
-    c.set_override("solver.optim.nodecay_bn_bias=true");
-    c.set_override("solver.optim.adam.weight_decay=1e-3");
-    c.set_override("solver.clip_grad_norm=2.0");
-    c.set_override("data.workers=2");
-    c.set_override("device=cpu");
+    c.set_overrides({
+        "data.data_dir=\"" + data.string() + "\"",
+        "solver.max_iters=14",  // 2N, N = 7: stop in epoch 2, resume into epoch 3
+        "solver.display_iter=1",
+        "solver.lr.lr_policy=cosine",
+        "solver.lr.metric=iters",
+        "solver.lr.is_warm=true",
+        "solver.lr.warm.warm_iters=3",
+        "solver.optim.optim_method=" + optim,
+        "solver.lr.base_lr=" + std::string(optim == "sgd" ? "0.05" : "0.002"),
+        "solver.optim.nodecay_bn_bias=true",
+        "solver.optim.adam.weight_decay=1e-3",
+        "solver.clip_grad_norm=2.0",
+        "data.workers=2",
+        "device=cpu",
+    });
     return c;
   };
   for (const std::string optim : {"adam", "sgd"}) {
