@@ -32,13 +32,13 @@
 namespace fs = std::filesystem;
 using namespace tcv;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 #if defined(TCV_RUN) && defined(TCV_TRAIN)
 
 namespace {
 
 using test::checkpoint_iter;
+using test::Clock;
 using test::contains;
 using test::Env;
 using test::expect_bitwise_equal;
@@ -57,11 +57,7 @@ std::vector<std::string> train_cmd(const std::string& data_dir, const std::strin
 // tcv-run --nproc-per-node 2 [launcher flags] -- cmd.
 std::vector<std::string> under_tcv_run(const std::vector<std::string>& flags,
                                        const std::vector<std::string>& cmd) {
-  std::vector<std::string> argv = {TCV_RUN, "--nproc-per-node", "2"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), cmd.begin(), cmd.end());
-  return argv;
+  return test::launch_cmd({TCV_RUN, "--nproc-per-node", "2"}, flags, cmd);
 }
 
 // Starts `argv`, waits until rank 0 has logged training iteration `at_iter`,

@@ -39,12 +39,12 @@
 namespace fs = std::filesystem;
 using namespace tcv;
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 #if defined(TCV_RUN) && defined(TCV_TRAIN)
 
 namespace {
 
+using test::Clock;
 using test::contains;
 using test::NetnsLab;
 using test::seconds_since;
@@ -68,10 +68,7 @@ std::vector<std::string> launcher(const NetnsLab& lab, int nnodes, int node, int
                                         "--master-port",
                                         std::to_string(kPort)};
   argv.insert(argv.end(), own.begin(), own.end());
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--");
-  argv.insert(argv.end(), cmd.begin(), cmd.end());
-  return argv;
+  return test::launch_cmd(std::move(argv), flags, cmd);
 }
 
 // The launchers of one job, one per machine: when each ended, what each printed.

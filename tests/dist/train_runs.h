@@ -38,6 +38,17 @@ inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A launcher's command line (`launcher`: tcv-run and its own flags), then
+// `flags`, "--" and the command it starts.
+inline std::vector<std::string> launch_cmd(std::vector<std::string> launcher,
+                                           const std::vector<std::string>& flags,
+                                           const std::vector<std::string>& cmd) {
+  launcher.insert(launcher.end(), flags.begin(), flags.end());
+  launcher.push_back("--");
+  launcher.insert(launcher.end(), cmd.begin(), cmd.end());
+  return launcher;
+}
+
 // `train_bin` (tcv-train) on the fmnist CNN config with `sets` on top of the common ones.
 inline std::vector<std::string> train_cmd(const std::string& train_bin, const std::string& data_dir,
                                           const std::string& out,
