@@ -607,7 +607,7 @@ Config Config::from_file(const std::string& path) {
   return from_string(ss.str(), path);
 }
 
-void Config::set_overrides(std::initializer_list<std::string> assignments) {
+void Config::set_overrides(const std::vector<std::string>& assignments) {
   for (const std::string& a : assignments) set_override(a);
 }
 

@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -244,7 +243,7 @@ class Config {
   /// word is taken as a string for string keys.
   void set_override(const std::string& assignment);
   /// Applies each in order, as tcv-train's repeated --set.
-  void set_overrides(std::initializer_list<std::string> assignments);
+  void set_overrides(const std::vector<std::string>& assignments);
 
   /// Checks the values (ranges, choices, combinations, and the task's own checks);
   /// errors name key and line. A key set in the file or by --set that belongs to

@@ -147,7 +147,7 @@ int run(int argc, char** argv) {
 
   tcv::train::register_builtin_tasks();  // their keys join the config schema
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
-  for (const auto& s : sets) cfg.set_override(s);
+  cfg.set_overrides(sets);
   cfg.validate();
   const std::unique_ptr<tcv::train::Task> task = tcv::train::make_task(cfg);
   const std::unique_ptr<tcv::train::TaskPredictor> predictor = task->make_predictor(ckpt, popts);

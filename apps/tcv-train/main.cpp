@@ -102,7 +102,7 @@ int run(int argc, char** argv) {
     throw tcv::apps::UsageError{"--results evaluates a results file: it is the test phase"};
 
   tcv::train::Config cfg = tcv::train::Config::from_file(config_path);
-  for (const auto& s : sets) cfg.set_override(s);
+  cfg.set_overrides(sets);
   cfg.validate();
   if (out_dir.empty())
     out_dir = (std::filesystem::path("runs") / (std::filesystem::path(config_path).stem().string() +
