@@ -36,12 +36,10 @@ void DetTarget::filter(const std::vector<uint8_t>& keep) {
 DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
                        std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
                        int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
-    : records_(std::move(records)),
+    : RecordSet(std::move(records), std::move(name), skipped_at_load, std::move(first_skipped)),
       class_names_(std::move(class_names)),
       label_ids_(std::move(label_ids)),
       on_corrupt_(on_corrupt),
-      name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)),
       limits_(limits) {
   TCV_CHECK(!class_names_.empty(), name_, ": no object classes");
   TCV_CHECK(label_ids_.empty() || label_ids_.size() == class_names_.size(), name_, ": ",
@@ -56,11 +54,6 @@ DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> 
     for (int64_t l : t.labels)
       TCV_CHECK(l >= 1 && l <= K, r.source, ": label ", l, " outside [1, ", K, "]");
   }
-}
-
-const DetRecord& DetDataset::record(int64_t i) const {
-  TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
-  return records_[static_cast<size_t>(i)];
 }
 
 DetSample DetDataset::load(int64_t i) const {
@@ -78,14 +71,8 @@ DetSample DetDataset::load(int64_t i) const {
   return s;
 }
 
-std::string DetDataset::first_skipped() const {
-  return skips_.first();
-}
-
 DetDataset DetDataset::head(int64_t n) const {
-  std::vector<DetRecord> head(records_.begin(),
-                              records_.begin() + std::clamp<int64_t>(n, 0, size()));
-  return DetDataset(std::move(head), class_names_, label_ids_, on_corrupt_, name_, 0, "", limits_);
+  return DetDataset(first_records(n), class_names_, label_ids_, on_corrupt_, name_, 0, "", limits_);
 }
 
 }  // namespace tcv::data

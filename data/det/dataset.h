@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data/folder.h"
+#include "data/record_set.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 
@@ -74,7 +75,7 @@ struct DetSample {
 
 /// A detection data set: records read from VOC or COCO annotations (see
 /// data/det/voc.h, data/det/coco.h), images decoded on demand.
-class DetDataset {
+class DetDataset : public RecordSet<DetRecord> {
  public:
   /// `class_names[k]` names label k + 1. `label_ids[k]` is the id label k + 1
   /// has in the annotation files (COCO category ids; empty for VOC). Records are
@@ -86,19 +87,15 @@ class DetDataset {
   DetDataset& operator=(DetDataset&&) = delete;
   DetDataset(const DetDataset&) = delete;
 
-  int64_t size() const { return static_cast<int64_t>(records_.size()); }
   /// Object classes, without the background.
   int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
   const std::vector<std::string>& class_names() const { return class_names_; }
   const std::vector<int64_t>& label_ids() const { return label_ids_; }
-  const DetRecord& record(int64_t i) const;
   /// What messages about image i name: its annotation.
   const std::string& source(int64_t i) const { return record(i).source; }
-  const std::vector<DetRecord>& records() const { return records_; }
   /// Its first n images (all of them when n >= size()) as a data set of their
   /// own, with no skips counted yet: val.max_images.
   DetDataset head(int64_t n) const;
-  const std::string& name() const { return name_; }
 
   /// Image i decoded to u8 RGB with its ground truth. An unreadable image, one
   /// above limits().max_pixels, or one whose size differs from its annotation's,
@@ -107,18 +104,10 @@ class DetDataset {
   DetSample load(int64_t i) const;
   const ImageLimits& limits() const { return limits_; }
 
-  /// Images skipped: at reading (bad annotations, missing files) and at load().
-  int64_t skipped() const { return skips_.count(); }
-  /// The first skipped file and why (empty when none).
-  std::string first_skipped() const;
-
  private:
-  std::vector<DetRecord> records_;
   std::vector<std::string> class_names_;
   std::vector<int64_t> label_ids_;
   OnCorrupt on_corrupt_;
-  std::string name_;
-  SkipLog skips_;
   ImageLimits limits_;
 };
 

@@ -158,16 +158,9 @@ Tensor pose_loss_mask(const PoseRecord& r) {
 
 PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
                          int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
-    : records_(std::move(records)),
+    : RecordSet(std::move(records), std::move(name), skipped_at_load, std::move(first_skipped)),
       on_corrupt_(on_corrupt),
-      name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)),
       limits_(limits) {}
-
-const PoseRecord& PoseDataset::record(int64_t i) const {
-  TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
-  return records_[static_cast<size_t>(i)];
-}
 
 PoseSample PoseDataset::load(int64_t i) const {
   const PoseRecord& r = record(i);
@@ -188,14 +181,8 @@ PoseSample PoseDataset::load(int64_t i) const {
   return s;
 }
 
-std::string PoseDataset::first_skipped() const {
-  return skips_.first();
-}
-
 PoseDataset PoseDataset::head(int64_t n) const {
-  std::vector<PoseRecord> head(records_.begin(),
-                               records_.begin() + std::clamp<int64_t>(n, 0, size()));
-  return PoseDataset(std::move(head), on_corrupt_, name_, 0, "", limits_);
+  return PoseDataset(first_records(n), on_corrupt_, name_, 0, "", limits_);
 }
 
 }  // namespace tcv::data

@@ -119,7 +119,7 @@ struct PoseSample {
 
 /// A pose data set: records read from COCO keypoint files (data/pose/coco.h),
 /// images decoded and masks rasterised on demand.
-class PoseDataset {
+class PoseDataset : public RecordSet<PoseRecord> {
  public:
   PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
               int64_t skipped_at_load = 0, std::string first_skipped = "", ImageLimits limits = {});
@@ -127,15 +127,11 @@ class PoseDataset {
   PoseDataset& operator=(PoseDataset&&) = delete;
   PoseDataset(const PoseDataset&) = delete;
 
-  int64_t size() const { return static_cast<int64_t>(records_.size()); }
-  const PoseRecord& record(int64_t i) const;
   /// What messages about image i name: its annotation file and image.
   const std::string& source(int64_t i) const { return record(i).source; }
-  const std::vector<PoseRecord>& records() const { return records_; }
   /// Its first n images (all of them when n >= size()) as a data set of their
   /// own, with no skips counted yet: val.max_images.
   PoseDataset head(int64_t n) const;
-  const std::string& name() const { return name_; }
 
   /// Image i decoded to u8 RGB with its people and loss mask. An unreadable
   /// image, one above limits().max_pixels, or one whose size differs from its
@@ -144,14 +140,8 @@ class PoseDataset {
   PoseSample load(int64_t i) const;
   const ImageLimits& limits() const { return limits_; }
 
-  int64_t skipped() const { return skips_.count(); }
-  std::string first_skipped() const;
-
  private:
-  std::vector<PoseRecord> records_;
   OnCorrupt on_corrupt_;
-  std::string name_;
-  SkipLog skips_;
   ImageLimits limits_;
 };
 

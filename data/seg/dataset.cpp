@@ -133,12 +133,10 @@ Tensor map_labels(const Tensor& raw, const LabelMap& map, const std::string& nam
 SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names,
                        LabelMap map, SegReadOptions read, std::string name, int64_t skipped_at_load,
                        std::string first_skipped)
-    : records_(std::move(records)),
+    : RecordSet(std::move(records), std::move(name), skipped_at_load, std::move(first_skipped)),
       class_names_(std::move(class_names)),
       map_(map),
-      read_(read),
-      name_(std::move(name)),
-      skips_(skipped_at_load, std::move(first_skipped)) {
+      read_(read) {
   TCV_CHECK(!class_names_.empty() && class_names_.size() <= 255, name_,
             ": a segmentation data set needs 1 to 255 classes, got ", class_names_.size());
   for (int v = 0; v < 256; ++v) {
@@ -149,11 +147,6 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
   if (read_.ground_truth == GroundTruth::read)
     for (const SegRecord& r : records_)
       TCV_CHECK(!r.label_path.empty(), name_, ": ", r.image_path, " has no label file");
-}
-
-const SegRecord& SegDataset::record(int64_t i) const {
-  TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
-  return records_[static_cast<size_t>(i)];
 }
 
 Tensor SegDataset::load_label(int64_t i) const {
@@ -185,14 +178,8 @@ SegSample SegDataset::load(int64_t i) const {
   return s;
 }
 
-std::string SegDataset::first_skipped() const {
-  return skips_.first();
-}
-
 SegDataset SegDataset::head(int64_t n) const {
-  std::vector<SegRecord> head(records_.begin(),
-                              records_.begin() + std::clamp<int64_t>(n, 0, size()));
-  return SegDataset(std::move(head), class_names_, map_, read_, name_);
+  return SegDataset(first_records(n), class_names_, map_, read_, name_);
 }
 
 // ---- Cityscapes ----------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "data/folder.h"
+#include "data/record_set.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 
@@ -80,7 +81,7 @@ struct SegReadOptions {
 
 /// A segmentation data set: records, class names and the map from file values
 /// to labels; images and label maps decoded on demand (thread-safe).
-class SegDataset {
+class SegDataset : public RecordSet<SegRecord> {
  public:
   /// Records must have label files unless read.ground_truth is none.
   /// `skipped_at_load` records were left out while reading the lists (the first
@@ -92,19 +93,15 @@ class SegDataset {
   SegDataset(SegDataset&& other) noexcept = default;
   SegDataset& operator=(SegDataset&&) = delete;
 
-  int64_t size() const { return static_cast<int64_t>(records_.size()); }
   int64_t num_classes() const { return static_cast<int64_t>(class_names_.size()); }
   const std::vector<std::string>& class_names() const { return class_names_; }
-  const SegRecord& record(int64_t i) const;
   /// What messages about image i name: its image file.
   const std::string& source(int64_t i) const { return record(i).image_path; }
-  const std::vector<SegRecord>& records() const { return records_; }
   /// Its first n images (all of them when n >= size()) as a data set of their
   /// own, with no skips counted yet: val.max_images.
   SegDataset head(int64_t n) const;
   const LabelMap& label_map() const { return map_; }
   bool has_labels() const { return read_.ground_truth == GroundTruth::read; }
-  const std::string& name() const { return name_; }
 
   /// Image i as u8 RGB with its label map (mapped through label_map()).
   /// Errors name the file: an unreadable image or label file, either above
@@ -118,17 +115,10 @@ class SegDataset {
   Tensor load_label(int64_t i) const;
   const ImageLimits& limits() const { return read_.limits; }
 
-  int64_t skipped() const { return skips_.count(); }
-  /// The first skipped file and why (empty when none).
-  std::string first_skipped() const;
-
  private:
-  std::vector<SegRecord> records_;
   std::vector<std::string> class_names_;
   LabelMap map_;
   SegReadOptions read_;
-  std::string name_;
-  SkipLog skips_;
 };
 
 /// Maps a label file's values through `map` into a new u8 (H, W); a value the

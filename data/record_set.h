@@ -1,0 +1,56 @@
+// What every annotated data set (detection, segmentation, pose) keeps beside
+// its task's own fields: the records read from the annotations, a name for
+// messages and the log of skipped samples. Each task's data set derives from
+// RecordSet<ItsRecord> and adds its classes, its targets and load().
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/folder.h"
+#include "engine/error.h"
+
+namespace tcv::data {
+
+template <typename Record>
+class RecordSet {
+ public:
+  int64_t size() const { return static_cast<int64_t>(records_.size()); }
+  /// Record i; an index outside [0, size()) is an error naming the data set.
+  const Record& record(int64_t i) const {
+    TCV_CHECK(i >= 0 && i < size(), name_, ": image index ", i, " out of range [0, ", size(), ")");
+    return records_[static_cast<size_t>(i)];
+  }
+  const std::vector<Record>& records() const { return records_; }
+  const std::string& name() const { return name_; }
+
+  /// Images skipped: at reading (bad annotations, missing files) and at load().
+  int64_t skipped() const { return skips_.count(); }
+  /// The first skipped file and why (empty when none).
+  std::string first_skipped() const { return skips_.first(); }
+
+ protected:
+  /// `skipped_at_load` records were left out while reading the annotations
+  /// (the first because of `first_skipped`); they count in skipped().
+  RecordSet(std::vector<Record> records, std::string name, int64_t skipped_at_load,
+            std::string first_skipped)
+      : records_(std::move(records)),
+        name_(std::move(name)),
+        skips_(skipped_at_load, std::move(first_skipped)) {}
+  RecordSet(RecordSet&&) noexcept = default;
+  RecordSet& operator=(RecordSet&&) = delete;
+
+  /// The first n records (all of them when n >= size()): what head(n) is made of.
+  std::vector<Record> first_records(int64_t n) const {
+    return {records_.begin(), records_.begin() + std::clamp<int64_t>(n, 0, size())};
+  }
+
+  std::vector<Record> records_;
+  std::string name_;
+  SkipLog skips_;
+};
+
+}  // namespace tcv::data
