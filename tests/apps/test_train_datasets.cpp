@@ -304,7 +304,9 @@ TEST(TrainDatasets, Cifar10Binary) {
   });
   const TrainSummary rs = run_training(r, tmp.root() / "run_resnet");
   EXPECT_EQ(rs.iters, 2);
-  EXPECT_GE(rs.metric("top1"), 0.0);
+  // 4 val images: top-1 is a whole number of them, in percent.
+  const double top1 = rs.metric("top1");
+  EXPECT_TRUE(top1 >= 0.0 && top1 <= 100.0 && std::fmod(top1, 25.0) == 0.0) << top1;
   EXPECT_EQ(json_int(read_jsonl(tmp.root() / "run_resnet" / "metrics.jsonl").back(), "images"), 4);
 
   // Errors name the key: the wrong class count, a missing directory.
