@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "dist/ddp.h"
+#include "engine/ops.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/report.h"
@@ -270,6 +271,13 @@ std::string load_model_for_prediction(const Config& cfg, const std::string& chec
   load_checkpoint(stem, model, nullptr);
   model.eval();
   return stem;
+}
+
+Tensor StepContext::global_normalized(const Tensor& loss, double local, double floor) const {
+  if (world == 1) return loss;
+  const double global = std::max(floor, sum_over_ranks(local));
+  const double scale = std::max(floor, local) * static_cast<double>(world) / global;
+  return scale == 1.0 ? loss : ops::mul(loss, scale);
 }
 
 }  // namespace tcv::train

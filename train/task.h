@@ -110,11 +110,17 @@ struct StepContext {
   uint64_t seed = 0;  ///< the config's seed
   int64_t world = 1;  ///< processes training together (data-parallel), each with its batch
   /// The sum of `v` over those processes (v itself when alone); every process
-  /// must call it as often. A loss normalised by a count that differs between
-  /// ranks (matched boxes, labelled pixels) divides by the count of the whole
-  /// global batch and scales by `world` (the gradients are averaged), so a
-  /// data-parallel step follows the same gradient as one process would.
+  /// must call it as often.
   std::function<double(double)> sum_over_ranks = [](double v) { return v; };
+
+  /// A loss that this rank divided by a count of its own batch (`local`:
+  /// matched boxes, labelled pixels, images), divided instead by that count
+  /// over the global batch and scaled by `world` (DDP averages the gradients):
+  /// loss · local · world / global, both counts at least `floor`. So a
+  /// data-parallel step follows the gradient one process would on the global
+  /// batch, whatever each rank's share of the count. Alone: the loss as it is.
+  /// Collective (sum_over_ranks) when world > 1.
+  Tensor global_normalized(const Tensor& loss, double local, double floor) const;
 };
 
 /// One evaluation: runs the model on the val batches this rank gets,

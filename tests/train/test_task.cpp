@@ -446,3 +446,30 @@ TEST(Tasks, ClassificationDataSetsComeFromTheirTable) {
                   "data.input_size: must be set ([h, w]) with data.dataset \"list\""));
   EXPECT_EQ(config_class_names(list, ClsConfig{}).at(1), "1");  // list files name no classes
 }
+
+// A loss divided by this rank's count is re-divided by the global batch's:
+// here rank 0 of 2 holds 3 of the 3 + 5 matched boxes, so its mean over 3
+// becomes sum / 8 · 2 (DDP then averages the two ranks' gradients). Both counts
+// are floored; alone the loss is returned as it is, without asking the group.
+TEST(Tasks, GlobalNormalizedRescalesToTheGlobalCount) {
+  StepContext ctx;
+  ctx.world = 2;
+  int calls = 0;
+  ctx.sum_over_ranks = [&](double v) {
+    ++calls;
+    return v + 5.0;  // the other rank's count
+  };
+  const Tensor mean_over_3 = from_vector<double>({1.5});  // a sum of 4.5 over 3
+  EXPECT_DOUBLE_EQ(ctx.global_normalized(mean_over_3, 3.0, 1.0).item(), 4.5 / 8.0 * 2.0);
+  EXPECT_EQ(calls, 1);
+  // No match here: the local count floors at 1, the global one sums the raw counts.
+  EXPECT_DOUBLE_EQ(ctx.global_normalized(from_vector<double>({0.0}), 0.0, 1.0).item(), 0.0);
+  EXPECT_DOUBLE_EQ(ctx.global_normalized(from_vector<double>({2.0}), 0.0, 1.0).item(),
+                   2.0 * 1.0 * 2.0 / 5.0);
+  // Equal shares: the loss itself (scale 1).
+  ctx.sum_over_ranks = [](double v) { return 2.0 * v; };
+  EXPECT_DOUBLE_EQ(ctx.global_normalized(mean_over_3, 3.0, 1.0).item(), 1.5);
+  StepContext alone;
+  alone.sum_over_ranks = [](double) -> double { throw Error("a lone rank asked its group"); };
+  EXPECT_DOUBLE_EQ(alone.global_normalized(mean_over_3, 3.0, 1.0).item(), 1.5);
+}

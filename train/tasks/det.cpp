@@ -617,10 +617,7 @@ class DetTask final : public Task {
     const mdet::MultiBoxLosses l = mdet::multibox_loss(
         autocast::to_f32(out[0]), autocast::to_f32(out[1]), anchors, targets, det_.loss);
     // Normalised by the matched default boxes of the global batch, not this rank's.
-    const double local = static_cast<double>(std::max<int64_t>(1, l.num_matched));
-    const double global = std::max(1.0, ctx.sum_over_ranks(static_cast<double>(l.num_matched)));
-    const double scale = local * static_cast<double>(ctx.world) / global;
-    return scale == 1.0 ? l.total() : ops::mul(l.total(), scale);
+    return ctx.global_normalized(l.total(), static_cast<double>(l.num_matched), 1.0);
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {

@@ -692,11 +692,7 @@ class PoseTask final : public Task {
     const Tensor total = mpose::openpose_loss(o, b.pafs.to(ctx.device), b.heatmaps.to(ctx.device),
                                               b.masks.to(ctx.device), loss_opts_)
                              .total;
-    if (ctx.world == 1) return total;
-    const double local = static_cast<double>(b.size());
-    const double global = ctx.sum_over_ranks(local);
-    const double scale = local * static_cast<double>(ctx.world) / std::max(1.0, global);
-    return scale == 1.0 ? total : ops::mul(total, scale);
+    return ctx.global_normalized(total, static_cast<double>(b.size()), 1.0);
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {

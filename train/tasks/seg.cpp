@@ -568,9 +568,7 @@ class SegTask final : public Task {
     if (ctx.world == 1 || ohem_) return total;
     // Cross-entropy means divide by the labelled pixels (their class weights'
     // sum); data-parallel, by those of the global batch.
-    const double local = std::max(1e-12, pixel_weight(b.labels));
-    const double global = std::max(1e-12, ctx.sum_over_ranks(local));
-    return ops::mul(total, local * static_cast<double>(ctx.world) / global);
+    return ctx.global_normalized(total, pixel_weight(b.labels), 1e-12);
   }
 
   std::unique_ptr<TaskEvaluator> make_evaluator() override {
