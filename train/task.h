@@ -330,11 +330,6 @@ std::string task_listing();
 
 // ---- helpers the tasks share ----------------------------------------------------
 
-/// The help of data.input_size, a key of classification and detection.
-inline constexpr const char* kInputSizeHelp =
-    "[h, w] the model sees; [] = the data set's own (cls: 28 x 28 IDX, 32 x 32 CIFAR) or the "
-    "detector's (det: 300, 512 for ssd512)";
-
 /// "file:line: key" (or just "key" for a default), to start an error about that key.
 std::string at_key(const Config& cfg, const std::string& key);
 

@@ -15,6 +15,7 @@
 #include "train/data_setup.h"
 #include "train/task.h"
 #include "train/tasks/cls.h"
+#include "train/tasks/common.h"
 
 using namespace tcv;
 using namespace tcv::train;
@@ -472,4 +473,15 @@ TEST(Tasks, GlobalNormalizedRescalesToTheGlobalCount) {
   StepContext alone;
   alone.sum_over_ranks = [](double) -> double { throw Error("a lone rank asked its group"); };
   EXPECT_DOUBLE_EQ(alone.global_normalized(mean_over_3, 3.0, 1.0).item(), 1.5);
+}
+
+// A key several tasks read is declared once (train/tasks/common.h), so the
+// resolved config of each task carries help that is right for it.
+TEST(Tasks, SharedKeysAreDeclaredOnceWithHelpForEachTask) {
+  const KeySpec split = shared_key("data.train_split");
+  EXPECT_TRUE(has(split.help, "ImageSets/Main") && has(split.help, "ImageSets/Segmentation"))
+      << split.help;
+  Config seg = Config::from_string("task = \"seg\"\n", "seg.toml");
+  EXPECT_TRUE(has(seg.to_toml(), "ImageSets/Segmentation/<split>.txt")) << seg.to_toml();
+  EXPECT_TRUE(has(error_of([] { shared_key("data.nope"); }), "\"data.nope\""));
 }

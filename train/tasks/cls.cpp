@@ -15,6 +15,7 @@
 #include "train/metrics.h"
 #include "train/predict.h"
 #include "train/report.h"
+#include "train/tasks/common.h"
 
 namespace tcv::train {
 
@@ -37,7 +38,7 @@ std::vector<KeySpec> cls_keys() {
       {"data.val_list", VT::string, std::string(""), "list: \"relative/path label\" per line"},
       {"data.image_root", VT::string, std::string(""),
        "list: paths are relative to this; \"\" = the list file's directory"},
-      {"data.input_size", VT::int_array, Ints{}, kInputSizeHelp},
+      shared_key("data.input_size"),
       {"data.channels", VT::integer, int64_t{0}, "1 | 3; 0 = the dataset's own (1 IDX, 3 else)"},
       {"train.mixup_alpha", VT::floating, 0.0, "mixup with lambda ~ Beta(a, a); 0 = off"},
       {"train.aug.resize_shorter", VT::integer, int64_t{0},

@@ -79,6 +79,36 @@ std::vector<KeySpec> coco_file_keys() {
   };
 }
 
+KeySpec shared_key(const std::string& key) {
+  using namespace key_types;
+  static const std::vector<KeySpec> keys = {
+      {"data.input_size", VT::int_array, Ints{},
+       "[h, w] the model sees; [] = the data set's own (cls: 28 x 28 IDX, 32 x 32 CIFAR) or the "
+       "detector's (det: 300, 512 for ssd512)"},
+      {"data.train_split", VT::string, std::string("train"),
+       "VOC layout and scenes: the image list of each root, ImageSets/Main/<split>.txt (det; "
+       "trainval for VOC07+12) or ImageSets/Segmentation/<split>.txt (seg; aug and train_aug "
+       "add SBD's masks)"},
+      {"data.val_split", VT::string, std::string("val"),
+       "VOC layout and scenes: as data.train_split (det: test for VOC2007)"},
+      {"network.stride", VT::integer, int64_t{8},
+       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4); pose: 8"},
+      {"test.mode", VT::string, std::string("ss_test"),
+       "evaluation and tcv-predict: ss_test (whole image) | sscrop_test (sliding window) | "
+       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding); pose: ss_test "
+       "(test.input_size) | ms_test (test.scale_search x its height)"},
+      {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
+       "ms_test, mscrop_test: the image scales averaged"},
+      {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
+       "random scale of image and label map, relative to base_size (or the image as read); "
+       "pose: of the person-focused scale"},
+      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
+  };
+  for (const KeySpec& k : keys)
+    if (k.key == key) return k;
+  throw Error("shared_key: \"" + key + "\" is not a key several tasks read");
+}
+
 CocoFiles parse_coco_files(const Config& cfg, bool required) {
   const ConfigChecks check(cfg);
   const std::string why = "with data.dataset \"" + cfg.settings().data.dataset + "\"";

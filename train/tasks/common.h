@@ -94,6 +94,15 @@ struct CocoFiles {
 /// Their keys, for the task's key table.
 std::vector<KeySpec> coco_file_keys();
 
+/// A key that several tasks read, for their key tables: data.input_size (cls,
+/// det), data.train_split and data.val_split (det, seg: the VOC layout's image
+/// lists), network.stride, test.mode, test.scale_search and
+/// train.aug_trans.random_resize.scale_range (seg, pose),
+/// train.aug_trans.random_hflip.ratio (det, seg, pose). The schema holds one
+/// entry per key, so each is declared once, here, with help that speaks for
+/// every task reading it. Another key is an error.
+KeySpec shared_key(const std::string& key);
+
 /// Reads them; with `required` (data.dataset "coco"), data.data_dir and each of
 /// them must be set, an error ending "with data.dataset \"coco\"" otherwise.
 CocoFiles parse_coco_files(const Config& cfg, bool required);

@@ -44,20 +44,19 @@ using namespace key_types;
 
 std::vector<KeySpec> det_keys() {
   std::vector<KeySpec> keys = {
-      {"data.train_split", VT::string, std::string("train"),
-       "VOC and scenes: ImageSets/Main/<split>.txt of each root (trainval for VOC07+12)"},
-      {"data.val_split", VT::string, std::string("val"), "VOC and scenes (test for VOC2007)"},
+      shared_key("data.train_split"),
+      shared_key("data.val_split"),
       {"data.train_roots", VT::string_array, Strings{},
        "VOC: year directories under data.data_dir, e.g. [\"VOC2007\", \"VOC2012\"]; [] = "
        "data.data_dir itself"},
       {"data.val_roots", VT::string_array, Strings{}, "VOC: as data.train_roots"},
       {"data.keep_difficult", VT::boolean, false,
        "train on VOC's difficult objects too (evaluation always ignores them)"},
-      {"data.input_size", VT::int_array, Ints{}, kInputSizeHelp},
+      shared_key("data.input_size"),
       {"train.aug_trans.photometric.ratio", VT::floating, 0.5,
        "each of contrast, hue, saturation, brightness, channel swap (random order) with this "
        "probability; 0 = off"},
-      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
+      shared_key("train.aug_trans.random_hflip.ratio"),
       {"train.aug_trans.random_pad.ratio", VT::floating, 0.6,
        "expand (zoom out onto the mean colour) probability"},
       {"train.aug_trans.random_pad.up_scale_range", VT::float_array, Doubles{1.0, 4.0},

@@ -50,10 +50,8 @@ std::string weight_key(const char* branch, int64_t stage) {
 
 std::vector<KeySpec> pose_keys() {
   std::vector<KeySpec> keys = {
-      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
-      {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
-       "random scale of image and label map, relative to base_size (or the image as read); "
-       "pose: of the person-focused scale"},
+      shared_key("train.aug_trans.random_hflip.ratio"),
+      shared_key("train.aug_trans.random_resize.scale_range"),
       {"train.aug_trans.random_resize.aspect_range", VT::float_array, Doubles{0.9, 1.1},
        "pose: width/height stretch a, the width scaled by sqrt(a), the height by 1/sqrt(a)"},
       {"train.aug_trans.random_resize.method", VT::string, std::string("focus"),
@@ -73,14 +71,9 @@ std::vector<KeySpec> pose_keys() {
       {"test.input_size", VT::int_array, Ints{368, 368},
        "pose: [s, s] validation images are resized to (ss_test), the base height of the scales "
        "(ms_test) and of tcv-predict"},
-      {"test.mode", VT::string, std::string("ss_test"),
-       "evaluation and tcv-predict: ss_test (whole image) | sscrop_test (sliding window) | "
-       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding); pose: ss_test "
-       "(test.input_size) | ms_test (test.scale_search x its height)"},
-      {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
-       "ms_test, mscrop_test: the image scales averaged"},
-      {"network.stride", VT::integer, int64_t{8},
-       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4); pose: 8"},
+      shared_key("test.mode"),
+      shared_key("test.scale_search"),
+      shared_key("network.stride"),
       {"network.init", VT::string, std::string("torchcv"),
        "pose: torchcv (the backbone kaiming_normal_ as torchvision's VGG, the stages "
        "normal_(0, 0.01), TorchCV's) | pytorch (the layers' PyTorch defaults)"},

@@ -44,14 +44,11 @@ using namespace key_types;
 
 std::vector<KeySpec> seg_keys() {
   std::vector<KeySpec> keys = {
-      {"data.train_split", VT::string, std::string("train"),
-       "VOC and scenes: ImageSets/Main/<split>.txt of each root (trainval for VOC07+12)"},
-      {"data.val_split", VT::string, std::string("val"), "VOC and scenes (test for VOC2007)"},
+      shared_key("data.train_split"),
+      shared_key("data.val_split"),
       {"data.reduce_zero_label", VT::boolean, true,
        "ADE20K: label 0 (\"other\") is ignored and 1..150 become 0..149 (mmsegmentation's)"},
-      {"train.aug_trans.random_resize.scale_range", VT::float_array, Doubles{0.5, 2.0},
-       "random scale of image and label map, relative to base_size (or the image as read); "
-       "pose: of the person-focused scale"},
+      shared_key("train.aug_trans.random_resize.scale_range"),
       {"train.aug_trans.random_resize.base_size", VT::int_array, Ints{0, 0},
        "[long, short] the image is fitted into before the random scale (mmsegmentation's "
        "Resize scale, e.g. [2048, 1024] for Cityscapes); [0, 0] = the image as read"},
@@ -60,17 +57,13 @@ std::vector<KeySpec> seg_keys() {
       {"train.aug_trans.random_crop.cat_max_ratio", VT::floating, 1.0,
        "redraw crops where one class covers more than this share of the labelled pixels "
        "(mmsegmentation's 0.75); 1 = off"},
-      {"train.aug_trans.random_hflip.ratio", VT::floating, 0.5, "horizontal flip probability"},
+      shared_key("train.aug_trans.random_hflip.ratio"),
       {"train.aug_trans.photometric_distortion", VT::boolean, true,
        "mmsegmentation's PhotoMetricDistortion (brightness, contrast, saturation, hue)"},
-      {"test.mode", VT::string, std::string("ss_test"),
-       "evaluation and tcv-predict: ss_test (whole image) | sscrop_test (sliding window) | "
-       "ms_test (scales x flip, whole) | mscrop_test (scales x flip, sliding); pose: ss_test "
-       "(test.input_size) | ms_test (test.scale_search x its height)"},
+      shared_key("test.mode"),
       {"test.crop_size", VT::int_array, Ints{512, 512}, "sliding window [h, w]"},
       {"test.crop_stride_ratio", VT::floating, 0.667, "window stride / crop_size"},
-      {"test.scale_search", VT::float_array, Doubles{0.75, 1.0, 1.25},
-       "ms_test, mscrop_test: the image scales averaged"},
+      shared_key("test.scale_search"),
       {"test.flip", VT::boolean, true, "ms_test, mscrop_test: the mirrored image too"},
       {"test.ms_average", VT::string, std::string("logits"),
        "ms_test, mscrop_test: what the passes average: logits (TorchCV's fcn_segmentor_test "
@@ -89,8 +82,7 @@ std::vector<KeySpec> seg_keys() {
       {"loss.params.ohem_thresh", VT::floating, 0.7,
        "OHEM: pixels whose target probability is below this are kept"},
       {"loss.params.ohem_minkeep", VT::integer, int64_t{100000}, "OHEM: at least this many"},
-      {"network.stride", VT::integer, int64_t{8},
-       "the backbone's output stride: 8 (layer3 and layer4 dilated) | 16 (layer4); pose: 8"},
+      shared_key("network.stride"),
   };
   for (auto& k : scene_keys()) keys.push_back(k);
   return keys;
