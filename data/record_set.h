@@ -1,6 +1,7 @@
 // What every annotated data set (detection, segmentation, pose) keeps beside
 // its task's own fields: the records read from the annotations, a name for
-// messages and the log of skipped samples. Each task's data set derives from
+// messages, what a corrupt file does and the log of skipped samples, and the
+// pixel limits images are read under. Each task's data set derives from
 // RecordSet<ItsRecord> and adds its classes, its targets and load().
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "data/folder.h"
+#include "data/image.h"
 #include "engine/error.h"
 
 namespace tcv::data {
@@ -26,6 +28,7 @@ class RecordSet {
   }
   const std::vector<Record>& records() const { return records_; }
   const std::string& name() const { return name_; }
+  const ImageLimits& limits() const { return limits_; }
 
   /// Images skipped: at reading (bad annotations, missing files) and at load().
   int64_t skipped() const { return skips_.count(); }
@@ -35,10 +38,12 @@ class RecordSet {
  protected:
   /// `skipped_at_load` records were left out while reading the annotations
   /// (the first because of `first_skipped`); they count in skipped().
-  RecordSet(std::vector<Record> records, std::string name, int64_t skipped_at_load,
-            std::string first_skipped)
+  RecordSet(std::vector<Record> records, std::string name, OnCorrupt on_corrupt, ImageLimits limits,
+            int64_t skipped_at_load, std::string first_skipped)
       : records_(std::move(records)),
         name_(std::move(name)),
+        on_corrupt_(on_corrupt),
+        limits_(limits),
         skips_(skipped_at_load, std::move(first_skipped)) {}
   RecordSet(RecordSet&&) noexcept = default;
   RecordSet& operator=(RecordSet&&) = delete;
@@ -48,8 +53,24 @@ class RecordSet {
     return {records_.begin(), records_.begin() + std::clamp<int64_t>(n, 0, size())};
   }
 
+  /// Runs `read` (decoding a record's files): true when it returns. A
+  /// tcv::Error it throws is rethrown (OnCorrupt::error), or counted in
+  /// skipped() with false returned (OnCorrupt::skip: the sample is left out).
+  template <typename F>
+  bool attempt(F&& read) const {
+    return skips_.attempt(on_corrupt_, std::forward<F>(read));
+  }
+
+  /// Record r's image in u8 RGB, its size checked against the annotation's
+  /// (records with image_path, width, height and source).
+  Tensor annotated_image(const Record& r) const {
+    return read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
+  }
+
   std::vector<Record> records_;
   std::string name_;
+  OnCorrupt on_corrupt_;
+  ImageLimits limits_;
   SkipLog skips_;
 };
 

@@ -36,11 +36,10 @@ void DetTarget::filter(const std::vector<uint8_t>& keep) {
 DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> class_names,
                        std::vector<int64_t> label_ids, OnCorrupt on_corrupt, std::string name,
                        int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
-    : RecordSet(std::move(records), std::move(name), skipped_at_load, std::move(first_skipped)),
+    : RecordSet(std::move(records), std::move(name), on_corrupt, limits, skipped_at_load,
+                std::move(first_skipped)),
       class_names_(std::move(class_names)),
-      label_ids_(std::move(label_ids)),
-      on_corrupt_(on_corrupt),
-      limits_(limits) {
+      label_ids_(std::move(label_ids)) {
   TCV_CHECK(!class_names_.empty(), name_, ": no object classes");
   TCV_CHECK(label_ids_.empty() || label_ids_.size() == class_names_.size(), name_, ": ",
             label_ids_.size(), " label ids for ", class_names_.size(), " classes");
@@ -62,10 +61,7 @@ DetSample DetDataset::load(int64_t i) const {
   s.index = i;
   s.image_id = r.image_id;
   s.target = r.target;
-  if (!skips_.attempt(on_corrupt_, [&] {
-        s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
-      }))
-    return s;  // no image: left out of the batch
+  if (!attempt([&] { s.image = annotated_image(r); })) return s;  // left out of the batch
   s.orig_height = r.height;
   s.orig_width = r.width;
   return s;

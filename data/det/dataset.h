@@ -102,13 +102,10 @@ class DetDataset : public RecordSet<DetRecord> {
   /// is a tcv::Error naming the file; with OnCorrupt::skip it gives a sample
   /// without image, counted in skipped().
   DetSample load(int64_t i) const;
-  const ImageLimits& limits() const { return limits_; }
 
  private:
   std::vector<std::string> class_names_;
   std::vector<int64_t> label_ids_;
-  OnCorrupt on_corrupt_;
-  ImageLimits limits_;
 };
 
 /// A transform of a detection sample: image and boxes together; random ones draw

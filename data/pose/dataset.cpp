@@ -158,9 +158,8 @@ Tensor pose_loss_mask(const PoseRecord& r) {
 
 PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, std::string name,
                          int64_t skipped_at_load, std::string first_skipped, ImageLimits limits)
-    : RecordSet(std::move(records), std::move(name), skipped_at_load, std::move(first_skipped)),
-      on_corrupt_(on_corrupt),
-      limits_(limits) {}
+    : RecordSet(std::move(records), std::move(name), on_corrupt, limits, skipped_at_load,
+                std::move(first_skipped)) {}
 
 PoseSample PoseDataset::load(int64_t i) const {
   const PoseRecord& r = record(i);
@@ -169,8 +168,8 @@ PoseSample PoseDataset::load(int64_t i) const {
   s.image_id = r.image_id;
   s.people = r.people;
   for (PosePerson& p : s.people) p.neck = shoulder_midpoint(p.keypoints);
-  if (!skips_.attempt(on_corrupt_, [&] {
-        s.image = read_annotated_image(r.image_path, r.width, r.height, r.source, limits_);
+  if (!attempt([&] {
+        s.image = annotated_image(r);
         s.mask = pose_loss_mask(r);
       })) {
     s.image = Tensor();  // the mask may have failed after it

@@ -138,11 +138,6 @@ class PoseDataset : public RecordSet<PoseRecord> {
   /// annotation's, is a tcv::Error naming the file; with OnCorrupt::skip it
   /// gives a sample without image, counted in skipped().
   PoseSample load(int64_t i) const;
-  const ImageLimits& limits() const { return limits_; }
-
- private:
-  OnCorrupt on_corrupt_;
-  ImageLimits limits_;
 };
 
 /// A transform of a pose sample (image, mask and keypoints together); random

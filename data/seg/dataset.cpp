@@ -133,7 +133,8 @@ Tensor map_labels(const Tensor& raw, const LabelMap& map, const std::string& nam
 SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> class_names,
                        LabelMap map, SegReadOptions read, std::string name, int64_t skipped_at_load,
                        std::string first_skipped)
-    : RecordSet(std::move(records), std::move(name), skipped_at_load, std::move(first_skipped)),
+    : RecordSet(std::move(records), std::move(name), read.on_corrupt, read.limits, skipped_at_load,
+                std::move(first_skipped)),
       class_names_(std::move(class_names)),
       map_(map),
       read_(read) {
@@ -152,15 +153,15 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
 Tensor SegDataset::load_label(int64_t i) const {
   const SegRecord& r = record(i);
   TCV_CHECK(read_.ground_truth == GroundTruth::read, name_, ": read without ground truth");
-  return map_labels(read_label_png(r.label_path, read_.limits).labels, map_, r.label_path);
+  return map_labels(read_label_png(r.label_path, limits_).labels, map_, r.label_path);
 }
 
 SegSample SegDataset::load(int64_t i) const {
   const SegRecord& r = record(i);
   SegSample s;
   s.index = i;
-  if (!skips_.attempt(read_.on_corrupt, [&] {
-        s.image = read_image(r.image_path, ImageMode::rgb, read_.limits);
+  if (!attempt([&] {
+        s.image = read_image(r.image_path, ImageMode::rgb, limits_);
         if (read_.ground_truth == GroundTruth::read) {
           s.label = load_label(i);
           TCV_CHECK(s.label.size(0) == s.image.size(1) && s.label.size(1) == s.image.size(2),

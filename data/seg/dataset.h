@@ -113,7 +113,6 @@ class SegDataset : public RecordSet<SegRecord> {
 
   /// The label map of record i alone, mapped (errors as load()).
   Tensor load_label(int64_t i) const;
-  const ImageLimits& limits() const { return read_.limits; }
 
  private:
   std::vector<std::string> class_names_;

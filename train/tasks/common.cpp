@@ -109,6 +109,10 @@ KeySpec shared_key(const std::string& key) {
   throw Error("shared_key: \"" + key + "\" is not a key several tasks read");
 }
 
+std::vector<KeySpec> voc_split_keys() {
+  return {shared_key("data.train_split"), shared_key("data.val_split")};
+}
+
 CocoFiles parse_coco_files(const Config& cfg, bool required) {
   const ConfigChecks check(cfg);
   const std::string why = "with data.dataset \"" + cfg.settings().data.dataset + "\"";

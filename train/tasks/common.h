@@ -103,6 +103,10 @@ std::vector<KeySpec> coco_file_keys();
 /// every task reading it. Another key is an error.
 KeySpec shared_key(const std::string& key);
 
+/// data.train_split and data.val_split: the image lists of the VOC layout
+/// (detection and segmentation), for the task's key table.
+std::vector<KeySpec> voc_split_keys();
+
 /// Reads them; with `required` (data.dataset "coco"), data.data_dir and each of
 /// them must be set, an error ending "with data.dataset \"coco\"" otherwise.
 CocoFiles parse_coco_files(const Config& cfg, bool required);

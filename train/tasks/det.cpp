@@ -44,8 +44,6 @@ using namespace key_types;
 
 std::vector<KeySpec> det_keys() {
   std::vector<KeySpec> keys = {
-      shared_key("data.train_split"),
-      shared_key("data.val_split"),
       {"data.train_roots", VT::string_array, Strings{},
        "VOC: year directories under data.data_dir, e.g. [\"VOC2007\", \"VOC2012\"]; [] = "
        "data.data_dir itself"},
@@ -91,6 +89,7 @@ std::vector<KeySpec> det_keys() {
       {"val.metric", VT::string, std::string("voc07"),
        "voc07 (11-point VOC2007 AP at IoU 0.5) | voc (VOC2010+ area AP) | coco (AP@[.5:.95])"},
   };
+  for (auto& k : voc_split_keys()) keys.push_back(k);
   for (auto& k : coco_file_keys()) keys.push_back(k);
   for (auto& k : scene_keys()) keys.push_back(k);
   return keys;

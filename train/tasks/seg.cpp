@@ -44,8 +44,6 @@ using namespace key_types;
 
 std::vector<KeySpec> seg_keys() {
   std::vector<KeySpec> keys = {
-      shared_key("data.train_split"),
-      shared_key("data.val_split"),
       {"data.reduce_zero_label", VT::boolean, true,
        "ADE20K: label 0 (\"other\") is ignored and 1..150 become 0..149 (mmsegmentation's)"},
       shared_key("train.aug_trans.random_resize.scale_range"),
@@ -84,6 +82,7 @@ std::vector<KeySpec> seg_keys() {
       {"loss.params.ohem_minkeep", VT::integer, int64_t{100000}, "OHEM: at least this many"},
       shared_key("network.stride"),
   };
+  for (auto& k : voc_split_keys()) keys.push_back(k);
   for (auto& k : scene_keys()) keys.push_back(k);
   return keys;
 }
