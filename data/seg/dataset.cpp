@@ -137,7 +137,7 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
                 std::move(first_skipped)),
       class_names_(std::move(class_names)),
       map_(map),
-      read_(read) {
+      ground_truth_(read.ground_truth) {
   TCV_CHECK(!class_names_.empty() && class_names_.size() <= 255, name_,
             ": a segmentation data set needs 1 to 255 classes, got ", class_names_.size());
   for (int v = 0; v < 256; ++v) {
@@ -145,14 +145,14 @@ SegDataset::SegDataset(std::vector<SegRecord> records, std::vector<std::string> 
     TCV_CHECK(c == -1 || c == kIgnoreLabel || c < num_classes(), name_, ": the label map sends ", v,
               " to ", c, ", which is not a class (", num_classes(), " classes) nor 255");
   }
-  if (read_.ground_truth == GroundTruth::read)
+  if (has_labels())
     for (const SegRecord& r : records_)
       TCV_CHECK(!r.label_path.empty(), name_, ": ", r.image_path, " has no label file");
 }
 
 Tensor SegDataset::load_label(int64_t i) const {
   const SegRecord& r = record(i);
-  TCV_CHECK(read_.ground_truth == GroundTruth::read, name_, ": read without ground truth");
+  TCV_CHECK(has_labels(), name_, ": read without ground truth");
   return map_labels(read_label_png(r.label_path, limits_).labels, map_, r.label_path);
 }
 
@@ -162,7 +162,7 @@ SegSample SegDataset::load(int64_t i) const {
   s.index = i;
   if (!attempt([&] {
         s.image = read_image(r.image_path, ImageMode::rgb, limits_);
-        if (read_.ground_truth == GroundTruth::read) {
+        if (has_labels()) {
           s.label = load_label(i);
           TCV_CHECK(s.label.size(0) == s.image.size(1) && s.label.size(1) == s.image.size(2),
                     r.label_path, ": the label map is ", s.label.size(1), "x", s.label.size(0),
@@ -180,7 +180,9 @@ SegSample SegDataset::load(int64_t i) const {
 }
 
 SegDataset SegDataset::head(int64_t n) const {
-  return SegDataset(first_records(n), class_names_, map_, read_, name_);
+  return SegDataset(first_records(n), class_names_, map_,
+                    {.ground_truth = ground_truth_, .on_corrupt = on_corrupt_, .limits = limits_},
+                    name_);
 }
 
 // ---- Cityscapes ----------------------------------------------------------------------

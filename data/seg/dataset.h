@@ -101,7 +101,7 @@ class SegDataset : public RecordSet<SegRecord> {
   /// own, with no skips counted yet: val.max_images.
   SegDataset head(int64_t n) const;
   const LabelMap& label_map() const { return map_; }
-  bool has_labels() const { return read_.ground_truth == GroundTruth::read; }
+  bool has_labels() const { return ground_truth_ == GroundTruth::read; }
 
   /// Image i as u8 RGB with its label map (mapped through label_map()).
   /// Errors name the file: an unreadable image or label file, either above
@@ -117,7 +117,7 @@ class SegDataset : public RecordSet<SegRecord> {
  private:
   std::vector<std::string> class_names_;
   LabelMap map_;
-  SegReadOptions read_;
+  GroundTruth ground_truth_;  // the policy and limits are the RecordSet's
 };
 
 /// Maps a label file's values through `map` into a new u8 (H, W); a value the

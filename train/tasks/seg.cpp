@@ -556,7 +556,7 @@ class SegTask final : public Task {
     mseg::SegOutput o{autocast::to_f32(out[0]),
                       out[1].defined() ? autocast::to_f32(out[1]) : Tensor()};
     const Tensor total = mseg::seg_loss(o, y, loss_options(ctx.device)).total;
-    if (ctx.world == 1 || ohem_) return total;
+    if (ctx.world == 1 || ohem_) return total;  // alone, skip counting the pixels
     // Cross-entropy means divide by the labelled pixels (their class weights'
     // sum); data-parallel, by those of the global batch.
     return ctx.global_normalized(total, pixel_weight(b.labels), 1e-12);
