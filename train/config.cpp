@@ -48,10 +48,12 @@ std::vector<KeySpec> common_keys() {
        "mixed precision: off | bf16 | f16 (f16 with dynamic loss scaling; CUDA only); bf16 on "
        "the CPU where it has bf16 instructions (AVX512_BF16 or AMX)"},
       {"train.conv_algo", VT::string, std::string("auto"),
-       "CPU f32 convolutions: auto (the fastest within direct convolution's rounding-error "
-       "bound: direct today) | direct | winograd (F(4x4, 3x3) in every pass of the 3x3 layers it "
-       "fits: faster, about 10x the rounding error and no exact zeros); unset: TCV_CONV_ALGO, "
-       "else auto"},
+       "CPU f32 convolutions: auto (tcv's Winograd F(2x2, 3x3) in the three passes of the 3x3 "
+       "stride-1 layers it fits, each within its rounding-error bound, as accurate as direct; "
+       "direct elsewhere) | direct (oneDNN's direct kernels everywhere, as PyTorch) | winograd "
+       "(oneDNN's F(4x4, 3x3) in every pass of the 3x3 layers it fits on AVX-512: faster, about "
+       "10x the rounding error and no exact zeros; else as auto); unset: TCV_CONV_ALGO, else "
+       "auto"},
       {"train.drop_last", VT::boolean, true, ""},
       {"val.batch_size", VT::integer, int64_t{500}, ""},
       {"val.max_images", VT::integer, int64_t{0}, "evaluate on the first N test images; 0 = all"},

@@ -2,7 +2,7 @@
 //
 //   tcv-bench train --model NAME [--batch B] [--image-size S] [--channels C] [--classes K]
 //                   [--steps N] [--warmup W] [--device cpu|cuda] [--dtype f32|bf16|f16]
-//                   [--conv-algo auto|direct] [--profile] [--json]
+//                   [--conv-algo auto|direct|winograd] [--profile] [--json]
 //   tcv-bench data [--images N] [--size S] [--crop S] [--batch B] [--workers 0,1,2]
 //                  [--epochs E] [--dir DIR] [--json]
 //   tcv-bench allreduce [options]      (under tcv-run; see allreduce --help)

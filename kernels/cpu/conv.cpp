@@ -25,6 +25,7 @@
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/winograd.h"
 
 namespace tcv::kernels::cpu {
 
@@ -268,6 +269,10 @@ struct ConvEntry {
   // f32 weight gradients of an input with fewer channels than a block
   // (few_channel_weights) instead of bwd_weights.
   bool few_channels = false;
+  // The passes that run winograd_forward / _backward_data / _backward_weights
+  // instead of fwd / bwd_data / bwd_weights (winograd2_passes, on blocked
+  // activations).
+  bool wino2_fwd = false, wino2_bwd_data = false, wino2_bwd_weights = false;
   memory::desc bias_md;
   ConvBlockedLayouts blocked;
 };
@@ -455,8 +460,8 @@ void few_channel_weights(const Conv2dGeom& g, const float* x, const float* dy, f
   }
 }
 
-std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses& wino, ConvAct act,
-                                      DType dtype) {
+std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses& wino,
+                                      const Winograd2Passes& wino2, ConvAct act, DType dtype) {
   const memory::dims x_dims{g.n, g.c, g.h, g.w}, y_dims{g.n, g.k, g.oh, g.ow};
   const memory::dims w_dims =
       g.groups == 1 ? memory::dims{g.k, g.c, g.r, g.s}
@@ -522,6 +527,12 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
   const memory::desc y_blk = cy ? blocked_md(y_dims, dtype) : memory::desc();
   e->blocked.src = cx && e->x_fwd.want == x_blk;
   e->blocked.dst = cy && e->y_fwd.want == y_blk;
+  // tcv's F(2x2, 3x3) reads and writes the blocked layout, where oneDNN has
+  // chosen it and not its own Winograd.
+  const auto runs_wino = [](const auto& pd) {
+    return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+  };
+  e->wino2_fwd = wino2.forward && e->blocked.src && e->blocked.dst && !runs_wino(e->fwd_pd);
   // A forward with an activation is only ever run forward: its backward is the
   // activation's, then the plain convolution's (another entry).
   if (act != ConvAct::none) return e;
@@ -566,8 +577,12 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
 
   e->blocked.diff_dst = cy && e->dy_bd.want == y_blk;
   e->blocked.diff_src = cx && e->dx_bd.want == x_blk;
+  e->wino2_bwd_data = wino2.backward_data && e->blocked.diff_dst && e->blocked.diff_src &&
+                      !runs_wino(e->bwd_data_pd);
   e->blocked.bwd_src = cx && e->x_bw.want == x_blk;
   e->blocked.bwd_diff_dst = cy && e->dy_bw.want == y_blk;
+  e->wino2_bwd_weights = wino2.backward_weights && e->blocked.bwd_src && e->blocked.bwd_diff_dst &&
+                         !runs_wino(e->bwd_weights_pd);
   if (f32 && few_channels_fit(g)) {  // row-major x, blocked dy
     e->few_channels = true;
     e->blocked.bwd_src = false;
@@ -589,6 +604,8 @@ const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none, DType d
   // a layer share its primitives. oneDNN has no bf16 Winograd.
   const WinogradPasses wino =
       dtype == DType::f32 ? winograd_passes(g, get_conv_algo()) : WinogradPasses{};
+  const Winograd2Passes wino2 =
+      dtype == DType::f32 ? winograd2_passes(g, get_conv_algo()) : Winograd2Passes{};
   const Key key{g.n,
                 g.c,
                 g.h,
@@ -604,10 +621,26 @@ const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none, DType d
                 g.dilation[1],
                 g.groups,
                 g.has_bias,
-                wino.forward + 2 * wino.backward_data + 4 * wino.backward_weights,
+                wino.forward + 2 * wino.backward_data + 4 * wino.backward_weights +
+                    8 * wino2.forward + 16 * wino2.backward_data + 32 * wino2.backward_weights,
                 static_cast<int64_t>(act),
                 static_cast<int64_t>(dtype)};
-  return conv_cache().get(key, [&] { return make_entry(g, wino, act, dtype); });
+  return conv_cache().get(key, [&] { return make_entry(g, wino, wino2, act, dtype); });
+}
+
+// The geometry of g as winograd_forward takes it (winograd2_passes has checked it fits).
+WinogradGeom wino2_geom(const Conv2dGeom& g) {
+  return {g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad[0], g.pad[1]};
+}
+
+// Whether both activations start on a vector boundary, as the F(2x2, 3x3)
+// kernels load them (every tensor tcv allocates does; a view may not).
+bool wino2_aligned(const memory& a, const memory& b) {
+  const auto at = [](const memory& m) {
+    return reinterpret_cast<uintptr_t>(m.get_data_handle()) % (channel_block() * sizeof(float)) ==
+           0;
+  };
+  return at(a) && at(b);
 }
 
 // The weights_gemm path of conv2d_backward: x (N, H, W, C) and dy (N, OH, OW,
@@ -753,6 +786,16 @@ void conv2d_forward(const Conv2dGeom& g, const KTensor& x, const KTensor& weight
     check_blocked(x, e.blocked.src, "input");
     check_blocked(y, e.blocked.dst, "output");
     memory xm = e.x_fwd.in(x, Buf::src);
+    if (e.wino2_fwd) {
+      memory ym = e.y_fwd.out(y, Buf::dst);
+      if (wino2_aligned(xm, ym)) {
+        winograd_forward(wino2_geom(g), static_cast<const float*>(xm.get_data_handle()),
+                         weight.ptr<float>(), bias && g.has_bias ? bias->ptr<float>() : nullptr,
+                         act == ConvAct::relu, static_cast<float*>(ym.get_data_handle()));
+        e.y_fwd.finish(ym, y);
+        return;
+      }
+    }
     memory wm;
     if (reuse.keep && !e.w_fwd.same()) {
       wm = kept_weights().get(e.w_fwd, weight.data, reuse.version);
@@ -800,13 +843,19 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
     memory dym = e.dy_bd.in(dy, Buf::diff_dst);
     if (dx) {
       check_blocked(*dx, e.blocked.diff_src, "input gradient");
-      memory wm = e.w_bd.in(weight.data, Buf::weights);
       memory dxm = e.dx_bd.out(*dx, Buf::diff_src);
-      e.bwd_data.execute(stream(), {{DNNL_ARG_DIFF_DST, dym},
-                                    {DNNL_ARG_WEIGHTS, wm},
-                                    {DNNL_ARG_DIFF_SRC, dxm},
-                                    {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_data_pd)}});
-      e.dx_bd.finish(dxm, *dx);
+      if (e.wino2_bwd_data && wino2_aligned(dym, dxm)) {
+        winograd_backward_data(wino2_geom(g), static_cast<const float*>(dym.get_data_handle()),
+                               weight.ptr<float>(), static_cast<float*>(dxm.get_data_handle()));
+        e.dx_bd.finish(dxm, *dx);
+      } else {
+        memory wm = e.w_bd.in(weight.data, Buf::weights);
+        e.bwd_data.execute(stream(), {{DNNL_ARG_DIFF_DST, dym},
+                                      {DNNL_ARG_WEIGHTS, wm},
+                                      {DNNL_ARG_DIFF_SRC, dxm},
+                                      {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_data_pd)}});
+        e.dx_bd.finish(dxm, *dx);
+      }
     }
     if ((dweight || dbias) && e.weights_gemm && x.blocked && dy.blocked) {
       weights_by_gemm(g, e, x, dy, dweight, dbias);
@@ -822,6 +871,13 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
       memory dym_w = e.dy_bw.want == e.dy_bd.want ? dym : e.dy_bw.in(dy.data, Buf::bwd_src);
       memory xm = e.x_bw.in(x, Buf::src);
       void* dw_data = dweight ? dweight->data : buffer(Buf::weights, e.dw_bw.plain.get_size());
+      if (e.wino2_bwd_weights && wino2_aligned(xm, dym_w)) {
+        winograd_backward_weights(wino2_geom(g), static_cast<const float*>(xm.get_data_handle()),
+                                  static_cast<const float*>(dym_w.get_data_handle()),
+                                  static_cast<float*>(dw_data),
+                                  dbias ? dbias->ptr<float>() : nullptr);
+        return;
+      }
       memory dwm = e.dw_bw.out(dw_data, Buf::diff_weights);
       std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xm},
                                            {DNNL_ARG_DIFF_DST, dym_w},
@@ -875,8 +931,10 @@ ConvBlockedLayouts conv2d_blocked_layouts(const Conv2dGeom& g, ConvAct act, DTyp
 
 std::string conv2d_impl_names(const Conv2dGeom& g) {
   const ConvEntry& e = entry(g);
-  return std::string(e.fwd_pd.impl_info_str()) + " / " + e.bwd_data_pd.impl_info_str() + " / " +
-         e.bwd_weights_pd.impl_info_str();
+  const std::string wino2 = channel_block() == 16 ? "wino_2x2:tcv_avx512" : "wino_2x2:tcv_avx2";
+  return (e.wino2_fwd ? wino2 : e.fwd_pd.impl_info_str()) + " / " +
+         (e.wino2_bwd_data ? wino2 : e.bwd_data_pd.impl_info_str()) + " / " +
+         (e.wino2_bwd_weights ? wino2 : e.bwd_weights_pd.impl_info_str());
 }
 
 WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
@@ -891,6 +949,25 @@ WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
   // error bound on the layers tcv trains (kernels/cpu/conv.h).
   if (!shape_ok || algo != ConvAlgo::winograd) return {};
   return {true, true, true};
+}
+
+Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo) {
+  const auto fits = [&](int64_t c, int64_t k, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w,
+                        int64_t oh, int64_t ow) {
+    return whole_channel_blocks(c) && whole_channel_blocks(k) && pad_h >= 0 && pad_h <= 2 &&
+           pad_w >= 0 && pad_w <= 2 && oh == h + 2 * pad_h - 2 && ow == w + 2 * pad_w - 2 &&
+           c * k <= kWinograd2MaxFilters &&
+           g.n * ((oh + 1) / 2) * ((ow + 1) / 2) >= kWinograd2MinTiles;
+  };
+  const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+                        g.dilation[0] == 1 && g.dilation[1] == 1 && g.groups == 1 &&
+                        channel_block() > 0;
+  if (!shape_ok || algo == ConvAlgo::direct) return {};
+  // Backward-data is the convolution of dy (K channels) with padding 2 - pad;
+  // backward-weights runs over the forward's tiles.
+  const bool forward = fits(g.c, g.k, g.h, g.w, g.pad[0], g.pad[1], g.oh, g.ow);
+  return {forward, fits(g.k, g.c, g.oh, g.ow, 2 - g.pad[0], 2 - g.pad[1], g.h, g.w),
+          forward && g.c * g.k <= kWinograd2MaxWeightFilters};
 }
 
 }  // namespace tcv::kernels::cpu

@@ -1,8 +1,11 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
 // f32 runs through oneDNN (blocked layouts inside; activations may also come
-// and go in nChw16c or nChw8c, see conv2d_blocked_layouts), and so does bf16 (mixed
-// precision, on CPUs with bf16 instructions: bf16_supported); f64 through im2col and
+// and go in nChw16c or nChw8c, see conv2d_blocked_layouts) or, for the forward
+// and backward-data passes of 3x3 stride-1 layers, through tcv's Winograd
+// F(2x2, 3x3) on the same layouts (kernels/cpu/winograd.h, winograd2_passes);
+// bf16 through oneDNN (mixed precision, on CPUs with bf16 instructions:
+// bf16_supported); f64 through im2col and
 // OpenBLAS's dgemm (gradient checks, f64 runs of whole networks); the direct
 // reference loops are the test oracle.
 #pragma once
@@ -103,8 +106,10 @@ bool bf16_supported();
 /// Number of distinct convolution configurations whose primitives are cached.
 size_t conv2d_cache_size();
 
-/// oneDNN's implementations for `g` under the current algorithm choice, as
-/// "forward / backward-data / backward-weights" (e.g. "jit_wino_4x3:avx512_core / ...").
+/// The implementations of `g`'s passes under the current algorithm choice, as
+/// "forward / backward-data / backward-weights": oneDNN's names (e.g.
+/// "jit_wino_4x3:avx512_core"), or "wino_2x2:tcv_avx2" (tcv_avx512) for
+/// tcv's F(2x2, 3x3).
 std::string conv2d_impl_names(const Conv2dGeom& g);
 /// The passes of `g` that `algo` asks oneDNN to run as Winograd F(4x4, 3x3)
 /// (each still runs direct where oneDNN has no Winograd kernel or its
@@ -113,5 +118,24 @@ struct WinogradPasses {
   bool forward = false, backward_data = false, backward_weights = false;
 };
 WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo);
+
+/// The passes of `g` that run tcv's Winograd F(2x2, 3x3) (kernels/cpu/winograd.h)
+/// under `algo`, automatic or winograd (where oneDNN's F(4x4, 3x3) does not
+/// run the pass): forward and backward-data of a 3x3 stride-1 undilated layer
+/// with padding 0-2, whole channel blocks in and out, at least kWinograd2MinTiles
+/// 2x2 output tiles over the batch and at most kWinograd2MaxFilters channel
+/// pairs (its transformed filters take 64 bytes a pair). Each still runs
+/// oneDNN's primitive where its activations would not be in the blocked layout.
+struct Winograd2Passes {
+  bool forward = false, backward_data = false, backward_weights = false;
+};
+/// Fewer tiles than this ran slower than direct (3 images of 8x8 at 512
+/// channels: 0.6x): the transformed filters are read for too few of them.
+constexpr int64_t kWinograd2MinTiles = 128;
+constexpr int64_t kWinograd2MaxFilters = 512 * 512;
+/// Backward-weights (F(3x3, 2x2), kernels/cpu/winograd.h) keeps 64 bytes per
+/// channel pair and thread of sums: at most this many pairs.
+constexpr int64_t kWinograd2MaxWeightFilters = 256 * 256;
+Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo);
 
 }  // namespace tcv::kernels::cpu

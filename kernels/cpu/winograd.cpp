@@ -1,0 +1,511 @@
+#include "kernels/cpu/winograd.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/base.h"
+
+#include "kernels/cpu/blocked.h"
+
+namespace tcv::kernels::cpu {
+
+namespace {
+
+// A vector of B floats. Loads and stores go through memcpy at addresses aligned
+// to the vector (the blocked tensors' and the scratch's are): one move each,
+// where an unaligned 32-byte one is split in two under GCC's generic tuning.
+// (GCC drops vector_size on an alias template's dependent size: one per B.)
+template <int64_t B>
+struct VecOf;
+template <>
+struct VecOf<8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct VecOf<16> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <int64_t B>
+using Vec = typename VecOf<B>::type;
+
+// (By reference: a 64-byte vector passed by value warns of its ABI where
+// AVX-512 is off, though the B = 16 code runs only where it is on.)
+template <typename V>
+[[gnu::always_inline]] inline void load(V& v, const float* p) {
+  std::memcpy(&v, __builtin_assume_aligned(p, sizeof(V)), sizeof v);
+}
+template <typename V>
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
+  std::memcpy(__builtin_assume_aligned(p, sizeof(V)), &v, sizeof v);
+}
+
+/// Grow-only 64-byte-aligned floats, one per thread and use.
+class Scratch {
+ public:
+  ~Scratch() { std::free(data_); }
+  float* get(int64_t floats) {
+    if (floats > size_) {
+      std::free(data_);
+      const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
+      data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+      TCV_CHECK(data_, "[winograd] out of memory for ", bytes, " bytes of scratch");
+      size_ = floats;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+/// The rows of the matrix products: 6 tiles at a time, two channel blocks wide.
+constexpr int64_t kRows = 6;
+/// Bytes of transformed inputs and products one tile block may take (per
+/// thread; about half of a 1 MiB L2, a third of 2 MiB ones, all of 512 KiB ones').
+constexpr int64_t kBlockBytes = 384 * 1024;
+/// The fewest tiles of a weight-gradient block (wide layers: 512 channels on
+/// 4x4 maps ran 0.78x direct's speed at 6 tiles a block, 1.03x at 64).
+constexpr int64_t kWeightBlock = 64;
+
+/// One convolution as the kernels see it: `ci` input and `co` output channels.
+struct Shape {
+  int64_t n, ci, h, w, co, oh, ow, pad_h, pad_w;
+};
+
+/// The 16 transformed filters of every (output, input) channel pair, packed for
+/// the products: [pos][panel][ci][width], a panel being 2·B output channels
+/// (fewer in the last), f(o, i, r, s) the 3x3 filter. Computed in f64, rounded once.
+template <int64_t B, typename Filter>
+void transform_filters(const Shape& s, Filter f, float* u) {
+  const int64_t panel = 2 * B;
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < s.co; ++o) {
+    const int64_t p = o / panel, width = std::min(panel, s.co - p * panel), j = o % panel;
+    for (int64_t i = 0; i < s.ci; ++i) {
+      double g[3][3], q[4][3];
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) g[r][c] = f(o, i, r, c);
+      for (int c = 0; c < 3; ++c) {
+        q[0][c] = g[0][c];
+        q[1][c] = 0.5 * (g[0][c] + g[1][c] + g[2][c]);
+        q[2][c] = 0.5 * (g[0][c] - g[1][c] + g[2][c]);
+        q[3][c] = g[2][c];
+      }
+      for (int r = 0; r < 4; ++r) {
+        const double v[4] = {q[r][0], 0.5 * (q[r][0] + q[r][1] + q[r][2]),
+                             0.5 * (q[r][0] - q[r][1] + q[r][2]), q[r][2]};
+        for (int c = 0; c < 4; ++c)
+          u[(r * 4 + c) * s.ci * s.co + p * s.ci * panel + i * width + j] =
+              static_cast<float>(v[c]);
+      }
+    }
+  }
+}
+
+/// The vector instructions of the products, per block width: intrinsics
+/// where they are there (GCC builds a broadcast of a vector extension's scalar
+/// lane by lane), else the vector extension. Aligned loads and stores.
+template <int64_t B>
+struct Simd {
+  using V = Vec<B>;
+  static void zero(V& v) { v = V{}; }
+  static void load(V& v, const float* p) { cpu::load(v, p); }
+  static void store(float* p, const V& v) { cpu::store(p, v); }
+  static void broadcast(V& v, const float* p) {
+    for (int64_t i = 0; i < B; ++i) v[i] = *p;
+  }
+  static void fma(V& acc, const V& a, const V& b) { acc += a * b; }
+  static void add(V& acc, const V& v) { acc += v; }
+};
+#if defined(__AVX512F__)
+template <>
+struct Simd<16> {
+  using V = __m512;
+  static void zero(V& v) { v = _mm512_setzero_ps(); }
+  static void load(V& v, const float* p) { v = _mm512_load_ps(p); }
+  static void store(float* p, const V& v) { _mm512_store_ps(p, v); }
+  static void broadcast(V& v, const float* p) { v = _mm512_set1_ps(*p); }
+  static void fma(V& acc, const V& a, const V& b) { acc = _mm512_fmadd_ps(a, b, acc); }
+  static void add(V& acc, const V& v) { acc = _mm512_add_ps(acc, v); }
+};
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+template <>
+struct Simd<8> {
+  using V = __m256;
+  static void zero(V& v) { v = _mm256_setzero_ps(); }
+  static void load(V& v, const float* p) { v = _mm256_load_ps(p); }
+  static void store(float* p, const V& v) { _mm256_store_ps(p, v); }
+  static void broadcast(V& v, const float* p) { v = _mm256_broadcast_ss(p); }
+  static void fma(V& acc, const V& a, const V& b) { acc = _mm256_fmadd_ps(a, b, acc); }
+  static void add(V& acc, const V& v) { acc = _mm256_add_ps(acc, v); }
+};
+#endif
+
+/// c[r][0, NV·B) (=, or += with Accumulate) Σ_k a[r·a_row + k·a_step] ·
+/// b[k·b_step + (0, NV·B)] for R rows r (6 but at the end): R·NV vector accumulators that stay in
+/// registers over the whole sum. b and c aligned to the vector.
+template <int64_t B, int NV, bool Accumulate, int R = kRows>
+[[gnu::always_inline]] inline void product_rows(const float* a, int64_t a_row, int64_t a_step,
+                                                const float* b, int64_t b_step, int64_t steps,
+                                                float* c, int64_t ldc) {
+  using S = Simd<B>;
+  typename S::V acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) S::zero(acc[r][j]);
+  for (int64_t k = 0; k < steps; ++k) {
+    typename S::V bv[NV];
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) S::load(bv[j], b + k * b_step + j * B);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      typename S::V av;
+      S::broadcast(av, a + r * a_row + k * a_step);
+#pragma GCC unroll 2
+      for (int j = 0; j < NV; ++j) S::fma(acc[r][j], av, bv[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int j = 0; j < NV; ++j) {
+      float* dst = c + r * ldc + j * B;
+      if constexpr (Accumulate) {
+        typename S::V old;
+        S::load(old, dst);
+        S::add(old, acc[r][j]);
+        S::store(dst, old);
+      } else {
+        S::store(dst, acc[r][j]);
+      }
+    }
+}
+
+/// Where tile t (over the whole batch) sits: image, first output row and column.
+struct Tile {
+  int64_t n, y, x;
+};
+
+/// The 2x2 output tiles of a batch, t = (image, tile row, tile column).
+struct Tiling {
+  int64_t per_row, per_image, count;
+  Tiling(const Shape& s)
+      : per_row((s.ow + 1) / 2), per_image((s.oh + 1) / 2 * per_row), count(s.n * per_image) {}
+  Tile operator[](int64_t t) const {
+    const int64_t r = t % per_image;
+    return {t / per_image, 2 * (r / per_row), 2 * (r % per_row)};
+  }
+  /// Tiles per block: what fits kBlockBytes at `floats_per_tile`, a multiple
+  /// of `multiple`, but enough blocks to keep every thread busy.
+  int64_t per_block(int64_t floats_per_tile, int64_t multiple, int threads) const {
+    const int64_t fit =
+        kBlockBytes / (floats_per_tile * int64_t{sizeof(float)}) / multiple * multiple;
+    const int64_t fair = (count + 4 * threads - 1) / (4 * threads);
+    return std::max(multiple, std::min(fit, (fair + multiple - 1) / multiple * multiple));
+  }
+};
+
+/// Bᵀ d B of the 4x4 input window of tiles [t0, t0 + count) into
+/// vt[pos · v_pos + i · s.ci + c] (zeros outside the image), and zero rows
+/// for i in [count, rows).
+template <int64_t B>
+void transform_inputs(const Shape& s, const Tiling& tiling, const float* in, int64_t t0,
+                      int64_t count, int64_t rows, float* vt, int64_t v_pos) {
+  using V = Vec<B>;
+  const int64_t blocks = s.ci / B;
+  for (int64_t ti = 0; ti < rows; ++ti) {
+    if (ti >= count) {
+      for (int p = 0; p < 16; ++p) std::fill_n(vt + p * v_pos + ti * s.ci, s.ci, 0.0f);
+      continue;
+    }
+    const Tile t = tiling[t0 + ti];
+    const int64_t y0 = t.y - s.pad_h, x0 = t.x - s.pad_w;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 4 <= s.h && x0 + 4 <= s.w;
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const float* img = in + (t.n * blocks + cb) * s.h * s.w * B;
+      V d[4][4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const int64_t yy = y0 + i, xx = x0 + j;
+          if (inside || (yy >= 0 && yy < s.h && xx >= 0 && xx < s.w))
+            load(d[i][j], img + (yy * s.w + xx) * B);
+          else
+            d[i][j] = V{};
+        }
+      V e[4][4];
+      for (int j = 0; j < 4; ++j) {
+        e[0][j] = d[0][j] - d[2][j];
+        e[1][j] = d[1][j] + d[2][j];
+        e[2][j] = d[2][j] - d[1][j];
+        e[3][j] = d[1][j] - d[3][j];
+      }
+      float* dst = vt + ti * s.ci + cb * B;
+      for (int i = 0; i < 4; ++i) {
+        store(dst + (i * 4 + 0) * v_pos, e[i][0] - e[i][2]);
+        store(dst + (i * 4 + 1) * v_pos, e[i][1] + e[i][2]);
+        store(dst + (i * 4 + 2) * v_pos, e[i][2] - e[i][1]);
+        store(dst + (i * 4 + 3) * v_pos, e[i][1] - e[i][3]);
+      }
+    }
+  }
+}
+
+template <int64_t B>
+void convolve(const Shape& s, const float* in, const float* u, const float* bias, bool relu,
+              float* out) {
+  using V = Vec<B>;
+  const Tiling tiling(s);
+  const int nthreads = omp_get_max_threads();
+  const int64_t per_block = tiling.per_block(16 * (s.ci + s.co), kRows, nthreads);
+  const int64_t blocks = (tiling.count + per_block - 1) / per_block;
+  const int64_t cb_out = s.co / B, panel = 2 * B;
+  const int64_t v_pos = per_block * s.ci, m_pos = per_block * s.co;  // floats per position
+
+#pragma omp parallel num_threads(static_cast <int>(std::min <int64_t>(nthreads, blocks)))
+  {
+    thread_local Scratch scratch;
+    float* const vt = scratch.get(16 * (v_pos + m_pos));  // [pos][tile][ci]
+    float* const mt = vt + 16 * v_pos;                    // [pos][tile][co]
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
+      const int64_t rows = (count + kRows - 1) / kRows * kRows;
+      transform_inputs<B>(s, tiling, in, t0, count, rows, vt, v_pos);
+      // The 16 products: tiles x ci by ci x co.
+      for (int p = 0; p < 16; ++p) {
+        const float* up = u + p * s.ci * s.co;
+        for (int64_t o = 0; o < s.co; o += panel) {
+          const float* b = up + o * s.ci;
+          for (int64_t r = 0; r < rows; r += kRows) {
+            const float* a = vt + p * v_pos + r * s.ci;
+            float* c = mt + p * m_pos + r * s.co + o;
+            if (s.co - o >= panel)
+              product_rows<B, 2, false>(a, s.ci, 1, b, panel, s.ci, c, s.co);
+            else
+              product_rows<B, 1, false>(a, s.ci, 1, b, B, s.ci, c, s.co);
+          }
+        }
+      }
+      // Outputs: Aᵀ m A, the bias, the ReLU; the last row and column of
+      // tiles may hang over the map by one.
+      for (int64_t ti = 0; ti < count; ++ti) {
+        const Tile t = tiling[t0 + ti];
+        const bool full_h = t.y + 1 < s.oh, full_w = t.x + 1 < s.ow;
+        for (int64_t ob = 0; ob < cb_out; ++ob) {
+          const float* src = mt + ti * s.co + ob * B;
+          V m[4][4];
+#pragma GCC unroll 16
+          for (int p = 0; p < 16; ++p) load(m[p / 4][p % 4], src + p * m_pos);
+          V e[2][4];
+          for (int j = 0; j < 4; ++j) {
+            e[0][j] = m[0][j] + m[1][j] + m[2][j];
+            e[1][j] = m[1][j] - m[2][j] - m[3][j];
+          }
+          V b{};
+          if (bias) std::memcpy(&b, bias + ob * B, sizeof b);  // any alignment
+          float* img = out + (t.n * cb_out + ob) * s.oh * s.ow * B;
+          for (int i = 0; i < (full_h ? 2 : 1); ++i) {
+            V r0 = e[i][0] + e[i][1] + e[i][2] + b;
+            V r1 = e[i][1] - e[i][2] - e[i][3] + b;
+            if (relu) {
+              r0 = r0 > V{} ? r0 : V{};
+              r1 = r1 > V{} ? r1 : V{};
+            }
+            float* row = img + ((t.y + i) * s.ow + t.x) * B;
+            store(row, r0);
+            if (full_w) store(row + B, r1);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// A h Aᵀ of dy's 2x2 tiles [t0, t0 + count) into ht[pos · h_pos + i · s.co + k]
+/// (zeros outside the map).
+template <int64_t B>
+void transform_gradients(const Shape& s, const Tiling& tiling, const float* dy, int64_t t0,
+                         int64_t count, float* ht, int64_t h_pos) {
+  using V = Vec<B>;
+  const int64_t blocks = s.co / B;
+  for (int64_t ti = 0; ti < count; ++ti) {
+    const Tile t = tiling[t0 + ti];
+    const bool full_h = t.y + 1 < s.oh, full_w = t.x + 1 < s.ow;
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const float* img = dy + ((t.n * blocks + kb) * s.oh + t.y) * s.ow * B + t.x * B;
+      V h[2][2] = {};
+      load(h[0][0], img);
+      if (full_w) load(h[0][1], img + B);
+      if (full_h) load(h[1][0], img + s.ow * B);
+      if (full_h && full_w) load(h[1][1], img + (s.ow + 1) * B);
+      const V q[4][2] = {{h[0][0], h[0][1]},
+                         {h[0][0] + h[1][0], h[0][1] + h[1][1]},
+                         {h[0][0] - h[1][0], h[0][1] - h[1][1]},
+                         {-h[1][0], -h[1][1]}};
+      float* dst = ht + ti * s.co + kb * B;
+      for (int a = 0; a < 4; ++a) {
+        store(dst + (a * 4 + 0) * h_pos, q[a][0]);
+        store(dst + (a * 4 + 1) * h_pos, q[a][0] + q[a][1]);
+        store(dst + (a * 4 + 2) * h_pos, q[a][0] - q[a][1]);
+        store(dst + (a * 4 + 3) * h_pos, -q[a][1]);
+      }
+    }
+  }
+}
+
+/// dw = Σ over the batch's tiles of Gᵀ [(A h Aᵀ) ⊙ (Bᵀ d B)] G (Winograd
+/// F(3x3, 2x2)): per block of tiles, the 16 products ko x tiles by tiles x ci
+/// accumulate into this thread's sums; the threads' sums are added in thread
+/// order and transformed in f64. db = Σ dy.
+template <int64_t B>
+void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw, float* db) {
+  const Tiling tiling(s);
+  const int nthreads = omp_get_max_threads();
+  const int64_t ko = s.co, panel = 2 * B;  // rows of the products: output channels
+  // At least kWeightBlock tiles a block where there are enough: each block
+  // adds into the thread's sums once (16·ko·ci floats).
+  const int64_t per_block =
+      std::max(tiling.per_block(16 * (s.ci + ko), 1, nthreads),
+               std::min(kWeightBlock, (tiling.count + nthreads - 1) / nthreads));
+  const int64_t blocks = (tiling.count + per_block - 1) / per_block;
+  const int team = static_cast<int>(std::min<int64_t>(nthreads, blocks));
+  const int64_t v_pos = per_block * s.ci, h_pos = per_block * ko, m_size = 16 * ko * s.ci;
+  thread_local Scratch partial_sums;
+  float* const partial = partial_sums.get(team * m_size);
+
+#pragma omp parallel num_threads(team)
+  {
+    float* const m = partial + omp_get_thread_num() * m_size;  // [pos][k][ci]
+    std::fill_n(m, m_size, 0.0f);
+    thread_local Scratch scratch;
+    float* const vt = scratch.get(16 * (v_pos + h_pos));  // [pos][tile][ci]
+    float* const ht = vt + 16 * v_pos;                    // [pos][tile][ko]
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
+      transform_inputs<B>(s, tiling, x, t0, count, count, vt, v_pos);
+      transform_gradients<B>(s, tiling, dy, t0, count, ht, h_pos);
+      for (int p = 0; p < 16; ++p)
+        for (int64_t k = 0; k < ko; k += kRows)
+          for (int64_t c = 0; c < s.ci; c += panel) {
+            const float* a = ht + p * h_pos + k;
+            const float* b = vt + p * v_pos + c;
+            float* out = m + (p * ko + k) * s.ci + c;
+            const auto run = [&](auto nv) {
+              constexpr int NV = decltype(nv)::value;
+              switch (std::min<int64_t>(kRows, ko - k)) {
+                case 6:
+                  return product_rows<B, NV, true, 6>(a, 1, ko, b, s.ci, count, out, s.ci);
+                case 5:
+                  return product_rows<B, NV, true, 5>(a, 1, ko, b, s.ci, count, out, s.ci);
+                case 4:
+                  return product_rows<B, NV, true, 4>(a, 1, ko, b, s.ci, count, out, s.ci);
+                case 3:
+                  return product_rows<B, NV, true, 3>(a, 1, ko, b, s.ci, count, out, s.ci);
+                case 2:
+                  return product_rows<B, NV, true, 2>(a, 1, ko, b, s.ci, count, out, s.ci);
+                default:
+                  return product_rows<B, NV, true, 1>(a, 1, ko, b, s.ci, count, out, s.ci);
+              }
+            };
+            if (s.ci - c >= panel)
+              run(std::integral_constant<int, 2>{});
+            else
+              run(std::integral_constant<int, 1>{});
+          }
+    }
+  }
+  // Gᵀ M G per filter, M the threads' sums.
+  constexpr double kGt[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, -0.5, 0}, {0, 0.5, 0.5, 1}};
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < s.co; ++o)
+    for (int64_t i = 0; i < s.ci; ++i) {
+      double mm[16];
+      for (int p = 0; p < 16; ++p) {
+        double sum = 0;
+        for (int t = 0; t < team; ++t) sum += partial[t * m_size + (p * ko + o) * s.ci + i];
+        mm[p] = sum;
+      }
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) {
+          double v = 0;
+          for (int a = 0; a < 4; ++a)
+            for (int b = 0; b < 4; ++b) v += kGt[r][a] * mm[a * 4 + b] * kGt[c][b];
+          dw[((o * s.ci + i) * 3 + r) * 3 + c] = static_cast<float>(v);
+        }
+    }
+  if (db) {
+    using V = Vec<B>;
+    const int64_t blocks_k = s.co / B, plane = s.oh * s.ow;
+#pragma omp parallel for schedule(static)
+    for (int64_t kb = 0; kb < blocks_k; ++kb) {
+      V sum{};
+      for (int64_t n = 0; n < s.n; ++n) {
+        const float* src = dy + (n * blocks_k + kb) * plane * B;
+        for (int64_t q = 0; q < plane; ++q) {
+          V v;
+          load(v, src + q * B);
+          sum += v;
+        }
+      }
+      std::memcpy(db + kb * B, &sum, sizeof sum);  // any alignment
+    }
+  }
+}
+
+/// The packed filters of the call on this thread (grow-only, reused).
+float* filter_buffer(const Shape& s) {
+  thread_local Scratch u;
+  return u.get(16 * s.ci * s.co);
+}
+
+}  // namespace
+
+void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
+                      bool relu, float* y) {
+  const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w};
+  float* u = filter_buffer(s);
+  with_channel_block([&](auto blk) {
+    constexpr int64_t B = decltype(blk)::value;
+    transform_filters<B>(
+        s,
+        [&](int64_t o, int64_t i, int r, int c) { return weight[((o * g.c + i) * 3 + r) * 3 + c]; },
+        u);
+    convolve<B>(s, x, u, bias, relu, y);
+  });
+}
+
+void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight,
+                            float* dx) {
+  // dx = conv(dy, w') with w'(c, k, r, s) = w(k, c, 2 - r, 2 - s), padding 2 - pad.
+  const Shape s{g.n, g.k, g.oh, g.ow, g.c, g.h, g.w, 2 - g.pad_h, 2 - g.pad_w};
+  float* u = filter_buffer(s);
+  with_channel_block([&](auto blk) {
+    constexpr int64_t B = decltype(blk)::value;
+    transform_filters<B>(
+        s,
+        [&](int64_t o, int64_t i, int r, int c) {
+          return weight[((i * g.c + o) * 3 + (2 - r)) * 3 + (2 - c)];
+        },
+        u);
+    convolve<B>(s, dy, u, nullptr, false, dx);
+  });
+}
+
+void winograd_backward_weights(const WinogradGeom& g, const float* x, const float* dy,
+                               float* dweight, float* dbias) {
+  const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w};
+  with_channel_block(
+      [&](auto blk) { weight_gradient<decltype(blk)::value>(s, x, dy, dweight, dbias); });
+}
+
+}  // namespace tcv::kernels::cpu

@@ -1,0 +1,58 @@
+// Winograd convolution on the CPU's blocked f32 layout (nChw8c on AVX2,
+// nChw16c on AVX-512: kernels/cpu/blocked.h), for 3x3 stride-1 undilated
+// layers, all three passes.
+//
+// Forward and backward-data (itself such a convolution of dy with the flipped,
+// transposed weights) are F(2x2, 3x3): each 2x2 block of outputs is computed
+// from the 4x4 block of inputs around it as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A (Lavin
+// and Gray, 2015), 16 products per channel pair where direct convolution
+// takes 36, so 2.25x fewer multiply-adds. The transforms' coefficients are 0,
+// ±1 and ±1/2, and each output reads only the 3x3 window of inputs it depends
+// on (rows and columns 0-2 of the tile for the first output, 1-3 for the
+// second), so an output whose window is all zero is exactly 0; the rounding
+// error is at most γ_(C+8) · Σ_c |Aᵀ|[(|G| |g| |Gᵀ|) ⊙ (|Bᵀ| |d| |B|)]|A|
+// (tests/support/winograd_bound.h). The filters are transformed in f64 and
+// rounded once.
+//
+// The weight gradient is F(3x3, 2x2), the same algorithm with the roles of
+// filter and output swapped: per tile, Gᵀ[(A h Aᵀ) ⊙ (Bᵀ d B)]G with h the
+// tile's 2x2 output gradients, the sums over the batch's T tiles taken in the
+// transformed domain (|error| <= γ_(T+6) · M on magnitudes). Its transforms
+// mix a tile's taps, so a weight element whose own terms are all zero can
+// come out as rounding noise instead of 0. (oneDNN's F(4x4, 3x3) mixes a whole
+// 6x6 tile into every output of every pass and errs about 10x direct's.)
+//
+// The tiles of the whole batch are cut into blocks that fit in L2; per block,
+// one thread transforms the inputs, runs the 16 matrix products (register-
+// blocked: 6 rows by two channel blocks) and transforms the outputs into y,
+// adding the bias and applying a ReLU where asked, or adds the products into
+// its sums of the weight gradient, which are added in thread order at the end.
+#pragma once
+
+#include <cstdint>
+
+namespace tcv::kernels::cpu {
+
+/// One F(2x2, 3x3) convolution: x (n, c, h, w) and y (n, k, oh, ow), both in
+/// the blocked layout, c and k whole channel blocks; weights (k, c, 3, 3)
+/// row-major; oh = h + 2·pad_h - 2, ow = w + 2·pad_w - 2, 0 <= pad <= 2.
+struct WinogradGeom {
+  int64_t n = 0, c = 0, h = 0, w = 0, k = 0, oh = 0, ow = 0;
+  int64_t pad_h = 0, pad_w = 0;
+};
+
+/// y = conv(x, weight) + bias, then a ReLU when `relu`. `bias` may be null.
+void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
+                      bool relu, float* y);
+
+/// dx (n, c, h, w) of the forward pass `g` given dy (n, k, oh, ow), both
+/// blocked: conv(dy, flipped transposed weight) with padding 2 - pad.
+void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight, float* dx);
+
+/// dweight (k, c, 3, 3) row-major, and dbias (k) unless null, of the forward
+/// pass `g` given x and dy (both blocked): Winograd F(3x3, 2x2), the sums over
+/// the batch's tiles taken in the transformed domain.
+void winograd_backward_weights(const WinogradGeom& g, const float* x, const float* dy,
+                               float* dweight, float* dbias);
+
+}  // namespace tcv::kernels::cpu

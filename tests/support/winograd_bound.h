@@ -1,0 +1,33 @@
+// The rounding-error bound of Winograd F(2x2, 3x3) (kernels/cpu/winograd.h),
+// from the algorithm: an output computed as Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A in f32,
+// with the filter transform rounded once, differs from the exact convolution
+// by at most γ_(C+8) · M, where M, per output element, is the same expression
+// on magnitudes, Σ_c |Aᵀ|[(|G| |g| |Gᵀ|) ⊙ (|Bᵀ| |d| |B|)]|A| (2 roundings in
+// the input transform, 1 in the filter's, C in the channel sum, 4 in the
+// output transform). M is zero exactly where the output's 3x3 window of inputs
+// is zero (or its filters are), so there the result must be exactly 0.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/tensor.h"
+
+namespace tcv::testing {
+
+/// M for the forward pass: |x| (n, c, h, w) and |w| (k, c, 3, 3), f64, stride
+/// 1, padding pad_h, pad_w; returns f64 (n, k, h + 2·pad_h − 2, w + 2·pad_w − 2).
+Tensor winograd2_magnitudes(const Tensor& abs_x, const Tensor& abs_w, int64_t pad_h, int64_t pad_w);
+
+/// M for the backward-data pass of that forward: |dy| (n, k, oh, ow) with the
+/// flipped, transposed |w| and padding 2 − pad; returns f64 (n, c, h, w).
+Tensor winograd2_magnitudes_backward_data(const Tensor& abs_dy, const Tensor& abs_w, int64_t pad_h,
+                                          int64_t pad_w);
+
+/// M for the backward-weights pass (Winograd F(3x3, 2x2), the sums over the
+/// batch's T tiles in the transformed domain; bound γ_(T+6) · M): |x| and |dy|
+/// (n, k, oh, ow) of a forward with padding pad; returns f64 (k, c, 3, 3),
+/// Σ_tiles |Gᵀ|[(|A| |h| |Aᵀ|) ⊙ (|Bᵀ| |d| |B|)]|G|.
+Tensor winograd2_magnitudes_backward_weights(const Tensor& abs_x, const Tensor& abs_dy,
+                                             int64_t pad_h, int64_t pad_w);
+
+}  // namespace tcv::testing
