@@ -96,20 +96,36 @@ const Case kCases[] = {
     {"many_tiles_20x18_c4_k4", 4, 4, 4, 20, 18, 1, true, false},
 };
 
+// A case's geometry with this CPU's channel block.
+WinogradGeom geom_of(const Case& t, int64_t blk) {
+  return {t.n,
+          t.c_blocks * blk,
+          t.h,
+          t.w,
+          t.k_blocks * blk,
+          t.h + 2 * t.pad - 2,
+          t.w + 2 * t.pad - 2,
+          t.pad,
+          t.pad};
+}
+
+// f32 weights (k, c, 3, 3) uniform in ±1/√(fan_in · 9).
+Tensor weights_f32(int64_t k, int64_t c, int64_t fan_in, uint64_t seed) {
+  return ops::mul(rand_f64({k, c, 3, 3}, seed, -1, 1, false), 1.0 / std::sqrt(fan_in * 9.0))
+      .to(DType::f32);
+}
+
 TEST(Winograd2, ForwardWithinItsBoundOfF64) {
   const int64_t blk = kernels::cpu::channel_block();
   if (blk == 0) GTEST_SKIP() << "no blocked f32 layout on this CPU";
   uint64_t seed = 4100;
   for (const Case& t : kCases) {
     seed += 10;
-    const int64_t c = t.c_blocks * blk, k = t.k_blocks * blk;
-    const WinogradGeom g{t.n,   c,    t.h, t.w, k, t.h + 2 * t.pad - 2, t.w + 2 * t.pad - 2,
-                         t.pad, t.pad};
+    const WinogradGeom g = geom_of(t, blk);
+    const int64_t c = g.c, k = g.k;
     // f32 values, and the same values in f64.
     const Tensor x = banded({t.n, c, t.h, t.w}, seed).to(DType::f32).to(DType::f64);
-    const Tensor w =
-        ops::mul(rand_f64({k, c, 3, 3}, seed + 1, -1, 1, false), 1.0 / std::sqrt(c * 9.0))
-            .to(DType::f32);
+    const Tensor w = weights_f32(k, c, c, seed + 1);
     const Tensor b = t.bias ? rand_f64({k}, seed + 2, -1, 1, false).to(DType::f32) : Tensor();
     Tensor y = empty({t.n, k, g.oh, g.ow}, {.dtype = DType::f32});
     const Tensor xb = to_blocked_f32(x);
@@ -133,13 +149,10 @@ TEST(Winograd2, BackwardDataWithinItsBoundOfF64) {
   uint64_t seed = 4200;
   for (const Case& t : kCases) {
     seed += 10;
-    const int64_t c = t.c_blocks * blk, k = t.k_blocks * blk;
-    const WinogradGeom g{t.n,   c,    t.h, t.w, k, t.h + 2 * t.pad - 2, t.w + 2 * t.pad - 2,
-                         t.pad, t.pad};
+    const WinogradGeom g = geom_of(t, blk);
+    const int64_t c = g.c, k = g.k;
     const Tensor dy = banded({t.n, k, g.oh, g.ow}, seed).to(DType::f32).to(DType::f64);
-    const Tensor w =
-        ops::mul(rand_f64({k, c, 3, 3}, seed + 1, -1, 1, false), 1.0 / std::sqrt(k * 9.0))
-            .to(DType::f32);
+    const Tensor w = weights_f32(k, c, k, seed + 1);
     Tensor dx = empty({t.n, c, t.h, t.w}, {.dtype = DType::f32});
     const Tensor dyb = to_blocked_f32(dy);
     kernels::cpu::winograd_backward_data(g, dyb.data<float>(), w.data<float>(), dx.data<float>());
@@ -159,9 +172,8 @@ TEST(Winograd2, BackwardWeightsWithinItsBoundOfF64) {
   uint64_t seed = 4400;
   for (const Case& t : kCases) {
     seed += 10;
-    const int64_t c = t.c_blocks * blk, k = t.k_blocks * blk;
-    const WinogradGeom g{t.n,   c,    t.h, t.w, k, t.h + 2 * t.pad - 2, t.w + 2 * t.pad - 2,
-                         t.pad, t.pad};
+    const WinogradGeom g = geom_of(t, blk);
+    const int64_t c = g.c, k = g.k;
     // Channel 0 of x and channel 1 of dy all zero: those filters' gradients
     // have no nonzero term and must be exactly 0.
     Tensor x = banded({t.n, c, t.h, t.w}, seed).to(DType::f32).to(DType::f64);
