@@ -33,6 +33,9 @@ enum class Buf : int {
   diff_src,
   diff_weights,
   bwd_src,
+  winograd_filters,  // kernels/cpu/winograd.cpp: the transformed filters,
+  winograd_tiles,    // each thread's block of transformed tiles,
+  winograd_sums,     // and the threads' weight-gradient sums
   count
 };
 

@@ -4,12 +4,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/base.h"
 
 #include "kernels/cpu/blocked.h"
+#include "kernels/cpu/dnnl_common.h"
 
 namespace tcv::kernels::cpu {
 
@@ -43,25 +43,12 @@ template <typename V>
   std::memcpy(__builtin_assume_aligned(p, sizeof(V)), &v, sizeof v);
 }
 
-/// Grow-only 64-byte-aligned floats, one per thread and use.
-class Scratch {
- public:
-  ~Scratch() { std::free(data_); }
-  float* get(int64_t floats) {
-    if (floats > size_) {
-      std::free(data_);
-      const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
-      data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-      TCV_CHECK(data_, "[winograd] out of memory for ", bytes, " bytes of scratch");
-      size_ = floats;
-    }
-    return data_;
-  }
+using dnnl_util::Buf;
 
- private:
-  float* data_ = nullptr;
-  int64_t size_ = 0;
-};
+/// The per-thread grow-only buffer `slot` (dnnl_common.h) as floats.
+float* floats(Buf slot, int64_t count) {
+  return static_cast<float*>(dnnl_util::buffer(slot, static_cast<size_t>(count) * sizeof(float)));
+}
 
 /// The rows of the matrix products: 6 tiles at a time, two channel blocks wide.
 constexpr int64_t kRows = 6;
@@ -272,9 +259,8 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
 
 #pragma omp parallel num_threads(static_cast <int>(std::min <int64_t>(nthreads, blocks)))
   {
-    thread_local Scratch scratch;
-    float* const vt = scratch.get(16 * (v_pos + m_pos));  // [pos][tile][ci]
-    float* const mt = vt + 16 * v_pos;                    // [pos][tile][co]
+    float* const vt = floats(Buf::winograd_tiles, 16 * (v_pos + m_pos));  // [pos][tile][ci]
+    float* const mt = vt + 16 * v_pos;                                    // [pos][tile][co]
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
@@ -363,58 +349,56 @@ void transform_gradients(const Shape& s, const Tiling& tiling, const float* dy, 
 }
 
 /// dw = Σ over the batch's tiles of Gᵀ [(A h Aᵀ) ⊙ (Bᵀ d B)] G (Winograd
-/// F(3x3, 2x2)): per block of tiles, the 16 products ko x tiles by tiles x ci
+/// F(3x3, 2x2)): per block of tiles, the 16 products co x tiles by tiles x ci
 /// accumulate into this thread's sums; the threads' sums are added in thread
 /// order and transformed in f64. db = Σ dy.
 template <int64_t B>
 void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw, float* db) {
   const Tiling tiling(s);
   const int nthreads = omp_get_max_threads();
-  const int64_t ko = s.co, panel = 2 * B;  // rows of the products: output channels
+  const int64_t panel = 2 * B;
   // At least kWeightBlock tiles a block where there are enough: each block
-  // adds into the thread's sums once (16·ko·ci floats).
+  // adds into the thread's sums once (16·s.co·ci floats).
   const int64_t per_block =
-      std::max(tiling.per_block(16 * (s.ci + ko), 1, nthreads),
+      std::max(tiling.per_block(16 * (s.ci + s.co), 1, nthreads),
                std::min(kWeightBlock, (tiling.count + nthreads - 1) / nthreads));
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
   const int team = static_cast<int>(std::min<int64_t>(nthreads, blocks));
-  const int64_t v_pos = per_block * s.ci, h_pos = per_block * ko, m_size = 16 * ko * s.ci;
-  thread_local Scratch partial_sums;
-  float* const partial = partial_sums.get(team * m_size);
+  const int64_t v_pos = per_block * s.ci, h_pos = per_block * s.co, m_size = 16 * s.co * s.ci;
+  float* const partial = floats(Buf::winograd_sums, team * m_size);
 
 #pragma omp parallel num_threads(team)
   {
     float* const m = partial + omp_get_thread_num() * m_size;  // [pos][k][ci]
     std::fill_n(m, m_size, 0.0f);
-    thread_local Scratch scratch;
-    float* const vt = scratch.get(16 * (v_pos + h_pos));  // [pos][tile][ci]
-    float* const ht = vt + 16 * v_pos;                    // [pos][tile][ko]
+    float* const vt = floats(Buf::winograd_tiles, 16 * (v_pos + h_pos));  // [pos][tile][ci]
+    float* const ht = vt + 16 * v_pos;                                    // [pos][tile][s.co]
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
       transform_inputs<B>(s, tiling, x, t0, count, count, vt, v_pos);
       transform_gradients<B>(s, tiling, dy, t0, count, ht, h_pos);
       for (int p = 0; p < 16; ++p)
-        for (int64_t k = 0; k < ko; k += kRows)
+        for (int64_t k = 0; k < s.co; k += kRows)
           for (int64_t c = 0; c < s.ci; c += panel) {
             const float* a = ht + p * h_pos + k;
             const float* b = vt + p * v_pos + c;
-            float* out = m + (p * ko + k) * s.ci + c;
+            float* out = m + (p * s.co + k) * s.ci + c;
             const auto run = [&](auto nv) {
               constexpr int NV = decltype(nv)::value;
-              switch (std::min<int64_t>(kRows, ko - k)) {
+              switch (std::min<int64_t>(kRows, s.co - k)) {
                 case 6:
-                  return product_rows<B, NV, true, 6>(a, 1, ko, b, s.ci, count, out, s.ci);
+                  return product_rows<B, NV, true, 6>(a, 1, s.co, b, s.ci, count, out, s.ci);
                 case 5:
-                  return product_rows<B, NV, true, 5>(a, 1, ko, b, s.ci, count, out, s.ci);
+                  return product_rows<B, NV, true, 5>(a, 1, s.co, b, s.ci, count, out, s.ci);
                 case 4:
-                  return product_rows<B, NV, true, 4>(a, 1, ko, b, s.ci, count, out, s.ci);
+                  return product_rows<B, NV, true, 4>(a, 1, s.co, b, s.ci, count, out, s.ci);
                 case 3:
-                  return product_rows<B, NV, true, 3>(a, 1, ko, b, s.ci, count, out, s.ci);
+                  return product_rows<B, NV, true, 3>(a, 1, s.co, b, s.ci, count, out, s.ci);
                 case 2:
-                  return product_rows<B, NV, true, 2>(a, 1, ko, b, s.ci, count, out, s.ci);
+                  return product_rows<B, NV, true, 2>(a, 1, s.co, b, s.ci, count, out, s.ci);
                 default:
-                  return product_rows<B, NV, true, 1>(a, 1, ko, b, s.ci, count, out, s.ci);
+                  return product_rows<B, NV, true, 1>(a, 1, s.co, b, s.ci, count, out, s.ci);
               }
             };
             if (s.ci - c >= panel)
@@ -432,7 +416,7 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
       double mm[16];
       for (int p = 0; p < 16; ++p) {
         double sum = 0;
-        for (int t = 0; t < team; ++t) sum += partial[t * m_size + (p * ko + o) * s.ci + i];
+        for (int t = 0; t < team; ++t) sum += partial[t * m_size + (p * s.co + o) * s.ci + i];
         mm[p] = sum;
       }
       for (int r = 0; r < 3; ++r)
@@ -462,18 +446,12 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
   }
 }
 
-/// The packed filters of the call on this thread (grow-only, reused).
-float* filter_buffer(const Shape& s) {
-  thread_local Scratch u;
-  return u.get(16 * s.ci * s.co);
-}
-
 }  // namespace
 
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
                       bool relu, float* y) {
   const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w};
-  float* u = filter_buffer(s);
+  float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
   with_channel_block([&](auto blk) {
     constexpr int64_t B = decltype(blk)::value;
     transform_filters<B>(
@@ -488,7 +466,7 @@ void winograd_backward_data(const WinogradGeom& g, const float* dy, const float*
                             float* dx) {
   // dx = conv(dy, w') with w'(c, k, r, s) = w(k, c, 2 - r, 2 - s), padding 2 - pad.
   const Shape s{g.n, g.k, g.oh, g.ow, g.c, g.h, g.w, 2 - g.pad_h, 2 - g.pad_w};
-  float* u = filter_buffer(s);
+  float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
   with_channel_block([&](auto blk) {
     constexpr int64_t B = decltype(blk)::value;
     transform_filters<B>(
