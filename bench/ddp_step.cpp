@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
     auto model = models::create_model(model_name, {classes, channels});
     if (sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group));
     dist::DDPOptions o;
-    o.bucket_cap_mb = cap_mb;
-    o.bucket_plan = plan;
-    o.plan = plan_opts;
+    o.reducer.bucket_cap_mb = cap_mb;
+    o.reducer.bucket_plan = plan;
+    o.reducer.plan = plan_opts;
     o.timeline_path = timeline;
     // By default (and without TCV_TIMELINE_STEP/STEPS) the median-length one
     // of up to 9 steps in the middle of the timed ones.

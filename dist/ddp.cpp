@@ -52,13 +52,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   nn::StateDict params;
   for (auto& [name, p] : module_->named_parameters())
     if (p.requires_grad()) params.emplace_back(name, p);
-  ReducerOptions ro;
-  ro.bucket_cap_mb = opts_.bucket_cap_mb;
-  ro.first_bucket_mb = opts_.first_bucket_mb;
-  ro.find_unused_parameters = opts_.find_unused_parameters;
-  ro.bucket_plan = opts_.bucket_plan;
-  ro.plan = opts_.plan;
-  reducer_ = std::make_unique<Reducer>(std::move(params), group_, ro);
+  reducer_ = std::make_unique<Reducer>(std::move(params), group_, opts_.reducer);
 }
 
 void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommHook> hook) {

@@ -17,15 +17,11 @@
 namespace tcv::dist {
 
 struct DDPOptions {
-  double bucket_cap_mb = 25.0;
-  double first_bucket_mb = 1.0;
-  bool find_unused_parameters = false;
+  /// The gradient buckets: their sizes, how they are cut after the first
+  /// backward, unused parameters (dist/reducer.h).
+  ReducerOptions reducer{};
   /// Broadcast rank 0's buffers (BatchNorm running statistics) at each forward.
   bool broadcast_buffers = true;
-  /// How the buckets are cut when rebuilt after the first backward, and the
-  /// timed plan's options (ReducerOptions).
-  BucketPlan bucket_plan = BucketPlan::timed;
-  BucketPlanOptions plan{};
   /// Rank 0 writes one step's Chrome trace here ("" = the TCV_TIMELINE
   /// environment variable, unset = none).
   std::string timeline_path{};

@@ -176,10 +176,10 @@ std::shared_ptr<dist::DistributedDataParallel> DistContext::wrap(
   const NetworkConfig& net = cfg.settings().network;
   if (net.sync_bn) nn::convert_sync_batchnorm(*model, dist::sync_bn_group(group_));
   dist::DDPOptions o;
-  o.bucket_cap_mb = net.bucket_cap_mb;
-  o.bucket_plan =
+  o.reducer.bucket_cap_mb = net.bucket_cap_mb;
+  o.reducer.bucket_plan =
       net.bucket_plan == BucketPlanChoice::cap ? dist::BucketPlan::cap : dist::BucketPlan::timed;
-  o.find_unused_parameters = net.find_unused_parameters;
+  o.reducer.find_unused_parameters = net.find_unused_parameters;
   auto ddp = std::make_shared<dist::DistributedDataParallel>(std::move(model), group_, o);
   if (auto hook = dist::make_builtin_comm_hook(net.comm_hook, net.powersgd))
     ddp->register_comm_hook(std::move(hook));

@@ -226,9 +226,9 @@ int main(int argc, char** argv) {
     }
 
     dist::DDPOptions o;
-    o.bucket_cap_mb = 0.0005;  // a few buckets even for this small model
-    o.first_bucket_mb = 0.0002;
-    o.find_unused_parameters = scenario == "unused";
+    o.reducer.bucket_cap_mb = 0.0005;  // a few buckets even for this small model
+    o.reducer.first_bucket_mb = 0.0002;
+    o.reducer.find_unused_parameters = scenario == "unused";
     dist::DDP ddp(model, group, o);
     if (scenario == "bf16") ddp.register_comm_hook(dist::bf16_compress_hook());
     HookLog log;

@@ -468,8 +468,8 @@ DdpRun run_ddp(int world, const std::function<std::shared_ptr<CommHook>()>& make
   run_ranks(world, [&](int r, std::shared_ptr<FakeGroup> g) {
     if (sync_bn) nn::convert_sync_batchnorm(*nets[r], sync_bn_group(g));
     DDPOptions o;
-    o.bucket_cap_mb = 0.003;  // conv2.weight (4.5 KiB) alone, the rest in 2 more
-    o.first_bucket_mb = 0.0003;
+    o.reducer.bucket_cap_mb = 0.003;  // conv2.weight (4.5 KiB) alone, the rest in 2 more
+    o.reducer.first_bucket_mb = 0.0003;
     DDP ddp(nets[r], g, o);
     if (auto hook = make_hook()) ddp.register_comm_hook(recording(hook, run.logs[r]));
     for (int s = 0; s < steps; ++s) {

@@ -54,9 +54,9 @@ struct Reversed : nn::Module {
 // Options with buckets of `mb` MiB (tiny: about one parameter per bucket).
 DDPOptions small_buckets(double mb, bool find_unused = false) {
   DDPOptions o;
-  o.bucket_cap_mb = mb;
-  o.first_bucket_mb = mb;
-  o.find_unused_parameters = find_unused;
+  o.reducer.bucket_cap_mb = mb;
+  o.reducer.first_bucket_mb = mb;
+  o.reducer.find_unused_parameters = find_unused;
   return o;
 }
 
@@ -239,9 +239,9 @@ TEST(DDPThreads, TimedPlanIsRankZerosCutOfTheReadyOrder) {
   check_equivalence(
       2, false, false, nullptr, 1e-5, /*steps=*/6,
       [](DDPOptions& o) {
-        o.bucket_cap_mb = 25;
-        o.first_bucket_mb = 1e-4;
-        o.bucket_plan = BucketPlan::timed;
+        o.reducer.bucket_cap_mb = 25;
+        o.reducer.first_bucket_mb = 1e-4;
+        o.reducer.bucket_plan = BucketPlan::timed;
       },
       [&](int r, DDP& ddp) {
         Reducer& red = ddp.reducer();
@@ -263,7 +263,7 @@ TEST(Reducer, TimedPlanWaitsForWarmSteps) {
   auto n0 = std::make_shared<Net>(), n1 = std::make_shared<Net>();
   run_ranks(2, [&](int r, std::shared_ptr<FakeGroup> g) {
     DDPOptions o;
-    o.bucket_plan = BucketPlan::timed;
+    o.reducer.bucket_plan = BucketPlan::timed;
     DDP ddp(r == 0 ? n0 : n1, g, o);
     const Tensor x = randn({3, 6});
     std::vector<std::pair<bool, bool>> seen;  // (rebuilt, planned) at each backward

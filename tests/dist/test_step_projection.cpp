@@ -158,7 +158,7 @@ TEST(StepProjection, ReadsWhatDistributedDataParallelWrites) {
       DDPOptions o;
       o.timeline_path = path;
       o.timeline_step = 2;
-      o.bucket_cap_mb = o.first_bucket_mb = 1e-4;
+      o.reducer.bucket_cap_mb = o.reducer.first_bucket_mb = 1e-4;
       DDP ddp(r == 0 ? n0 : n1, std::make_shared<testing::FakeGroup>(world, r), o);
       for (int s = 0; s < 3; ++s) ops::sum(ddp.forward(randn({2, 6}))).backward();
     });
