@@ -173,12 +173,18 @@ bool pick(const Perf* perf, int count, DType dt, bool tf32, Algo& out) {
 }
 
 /// One direction's search into `a`: cuDNN's timing of every algorithm on the
-/// call's operands (`find`, with the largest workspace any of them asks for,
-/// capped) or its heuristics (`get`); the first result that ran under the math
-/// restriction, else `fallback`. `workspace(algo, &bytes)` sizes an algorithm.
-template <typename Perf, typename WorkspaceFn, typename FindFn, typename GetFn>
-void search(Algo& a, bool benchmark, DType dt, bool tf32, cudnnConvolutionDescriptor_t cd,
-            int algo_count, int fallback, WorkspaceFn workspace, FindFn find, GetFn get) {
+/// call's operands (`find_ex`, with the largest workspace any of them asks for,
+/// capped) or its heuristics (`get_v7`); the first result that ran under the
+/// math restriction, else `fallback`. `workspace_size`, `find_ex` and `get_v7`
+/// are the direction's cuDNN calls; they all take its operands in the same
+/// order: two inputs (descriptor `d0`/`d1`, buffer `in0`/`in1`), the
+/// convolution, then the output (`dout`, `out`).
+template <typename Perf, auto workspace_size, auto find_ex, auto get_v7, typename D0, typename D1,
+          typename DOut>
+void search(Algo& a, bool benchmark, DType dt, bool tf32, cudnnHandle_t h,
+            cudnnConvolutionDescriptor_t cd, int algo_count, int fallback, D0 d0, const void* in0,
+            D1 d1, const void* in1, DOut dout, void* out) {
+  using AlgoEnum = decltype(Perf::algo);
   constexpr int kMax = 16;
   Perf perf[kMax];
   int returned = 0;
@@ -186,19 +192,21 @@ void search(Algo& a, bool benchmark, DType dt, bool tf32, cudnnConvolutionDescri
     size_t ws_max = 0;
     for (int i = 0; i < algo_count; ++i) {
       size_t sz = 0;
-      if (workspace(i, &sz) == CUDNN_STATUS_SUCCESS)
+      if (workspace_size(h, d0, d1, cd, dout, static_cast<AlgoEnum>(i), &sz) ==
+          CUDNN_STATUS_SUCCESS)
         ws_max = std::max(ws_max, std::min(sz, kMaxFindWorkspace));
     }
     Workspace ws(ws_max);
-    TCV_CUDNN_CHECK(find(kMax, &returned, perf, ws.get(), ws_max));
+    TCV_CUDNN_CHECK(
+        find_ex(h, d0, in0, d1, in1, cd, dout, out, kMax, &returned, perf, ws.get(), ws_max));
   } else {
-    TCV_CUDNN_CHECK(get(kMax, &returned, perf));
+    TCV_CUDNN_CHECK(get_v7(h, d0, d1, cd, dout, kMax, &returned, perf));
   }
   if (pick(perf, returned, dt, tf32, a)) return;
   a.algo = fallback;
   a.math = requested_math(dt, tf32);
   TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
-  TCV_CUDNN_CHECK(workspace(a.algo, &a.workspace));
+  TCV_CUDNN_CHECK(workspace_size(h, d0, d1, cd, dout, static_cast<AlgoEnum>(a.algo), &a.workspace));
 }
 
 /// The algorithm of one direction, searched on first use. The buffers are the
@@ -213,55 +221,23 @@ const Algo& algorithm(ConvEntry& e, const ConvKey& key, DType dt, Dir dir, const
   const bool tf32 = key.tf32 != 0;
   const bool benchmark = key.benchmark != 0;
   cudnnConvolutionDescriptor_t cd = e.conv[d];
-  if (dir == Dir::fwd) {
-    using Perf = cudnnConvolutionFwdAlgoPerf_t;
-    search<Perf>(
-        a, benchmark, dt, tf32, cd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
-        [&](int i, size_t* sz) {
-          return cudnnGetConvolutionForwardWorkspaceSize(
-              h, e.x, e.w, cd, e.y, static_cast<cudnnConvolutionFwdAlgo_t>(i), sz);
-        },
-        [&](int n, int* r, Perf* p, void* ws, size_t bytes) {
-          return cudnnFindConvolutionForwardAlgorithmEx(h, e.x, x, e.w, w, cd, e.y, out, n, r, p,
-                                                        ws, bytes);
-        },
-        [&](int n, int* r, Perf* p) {
-          return cudnnGetConvolutionForwardAlgorithm_v7(h, e.x, e.w, cd, e.y, n, r, p);
-        });
-  } else if (dir == Dir::bwd_data) {
-    using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
-    search<Perf>(
-        a, benchmark, dt, tf32, cd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-        CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
-        [&](int i, size_t* sz) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(
-              h, e.w, e.y, cd, e.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(i), sz);
-        },
-        [&](int n, int* r, Perf* p, void* ws, size_t bytes) {
-          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, e.w, w, e.y, y, cd, e.x, out, n, r,
-                                                             p, ws, bytes);
-        },
-        [&](int n, int* r, Perf* p) {
-          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e.w, e.y, cd, e.x, n, r, p);
-        });
-  } else {
-    using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
-    search<Perf>(
-        a, benchmark, dt, tf32, cd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
-        [&](int i, size_t* sz) {
-          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-              h, e.x, e.y, cd, e.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(i), sz);
-        },
-        [&](int n, int* r, Perf* p, void* ws, size_t bytes) {
-          return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, e.x, x, e.y, y, cd, e.w, out, n,
-                                                               r, p, ws, bytes);
-        },
-        [&](int n, int* r, Perf* p) {
-          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e.x, e.y, cd, e.w, n, r, p);
-        });
-  }
+  if (dir == Dir::fwd)  // x, w -> y
+    search<cudnnConvolutionFwdAlgoPerf_t, cudnnGetConvolutionForwardWorkspaceSize,
+           cudnnFindConvolutionForwardAlgorithmEx, cudnnGetConvolutionForwardAlgorithm_v7>(
+        a, benchmark, dt, tf32, h, cd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+        CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, e.x, x, e.w, w, e.y, out);
+  else if (dir == Dir::bwd_data)  // w, dy -> dx
+    search<cudnnConvolutionBwdDataAlgoPerf_t, cudnnGetConvolutionBackwardDataWorkspaceSize,
+           cudnnFindConvolutionBackwardDataAlgorithmEx,
+           cudnnGetConvolutionBackwardDataAlgorithm_v7>(
+        a, benchmark, dt, tf32, h, cd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, e.w, w, e.y, y, e.x, out);
+  else  // x, dy -> dw
+    search<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnGetConvolutionBackwardFilterWorkspaceSize,
+           cudnnFindConvolutionBackwardFilterAlgorithmEx,
+           cudnnGetConvolutionBackwardFilterAlgorithm_v7>(
+        a, benchmark, dt, tf32, h, cd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, e.x, x, e.y, y, e.w, out);
   // The descriptor of this direction keeps the chosen algorithm's math type.
   TCV_CUDNN_CHECK(cudnnSetConvolutionMathType(cd, a.math));
   a.found = true;
