@@ -77,11 +77,10 @@ ClsConfig parse_cls_config(const Config& c) {
   o.train_list = c.get_string("data.train_list");
   o.val_list = c.get_string("data.val_list");
   o.image_root = c.get_string("data.image_root");
-  o.input_size = c.get_ints("data.input_size");
+  o.input_size = parse_size(
+      c, "data.input_size", [](int64_t h, int64_t w) { return h > 0 && w > 0; },
+      "[h, w] with positive values", EmptySize::allowed);
   const auto& size = o.input_size;
-  if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0))
-    check.fail("data.input_size",
-               "expected [h, w] with positive values, got " + format_value(size));
   const ClsSource& src = cls_source(c);
   if (size.empty() && src.side == 0) check.fail("data.input_size", "must be set ([h, w]) " + with);
   o.channels = c.get_int("data.channels");

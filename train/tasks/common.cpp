@@ -109,6 +109,16 @@ KeySpec shared_key(const std::string& key) {
   throw Error("shared_key: \"" + key + "\" is not a key several tasks read");
 }
 
+std::vector<int64_t> parse_size(const Config& cfg, const std::string& key,
+                                const std::function<bool(int64_t h, int64_t w)>& valid,
+                                const std::string& expected, EmptySize empty) {
+  std::vector<int64_t> size = cfg.get_ints(key);
+  if (size.empty() && empty == EmptySize::allowed) return size;
+  if (size.size() != 2 || !valid(size[0], size[1]))
+    cfg.fail(key, "expected " + expected + ", got " + format_value(size));
+  return size;
+}
+
 std::vector<KeySpec> voc_split_keys() {
   return {shared_key("data.train_split"), shared_key("data.val_split")};
 }

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -102,6 +103,16 @@ std::vector<KeySpec> coco_file_keys();
 /// entry per key, so each is declared once, here, with help that speaks for
 /// every task reading it. Another key is an error.
 KeySpec shared_key(const std::string& key);
+
+/// Whether a size key may hold [] (the data set's or the model's own size).
+enum class EmptySize : uint8_t { rejected, allowed };
+
+/// Reads `key`, a size [h, w] for which `valid(h, w)` holds (or [] where
+/// `empty` allows it); another value is an error naming the key, "expected
+/// <expected>, got <the value>".
+std::vector<int64_t> parse_size(const Config& cfg, const std::string& key,
+                                const std::function<bool(int64_t h, int64_t w)>& valid,
+                                const std::string& expected, EmptySize empty = EmptySize::rejected);
 
 /// data.train_split and data.val_split: the image lists of the VOC layout
 /// (detection and segmentation), for the task's key table.

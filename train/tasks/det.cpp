@@ -137,11 +137,9 @@ DetConfig parse_det_config(const Config& c) {
   o.train_roots = c.get_strings("data.train_roots");
   o.val_roots = c.get_strings("data.val_roots");
   o.keep_difficult = c.get_bool("data.keep_difficult");
-  o.input_size = c.get_ints("data.input_size");
-  const auto& size = o.input_size;
-  if (!size.empty() && (size.size() != 2 || size[0] != size[1] || size[0] < 32))
-    check.fail("data.input_size",
-               "expected [s, s] with s >= 32 (SSD takes square images), got " + format_value(size));
+  o.input_size = parse_size(
+      c, "data.input_size", [](int64_t h, int64_t w) { return h == w && h >= 32; },
+      "[s, s] with s >= 32 (SSD takes square images)", EmptySize::allowed);
   for (const char* k :
        {"train.aug_trans.photometric.ratio", "train.aug_trans.random_hflip.ratio",
         "train.aug_trans.random_pad.ratio", "train.aug_trans.random_det_crop.ratio"})

@@ -121,12 +121,10 @@ struct PoseConfig {
 };
 
 // A square size [s, s] with s >= 32 and s a multiple of 8: s.
-int64_t square_side(const ConfigChecks& check, const Config& c, const std::string& key) {
-  const auto v = c.get_ints(key);
-  if (v.size() != 2 || v[0] != v[1] || v[0] < 32 || v[0] % 8 != 0)
-    check.fail(key, "expected [s, s] with s >= 32 a multiple of 8 (OpenPose's stride), got " +
-                        format_value(v));
-  return v[0];
+int64_t square_side(const Config& c, const std::string& key) {
+  return parse_size(
+      c, key, [](int64_t h, int64_t w) { return h == w && h >= 32 && h % 8 == 0; },
+      "[s, s] with s >= 32 a multiple of 8 (OpenPose's stride)")[0];
 }
 
 // Where a split's keypoint file and images are, and the key errors name.
@@ -165,14 +163,14 @@ PoseConfig parse_pose_config(const Config& c) {
   if (const double d = aug.max_degrees; !(d >= 0 && d <= 180))
     check.fail("train.aug_trans.random_rotate.max_degree",
                "must be in [0, 180], got " + format_double(d));
-  aug.size = square_side(check, c, "train.aug_trans.random_focus_crop.crop_size");
+  aug.size = square_side(c, "train.aug_trans.random_focus_crop.crop_size");
   check.at_least("train.aug_trans.random_focus_crop.center_jitter", 0);
   aug.centre_jitter = c.get_int("train.aug_trans.random_focus_crop.center_jitter");
   check.positive("target.heatmap.sigma");
   check.positive("target.paf.theta");
   o.targets.sigma = c.get_double("target.heatmap.sigma");
   o.targets.limb_width = c.get_double("target.paf.theta");
-  o.test_side = square_side(check, c, "test.input_size");
+  o.test_side = square_side(c, "test.input_size");
   check.choice("test.mode", {"ss_test", "ms_test"});
   o.test_mode = c.get_string("test.mode");
   const auto scales = c.get_doubles("test.scale_search");

@@ -102,12 +102,10 @@ struct SegConfig {
 };
 
 // An [h, w] (or [long, short]) key with values >= lo.
-std::array<int64_t, 2> pair_at_least(const ConfigChecks& check, const Config& c,
-                                     const std::string& key, int64_t lo) {
-  const auto v = c.get_ints(key);
-  if (v.size() != 2 || v[0] < lo || v[1] < lo)
-    check.fail(key,
-               "expected [h, w] with values >= " + std::to_string(lo) + ", got " + format_value(v));
+std::array<int64_t, 2> pair_at_least(const Config& c, const std::string& key, int64_t lo) {
+  const auto v = parse_size(
+      c, key, [lo](int64_t h, int64_t w) { return h >= lo && w >= lo; },
+      "[h, w] with values >= " + std::to_string(lo));
   return {v[0], v[1]};
 }
 
@@ -123,8 +121,8 @@ SegConfig parse_seg_config(const Config& c) {
   check.range_pair("train.aug_trans.random_resize.scale_range", 1e-3, 1e3);
   const auto scale = c.get_doubles("train.aug_trans.random_resize.scale_range");
   o.aug.scale_ratio = {scale[0], scale[1]};
-  o.aug.base_size = pair_at_least(check, c, "train.aug_trans.random_resize.base_size", 0);
-  o.aug.crop = pair_at_least(check, c, "train.aug_trans.random_crop.crop_size", 1);
+  o.aug.base_size = pair_at_least(c, "train.aug_trans.random_resize.base_size", 0);
+  o.aug.crop = pair_at_least(c, "train.aug_trans.random_crop.crop_size", 1);
   o.aug.cat_max_ratio = c.get_double("train.aug_trans.random_crop.cat_max_ratio");
   if (const double r = o.aug.cat_max_ratio; !(r > 0 && r <= 1))
     check.fail("train.aug_trans.random_crop.cat_max_ratio",
@@ -140,7 +138,7 @@ SegConfig parse_seg_config(const Config& c) {
   const bool multi = o.test_mode == "ms_test" || o.test_mode == "mscrop_test";
   SegInferOptions& in = o.infer;
   in.mode = slide ? SegInferMode::slide : SegInferMode::whole;
-  in.crop = pair_at_least(check, c, "test.crop_size", 1);
+  in.crop = pair_at_least(c, "test.crop_size", 1);
   const double r = c.get_double("test.crop_stride_ratio");
   if (!(r > 0 && r <= 1))
     check.fail("test.crop_stride_ratio", "must be in (0, 1], got " + format_double(r));
@@ -154,7 +152,7 @@ SegConfig parse_seg_config(const Config& c) {
   in.flip = multi && c.get_bool("test.flip") ? FlipTest::on : FlipTest::off;
   in.average =
       c.get_string("test.ms_average") == "probs" ? SegAverage::probabilities : SegAverage::logits;
-  o.test_base_size = pair_at_least(check, c, "test.base_size", 0);
+  o.test_base_size = pair_at_least(c, "test.base_size", 0);
   check.choice("loss.loss_type", {"seg_auxce_loss", "seg_auxohemce_loss"});
   o.loss.kind = c.get_string("loss.loss_type") == "seg_auxohemce_loss" ? mseg::SegLossKind::ohem_ce
                                                                        : mseg::SegLossKind::ce;
