@@ -61,6 +61,26 @@ class RecordSet {
     return skips_.attempt(on_corrupt_, std::forward<F>(read));
   }
 
+  /// Sample i of an annotated record (a Sample with index, image_id, image,
+  /// orig_height and orig_width): its index and image id, what `read(record,
+  /// sample)` copies and decodes into it, run through attempt(), and the size
+  /// the annotation gives. A sample whose files were skipped has no image (it
+  /// is left out of the batch), whatever `read` had decoded before it failed.
+  template <typename Sample, typename Read>
+  Sample annotated_sample(int64_t i, Read&& read) const {
+    const Record& r = record(i);
+    Sample s;
+    s.index = i;
+    s.image_id = r.image_id;
+    if (!attempt([&] { read(r, s); })) {
+      s.image = Tensor();
+      return s;
+    }
+    s.orig_height = r.height;
+    s.orig_width = r.width;
+    return s;
+  }
+
   /// Record r's image in u8 RGB, its size checked against the annotation's
   /// (records with image_path, width, height and source).
   Tensor annotated_image(const Record& r) const {

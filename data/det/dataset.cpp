@@ -56,15 +56,10 @@ DetDataset::DetDataset(std::vector<DetRecord> records, std::vector<std::string> 
 }
 
 DetSample DetDataset::load(int64_t i) const {
-  const DetRecord& r = record(i);
-  DetSample s;
-  s.index = i;
-  s.image_id = r.image_id;
-  s.target = r.target;
-  if (!attempt([&] { s.image = annotated_image(r); })) return s;  // left out of the batch
-  s.orig_height = r.height;
-  s.orig_width = r.width;
-  return s;
+  return annotated_sample<DetSample>(i, [&](const DetRecord& r, DetSample& s) {
+    s.target = r.target;
+    s.image = annotated_image(r);
+  });
 }
 
 DetDataset DetDataset::head(int64_t n) const {

@@ -162,22 +162,12 @@ PoseDataset::PoseDataset(std::vector<PoseRecord> records, OnCorrupt on_corrupt, 
                 std::move(first_skipped)) {}
 
 PoseSample PoseDataset::load(int64_t i) const {
-  const PoseRecord& r = record(i);
-  PoseSample s;
-  s.index = i;
-  s.image_id = r.image_id;
-  s.people = r.people;
-  for (PosePerson& p : s.people) p.neck = shoulder_midpoint(p.keypoints);
-  if (!attempt([&] {
-        s.image = annotated_image(r);
-        s.mask = pose_loss_mask(r);
-      })) {
-    s.image = Tensor();  // the mask may have failed after it
-    return s;
-  }
-  s.orig_height = r.height;
-  s.orig_width = r.width;
-  return s;
+  return annotated_sample<PoseSample>(i, [&](const PoseRecord& r, PoseSample& s) {
+    s.people = r.people;
+    for (PosePerson& p : s.people) p.neck = shoulder_midpoint(p.keypoints);
+    s.image = annotated_image(r);
+    s.mask = pose_loss_mask(r);
+  });
 }
 
 PoseDataset PoseDataset::head(int64_t n) const {
