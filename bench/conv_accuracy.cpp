@@ -49,10 +49,11 @@ struct LayerShape {
   const char* model;
   const char* layer;
   int64_t n, c, k, hw;
+  int64_t dil = 1;
 };
 
-// 3x3, stride 1, padding 1, undilated: the layers Winograd can take. Batches as
-// the issue and bench/compare run them.
+// 3x3, stride 1, "same" padding (1, or d where dilated by d): the layers
+// Winograd can take. Batches as the issue and bench/compare run them.
 const LayerShape kShapes[] = {
     {"vgg11_bn 64x64 b3", "features.4 64->128 @32", 3, 64, 128, 32},
     {"vgg11_bn 64x64 b3", "features.11 256->256 @16", 3, 256, 256, 16},
@@ -71,6 +72,8 @@ const LayerShape kShapes[] = {
     {"deeplabv3_r50 256 b4", "layer1 64->64 @64", 4, 64, 64, 64},
     {"deeplabv3_r50 256 b4", "layer2 128->128 @32", 4, 128, 128, 32},
     {"deeplabv3_r50 256 b4", "head 256->256 @32", 4, 256, 256, 32},
+    {"deeplabv3_r50 256 b4", "layer3 256->256 d2 @32", 4, 256, 256, 32, 2},
+    {"deeplabv3_r50 256 b4", "layer4 512->512 d4 @32", 4, 512, 512, 32, 4},
     {"pspnet_r50 256 b4", "head 4096->512 @32", 4, 4096, 512, 32},
     {"pspnet_r50 256 b4", "aux 1024->256 @32", 4, 1024, 256, 32},
     {"openpose 368 b2", "conv1_2 64->64 @368", 2, 64, 64, 368},
@@ -84,7 +87,8 @@ kernels::Conv2dGeom geom(const LayerShape& s) {
   kernels::Conv2dGeom g;
   g.n = s.n, g.c = s.c, g.h = s.hw, g.w = s.hw, g.k = s.k, g.r = 3, g.s = 3;
   g.oh = s.hw, g.ow = s.hw;
-  g.pad[0] = g.pad[1] = 1;
+  g.pad[0] = g.pad[1] = s.dil;
+  g.dilation[0] = g.dilation[1] = s.dil;
   return g;
 }
 

@@ -504,12 +504,26 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
       }
     return make(dnnl::algorithm::convolution_direct);
   };
+  // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c or nChw8c, only
+  // in whole channel blocks (a padded blocked tensor would not fit a plain
+  // one's storage); bf16 channels last.
+  const bool f32 = dtype == DType::f32;
+  const bool cx = !f32 || whole_channel_blocks(g.c), cy = !f32 || whole_channel_blocks(g.k);
+  const memory::desc x_blk = cx ? blocked_md(x_dims, dtype) : memory::desc();
+  const memory::desc y_blk = cy ? blocked_md(y_dims, dtype) : memory::desc();
+  // A pass that tcv's F(2x2, 3x3) runs takes the blocked layout whatever
+  // oneDNN would choose (its GEMM-based kernels of dilated layers take plain
+  // ones); oneDNN's primitive, on that layout, serves views it cannot take.
+  const auto layouts = [&](bool wino2_pass) {
+    return wino2_pass ? std::pair{x_blk, y_blk} : std::pair{x_any, y_any};
+  };
   auto e = std::make_unique<ConvEntry>();
   e->bias_md = b_md;
+  const auto [x_f, y_f] = layouts(wino2.forward);
   e->fwd_pd = choose(wino.forward, [&](dnnl::algorithm a) {
     return dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, a, x_any, w_any, b_md,
-                                        y_any, strides, dil, pad_l, pad_r),
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, a, x_f, w_any, b_md, y_f,
+                                        strides, dil, pad_l, pad_r),
         fwd_attr, engine());
   });
   e->fwd = dnnl::convolution_forward(e->fwd_pd);
@@ -518,13 +532,6 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
   e->x_fwd = Layout(x_plain, e->fwd_pd.src_desc(), true, false);
   e->w_fwd = Layout(w_plain, e->fwd_pd.weights_desc(), true, false);
   e->y_fwd = Layout(y_plain, e->fwd_pd.dst_desc(), false, true);
-  // The blocked layouts (kernels/cpu/blocked.h): f32 nChw16c or nChw8c, only
-  // in whole channel blocks (a padded blocked tensor would not fit a plain
-  // one's storage); bf16 channels last.
-  const bool f32 = dtype == DType::f32;
-  const bool cx = !f32 || whole_channel_blocks(g.c), cy = !f32 || whole_channel_blocks(g.k);
-  const memory::desc x_blk = cx ? blocked_md(x_dims, dtype) : memory::desc();
-  const memory::desc y_blk = cy ? blocked_md(y_dims, dtype) : memory::desc();
   e->blocked.src = cx && e->x_fwd.want == x_blk;
   e->blocked.dst = cy && e->y_fwd.want == y_blk;
   // tcv's F(2x2, 3x3) reads and writes the blocked layout, where oneDNN has
@@ -537,9 +544,10 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
   // activation's, then the plain convolution's (another entry).
   if (act != ConvAct::none) return e;
 
+  const auto [dx_d, dy_d] = layouts(wino2.backward_data);
   e->bwd_data_pd = choose(wino.backward_data, [&](dnnl::algorithm a) {
     return dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(a, x_any, w_any, y_any, strides, dil, pad_l, pad_r),
+        dnnl::convolution_backward_data::desc(a, dx_d, w_any, dy_d, strides, dil, pad_l, pad_r),
         attr, engine(), e->fwd_pd);
   });
   e->bwd_data = dnnl::convolution_backward_data(e->bwd_data_pd);
@@ -563,10 +571,11 @@ std::unique_ptr<ConvEntry> make_entry(const Conv2dGeom& g, const WinogradPasses&
       e->wg = dnnl::matmul(e->wg_pd);
     }
   } else {
+    const auto [x_w, dy_w] = layouts(wino2.backward_weights);
     e->bwd_weights_pd = choose(wino.backward_weights, [&](dnnl::algorithm a) {
       return dnnl::convolution_backward_weights::primitive_desc(
-          dnnl::convolution_backward_weights::desc(a, x_any, w_any, b_md, y_any, strides, dil,
-                                                   pad_l, pad_r),
+          dnnl::convolution_backward_weights::desc(a, x_w, w_any, b_md, dy_w, strides, dil, pad_l,
+                                                   pad_r),
           attr, engine(), e->fwd_pd);
     });
   }
@@ -630,7 +639,7 @@ const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none, DType d
 
 // The geometry of g as winograd_forward takes it (winograd2_passes has checked it fits).
 WinogradGeom wino2_geom(const Conv2dGeom& g) {
-  return {g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad[0], g.pad[1]};
+  return {g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad[0], g.pad[1], g.dilation[0], g.dilation[1]};
 }
 
 // Whether both activations start on a vector boundary, as the F(2x2, 3x3)
@@ -952,21 +961,25 @@ WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
 }
 
 Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo) {
+  const int64_t dh = g.dilation[0], dw = g.dilation[1];
   const auto fits = [&](int64_t c, int64_t k, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w,
                         int64_t oh, int64_t ow) {
-    return whole_channel_blocks(c) && whole_channel_blocks(k) && pad_h >= 0 && pad_h <= 2 &&
-           pad_w >= 0 && pad_w <= 2 && oh == h + 2 * pad_h - 2 && ow == w + 2 * pad_w - 2 &&
-           c * k <= kWinograd2MaxFilters &&
-           g.n * ((oh + 1) / 2) * ((ow + 1) / 2) >= kWinograd2MinTiles;
+    // The tiles of all phases (kernels/cpu/winograd.cpp's Tiling).
+    const int64_t tiles = dh * dw * (((oh + dh - 1) / dh + 1) / 2) * (((ow + dw - 1) / dw + 1) / 2);
+    return whole_channel_blocks(c) && whole_channel_blocks(k) && pad_h >= 0 && pad_h <= 2 * dh &&
+           pad_w >= 0 && pad_w <= 2 * dw && oh == h + 2 * pad_h - 2 * dh &&
+           ow == w + 2 * pad_w - 2 * dw && c * k <= kWinograd2MaxFilters &&
+           g.n * tiles >= kWinograd2MinTiles;
   };
   const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
-                        g.dilation[0] == 1 && g.dilation[1] == 1 && g.groups == 1 &&
+                        (dh == 1 || g.oh >= kWinograd2MinPhase * dh) &&
+                        (dw == 1 || g.ow >= kWinograd2MinPhase * dw) && g.groups == 1 &&
                         channel_block() > 0;
   if (!shape_ok || algo == ConvAlgo::direct) return {};
-  // Backward-data is the convolution of dy (K channels) with padding 2 - pad;
+  // Backward-data is the convolution of dy (K channels) with padding 2·d - pad;
   // backward-weights runs over the forward's tiles.
   const bool forward = fits(g.c, g.k, g.h, g.w, g.pad[0], g.pad[1], g.oh, g.ow);
-  return {forward, fits(g.k, g.c, g.oh, g.ow, 2 - g.pad[0], 2 - g.pad[1], g.h, g.w),
+  return {forward, fits(g.k, g.c, g.oh, g.ow, 2 * dh - g.pad[0], 2 * dw - g.pad[1], g.h, g.w),
           forward && g.c * g.k <= kWinograd2MaxWeightFilters};
 }
 

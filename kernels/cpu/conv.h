@@ -121,9 +121,10 @@ WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo);
 
 /// The passes of `g` that run tcv's Winograd F(2x2, 3x3) (kernels/cpu/winograd.h)
 /// under `algo`, automatic or winograd (where oneDNN's F(4x4, 3x3) does not
-/// run the pass): forward and backward-data of a 3x3 stride-1 undilated layer
-/// with padding 0-2, whole channel blocks in and out, at least kWinograd2MinTiles
-/// 2x2 output tiles over the batch and at most kWinograd2MaxFilters channel
+/// run the pass): forward and backward-data of a 3x3 stride-1 layer, dilated
+/// by d or not, with padding 0 to 2·d, whole channel blocks in and out, at
+/// least kWinograd2MinTiles 2x2 output tiles over the batch, outputs at least
+/// kWinograd2MinPhase·d high and wide where dilated, and at most kWinograd2MaxFilters channel
 /// pairs (its transformed filters take 64 bytes a pair). Each still runs
 /// oneDNN's primitive where its activations would not be in the blocked layout.
 struct Winograd2Passes {
@@ -132,7 +133,11 @@ struct Winograd2Passes {
 /// Fewer tiles than this ran slower than direct (3 images of 8x8 at 512
 /// channels: 0.6x): the transformed filters are read for too few of them.
 constexpr int64_t kWinograd2MinTiles = 128;
-constexpr int64_t kWinograd2MaxFilters = 512 * 512;
+/// A dilated layer's phases are (OH / d) x (OW / d) maps: at least this high
+/// and wide (DeepLabV3's ASPP, d = 12 to 36 on 32x32 maps, stays direct).
+constexpr int64_t kWinograd2MinPhase = 4;
+/// PSPNet's 4096 -> 512 head: its transformed filters take 128 MiB.
+constexpr int64_t kWinograd2MaxFilters = 4096 * 512;
 /// Backward-weights (F(3x3, 2x2), kernels/cpu/winograd.h) keeps 64 bytes per
 /// channel pair and thread of sums: at most this many pairs.
 constexpr int64_t kWinograd2MaxWeightFilters = 256 * 256;

@@ -58,10 +58,20 @@ constexpr int64_t kBlockBytes = 384 * 1024;
 /// The fewest tiles of a weight-gradient block (wide layers: 512 channels on
 /// 4x4 maps ran 0.78x direct's speed at 6 tiles a block, 1.03x at 64).
 constexpr int64_t kWeightBlock = 64;
+/// The most input or output channels one pass over a block takes: wider
+/// layers run in chunks of this many, the products of the input chunks added.
+constexpr int64_t kChunk = 512;
+/// Layers whose transformed filters pass this many channel pairs (4 MiB; they
+/// come from L3 or memory) take at least kWideBlock tiles a block, so that
+/// each filter read serves that many tiles (PSPNet's 4096 -> 512 layer: 0.98x
+/// direct's speed at 6 tiles a block, 1.6-1.8x at 48).
+constexpr int64_t kWidePairs = 256 * 256;
+constexpr int64_t kWideBlock = 48;
 
-/// One convolution as the kernels see it: `ci` input and `co` output channels.
+/// One convolution as the kernels see it: `ci` input and `co` output channels,
+/// dilation dil_h x dil_w.
 struct Shape {
-  int64_t n, ci, h, w, co, oh, ow, pad_h, pad_w;
+  int64_t n, ci, h, w, co, oh, ow, pad_h, pad_w, dil_h, dil_w;
 };
 
 /// The 16 transformed filters of every (output, input) channel pair, packed for
@@ -175,54 +185,72 @@ template <int64_t B, int NV, bool Accumulate, int R = kRows>
     }
 }
 
-/// Where tile t (over the whole batch) sits: image, first output row and column.
+/// Where tile t (over the whole batch) sits: image, first output row and
+/// column, and how many of its 2 rows and 2 columns are inside the map.
 struct Tile {
   int64_t n, y, x;
+  int rows, cols;
 };
 
-/// The 2x2 output tiles of a batch, t = (image, tile row, tile column).
+/// The 2x2 output tiles of a batch, t = (image, phase, tile row, tile column).
+/// Dilated by d, the outputs split into d_h x d_w phases (y mod d_h, x mod d_w)
+/// that are each an undilated convolution of the inputs of the same phase: a
+/// tile's outputs and its 4x4 input window are d apart. Every phase has as many
+/// tiles as the largest; a smaller one's last tiles are partly or wholly outside.
 struct Tiling {
-  int64_t per_row, per_image, count;
+  int64_t dil_h, dil_w, oh, ow, per_row, per_phase, per_image, count;
   Tiling(const Shape& s)
-      : per_row((s.ow + 1) / 2), per_image((s.oh + 1) / 2 * per_row), count(s.n * per_image) {}
+      : dil_h(s.dil_h),
+        dil_w(s.dil_w),
+        oh(s.oh),
+        ow(s.ow),
+        per_row(((s.ow + dil_w - 1) / dil_w + 1) / 2),
+        per_phase(((s.oh + dil_h - 1) / dil_h + 1) / 2 * per_row),
+        per_image(per_phase * dil_h * dil_w),
+        count(s.n * per_image) {}
   Tile operator[](int64_t t) const {
-    const int64_t r = t % per_image;
-    return {t / per_image, 2 * (r / per_row), 2 * (r % per_row)};
+    const int64_t r = t % per_image, phase = r / per_phase, q = r % per_phase;
+    const int64_t y = phase / dil_w + 2 * dil_h * (q / per_row);
+    const int64_t x = phase % dil_w + 2 * dil_w * (q % per_row);
+    return {t / per_image, y, x, (y < oh) + (y + dil_h < oh), (x < ow) + (x + dil_w < ow)};
   }
-  /// Tiles per block: what fits kBlockBytes at `floats_per_tile`, a multiple
-  /// of `multiple`, but enough blocks to keep every thread busy.
-  int64_t per_block(int64_t floats_per_tile, int64_t multiple, int threads) const {
-    const int64_t fit =
-        kBlockBytes / (floats_per_tile * int64_t{sizeof(float)}) / multiple * multiple;
+  /// Tiles per block: what fits kBlockBytes at `floats_per_tile` (at least
+  /// kWideBlock with more than kWidePairs filters), a multiple of `multiple`,
+  /// but enough blocks to keep every thread busy.
+  int64_t per_block(int64_t floats_per_tile, int64_t multiple, int threads,
+                    int64_t filter_pairs = 0) const {
+    int64_t fit = kBlockBytes / (floats_per_tile * int64_t{sizeof(float)}) / multiple * multiple;
+    if (filter_pairs > kWidePairs) fit = std::max(fit, kWideBlock);
     const int64_t fair = (count + 4 * threads - 1) / (4 * threads);
     return std::max(multiple, std::min(fit, (fair + multiple - 1) / multiple * multiple));
   }
 };
 
-/// Bᵀ d B of the 4x4 input window of tiles [t0, t0 + count) into
-/// vt[pos · v_pos + i · s.ci + c] (zeros outside the image), and zero rows
-/// for i in [count, rows).
+/// Bᵀ d B of the 4x4 input window of tiles [t0, t0 + count), channels
+/// [c0, c0 + width), into vt[pos · v_pos + i · width + c] (zeros outside the
+/// image), and zero rows for i in [count, rows).
 template <int64_t B>
 void transform_inputs(const Shape& s, const Tiling& tiling, const float* in, int64_t t0,
-                      int64_t count, int64_t rows, float* vt, int64_t v_pos) {
+                      int64_t count, int64_t rows, int64_t c0, int64_t width, float* vt,
+                      int64_t v_pos) {
   using V = Vec<B>;
   const int64_t blocks = s.ci / B;
   for (int64_t ti = 0; ti < rows; ++ti) {
     if (ti >= count) {
-      for (int p = 0; p < 16; ++p) std::fill_n(vt + p * v_pos + ti * s.ci, s.ci, 0.0f);
+      for (int p = 0; p < 16; ++p) std::fill_n(vt + p * v_pos + ti * width, width, 0.0f);
       continue;
     }
     const Tile t = tiling[t0 + ti];
-    const int64_t y0 = t.y - s.pad_h, x0 = t.x - s.pad_w;
-    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 4 <= s.h && x0 + 4 <= s.w;
-    for (int64_t cb = 0; cb < blocks; ++cb) {
+    const int64_t y0 = t.y - s.pad_h, x0 = t.x - s.pad_w, dh = s.dil_h, dw = s.dil_w;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 3 * dh < s.h && x0 + 3 * dw < s.w;
+    for (int64_t cb = c0 / B; cb < (c0 + width) / B; ++cb) {
       const float* img = in + (t.n * blocks + cb) * s.h * s.w * B;
       V d[4][4];
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i)
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          const int64_t yy = y0 + i, xx = x0 + j;
+          const int64_t yy = y0 + i * dh, xx = x0 + j * dw;
           if (inside || (yy >= 0 && yy < s.h && xx >= 0 && xx < s.w))
             load(d[i][j], img + (yy * s.w + xx) * B);
           else
@@ -235,7 +263,7 @@ void transform_inputs(const Shape& s, const Tiling& tiling, const float* in, int
         e[2][j] = d[2][j] - d[1][j];
         e[3][j] = d[1][j] - d[3][j];
       }
-      float* dst = vt + ti * s.ci + cb * B;
+      float* dst = vt + ti * width + cb * B - c0;
       for (int i = 0; i < 4; ++i) {
         store(dst + (i * 4 + 0) * v_pos, e[i][0] - e[i][2]);
         store(dst + (i * 4 + 1) * v_pos, e[i][1] + e[i][2]);
@@ -246,16 +274,23 @@ void transform_inputs(const Shape& s, const Tiling& tiling, const float* in, int
   }
 }
 
+/// The convolution with the transformed filters u (transform_filters), in
+/// blocks of tiles and, on wide layers, chunks of at most kChunk input and
+/// output channels: the products of the input chunks add up in the output
+/// chunk's transformed outputs, which are transformed back once complete.
 template <int64_t B>
 void convolve(const Shape& s, const float* in, const float* u, const float* bias, bool relu,
               float* out) {
   using V = Vec<B>;
   const Tiling tiling(s);
   const int nthreads = omp_get_max_threads();
-  const int64_t per_block = tiling.per_block(16 * (s.ci + s.co), kRows, nthreads);
+  const int64_t ci_chunk = std::min(s.ci, kChunk), co_chunk = std::min(s.co, kChunk);
+  const int64_t per_block =
+      tiling.per_block(16 * (ci_chunk + co_chunk), kRows, nthreads, s.ci * s.co);
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
-  const int64_t cb_out = s.co / B, panel = 2 * B;
-  const int64_t v_pos = per_block * s.ci, m_pos = per_block * s.co;  // floats per position
+  const int64_t panel = 2 * B;
+  // Floats per position of the transformed inputs and outputs.
+  const int64_t v_pos = per_block * ci_chunk, m_pos = per_block * co_chunk;
 
 #pragma omp parallel num_threads(static_cast <int>(std::min <int64_t>(nthreads, blocks)))
   {
@@ -265,50 +300,61 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
       const int64_t rows = (count + kRows - 1) / kRows * kRows;
-      transform_inputs<B>(s, tiling, in, t0, count, rows, vt, v_pos);
-      // The 16 products: tiles x ci by ci x co.
-      for (int p = 0; p < 16; ++p) {
-        const float* up = u + p * s.ci * s.co;
-        for (int64_t o = 0; o < s.co; o += panel) {
-          const float* b = up + o * s.ci;
-          for (int64_t r = 0; r < rows; r += kRows) {
-            const float* a = vt + p * v_pos + r * s.ci;
-            float* c = mt + p * m_pos + r * s.co + o;
-            if (s.co - o >= panel)
-              product_rows<B, 2, false>(a, s.ci, 1, b, panel, s.ci, c, s.co);
-            else
-              product_rows<B, 1, false>(a, s.ci, 1, b, B, s.ci, c, s.co);
-          }
-        }
-      }
-      // Outputs: Aᵀ m A, the bias, the ReLU; the last row and column of
-      // tiles may hang over the map by one.
-      for (int64_t ti = 0; ti < count; ++ti) {
-        const Tile t = tiling[t0 + ti];
-        const bool full_h = t.y + 1 < s.oh, full_w = t.x + 1 < s.ow;
-        for (int64_t ob = 0; ob < cb_out; ++ob) {
-          const float* src = mt + ti * s.co + ob * B;
-          V m[4][4];
-#pragma GCC unroll 16
-          for (int p = 0; p < 16; ++p) load(m[p / 4][p % 4], src + p * m_pos);
-          V e[2][4];
-          for (int j = 0; j < 4; ++j) {
-            e[0][j] = m[0][j] + m[1][j] + m[2][j];
-            e[1][j] = m[1][j] - m[2][j] - m[3][j];
-          }
-          V b{};
-          if (bias) std::memcpy(&b, bias + ob * B, sizeof b);  // any alignment
-          float* img = out + (t.n * cb_out + ob) * s.oh * s.ow * B;
-          for (int i = 0; i < (full_h ? 2 : 1); ++i) {
-            V r0 = e[i][0] + e[i][1] + e[i][2] + b;
-            V r1 = e[i][1] - e[i][2] - e[i][3] + b;
-            if (relu) {
-              r0 = r0 > V{} ? r0 : V{};
-              r1 = r1 > V{} ? r1 : V{};
+      for (int64_t o0 = 0; o0 < s.co; o0 += co_chunk) {
+        const int64_t ow = std::min(co_chunk, s.co - o0);
+        for (int64_t c0 = 0; c0 < s.ci; c0 += ci_chunk) {
+          const int64_t cw = std::min(ci_chunk, s.ci - c0);
+          if (o0 == 0 || ci_chunk < s.ci)  // once a block where one chunk holds them all
+            transform_inputs<B>(s, tiling, in, t0, count, rows, c0, cw, vt, v_pos);
+          // The 16 products: tiles x cw by cw x ow.
+          for (int p = 0; p < 16; ++p)
+            for (int64_t o = o0; o < o0 + ow; o += panel) {
+              const int64_t width = std::min(panel, s.co - o);
+              const float* b = u + p * s.ci * s.co + o * s.ci + c0 * width;
+              for (int64_t r = 0; r < rows; r += kRows) {
+                const float* a = vt + p * v_pos + r * cw;
+                float* c = mt + p * m_pos + r * ow + (o - o0);
+                const bool add = c0 > 0;
+                if (width == panel && !add)
+                  product_rows<B, 2, false>(a, cw, 1, b, panel, cw, c, ow);
+                else if (width == panel)
+                  product_rows<B, 2, true>(a, cw, 1, b, panel, cw, c, ow);
+                else if (!add)
+                  product_rows<B, 1, false>(a, cw, 1, b, B, cw, c, ow);
+                else
+                  product_rows<B, 1, true>(a, cw, 1, b, B, cw, c, ow);
+              }
             }
-            float* row = img + ((t.y + i) * s.ow + t.x) * B;
-            store(row, r0);
-            if (full_w) store(row + B, r1);
+        }
+        // Outputs: Aᵀ m A, the bias, the ReLU; the last row and column of
+        // tiles may hang over the map by one.
+        const int64_t cb_out = s.co / B;
+        for (int64_t ti = 0; ti < count; ++ti) {
+          const Tile t = tiling[t0 + ti];
+          for (int64_t ob = o0 / B; ob < (o0 + ow) / B; ++ob) {
+            const float* src = mt + ti * ow + ob * B - o0;
+            V m[4][4];
+#pragma GCC unroll 16
+            for (int p = 0; p < 16; ++p) load(m[p / 4][p % 4], src + p * m_pos);
+            V e[2][4];
+            for (int j = 0; j < 4; ++j) {
+              e[0][j] = m[0][j] + m[1][j] + m[2][j];
+              e[1][j] = m[1][j] - m[2][j] - m[3][j];
+            }
+            V b{};
+            if (bias) std::memcpy(&b, bias + ob * B, sizeof b);  // any alignment
+            float* img = out + (t.n * cb_out + ob) * s.oh * s.ow * B;
+            for (int i = 0; i < t.rows; ++i) {
+              V r0 = e[i][0] + e[i][1] + e[i][2] + b;
+              V r1 = e[i][1] - e[i][2] - e[i][3] + b;
+              if (relu) {
+                r0 = r0 > V{} ? r0 : V{};
+                r1 = r1 > V{} ? r1 : V{};
+              }
+              float* row = img + ((t.y + i * s.dil_h) * s.ow + t.x) * B;
+              if (t.cols > 0) store(row, r0);
+              if (t.cols > 1) store(row + s.dil_w * B, r1);
+            }
           }
         }
       }
@@ -325,14 +371,18 @@ void transform_gradients(const Shape& s, const Tiling& tiling, const float* dy, 
   const int64_t blocks = s.co / B;
   for (int64_t ti = 0; ti < count; ++ti) {
     const Tile t = tiling[t0 + ti];
-    const bool full_h = t.y + 1 < s.oh, full_w = t.x + 1 < s.ow;
+    if (t.rows == 0 || t.cols == 0) {  // wholly outside: no gradient
+      for (int p = 0; p < 16; ++p) std::fill_n(ht + p * h_pos + ti * s.co, s.co, 0.0f);
+      continue;
+    }
+    const int64_t down = s.dil_h * s.ow * B, right = s.dil_w * B;
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const float* img = dy + ((t.n * blocks + kb) * s.oh + t.y) * s.ow * B + t.x * B;
       V h[2][2] = {};
       load(h[0][0], img);
-      if (full_w) load(h[0][1], img + B);
-      if (full_h) load(h[1][0], img + s.ow * B);
-      if (full_h && full_w) load(h[1][1], img + (s.ow + 1) * B);
+      if (t.cols > 1) load(h[0][1], img + right);
+      if (t.rows > 1) load(h[1][0], img + down);
+      if (t.rows > 1 && t.cols > 1) load(h[1][1], img + down + right);
       const V q[4][2] = {{h[0][0], h[0][1]},
                          {h[0][0] + h[1][0], h[0][1] + h[1][1]},
                          {h[0][0] - h[1][0], h[0][1] - h[1][1]},
@@ -376,7 +426,7 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
-      transform_inputs<B>(s, tiling, x, t0, count, count, vt, v_pos);
+      transform_inputs<B>(s, tiling, x, t0, count, count, 0, s.ci, vt, v_pos);
       transform_gradients<B>(s, tiling, dy, t0, count, ht, h_pos);
       for (int p = 0; p < 16; ++p)
         for (int64_t k = 0; k < s.co; k += kRows)
@@ -450,7 +500,7 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
 
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
                       bool relu, float* y) {
-  const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w};
+  const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
   float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
   with_channel_block([&](auto blk) {
     constexpr int64_t B = decltype(blk)::value;
@@ -464,8 +514,11 @@ void winograd_forward(const WinogradGeom& g, const float* x, const float* weight
 
 void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight,
                             float* dx) {
-  // dx = conv(dy, w') with w'(c, k, r, s) = w(k, c, 2 - r, 2 - s), padding 2 - pad.
-  const Shape s{g.n, g.k, g.oh, g.ow, g.c, g.h, g.w, 2 - g.pad_h, 2 - g.pad_w};
+  // dx = conv(dy, w') with w'(c, k, r, s) = w(k, c, 2 - r, 2 - s), the same
+  // dilation d, padding 2·d - pad.
+  const Shape s{
+      g.n,     g.k,    g.oh, g.ow, g.c, g.h, g.w, 2 * g.dil_h - g.pad_h, 2 * g.dil_w - g.pad_w,
+      g.dil_h, g.dil_w};
   float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
   with_channel_block([&](auto blk) {
     constexpr int64_t B = decltype(blk)::value;
@@ -481,7 +534,7 @@ void winograd_backward_data(const WinogradGeom& g, const float* dy, const float*
 
 void winograd_backward_weights(const WinogradGeom& g, const float* x, const float* dy,
                                float* dweight, float* dbias) {
-  const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w};
+  const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
   with_channel_block(
       [&](auto blk) { weight_gradient<decltype(blk)::value>(s, x, dy, dweight, dbias); });
 }

@@ -1,6 +1,6 @@
 // Winograd convolution on the CPU's blocked f32 layout (nChw8c on AVX2,
-// nChw16c on AVX-512: kernels/cpu/blocked.h), for 3x3 stride-1 undilated
-// layers, all three passes.
+// nChw16c on AVX-512: kernels/cpu/blocked.h), for 3x3 stride-1 layers,
+// dilated or not, all three passes.
 //
 // Forward and backward-data (itself such a convolution of dy with the flipped,
 // transposed weights) are F(2x2, 3x3): each 2x2 block of outputs is computed
@@ -27,6 +27,14 @@
 // blocked: 6 rows by two channel blocks) and transforms the outputs into y,
 // adding the bias and applying a ReLU where asked, or adds the products into
 // its sums of the weight gradient, which are added in thread order at the end.
+// Layers wider than 512 channels (PSPNet's 4096 -> 512) run in chunks of 512
+// input and output channels, with more tiles a block so that the filters are
+// read from memory once for many tiles.
+//
+// A layer dilated by d is d_h x d_w undilated convolutions, one per phase of
+// the outputs (y mod d_h, x mod d_w), each reading the inputs of its phase:
+// the tiles are taken phase by phase, their outputs and input windows d apart
+// (the dilated ResNets of DeepLabV3 and PSPNet: d = 2 and 4).
 #pragma once
 
 #include <cstdint>
@@ -35,10 +43,12 @@ namespace tcv::kernels::cpu {
 
 /// One F(2x2, 3x3) convolution: x (n, c, h, w) and y (n, k, oh, ow), both in
 /// the blocked layout, c and k whole channel blocks; weights (k, c, 3, 3)
-/// row-major; oh = h + 2·pad_h - 2, ow = w + 2·pad_w - 2, 0 <= pad <= 2.
+/// row-major; dilation dil_h x dil_w, oh = h + 2·pad_h - 2·dil_h,
+/// ow = w + 2·pad_w - 2·dil_w, 0 <= pad <= 2·dil.
 struct WinogradGeom {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, oh = 0, ow = 0;
   int64_t pad_h = 0, pad_w = 0;
+  int64_t dil_h = 1, dil_w = 1;
 };
 
 /// y = conv(x, weight) + bias, then a ReLU when `relu`. `bias` may be null.

@@ -311,9 +311,11 @@ Tensor smooth_relu_field(const Shape& s, uint64_t seed) {
 // independent values. Returns the largest ratio of the three passes and
 // reports each.
 double layer_against_bound(const std::string& name, int64_t n, int64_t c, int64_t k, int64_t hw,
-                           bool masked, uint64_t seed) {
+                           int64_t dil, bool masked, uint64_t seed) {
   kernels::Conv2dGeom g = geom_3x3(n, c, hw);
   g.k = k;
+  g.pad[0] = g.pad[1] = dil;  // "same" outputs, dilated or not
+  g.dilation[0] = g.dilation[1] = dil;
   const Shape xs{n, c, hw, hw}, ws{k, c, 3, 3}, ys{n, k, hw, hw};
   Tensor x = masked ? smooth_relu_field(xs, seed) : ops::relu(rand_f64(xs, seed, -1, 1, false));
   Tensor dy = rand_f64(ys, seed + 1, -1, 1, false);
@@ -348,20 +350,21 @@ double layer_against_bound(const std::string& name, int64_t n, int64_t c, int64_
   const bool wino_fwd = impl.find("wino_2x2") == 0,
              wino_bwd = impl.find("wino_2x2", second) == second,
              wino_bww = impl.find("wino_2x2", third) == third;
-  const int64_t tiles = n * ((hw + 1) / 2) * ((hw + 1) / 2);
+  const testing::Dilation d{dil, dil};
+  const int64_t tiles = testing::winograd2_tiles(n, hw, hw, d);
   const auto gamma = [](int64_t terms) { return testing::gamma_n(terms, DType::f32); };
   const PassCheck passes[] = {
       {"forward", forward(x32, w32, DType::f32), forward(x64, w64, DType::f64),
-       wino_fwd ? testing::winograd2_magnitudes(ax, aw, 1, 1) : forward(ax, aw, DType::f64),
+       wino_fwd ? testing::winograd2_magnitudes(ax, aw, dil, dil, d) : forward(ax, aw, DType::f64),
        wino_fwd ? gamma(c + 8) : gamma(c * 9 + 2), wino_fwd ? "γ_(C+8)·M" : "γ_K·Σ|terms|"},
       {"backward-data", backward(x32, w32, dy32, true, DType::f32),
        backward(x64, w64, dy64, true, DType::f64),
-       wino_bwd ? testing::winograd2_magnitudes_backward_data(ady, aw, 1, 1)
+       wino_bwd ? testing::winograd2_magnitudes_backward_data(ady, aw, dil, dil, d)
                 : backward(ax, aw, ady, true, DType::f64),
        wino_bwd ? gamma(k + 8) : gamma(k * 9 + 2), wino_bwd ? "γ_(K+8)·M" : "γ_K·Σ|terms|"},
       {"backward-weights", backward(x32, w32, dy32, false, DType::f32),
        backward(x64, w64, dy64, false, DType::f64),
-       wino_bww ? testing::winograd2_magnitudes_backward_weights(ax, ady, 1, 1)
+       wino_bww ? testing::winograd2_magnitudes_backward_weights(ax, ady, dil, dil, d)
                 : backward(ax, aw, ady, false, DType::f64),
        wino_bww ? gamma(tiles + 6) : gamma(n * hw * hw + 2),
        wino_bww ? "γ_(T+6)·M" : "γ_K·Σ|terms|"}};
@@ -381,14 +384,16 @@ double layer_against_bound(const std::string& name, int64_t n, int64_t c, int64_
 // CPU's results: direct convolution's, or F(2x2, 3x3)'s for the forward and
 // backward-data passes it runs (which like direct's is zero where an output's
 // window is): vgg11_bn's 512-channel layers on 8x8 maps, resnet18's, and the
-// SSD300, DeepLabV3, PSPNet and OpenPose 3x3 layers (batches and the largest
-// maps cut to keep the test short; channel counts as the models have them).
+// SSD300, DeepLabV3, PSPNet and OpenPose 3x3 layers, the dilated ResNet's
+// among them (batches and the largest maps cut to keep the test short; channel
+// counts and dilations as the models have them).
 // oneDNN's Winograd F(4x4, 3x3) results are printed beside them (AVX-512): on
 // these data they leave direct convolution's bound.
 TEST(Conv2d, DefaultAlgorithmWithinItsBoundOnModelLayers) {
   struct ModelLayer {
     const char* name;
     int64_t n, c, k, hw;
+    int64_t dil = 1;
   };
   const ModelLayer layers[] = {
       {"vgg11_bn features.18 512->512 @8 b3", 3, 512, 512, 8},
@@ -398,7 +403,9 @@ TEST(Conv2d, DefaultAlgorithmWithinItsBoundOnModelLayers) {
       {"ssd300 conv4_3 512->512 @38 b1", 1, 512, 512, 38},
       {"ssd300 loc head 512->16 @38 b1", 1, 512, 16, 38},
       {"deeplabv3 head 256->256 @32 b1", 1, 256, 256, 32},
-      {"pspnet head 4096->512 @16 b1", 1, 4096, 512, 16},
+      {"pspnet head 4096->512 @16 b2", 2, 4096, 512, 16},
+      {"deeplabv3/pspnet layer3 256->256 d2 @32 b1", 1, 256, 256, 32, 2},
+      {"deeplabv3/pspnet layer4 512->512 d4 @32 b1", 1, 512, 512, 32, 4},
       {"pspnet aux 1024->256 @32 b1", 1, 1024, 256, 32},
       {"openpose cpm 512->256 @46 b1", 1, 512, 256, 46},
       {"openpose stage1 128->128 @46 b1", 1, 128, 128, 46},
@@ -409,14 +416,14 @@ TEST(Conv2d, DefaultAlgorithmWithinItsBoundOnModelLayers) {
     SCOPED_TRACE(l.name);
     for (bool masked : {false, true}) {
       seed += 10;
-      EXPECT_LE(layer_against_bound(l.name, l.n, l.c, l.k, l.hw, masked, seed), 1.0);
+      EXPECT_LE(layer_against_bound(l.name, l.n, l.c, l.k, l.hw, l.dil, masked, seed), 1.0);
     }
   }
   // The case under Winograd, for the record.
   set_conv_algo(ConvAlgo::winograd);
   std::cout << "winograd (" << kernels::cpu::conv2d_impl_names(geom_3x3(3, 512, 8)) << "):\n";
   for (bool masked : {false, true})
-    layer_against_bound("vgg11_bn features.18 512->512 @8 b3", 3, 512, 512, 8, masked,
+    layer_against_bound("vgg11_bn features.18 512->512 @8 b3", 3, 512, 512, 8, 1, masked,
                         masked ? 2820 : 2810);
 }
 

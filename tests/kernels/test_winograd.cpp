@@ -32,6 +32,7 @@ struct Case {
   const char* name;
   int64_t n, c_blocks, k_blocks, h, w, pad;
   bool bias, relu;
+  int64_t dil = 1;
 };
 
 // f32 (n, c, h, w) row-major <-> the blocked layout, in tensors tcv allocates
@@ -94,6 +95,14 @@ const Case kCases[] = {
     {"pad2_5x4_k2", 1, 1, 2, 5, 4, 2, false, false},
     {"bias_relu_11x10_c3_k1", 5, 3, 1, 11, 10, 1, true, true},
     {"many_tiles_20x18_c4_k4", 4, 4, 4, 20, 18, 1, true, false},
+    // More than kernels/cpu/winograd.cpp's 512-channel chunk in, then out (the
+    // products of input chunks add up; a last panel of one block).
+    {"wide_in_6x7_c66_k3", 1, 66, 3, 6, 7, 1, true, false},
+    {"wide_out_5x6_c3_k66", 2, 3, 66, 5, 6, 1, false, true},
+    // Dilated: phases of unequal size, tiles partly and wholly outside the map.
+    {"dilated2_pad2_13x10", 2, 1, 2, 13, 10, 2, true, false, 2},
+    {"dilated3_pad1_17x15_c2", 1, 2, 1, 17, 15, 1, false, false, 3},
+    {"dilated4_pad4_16x16_k3", 1, 1, 3, 16, 16, 4, true, true, 4},
 };
 
 // A case's geometry with this CPU's channel block.
@@ -103,10 +112,12 @@ WinogradGeom geom_of(const Case& t, int64_t blk) {
           t.h,
           t.w,
           t.k_blocks * blk,
-          t.h + 2 * t.pad - 2,
-          t.w + 2 * t.pad - 2,
+          t.h + 2 * t.pad - 2 * t.dil,
+          t.w + 2 * t.pad - 2 * t.dil,
           t.pad,
-          t.pad};
+          t.pad,
+          t.dil,
+          t.dil};
 }
 
 // f32 weights (k, c, 3, 3) uniform in ±1/√(fan_in · 9).
@@ -131,11 +142,12 @@ TEST(Winograd2, ForwardWithinItsBoundOfF64) {
     const Tensor xb = to_blocked_f32(x);
     kernels::cpu::winograd_forward(g, xb.data<float>(), w.data<float>(),
                                    t.bias ? b.data<float>() : nullptr, t.relu, y.data<float>());
-    const ops::Conv2dParams p{.padding = {t.pad, t.pad}};
+    const ops::Conv2dParams p{.padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}};
     const Tensor w64 = w.to(DType::f64), b64 = t.bias ? b.to(DType::f64) : Tensor();
     Tensor want = ops::conv2d(x, w64, b64, p);
     if (t.relu) want = ops::relu(want);  // 1-Lipschitz: the bound still holds
-    const Tensor m = testing::winograd2_magnitudes(ops::abs(x), ops::abs(w64), t.pad, t.pad);
+    const Tensor m =
+        testing::winograd2_magnitudes(ops::abs(x), ops::abs(w64), t.pad, t.pad, {t.dil, t.dil});
     const Tensor sums = t.bias ? ops::add(m, ops::abs(b64).reshape({1, k, 1, 1})) : m;
     // One more rounding for the bias.
     expect_within(from_blocked_f32(y), want, sums, m,
@@ -158,9 +170,11 @@ TEST(Winograd2, BackwardDataWithinItsBoundOfF64) {
     kernels::cpu::winograd_backward_data(g, dyb.data<float>(), w.data<float>(), dx.data<float>());
     // The f64 reference: the gradient of the convolution's input.
     const Tensor x = zeros({t.n, c, t.h, t.w}, {.dtype = DType::f64}).set_requires_grad(true);
-    ops::conv2d(x, w.to(DType::f64), Tensor(), {.padding = {t.pad, t.pad}}).backward(dy);
+    ops::conv2d(x, w.to(DType::f64), Tensor(),
+                {.padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}})
+        .backward(dy);
     const Tensor sums = testing::winograd2_magnitudes_backward_data(
-        ops::abs(dy), ops::abs(w.to(DType::f64)), t.pad, t.pad);
+        ops::abs(dy), ops::abs(w.to(DType::f64)), t.pad, t.pad, {t.dil, t.dil});
     expect_within(from_blocked_f32(dx), x.grad(), sums, sums, testing::gamma_n(k + 8, DType::f32),
                   std::string(t.name) + " dx");
   }
@@ -193,10 +207,10 @@ TEST(Winograd2, BackwardWeightsWithinItsBoundOfF64) {
     // The f64 reference: the gradients of the convolution's weight and bias.
     const Tensor w = zeros({k, c, 3, 3}, {.dtype = DType::f64}).set_requires_grad(true);
     const Tensor b = zeros({k}, {.dtype = DType::f64}).set_requires_grad(true);
-    ops::conv2d(x, w, b, {.padding = {t.pad, t.pad}}).backward(dy);
-    const Tensor m =
-        testing::winograd2_magnitudes_backward_weights(ops::abs(x), ops::abs(dy), t.pad, t.pad);
-    const int64_t tiles = t.n * ((g.oh + 1) / 2) * ((g.ow + 1) / 2);
+    ops::conv2d(x, w, b, {.padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}}).backward(dy);
+    const Tensor m = testing::winograd2_magnitudes_backward_weights(ops::abs(x), ops::abs(dy),
+                                                                    t.pad, t.pad, {t.dil, t.dil});
+    const int64_t tiles = testing::winograd2_tiles(t.n, g.oh, g.ow, {t.dil, t.dil});
     expect_within(dw, w.grad(), m, m, testing::gamma_n(tiles + 6, DType::f32),
                   std::string(t.name) + " dweight");
     if (t.bias) {

@@ -16,20 +16,38 @@ constexpr double kAt[2][4] = {{1, 1, 1, 0}, {0, 1, 1, 1}};
 constexpr double kGt[3][4] = {{1, 0.5, 0.5, 0}, {0, 0.5, 0.5, 0}, {0, 0.5, 0.5, 1}};
 constexpr double kA[4][2] = {{1, 0}, {1, 1}, {1, 1}, {0, 1}};
 
+/// A 2x2 output tile: image, first row and column; its outputs are d apart.
+struct TileAt {
+  int64_t img, y, x;
+};
+
+/// The tiles of (n, oh, ow) outputs dilated by d: per phase (y mod d_h,
+/// x mod d_w), tiles 2·d apart.
+std::vector<TileAt> tiles_of(int64_t n, int64_t oh, int64_t ow, const Dilation& d) {
+  std::vector<TileAt> tiles;
+  for (int64_t img = 0; img < n; ++img)
+    for (int64_t py = 0; py < d.h; ++py)
+      for (int64_t px = 0; px < d.w; ++px)
+        for (int64_t y = py; y < oh; y += 2 * d.h)
+          for (int64_t x = px; x < ow; x += 2 * d.w) tiles.push_back({img, y, x});
+  return tiles;
+}
+
 /// |Bᵀ| |d| |B| of each 2x2 output tile's 4x4 input window: (16, tiles, c).
-Tensor input_magnitudes(const Tensor& x, int64_t pad_h, int64_t pad_w, int64_t oh, int64_t ow) {
-  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
-  const int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2, tiles = n * th * tw;
+Tensor input_magnitudes(const Tensor& x, const std::vector<TileAt>& at, int64_t pad_h,
+                        int64_t pad_w, const Dilation& dil) {
+  const int64_t c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t tiles = static_cast<int64_t>(at.size());
   const double* xp = x.data<double>();
   Tensor v = zeros({16, tiles, c}, {.dtype = DType::f64});
   double* vp = v.data<double>();
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t img = t / (th * tw), y0 = 2 * (t / tw % th) - pad_h, x0 = 2 * (t % tw) - pad_w;
+    const int64_t img = at[t].img, y0 = at[t].y - pad_h, x0 = at[t].x - pad_w;
     for (int64_t ch = 0; ch < c; ++ch) {
       double d[4][4] = {};
       for (int i = 0; i < 4; ++i)
         for (int j = 0; j < 4; ++j) {
-          const int64_t yy = y0 + i, xx = x0 + j;
+          const int64_t yy = y0 + i * dil.h, xx = x0 + j * dil.w;
           if (yy >= 0 && yy < h && xx >= 0 && xx < wd)
             d[i][j] = xp[((img * c + ch) * h + yy) * wd + xx];
         }
@@ -47,14 +65,15 @@ Tensor input_magnitudes(const Tensor& x, int64_t pad_h, int64_t pad_w, int64_t o
 
 }  // namespace
 
-Tensor winograd2_magnitudes(const Tensor& abs_x, const Tensor& abs_w, int64_t pad_h,
-                            int64_t pad_w) {
+Tensor winograd2_magnitudes(const Tensor& abs_x, const Tensor& abs_w, int64_t pad_h, int64_t pad_w,
+                            Dilation dil) {
   const Tensor x = abs_x.to(DType::f64).contiguous(), w = abs_w.to(DType::f64).contiguous();
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3), k = w.size(0);
-  const int64_t oh = h + 2 * pad_h - 2, ow = wd + 2 * pad_w - 2;
-  const int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2, tiles = n * th * tw;
+  const int64_t oh = h + 2 * pad_h - 2 * dil.h, ow = wd + 2 * pad_w - 2 * dil.w;
+  const std::vector<TileAt> at = tiles_of(n, oh, ow, dil);
+  const int64_t tiles = static_cast<int64_t>(at.size());
   const double* wp = w.data<double>();
-  const Tensor v = input_magnitudes(x, pad_h, pad_w, oh, ow);
+  const Tensor v = input_magnitudes(x, at, pad_h, pad_w, dil);
   // |G| |g| |Gᵀ| per position: (16, c, k).
   Tensor u = zeros({16, c, k}, {.dtype = DType::f64});
   double* up = u.data<double>();
@@ -75,22 +94,22 @@ Tensor winograd2_magnitudes(const Tensor& abs_x, const Tensor& abs_w, int64_t pa
   Tensor out = zeros({n, k, oh, ow}, {.dtype = DType::f64});
   double* op = out.data<double>();
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t img = t / (th * tw), y0 = 2 * (t / tw % th), x0 = 2 * (t % tw);
+    const int64_t img = at[t].img, y0 = at[t].y, x0 = at[t].x;
     for (int64_t o = 0; o < k; ++o)
-      for (int i = 0; i < 2 && y0 + i < oh; ++i)
-        for (int j = 0; j < 2 && x0 + j < ow; ++j) {
+      for (int i = 0; i < 2 && y0 + i * dil.h < oh; ++i)
+        for (int j = 0; j < 2 && x0 + j * dil.w < ow; ++j) {
           double s = 0;
           for (int a = 0; a < 4; ++a)
             for (int b = 0; b < 4; ++b)
               s += kAt[i][a] * mp[((a * 4 + b) * tiles + t) * k + o] * kAt[j][b];
-          op[((img * k + o) * oh + y0 + i) * ow + x0 + j] = s;
+          op[((img * k + o) * oh + y0 + i * dil.h) * ow + x0 + j * dil.w] = s;
         }
   }
   return out;
 }
 
 Tensor winograd2_magnitudes_backward_data(const Tensor& abs_dy, const Tensor& abs_w, int64_t pad_h,
-                                          int64_t pad_w) {
+                                          int64_t pad_w, Dilation dil) {
   // w'(c, k, r, s) = w(k, c, 2 − r, 2 − s).
   const Tensor w = abs_w.to(DType::f64).contiguous();
   const int64_t k = w.size(0), c = w.size(1);
@@ -100,26 +119,31 @@ Tensor winograd2_magnitudes_backward_data(const Tensor& abs_dy, const Tensor& ab
   for (int64_t o = 0; o < k; ++o)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int r = 0; r < 9; ++r) dst[(ch * k + o) * 9 + 8 - r] = src[(o * c + ch) * 9 + r];
-  return winograd2_magnitudes(abs_dy, flipped, 2 - pad_h, 2 - pad_w);
+  return winograd2_magnitudes(abs_dy, flipped, 2 * dil.h - pad_h, 2 * dil.w - pad_w, dil);
+}
+
+int64_t winograd2_tiles(int64_t n, int64_t oh, int64_t ow, Dilation dil) {
+  return static_cast<int64_t>(tiles_of(n, oh, ow, dil).size());
 }
 
 Tensor winograd2_magnitudes_backward_weights(const Tensor& abs_x, const Tensor& abs_dy,
-                                             int64_t pad_h, int64_t pad_w) {
+                                             int64_t pad_h, int64_t pad_w, Dilation dil) {
   const Tensor x = abs_x.to(DType::f64).contiguous(), dy = abs_dy.to(DType::f64).contiguous();
   const int64_t c = x.size(1), k = dy.size(1), oh = dy.size(2), ow = dy.size(3);
-  const int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2, tiles = x.size(0) * th * tw;
-  const Tensor v = input_magnitudes(x, pad_h, pad_w, oh, ow);  // (16, tiles, c)
+  const std::vector<TileAt> at = tiles_of(x.size(0), oh, ow, dil);
+  const int64_t tiles = static_cast<int64_t>(at.size());
+  const Tensor v = input_magnitudes(x, at, pad_h, pad_w, dil);  // (16, tiles, c)
   // |A| |h| |Aᵀ| of each tile's 2x2 gradients: (16, tiles, k).
   Tensor hm = zeros({16, tiles, k}, {.dtype = DType::f64});
   const double* dp = dy.data<double>();
   double* hp = hm.data<double>();
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t img = t / (th * tw), y0 = 2 * (t / tw % th), x0 = 2 * (t % tw);
+    const int64_t img = at[t].img, y0 = at[t].y, x0 = at[t].x;
     for (int64_t o = 0; o < k; ++o) {
       double h[2][2] = {};
-      for (int i = 0; i < 2 && y0 + i < oh; ++i)
-        for (int j = 0; j < 2 && x0 + j < ow; ++j)
-          h[i][j] = dp[((img * k + o) * oh + y0 + i) * ow + x0 + j];
+      for (int i = 0; i < 2 && y0 + i * dil.h < oh; ++i)
+        for (int j = 0; j < 2 && x0 + j * dil.w < ow; ++j)
+          h[i][j] = dp[((img * k + o) * oh + y0 + i * dil.h) * ow + x0 + j * dil.w];
       for (int a = 0; a < 4; ++a)
         for (int b = 0; b < 4; ++b)
           hp[((a * 4 + b) * tiles + t) * k + o] =

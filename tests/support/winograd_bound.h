@@ -14,20 +14,31 @@
 
 namespace tcv::testing {
 
+/// A layer's dilation; the tiles of a dilated layer are taken per phase
+/// (y mod h, x mod w), their outputs and input windows d apart.
+struct Dilation {
+  int64_t h = 1, w = 1;
+};
+
 /// M for the forward pass: |x| (n, c, h, w) and |w| (k, c, 3, 3), f64, stride
-/// 1, padding pad_h, pad_w; returns f64 (n, k, h + 2·pad_h − 2, w + 2·pad_w − 2).
-Tensor winograd2_magnitudes(const Tensor& abs_x, const Tensor& abs_w, int64_t pad_h, int64_t pad_w);
+/// 1, padding pad_h, pad_w; returns f64 (n, k, h + 2·pad_h − 2·d_h, w + 2·pad_w − 2·d_w).
+Tensor winograd2_magnitudes(const Tensor& abs_x, const Tensor& abs_w, int64_t pad_h, int64_t pad_w,
+                            Dilation dil = {});
 
 /// M for the backward-data pass of that forward: |dy| (n, k, oh, ow) with the
-/// flipped, transposed |w| and padding 2 − pad; returns f64 (n, c, h, w).
+/// flipped, transposed |w| and padding 2·d − pad; returns f64 (n, c, h, w).
 Tensor winograd2_magnitudes_backward_data(const Tensor& abs_dy, const Tensor& abs_w, int64_t pad_h,
-                                          int64_t pad_w);
+                                          int64_t pad_w, Dilation dil = {});
+
+/// The tiles T over a batch of n (oh, ow) outputs: the terms of each weight
+/// gradient's sum.
+int64_t winograd2_tiles(int64_t n, int64_t oh, int64_t ow, Dilation dil = {});
 
 /// M for the backward-weights pass (Winograd F(3x3, 2x2), the sums over the
 /// batch's T tiles in the transformed domain; bound γ_(T+6) · M): |x| and |dy|
 /// (n, k, oh, ow) of a forward with padding pad; returns f64 (k, c, 3, 3),
 /// Σ_tiles |Gᵀ|[(|A| |h| |Aᵀ|) ⊙ (|Bᵀ| |d| |B|)]|G|.
 Tensor winograd2_magnitudes_backward_weights(const Tensor& abs_x, const Tensor& abs_dy,
-                                             int64_t pad_h, int64_t pad_w);
+                                             int64_t pad_h, int64_t pad_w, Dilation dil = {});
 
 }  // namespace tcv::testing

@@ -10,11 +10,13 @@ namespace tcv {
 
 /// How f32 convolutions choose their algorithm.
 ///  - automatic: tcv's Winograd F(2x2, 3x3) (kernels/cpu/winograd.h) for the
-///    forward and backward-data passes of 3x3 stride-1 undilated layers with
-///    whole channel blocks, at least 128 2x2 output tiles over the batch and
-///    at most 512x512 channels, and its F(3x3, 2x2) for their weight
-///    gradients up to 256x256 channels (1.2-2.4x faster than direct per pass
-///    on AVX2); oneDNN's direct kernels everywhere else. Every element stays
+///    forward and backward-data passes of 3x3 stride-1 layers with whole
+///    channel blocks, at least 128 2x2 output tiles over the batch and at most
+///    4096x512 channels, dilated ones too where each of the d x d phases of
+///    the output is at least 4x4 (the dilated ResNets of DeepLabV3 and
+///    PSPNet), and its F(3x3, 2x2) for their weight gradients up to 256x256
+///    channels (1.2-2.4x faster than direct per pass on AVX2); oneDNN's direct
+///    kernels everywhere else. Every element stays
 ///    within the bound of the algorithm that ran it: direct's
 ///    |error| <= γ_K · Σ|terms| (K the terms of one sum: C·R·S forward, K·R·S
 ///    backward-data, N·OH·OW backward-weights; the bound of any summation
