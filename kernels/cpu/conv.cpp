@@ -856,15 +856,14 @@ void conv2d_backward(const Conv2dGeom& g, const KTensor& x, const KTensor& weigh
       if (e.wino2_bwd_data && wino2_aligned(dym, dxm)) {
         winograd_backward_data(wino2_geom(g), static_cast<const float*>(dym.get_data_handle()),
                                weight.ptr<float>(), static_cast<float*>(dxm.get_data_handle()));
-        e.dx_bd.finish(dxm, *dx);
       } else {
         memory wm = e.w_bd.in(weight.data, Buf::weights);
         e.bwd_data.execute(stream(), {{DNNL_ARG_DIFF_DST, dym},
                                       {DNNL_ARG_WEIGHTS, wm},
                                       {DNNL_ARG_DIFF_SRC, dxm},
                                       {DNNL_ARG_SCRATCHPAD, scratchpad(e.bwd_data_pd)}});
-        e.dx_bd.finish(dxm, *dx);
       }
+      e.dx_bd.finish(dxm, *dx);
     }
     if ((dweight || dbias) && e.weights_gemm && x.blocked && dy.blocked) {
       weights_by_gemm(g, e, x, dy, dweight, dbias);
@@ -964,12 +963,10 @@ Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo) {
   const int64_t dh = g.dilation[0], dw = g.dilation[1];
   const auto fits = [&](int64_t c, int64_t k, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w,
                         int64_t oh, int64_t ow) {
-    // The tiles of all phases (kernels/cpu/winograd.cpp's Tiling).
-    const int64_t tiles = dh * dw * (((oh + dh - 1) / dh + 1) / 2) * (((ow + dw - 1) / dw + 1) / 2);
     return whole_channel_blocks(c) && whole_channel_blocks(k) && pad_h >= 0 && pad_h <= 2 * dh &&
            pad_w >= 0 && pad_w <= 2 * dw && oh == h + 2 * pad_h - 2 * dh &&
            ow == w + 2 * pad_w - 2 * dw && c * k <= kWinograd2MaxFilters &&
-           g.n * tiles >= kWinograd2MinTiles;
+           winograd_tiles(g.n, oh, ow, dh, dw) >= kWinograd2MinTiles;
   };
   const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
                         (dh == 1 || g.oh >= kWinograd2MinPhase * dh) &&

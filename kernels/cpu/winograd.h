@@ -51,12 +51,17 @@ struct WinogradGeom {
   int64_t dil_h = 1, dil_w = 1;
 };
 
+/// The 2x2 output tiles the kernels take over a batch of n (oh, ow) outputs
+/// dilated by dil_h x dil_w: per phase as many as the largest phase has.
+int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t dil_w);
+
 /// y = conv(x, weight) + bias, then a ReLU when `relu`. `bias` may be null.
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
                       bool relu, float* y);
 
 /// dx (n, c, h, w) of the forward pass `g` given dy (n, k, oh, ow), both
-/// blocked: conv(dy, flipped transposed weight) with padding 2 - pad.
+/// blocked: conv(dy, flipped transposed weight), the same dilation d, padding
+/// 2·d - pad.
 void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight, float* dx);
 
 /// dweight (k, c, 3, 3) row-major, and dbias (k) unless null, of the forward
