@@ -138,9 +138,10 @@ constexpr int64_t kWinograd2MinTiles = 128;
 constexpr int64_t kWinograd2MinPhase = 4;
 /// PSPNet's 4096 -> 512 head: its transformed filters take 128 MiB.
 constexpr int64_t kWinograd2MaxFilters = 4096 * 512;
-/// Backward-weights (F(3x3, 2x2), kernels/cpu/winograd.h) keeps 64 bytes per
-/// channel pair and thread of sums: at most this many pairs.
-constexpr int64_t kWinograd2MaxWeightFilters = 256 * 256;
+/// Backward-weights (F(3x3, 2x2), kernels/cpu/winograd.h) keeps 64 bytes of
+/// sums per channel pair (per thread below 256x256 pairs, shared by the threads
+/// from there): at most this many pairs.
+constexpr int64_t kWinograd2MaxWeightFilters = 512 * 512;
 Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo);
 
 }  // namespace tcv::kernels::cpu

@@ -26,7 +26,9 @@
 // one thread transforms the inputs, runs the 16 matrix products (register-
 // blocked: 6 rows by two channel blocks) and transforms the outputs into y,
 // adding the bias and applying a ReLU where asked, or adds the products into
-// its sums of the weight gradient, which are added in thread order at the end.
+// its sums of the weight gradient, which are added in thread order at the end
+// (from 256x256 channel pairs, one set of sums that the threads share, each
+// adding the products of its own positions).
 // Layers wider than 512 channels (PSPNet's 4096 -> 512) run in chunks of 512
 // input and output channels, with more tiles a block so that the filters are
 // read from memory once for many tiles.

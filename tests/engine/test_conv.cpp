@@ -252,8 +252,8 @@ TEST(Conv2d, WinogradMatchesReference) {
   }
   // The default runs none of oneDNN's Winograd kernels: tcv's F(2x2, 3x3)
   // (and F(3x3, 2x2) for the weight gradient) from 128 output tiles over the
-  // batch, at most 512x512 channels (256x256 for the weight gradient); direct
-  // kernels elsewhere.
+  // batch, at most 4096x512 channel pairs (512x512 for the weight gradient);
+  // direct kernels elsewhere.
   set_conv_algo(ConvAlgo::automatic);
   const std::string ours =
       kernels::cpu::channel_block() == 16 ? "wino_2x2:tcv_avx512" : "wino_2x2:tcv_avx2";
@@ -261,7 +261,9 @@ TEST(Conv2d, WinogradMatchesReference) {
   for (int64_t hw : {16, 32})
     EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(2, 64, hw)),
               ours + " / " + ours + " / " + ours);
-  const std::string wide = kernels::cpu::conv2d_impl_names(geom_3x3(2, 512, 16));
+  EXPECT_EQ(kernels::cpu::conv2d_impl_names(geom_3x3(2, 512, 16)),
+            ours + " / " + ours + " / " + ours);
+  const std::string wide = kernels::cpu::conv2d_impl_names(geom_3x3(2, 1024, 16));
   EXPECT_EQ(wide.find(ours + " / " + ours + " / "), 0u) << wide;
   EXPECT_EQ(wide.find("wino", 2 * (ours.size() + 3)), std::string::npos) << wide;
 }
