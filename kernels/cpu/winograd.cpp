@@ -77,6 +77,16 @@ constexpr int64_t kSharedSumsPairs = 256 * 256;
 /// threads' together): each block adds into all the sums once.
 constexpr int64_t kSharedBlockBytes = 4 << 20;
 
+/// The distance in floats between the 16 positions' rows of a block's
+/// transformed tiles, `floats` of them, plus one cache line when they would
+/// fall on one L1 set: a transform's 16 stores of a tile went to one set of
+/// 8 ways when the distance was a multiple of 4 KiB, as 64 tiles of 64
+/// channels are.
+inline int64_t spread(int64_t floats) {
+  constexpr int64_t kWay = 4096 / sizeof(float), kLine = 64 / sizeof(float);
+  return floats % kWay == 0 ? floats + kLine : floats;
+}
+
 /// One convolution as the kernels see it: `ci` input and `co` output channels,
 /// dilation dil_h x dil_w.
 struct Shape {
@@ -338,7 +348,7 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
   const int64_t panel = 2 * B;
   // Floats per position of the transformed inputs and outputs.
-  const int64_t v_pos = per_block * ci_chunk, m_pos = per_block * co_chunk;
+  const int64_t v_pos = spread(per_block * ci_chunk), m_pos = spread(per_block * co_chunk);
 
 #pragma omp parallel num_threads(static_cast <int>(std::min <int64_t>(nthreads, blocks)))
   {
@@ -481,7 +491,8 @@ const float* weight_sums_per_thread(const Shape& s, const Tiling& tiling, const 
                        std::min(kWeightBlock, (tiling.count + nthreads - 1) / nthreads), nthreads);
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
   team = static_cast<int>(std::min<int64_t>(nthreads, blocks));
-  const int64_t v_pos = per_block * s.ci, h_pos = per_block * s.co, m_size = 16 * s.co * s.ci;
+  const int64_t v_pos = spread(per_block * s.ci), h_pos = spread(per_block * s.co);
+  const int64_t m_size = 16 * s.co * s.ci;
   float* const partial = floats(Buf::winograd_sums, team * m_size);
 #pragma omp parallel num_threads(team)
   {
@@ -512,7 +523,7 @@ const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const floa
       kSharedBlockBytes / (16 * (s.ci + s.co) * int64_t{sizeof(float)}), 1, tiling.count);
   const int64_t blocks = (tiling.count + per_block_max - 1) / per_block_max;
   const int64_t per_block = (tiling.count + blocks - 1) / blocks;
-  const int64_t v_pos = per_block * s.ci, h_pos = per_block * s.co;
+  const int64_t v_pos = spread(per_block * s.ci), h_pos = spread(per_block * s.co);
   float* const m = floats(Buf::winograd_filters, 16 * s.co * s.ci);     // [pos][k][ci]
   float* const vt = floats(Buf::winograd_tiles, 16 * (v_pos + h_pos));  // [pos][tile][ci]
   float* const ht = vt + 16 * v_pos;                                    // [pos][tile][s.co]
