@@ -103,6 +103,9 @@ const Case kCases[] = {
     {"dilated2_pad2_13x10", 2, 1, 2, 13, 10, 2, true, false, 2},
     {"dilated3_pad1_17x15_c2", 1, 2, 1, 17, 15, 1, false, false, 3},
     {"dilated4_pad4_16x16_k3", 1, 1, 3, 16, 16, 4, true, true, 4},
+    // Rows of the weight gradient's transformed inputs one cache line longer
+    // than their 128 channels (kernels/cpu/winograd.cpp's tile_row).
+    {"padded_rows_9x8_c16_k2", 2, 16, 2, 9, 8, 1, true, false},
     // At least 256 x 256 channel pairs: the weight gradient's sums shared by the
     // threads, over two blocks of tiles (162 tiles; a block takes 4 MiB of them).
     {"shared_sums_17x17_c32_k32", 2, 32, 32, 17, 17, 1, false, false},
