@@ -301,7 +301,7 @@ struct Tiling {
     int64_t fit = kBlockBytes / (floats_per_tile * int64_t{sizeof(float)});
     if (filter_pairs > kWidePairs) fit = std::max(fit, kWideBlock);
     const int64_t fair = (count + 4 * threads - 1) / (4 * threads);
-    const int64_t target = std::max(least, std::min(fit, fair));
+    const int64_t target = std::max({int64_t{1}, least, std::min(fit, fair)});
     int64_t blocks = (count + target - 1) / target;
     if (blocks > threads) blocks = (blocks + threads - 1) / threads * threads;
     return (count + blocks - 1) / blocks;
@@ -359,6 +359,7 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
               float* out) {
   using V = Vec<B>;
   const Tiling tiling(s);
+  if (tiling.count == 0) return;  // no outputs
   const int nthreads = omp_get_max_threads();
   const int64_t ci_chunk = std::min(s.ci, kChunk), co_chunk = std::min(s.co, kChunk);
   const int64_t per_block =
@@ -538,8 +539,8 @@ const float* weight_sums_per_thread(const Shape& s, const Tiling& tiling, const 
 template <int64_t B>
 const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const float* x,
                                 const float* dy) {
-  const int64_t per_block_max = std::clamp<int64_t>(
-      kSharedBlockBytes / (16 * (s.ci + s.co) * int64_t{sizeof(float)}), 1, tiling.count);
+  const int64_t per_block_max = std::max<int64_t>(
+      1, std::min(kSharedBlockBytes / (16 * (s.ci + s.co) * int64_t{sizeof(float)}), tiling.count));
   const int64_t blocks = (tiling.count + per_block_max - 1) / per_block_max;
   const int64_t per_block = (tiling.count + blocks - 1) / blocks;
   const int64_t v_row = tile_row(s.ci), h_row = tile_row(s.co);
@@ -584,6 +585,11 @@ const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const floa
 template <int64_t B>
 void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw, float* db) {
   const Tiling tiling(s);
+  if (tiling.count == 0) {  // no outputs: no gradient
+    std::fill_n(dw, s.co * s.ci * 9, 0.0f);
+    if (db) std::fill_n(db, s.co, 0.0f);
+    return;
+  }
   int team = 1;
   const float* const partial = s.ci * s.co >= kSharedSumsPairs
                                    ? weight_sums_shared<B>(s, tiling, x, dy)

@@ -257,5 +257,24 @@ TEST(Winograd2, ImagesIndependentOfBatchAndThreads) {
   omp_set_num_threads(threads);
 }
 
+// An empty batch: no tile, so forward and backward-data write nothing and the
+// gradients are zeros (not the buffers' old values).
+TEST(Winograd2, EmptyBatchGivesZeroGradients) {
+  const int64_t blk = kernels::cpu::channel_block();
+  if (blk == 0) GTEST_SKIP() << "no blocked f32 layout on this CPU";
+  const int64_t c = 2 * blk, k = blk;
+  const WinogradGeom g{0, c, 9, 9, k, 9, 9, 1, 1};
+  const Tensor w = rand_f64({k, c, 3, 3}, 4401, -1, 1, false).to(DType::f32);
+  float none[16] = {};
+  kernels::cpu::winograd_forward(g, none, w.data<float>(), nullptr, false, none);
+  kernels::cpu::winograd_backward_data(g, none, w.data<float>(), none);
+  Tensor dw = full({k, c, 3, 3}, 7.0, {.dtype = DType::f32});
+  Tensor db = full({k}, 7.0, {.dtype = DType::f32});
+  kernels::cpu::winograd_backward_weights(g, none, none, dw.data<float>(), db.data<float>());
+  EXPECT_EQ(ops::max(ops::abs(dw)).item<double>(), 0.0);
+  EXPECT_EQ(ops::max(ops::abs(db)).item<double>(), 0.0);
+  for (float v : none) EXPECT_EQ(v, 0.0f);
+}
+
 }  // namespace
 }  // namespace tcv
