@@ -92,6 +92,8 @@ inline int64_t spread(int64_t floats) {
 struct Tiles {
   float* base;
   int64_t pos, row;
+  /// The same buffer from tile i on.
+  Tiles from(int64_t i) const { return {base + i * row, pos, row}; }
 };
 
 /// The row of `channels` floats a weight-gradient block's tiles take: one
@@ -496,6 +498,18 @@ void weight_products(const Shape& s, Tiles h, Tiles v, int64_t count, int p0, in
       }
 }
 
+/// A weight-gradient block of `per_block` tiles in this thread's tile buffer:
+/// its transformed inputs v (tile, ci) and gradients h (tile, co).
+struct WeightTiles {
+  Tiles v, h;
+};
+WeightTiles weight_tiles(const Shape& s, int64_t per_block) {
+  const int64_t v_row = tile_row(s.ci), h_row = tile_row(s.co);
+  const int64_t v_pos = spread(per_block * v_row), h_pos = spread(per_block * h_row);
+  float* const base = floats(Buf::winograd_tiles, 16 * (v_pos + h_pos));
+  return {{base, v_pos, v_row}, {base + 16 * v_pos, h_pos, h_row}};
+}
+
 /// The sums M[pos][k][ci] of the weight gradient's products over the batch's
 /// tiles, a set per thread: the tiles in blocks, a thread's blocks added into
 /// its own set. Returns the sets (`team` of them, 16·co·ci floats apart).
@@ -510,16 +524,13 @@ const float* weight_sums_per_thread(const Shape& s, const Tiling& tiling, const 
                        std::min(kWeightBlock, (tiling.count + nthreads - 1) / nthreads), nthreads);
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
   team = static_cast<int>(std::min<int64_t>(nthreads, blocks));
-  const int64_t v_row = tile_row(s.ci), h_row = tile_row(s.co);
-  const int64_t v_pos = spread(per_block * v_row), h_pos = spread(per_block * h_row);
   const int64_t m_size = 16 * s.co * s.ci;
   float* const partial = floats(Buf::winograd_sums, team * m_size);
 #pragma omp parallel num_threads(team)
   {
     float* const m = partial + omp_get_thread_num() * m_size;  // [pos][k][ci]
     std::fill_n(m, m_size, 0.0f);
-    float* const vt = floats(Buf::winograd_tiles, 16 * (v_pos + h_pos));
-    const Tiles v{vt, v_pos, v_row}, h{vt + 16 * v_pos, h_pos, h_row};
+    const auto [v, h] = weight_tiles(s, per_block);
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
@@ -543,11 +554,8 @@ const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const floa
       1, std::min(kSharedBlockBytes / (16 * (s.ci + s.co) * int64_t{sizeof(float)}), tiling.count));
   const int64_t blocks = (tiling.count + per_block_max - 1) / per_block_max;
   const int64_t per_block = (tiling.count + blocks - 1) / blocks;
-  const int64_t v_row = tile_row(s.ci), h_row = tile_row(s.co);
-  const int64_t v_pos = spread(per_block * v_row), h_pos = spread(per_block * h_row);
   float* const m = floats(Buf::winograd_filters, 16 * s.co * s.ci);  // [pos][k][ci]
-  float* const vt = floats(Buf::winograd_tiles, 16 * (v_pos + h_pos));
-  const Tiles v{vt, v_pos, v_row}, h{vt + 16 * v_pos, h_pos, h_row};
+  const auto [v, h] = weight_tiles(s, per_block);
 #pragma omp parallel
   {
     const int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
@@ -557,10 +565,8 @@ const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const floa
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
       const int64_t lo = count * thread / threads, hi = count * (thread + 1) / threads;
-      transform_inputs<B>(s, tiling, x, t0 + lo, hi - lo, 0, s.ci,
-                          Tiles{v.base + lo * v.row, v.pos, v.row});
-      transform_gradients<B>(s, tiling, dy, t0 + lo, hi - lo,
-                             Tiles{h.base + lo * h.row, h.pos, h.row});
+      transform_inputs<B>(s, tiling, x, t0 + lo, hi - lo, 0, s.ci, v.from(lo));
+      transform_gradients<B>(s, tiling, dy, t0 + lo, hi - lo, h.from(lo));
 #pragma omp barrier
       for (int64_t item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
         const int p = static_cast<int>(item / parts);
