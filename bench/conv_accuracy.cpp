@@ -49,11 +49,12 @@ struct LayerShape {
   const char* model;
   const char* layer;
   int64_t n, c, k, hw;
-  int64_t dil = 1;
+  int64_t dil = 1, stride = 1;
 };
 
-// 3x3, stride 1, "same" padding (1, or d where dilated by d): the layers
-// Winograd can take. Batches as the issue and bench/compare run them.
+// 3x3, stride 1, "same" padding (1, or d where dilated by d), or stride 2 with
+// padding 1: the layers Winograd can take. Batches as the issue and
+// bench/compare run them.
 const LayerShape kShapes[] = {
     {"vgg11_bn 64x64 b3", "features.4 64->128 @32", 3, 64, 128, 32},
     {"vgg11_bn 64x64 b3", "features.11 256->256 @16", 3, 256, 256, 16},
@@ -81,14 +82,19 @@ const LayerShape kShapes[] = {
     {"openpose 368 b2", "conv4_2 512->512 @46", 2, 512, 512, 46},
     {"openpose 368 b2", "cpm 512->256 @46", 2, 512, 256, 46},
     {"openpose 368 b2", "stage1 128->128 @46", 2, 128, 128, 46},
+    {"resnet18 cifar b32", "layer2.0 64->128 s2 @32", 32, 64, 128, 32, 1, 2},
+    {"resnet18 cifar b32", "layer3.0 128->256 s2 @16", 32, 128, 256, 16, 1, 2},
+    {"resnet18 cifar b32", "layer4.0 256->512 s2 @8", 32, 256, 512, 8, 1, 2},
+    {"deeplabv3_r50 256 b4", "layer2.0 128->128 s2 @64", 4, 128, 128, 64, 1, 2},
 };
 
 kernels::Conv2dGeom geom(const LayerShape& s) {
   kernels::Conv2dGeom g;
   g.n = s.n, g.c = s.c, g.h = s.hw, g.w = s.hw, g.k = s.k, g.r = 3, g.s = 3;
-  g.oh = s.hw, g.ow = s.hw;
+  g.oh = g.ow = s.stride == 2 ? (s.hw + 1) / 2 : s.hw;
   g.pad[0] = g.pad[1] = s.dil;
   g.dilation[0] = g.dilation[1] = s.dil;
+  g.stride[0] = g.stride[1] = s.stride;
   return g;
 }
 

@@ -639,7 +639,8 @@ const ConvEntry& entry(const Conv2dGeom& g, ConvAct act = ConvAct::none, DType d
 
 // The geometry of g as winograd_forward takes it (winograd2_passes has checked it fits).
 WinogradGeom wino2_geom(const Conv2dGeom& g) {
-  return {g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad[0], g.pad[1], g.dilation[0], g.dilation[1]};
+  return {g.n,  g.c,      g.h,      g.w,           g.k,           g.oh,
+          g.ow, g.pad[0], g.pad[1], g.dilation[0], g.dilation[1], g.stride[0]};
 }
 
 // Whether both activations start on a vector boundary, as the F(2x2, 3x3)
@@ -960,23 +961,33 @@ WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo) {
 }
 
 Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo) {
+  if (algo == ConvAlgo::direct || g.r != 3 || g.s != 3 || g.groups != 1 || channel_block() == 0 ||
+      !whole_channel_blocks(g.c) || !whole_channel_blocks(g.k) || g.c * g.k > kWinograd2MaxFilters)
+    return {};
+  if (g.stride[0] == 2 && g.stride[1] == 2) {
+    // The polyphase split: padding 1, no dilation; backward-data's tiles are
+    // 4x4 input gradients.
+    const bool fits = g.dilation[0] == 1 && g.dilation[1] == 1 && g.pad[0] == 1 && g.pad[1] == 1 &&
+                      g.oh == (g.h + 1) / 2 && g.ow == (g.w + 1) / 2;
+    const bool forward = fits && winograd_tiles(g.n, g.oh, g.ow, 1, 1) >= kWinograd2MinTiles;
+    const bool data = fits && g.n * ((g.h + 3) / 4) * ((g.w + 3) / 4) >= kWinograd2MinTiles;
+    return {forward, data, forward && g.c * g.k <= kWinograd2MaxWeightFilters};
+  }
   const int64_t dh = g.dilation[0], dw = g.dilation[1];
-  const auto fits = [&](int64_t c, int64_t k, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w,
-                        int64_t oh, int64_t ow) {
-    return whole_channel_blocks(c) && whole_channel_blocks(k) && pad_h >= 0 && pad_h <= 2 * dh &&
-           pad_w >= 0 && pad_w <= 2 * dw && oh == h + 2 * pad_h - 2 * dh &&
-           ow == w + 2 * pad_w - 2 * dw && c * k <= kWinograd2MaxFilters &&
+  const auto fits = [&](int64_t h, int64_t w, int64_t pad_h, int64_t pad_w, int64_t oh,
+                        int64_t ow) {
+    return pad_h >= 0 && pad_h <= 2 * dh && pad_w >= 0 && pad_w <= 2 * dw &&
+           oh == h + 2 * pad_h - 2 * dh && ow == w + 2 * pad_w - 2 * dw &&
            winograd_tiles(g.n, oh, ow, dh, dw) >= kWinograd2MinTiles;
   };
-  const bool shape_ok = g.r == 3 && g.s == 3 && g.stride[0] == 1 && g.stride[1] == 1 &&
+  const bool shape_ok = g.stride[0] == 1 && g.stride[1] == 1 &&
                         (dh == 1 || g.oh >= kWinograd2MinPhase * dh) &&
-                        (dw == 1 || g.ow >= kWinograd2MinPhase * dw) && g.groups == 1 &&
-                        channel_block() > 0;
-  if (!shape_ok || algo == ConvAlgo::direct) return {};
+                        (dw == 1 || g.ow >= kWinograd2MinPhase * dw);
+  if (!shape_ok) return {};
   // Backward-data is the convolution of dy (K channels) with padding 2·d - pad;
   // backward-weights runs over the forward's tiles.
-  const bool forward = fits(g.c, g.k, g.h, g.w, g.pad[0], g.pad[1], g.oh, g.ow);
-  return {forward, fits(g.k, g.c, g.oh, g.ow, 2 * dh - g.pad[0], 2 * dw - g.pad[1], g.h, g.w),
+  const bool forward = fits(g.h, g.w, g.pad[0], g.pad[1], g.oh, g.ow);
+  return {forward, fits(g.oh, g.ow, 2 * dh - g.pad[0], 2 * dw - g.pad[1], g.h, g.w),
           forward && g.c * g.k <= kWinograd2MaxWeightFilters};
 }
 

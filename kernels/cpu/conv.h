@@ -1,9 +1,9 @@
 // 2-D convolution on the CPU: forward, backward-data and backward-weights.
 //
 // f32 runs through oneDNN (blocked layouts inside; activations may also come
-// and go in nChw16c or nChw8c, see conv2d_blocked_layouts) or, for the forward
-// and backward-data passes of 3x3 stride-1 layers, through tcv's Winograd
-// F(2x2, 3x3) on the same layouts (kernels/cpu/winograd.h, winograd2_passes);
+// and go in nChw16c or nChw8c, see conv2d_blocked_layouts) or, for the three
+// passes of 3x3 stride-1 layers and stride-2 ones with padding 1, through tcv's
+// Winograd kernels on the same layouts (kernels/cpu/winograd.h, winograd2_passes);
 // bf16 through oneDNN (mixed precision, on CPUs with bf16 instructions:
 // bf16_supported); f64 through im2col and
 // OpenBLAS's dgemm (gradient checks, f64 runs of whole networks); the direct
@@ -119,13 +119,16 @@ struct WinogradPasses {
 };
 WinogradPasses winograd_passes(const Conv2dGeom& g, ConvAlgo algo);
 
-/// The passes of `g` that run tcv's Winograd F(2x2, 3x3) (kernels/cpu/winograd.h)
+/// The passes of `g` that run tcv's Winograd kernels (kernels/cpu/winograd.h)
 /// under `algo`, automatic or winograd (where oneDNN's F(4x4, 3x3) does not
 /// run the pass): forward and backward-data of a 3x3 stride-1 layer, dilated
-/// by d or not, with padding 0 to 2·d, whole channel blocks in and out, at
-/// least kWinograd2MinTiles 2x2 output tiles over the batch, outputs at least
-/// kWinograd2MinPhase·d high and wide where dilated, and at most kWinograd2MaxFilters channel
-/// pairs (its transformed filters take 64 bytes a pair). Each still runs
+/// by d or not, with padding 0 to 2·d, or of a 3x3 stride-2 undilated layer
+/// with padding 1; whole channel blocks in and out, at least
+/// kWinograd2MinTiles output tiles over the batch (2x2, or backward-data's 4x4
+/// at stride 2), outputs at least kWinograd2MinPhase·d high and wide where
+/// dilated, and at most kWinograd2MaxFilters channel pairs (the transformed
+/// filters take 64 bytes a pair, 100 at stride 2); the weight gradient where
+/// the forward runs, up to kWinograd2MaxWeightFilters pairs. Each still runs
 /// oneDNN's primitive where its activations would not be in the blocked layout.
 struct Winograd2Passes {
   bool forward = false, backward_data = false, backward_weights = false;
@@ -139,7 +142,7 @@ constexpr int64_t kWinograd2MinPhase = 4;
 /// PSPNet's 4096 -> 512 head: its transformed filters take 128 MiB.
 constexpr int64_t kWinograd2MaxFilters = 4096 * 512;
 /// Backward-weights (F(3x3, 2x2), kernels/cpu/winograd.h) keeps 64 bytes of
-/// sums per channel pair (per thread below 256x256 pairs, shared by the threads
+/// sums per channel pair (100 at stride 2) (per thread below 256x256 pairs, shared by the threads
 /// from there): at most this many pairs.
 constexpr int64_t kWinograd2MaxWeightFilters = 512 * 512;
 Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo);

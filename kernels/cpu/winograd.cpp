@@ -114,7 +114,97 @@ struct Shape {
   int64_t n, ci, h, w, co, oh, ow, pad_h, pad_w, dil_h, dil_w;
 };
 
-/// The 16 transformed filters of every (output, input) channel pair, packed for
+// The algorithms, each as three 1-D maps whose tensor products make the 2-D
+// one (Lavin and Gray, 2015): `input` Bᵀ (a window of In inputs to N values),
+// `filter` G (3 taps to N), `output` Aᵀ (N products to Out outputs); a tile of
+// Out x Out outputs reads the In x In window at origin(first output) and takes
+// N² products per channel pair. The weight gradient swaps the roles of filter
+// and output: `gradient` A (Out output gradients to N), `taps` Gᵀ (N sums to
+// 3 taps).
+
+/// F(2x2, 3x3), stride 1 (dilated: the window's inputs d apart): forward and
+/// backward-data, and as F(3x3, 2x2) the weight gradient. 16 products where
+/// direct convolution takes 36; coefficients 0, ±1, ±1/2.
+struct Stride1 {
+  static constexpr int N = 4, In = 4, Out = 2;
+  static int64_t origin(int64_t y, int64_t pad) { return y - pad; }
+  template <typename V>
+  static void input(const V (&d)[In], V (&t)[N]) {
+    t[0] = d[0] - d[2], t[1] = d[1] + d[2], t[2] = d[2] - d[1], t[3] = d[1] - d[3];
+  }
+  template <typename V>
+  static void output(const V (&m)[N], V (&y)[Out]) {
+    y[0] = m[0] + m[1] + m[2], y[1] = m[1] - m[2] - m[3];
+  }
+  template <typename D>
+  static void filter(const D (&g)[3], D (&u)[N]) {
+    u[0] = g[0], u[1] = 0.5 * (g[0] + g[1] + g[2]), u[2] = 0.5 * (g[0] - g[1] + g[2]), u[3] = g[2];
+  }
+  template <typename V>
+  static void gradient(const V (&h)[Out], V (&q)[N]) {
+    q[0] = h[0], q[1] = h[0] + h[1], q[2] = h[0] - h[1], q[3] = -h[1];
+  }
+  template <typename D>
+  static void taps(const D (&m)[N], D (&g)[3]) {
+    g[0] = m[0] + 0.5 * (m[1] + m[2]), g[1] = 0.5 * (m[1] - m[2]),
+    g[2] = 0.5 * (m[1] + m[2]) + m[3];
+  }
+};
+
+/// The forward pass and weight gradient of a 3x3 stride-2 layer (padding 1) by
+/// its polyphase split: in 1-D, y[j] = w0·x[2j] + w1·x[2j+1] + w2·x[2j+2] of the
+/// padded x is F(2, 2) over the even inputs (taps w0, w2: 3 products for 2
+/// outputs) plus w1 times the odd ones (2). 25 products for a 2x2 tile against
+/// direct's 36; the coefficients are 0 and ±1, and each output reads its own
+/// 3x3 window only.
+struct Stride2 {
+  static constexpr int N = 5, In = 5, Out = 2;
+  static int64_t origin(int64_t y, int64_t pad) { return 2 * y - pad; }
+  template <typename V>
+  static void input(const V (&d)[In], V (&t)[N]) {
+    t[0] = d[0] - d[2], t[1] = d[2], t[2] = d[4] - d[2], t[3] = d[1], t[4] = d[3];
+  }
+  template <typename V>
+  static void output(const V (&m)[N], V (&y)[Out]) {
+    y[0] = m[0] + m[1] + m[3], y[1] = m[1] + m[2] + m[4];
+  }
+  template <typename D>
+  static void filter(const D (&g)[3], D (&u)[N]) {
+    u[0] = g[0], u[1] = g[0] + g[2], u[2] = g[2], u[3] = g[1], u[4] = g[1];
+  }
+  template <typename V>
+  static void gradient(const V (&h)[Out], V (&q)[N]) {
+    q[0] = h[0], q[1] = h[0] + h[1], q[2] = h[1], q[3] = h[0], q[4] = h[1];
+  }
+  template <typename D>
+  static void taps(const D (&m)[N], D (&g)[3]) {
+    g[0] = m[0] + m[1], g[1] = m[3] + m[4], g[2] = m[1] + m[2];
+  }
+};
+
+/// The backward-data pass of that stride-2 layer, a tile of 4x4 input
+/// gradients from the 3x3 window of dy at half its position: in 1-D,
+/// dx[2u] = w1·dy[u] and dx[2u+1] = w2·dy[u] + w0·dy[u+1], the odd ones F(2, 2).
+/// `filter` takes the forward's taps as they are (no flip); 25 products for 16
+/// outputs against direct's 36.
+struct Stride2Data {
+  static constexpr int N = 5, In = 3, Out = 4;
+  static int64_t origin(int64_t y, int64_t) { return y / 2; }
+  template <typename V>
+  static void input(const V (&d)[In], V (&t)[N]) {
+    t[0] = d[0] - d[1], t[1] = d[1], t[2] = d[2] - d[1], t[3] = d[0], t[4] = d[1];
+  }
+  template <typename V>
+  static void output(const V (&m)[N], V (&y)[Out]) {
+    y[0] = m[3], y[1] = m[0] + m[1], y[2] = m[4], y[3] = m[1] + m[2];
+  }
+  template <typename D>
+  static void filter(const D (&g)[3], D (&u)[N]) {
+    u[0] = g[2], u[1] = g[0] + g[2], u[2] = g[0], u[3] = g[1], u[4] = g[1];
+  }
+};
+
+/// The N² transformed filters of every (output, input) channel pair, packed for
 /// the products: [pos][panel][ci][width], a panel being 2·B output channels
 /// (fewer in the last), f(o, i, r, s) the 3x3 filter. Computed in f64, rounded once.
 /// Per (panel, input), the panel's filters are gathered into a 9 x width tile and
@@ -122,10 +212,11 @@ struct Shape {
 /// as one run (one filter at a time in scalar f64, with the 16 positions' stores
 /// on lines evicted before the next filter came, this took 4.7 ms of the 21 ms
 /// forward pass of a 512-channel layer on 4x4 maps).
-template <int64_t B, typename Filter>
+template <typename S, int64_t B, typename Filter>
 void transform_filters(const Shape& s, Filter f, float* u) {
   typedef double D4 __attribute__((vector_size(32)));
   typedef float F4 __attribute__((vector_size(16)));
+  constexpr int N = S::N;
   const int64_t panel = 2 * B, panels = (s.co + panel - 1) / panel, pos_stride = s.ci * s.co;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t p = 0; p < panels; ++p)
@@ -137,25 +228,26 @@ void transform_filters(const Shape& s, Filter f, float* u) {
           for (int c = 0; c < 3; ++c) tile[r * 3 + c][j] = f(p * panel + j, i, r, c);
       float* const dst = u + p * s.ci * panel + i * width;
       for (int64_t j = 0; j < width; j += 4) {
-        D4 g[3][3], q[4][3];
+        D4 g[3][3];
         for (int r = 0; r < 3; ++r)
           for (int c = 0; c < 3; ++c) {
             F4 v;
             std::memcpy(&v, &tile[r * 3 + c][j], sizeof v);
             g[r][c] = __builtin_convertvector(v, D4);
           }
+        D4 q[N][3];  // G g: the columns
         for (int c = 0; c < 3; ++c) {
-          q[0][c] = g[0][c];
-          q[1][c] = 0.5 * (g[0][c] + g[1][c] + g[2][c]);
-          q[2][c] = 0.5 * (g[0][c] - g[1][c] + g[2][c]);
-          q[3][c] = g[2][c];
+          const D4 col[3] = {g[0][c], g[1][c], g[2][c]};
+          D4 t[N];
+          S::filter(col, t);
+          for (int r = 0; r < N; ++r) q[r][c] = t[r];
         }
-        for (int r = 0; r < 4; ++r) {
-          const D4 v[4] = {q[r][0], 0.5 * (q[r][0] + q[r][1] + q[r][2]),
-                           0.5 * (q[r][0] - q[r][1] + q[r][2]), q[r][2]};
-          for (int c = 0; c < 4; ++c) {
+        for (int r = 0; r < N; ++r) {  // (G g) Gᵀ: the rows
+          D4 v[N];
+          S::filter(q[r], v);
+          for (int c = 0; c < N; ++c) {
             const F4 rounded = __builtin_convertvector(v[c], F4);
-            std::memcpy(dst + (r * 4 + c) * pos_stride + j, &rounded, sizeof rounded);
+            std::memcpy(dst + (r * N + c) * pos_stride + j, &rounded, sizeof rounded);
           }
         }
       }
@@ -243,10 +335,12 @@ template <int64_t B, int NV, bool Accumulate, int R = kRows>
     }
 }
 
-/// product_rows for `rows` (1 to kRows) rows, NV vectors wide.
+/// product_rows for `rows` (1 to kRows) rows, NV vectors wide. Inlined: as a
+/// call, forward and backward-data ran 2-4 % slower at 64 channels.
 template <int64_t B, int NV, bool Accumulate>
-void products(int64_t rows, const float* a, int64_t a_row, int64_t a_step, const float* b,
-              int64_t b_step, int64_t steps, float* c, int64_t ldc) {
+[[gnu::always_inline]] inline void products(int64_t rows, const float* a, int64_t a_row,
+                                            int64_t a_step, const float* b, int64_t b_step,
+                                            int64_t steps, float* c, int64_t ldc) {
   static_assert(kRows == 6);
   switch (rows) {
     case 6:
@@ -265,17 +359,18 @@ void products(int64_t rows, const float* a, int64_t a_row, int64_t a_step, const
 }
 
 /// Where tile t (over the whole batch) sits: image, first output row and
-/// column, and how many of its 2 rows and 2 columns are inside the map.
+/// column, and how many of its Out rows and Out columns are inside the map.
 struct Tile {
   int64_t n, y, x;
   int rows, cols;
 };
 
-/// The 2x2 output tiles of a batch, t = (image, phase, tile row, tile column).
-/// Dilated by d, the outputs split into d_h x d_w phases (y mod d_h, x mod d_w)
-/// that are each an undilated convolution of the inputs of the same phase: a
-/// tile's outputs and its 4x4 input window are d apart. Every phase has as many
-/// tiles as the largest; a smaller one's last tiles are partly or wholly outside.
+/// The Out x Out output tiles of a batch, t = (image, phase, tile row, tile
+/// column). Dilated by d, the outputs split into d_h x d_w phases (y mod d_h,
+/// x mod d_w) that are each an undilated convolution of the inputs of the same
+/// phase: a tile's outputs and its input window are d apart. Every phase has as
+/// many tiles as the largest; a smaller one's last tiles are partly or wholly outside.
+template <int Out>
 struct Tiling {
   int64_t dil_h, dil_w, oh, ow, per_row, per_phase, per_image, count;
   Tiling(const Shape& s)
@@ -283,15 +378,20 @@ struct Tiling {
         dil_w(s.dil_w),
         oh(s.oh),
         ow(s.ow),
-        per_row(((s.ow + dil_w - 1) / dil_w + 1) / 2),
-        per_phase(((s.oh + dil_h - 1) / dil_h + 1) / 2 * per_row),
+        per_row(((s.ow + dil_w - 1) / dil_w + Out - 1) / Out),
+        per_phase(((s.oh + dil_h - 1) / dil_h + Out - 1) / Out * per_row),
         per_image(per_phase * dil_h * dil_w),
-        count(winograd_tiles(s.n, s.oh, s.ow, dil_h, dil_w)) {}
+        count(s.n * per_image) {}
   Tile operator[](int64_t t) const {
     const int64_t r = t % per_image, phase = r / per_phase, q = r % per_phase;
-    const int64_t y = phase / dil_w + 2 * dil_h * (q / per_row);
-    const int64_t x = phase % dil_w + 2 * dil_w * (q % per_row);
-    return {t / per_image, y, x, (y < oh) + (y + dil_h < oh), (x < ow) + (x + dil_w < ow)};
+    const int64_t y = phase / dil_w + Out * dil_h * (q / per_row);
+    const int64_t x = phase % dil_w + Out * dil_w * (q % per_row);
+    const auto inside = [](int64_t at, int64_t d, int64_t size) {
+      int n = 0;
+      for (int i = 0; i < Out; ++i) n += at + i * d < size;
+      return n;
+    };
+    return {t / per_image, y, x, inside(y, dil_h, oh), inside(x, dil_w, ow)};
   }
   /// Tiles per block: what fits kBlockBytes at `floats_per_tile` (at least
   /// kWideBlock with more than kWidePairs filters) but at least `least`, few
@@ -310,43 +410,49 @@ struct Tiling {
   }
 };
 
-/// Bᵀ d B of the 4x4 input window of tiles [t0, t0 + count), channels
+/// Bᵀ d B of the In x In input window of tiles [t0, t0 + count), channels
 /// [c0, c0 + width), into tile i, channel c - c0 of `v` (zeros outside the image).
-template <int64_t B>
-void transform_inputs(const Shape& s, const Tiling& tiling, const float* in, int64_t t0,
+template <typename S, int64_t B>
+void transform_inputs(const Shape& s, const Tiling<S::Out>& tiling, const float* in, int64_t t0,
                       int64_t count, int64_t c0, int64_t width, Tiles v) {
   using V = Vec<B>;
+  constexpr int N = S::N, In = S::In;
   const int64_t blocks = s.ci / B;
   for (int64_t ti = 0; ti < count; ++ti) {
     const Tile t = tiling[t0 + ti];
-    const int64_t y0 = t.y - s.pad_h, x0 = t.x - s.pad_w, dh = s.dil_h, dw = s.dil_w;
-    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 3 * dh < s.h && x0 + 3 * dw < s.w;
+    const int64_t y0 = S::origin(t.y, s.pad_h), x0 = S::origin(t.x, s.pad_w);
+    const int64_t dh = s.dil_h, dw = s.dil_w;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + (In - 1) * dh < s.h && x0 + (In - 1) * dw < s.w;
     for (int64_t cb = c0 / B; cb < (c0 + width) / B; ++cb) {
       const float* img = in + (t.n * blocks + cb) * s.h * s.w * B;
-      V d[4][4];
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
+      V d[In][In];
+#pragma GCC unroll 5
+      for (int i = 0; i < In; ++i)
+#pragma GCC unroll 5
+        for (int j = 0; j < In; ++j) {
           const int64_t yy = y0 + i * dh, xx = x0 + j * dw;
           if (inside || (yy >= 0 && yy < s.h && xx >= 0 && xx < s.w))
             load(d[i][j], img + (yy * s.w + xx) * B);
           else
             d[i][j] = V{};
         }
-      V e[4][4];
-      for (int j = 0; j < 4; ++j) {
-        e[0][j] = d[0][j] - d[2][j];
-        e[1][j] = d[1][j] + d[2][j];
-        e[2][j] = d[2][j] - d[1][j];
-        e[3][j] = d[1][j] - d[3][j];
+      V e[N][In];  // Bᵀ d: the columns
+#pragma GCC unroll 5
+      for (int j = 0; j < In; ++j) {
+        V col[In], t[N];
+#pragma GCC unroll 5
+        for (int i = 0; i < In; ++i) col[i] = d[i][j];
+        S::input(col, t);
+#pragma GCC unroll 5
+        for (int i = 0; i < N; ++i) e[i][j] = t[i];
       }
       float* dst = v.base + ti * v.row + cb * B - c0;
-      for (int i = 0; i < 4; ++i) {
-        store(dst + (i * 4 + 0) * v.pos, e[i][0] - e[i][2]);
-        store(dst + (i * 4 + 1) * v.pos, e[i][1] + e[i][2]);
-        store(dst + (i * 4 + 2) * v.pos, e[i][2] - e[i][1]);
-        store(dst + (i * 4 + 3) * v.pos, e[i][1] - e[i][3]);
+#pragma GCC unroll 5
+      for (int i = 0; i < N; ++i) {  // (Bᵀ d) B: the rows
+        V t[N];
+        S::input(e[i], t);
+#pragma GCC unroll 5
+        for (int j = 0; j < N; ++j) store(dst + (i * N + j) * v.pos, t[j]);
       }
     }
   }
@@ -356,16 +462,17 @@ void transform_inputs(const Shape& s, const Tiling& tiling, const float* in, int
 /// blocks of tiles and, on wide layers, chunks of at most kChunk input and
 /// output channels: the products of the input chunks add up in the output
 /// chunk's transformed outputs, which are transformed back once complete.
-template <int64_t B>
+template <typename S, int64_t B>
 void convolve(const Shape& s, const float* in, const float* u, const float* bias, bool relu,
               float* out) {
   using V = Vec<B>;
-  const Tiling tiling(s);
+  constexpr int N = S::N, P = N * N, Out = S::Out;
+  const Tiling<Out> tiling(s);
   if (tiling.count == 0) return;  // no outputs
   const int nthreads = omp_get_max_threads();
   const int64_t ci_chunk = std::min(s.ci, kChunk), co_chunk = std::min(s.co, kChunk);
   const int64_t per_block =
-      tiling.per_block(16 * (ci_chunk + co_chunk), kRows, nthreads, s.ci * s.co);
+      tiling.per_block(P * (ci_chunk + co_chunk), kRows, nthreads, s.ci * s.co);
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
   const int64_t panel = 2 * B;
   // Floats per position of the transformed inputs and outputs.
@@ -373,8 +480,8 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
 
 #pragma omp parallel num_threads(static_cast <int>(std::min <int64_t>(nthreads, blocks)))
   {
-    float* const vt = floats(Buf::winograd_tiles, 16 * (v_pos + m_pos));  // [pos][tile][ci]
-    float* const mt = vt + 16 * v_pos;                                    // [pos][tile][co]
+    float* const vt = floats(Buf::winograd_tiles, P * (v_pos + m_pos));  // [pos][tile][ci]
+    float* const mt = vt + P * v_pos;                                    // [pos][tile][co]
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
@@ -383,9 +490,9 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
         for (int64_t c0 = 0; c0 < s.ci; c0 += ci_chunk) {
           const int64_t cw = std::min(ci_chunk, s.ci - c0);
           if (o0 == 0 || ci_chunk < s.ci)  // once a block where one chunk holds them all
-            transform_inputs<B>(s, tiling, in, t0, count, c0, cw, Tiles{vt, v_pos, cw});
-          // The 16 products: tiles x cw by cw x ow.
-          for (int p = 0; p < 16; ++p)
+            transform_inputs<S, B>(s, tiling, in, t0, count, c0, cw, Tiles{vt, v_pos, cw});
+          // The P products: tiles x cw by cw x ow.
+          for (int p = 0; p < P; ++p)
             for (int64_t o = o0; o < o0 + ow; o += panel) {
               const int64_t width = std::min(panel, s.co - o);
               const float* b = u + p * s.ci * s.co + o * s.ci + c0 * width;
@@ -406,33 +513,38 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
             }
         }
         // Outputs: Aᵀ m A, the bias, the ReLU; the last row and column of
-        // tiles may hang over the map by one.
+        // tiles may hang over the map.
         const int64_t cb_out = s.co / B;
         for (int64_t ti = 0; ti < count; ++ti) {
           const Tile t = tiling[t0 + ti];
           for (int64_t ob = o0 / B; ob < (o0 + ow) / B; ++ob) {
             const float* src = mt + ti * ow + ob * B - o0;
-            V m[4][4];
-#pragma GCC unroll 16
-            for (int p = 0; p < 16; ++p) load(m[p / 4][p % 4], src + p * m_pos);
-            V e[2][4];
-            for (int j = 0; j < 4; ++j) {
-              e[0][j] = m[0][j] + m[1][j] + m[2][j];
-              e[1][j] = m[1][j] - m[2][j] - m[3][j];
+            V m[N][N];
+#pragma GCC unroll 25
+            for (int p = 0; p < P; ++p) load(m[p / N][p % N], src + p * m_pos);
+            V e[Out][N];  // Aᵀ m: the columns
+#pragma GCC unroll 5
+            for (int j = 0; j < N; ++j) {
+              V col[N], r[Out];
+#pragma GCC unroll 5
+              for (int i = 0; i < N; ++i) col[i] = m[i][j];
+              S::output(col, r);
+#pragma GCC unroll 4
+              for (int i = 0; i < Out; ++i) e[i][j] = r[i];
             }
             V b{};
             if (bias) std::memcpy(&b, bias + ob * B, sizeof b);  // any alignment
             float* img = out + (t.n * cb_out + ob) * s.oh * s.ow * B;
             for (int i = 0; i < t.rows; ++i) {
-              V r0 = e[i][0] + e[i][1] + e[i][2] + b;
-              V r1 = e[i][1] - e[i][2] - e[i][3] + b;
-              if (relu) {
-                r0 = r0 > V{} ? r0 : V{};
-                r1 = r1 > V{} ? r1 : V{};
-              }
+              V r[Out];  // (Aᵀ m) A: the rows
+              S::output(e[i], r);
               float* row = img + ((t.y + i * s.dil_h) * s.ow + t.x) * B;
-              if (t.cols > 0) store(row, r0);
-              if (t.cols > 1) store(row + s.dil_w * B, r1);
+#pragma GCC unroll 4
+              for (int j = 0; j < Out; ++j) {
+                V v = r[j] + b;
+                if (relu) v = v > V{} ? v : V{};
+                if (j < t.cols) store(row + j * s.dil_w * B, v);
+              }
             }
           }
         }
@@ -441,43 +553,55 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
   }
 }
 
-/// A h Aᵀ of dy's 2x2 tiles [t0, t0 + count) into tile i, channel k of `h`
-/// (zeros outside the map).
-template <int64_t B>
-void transform_gradients(const Shape& s, const Tiling& tiling, const float* dy, int64_t t0,
+/// A h Aᵀ of dy's Out x Out tiles [t0, t0 + count) into tile i, channel k of
+/// `h` (zeros outside the map).
+template <typename S, int64_t B>
+void transform_gradients(const Shape& s, const Tiling<S::Out>& tiling, const float* dy, int64_t t0,
                          int64_t count, Tiles h) {
   using V = Vec<B>;
+  constexpr int N = S::N, Out = S::Out;
   const int64_t blocks = s.co / B;
   for (int64_t ti = 0; ti < count; ++ti) {
     const Tile t = tiling[t0 + ti];
     if (t.rows == 0 || t.cols == 0) {  // wholly outside: no gradient
-      for (int p = 0; p < 16; ++p) std::fill_n(h.base + p * h.pos + ti * h.row, s.co, 0.0f);
+      for (int p = 0; p < N * N; ++p) std::fill_n(h.base + p * h.pos + ti * h.row, s.co, 0.0f);
       continue;
     }
     const int64_t down = s.dil_h * s.ow * B, right = s.dil_w * B;
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const float* img = dy + ((t.n * blocks + kb) * s.oh + t.y) * s.ow * B + t.x * B;
-      V g[2][2] = {};
-      load(g[0][0], img);
-      if (t.cols > 1) load(g[0][1], img + right);
-      if (t.rows > 1) load(g[1][0], img + down);
-      if (t.rows > 1 && t.cols > 1) load(g[1][1], img + down + right);
-      const V q[4][2] = {{g[0][0], g[0][1]},
-                         {g[0][0] + g[1][0], g[0][1] + g[1][1]},
-                         {g[0][0] - g[1][0], g[0][1] - g[1][1]},
-                         {-g[1][0], -g[1][1]}};
+      V g[Out][Out];
+#pragma GCC unroll 4
+      for (int i = 0; i < Out; ++i)
+#pragma GCC unroll 4
+        for (int j = 0; j < Out; ++j)
+          if (i < t.rows && j < t.cols)
+            load(g[i][j], img + i * down + j * right);
+          else
+            g[i][j] = V{};
+      V q[N][Out];  // A h: the columns
+#pragma GCC unroll 4
+      for (int j = 0; j < Out; ++j) {
+        V col[Out], r[N];
+#pragma GCC unroll 4
+        for (int i = 0; i < Out; ++i) col[i] = g[i][j];
+        S::gradient(col, r);
+#pragma GCC unroll 5
+        for (int i = 0; i < N; ++i) q[i][j] = r[i];
+      }
       float* dst = h.base + ti * h.row + kb * B;
-      for (int a = 0; a < 4; ++a) {
-        store(dst + (a * 4 + 0) * h.pos, q[a][0]);
-        store(dst + (a * 4 + 1) * h.pos, q[a][0] + q[a][1]);
-        store(dst + (a * 4 + 2) * h.pos, q[a][0] - q[a][1]);
-        store(dst + (a * 4 + 3) * h.pos, -q[a][1]);
+#pragma GCC unroll 5
+      for (int a = 0; a < N; ++a) {  // (A h) Aᵀ: the rows
+        V r[N];
+        S::gradient(q[a], r);
+#pragma GCC unroll 5
+        for (int b = 0; b < N; ++b) store(dst + (a * N + b) * h.pos, r[b]);
       }
     }
   }
 }
 
-/// The 16 products co x count by count x ci of a block's transformed gradients
+/// The P products co x count by count x ci of a block's transformed gradients
 /// h (tile, co) and inputs v (tile, ci), positions [p0, p1) and output
 /// channels [k0, k1), into (Accumulate: added to) m[pos][k][ci].
 template <int64_t B, bool Accumulate>
@@ -499,44 +623,45 @@ void weight_products(const Shape& s, Tiles h, Tiles v, int64_t count, int p0, in
 }
 
 /// A weight-gradient block of `per_block` tiles in this thread's tile buffer:
-/// its transformed inputs v (tile, ci) and gradients h (tile, co).
+/// its transformed inputs v (tile, ci) and gradients h (tile, co), P positions.
 struct WeightTiles {
   Tiles v, h;
 };
-WeightTiles weight_tiles(const Shape& s, int64_t per_block) {
+WeightTiles weight_tiles(const Shape& s, int64_t per_block, int P) {
   const int64_t v_row = tile_row(s.ci), h_row = tile_row(s.co);
   const int64_t v_pos = spread(per_block * v_row), h_pos = spread(per_block * h_row);
-  float* const base = floats(Buf::winograd_tiles, 16 * (v_pos + h_pos));
-  return {{base, v_pos, v_row}, {base + 16 * v_pos, h_pos, h_row}};
+  float* const base = floats(Buf::winograd_tiles, P * (v_pos + h_pos));
+  return {{base, v_pos, v_row}, {base + P * v_pos, h_pos, h_row}};
 }
 
 /// The sums M[pos][k][ci] of the weight gradient's products over the batch's
 /// tiles, a set per thread: the tiles in blocks, a thread's blocks added into
-/// its own set. Returns the sets (`team` of them, 16·co·ci floats apart).
-template <int64_t B>
-const float* weight_sums_per_thread(const Shape& s, const Tiling& tiling, const float* x,
+/// its own set. Returns the sets (`team` of them, P·co·ci floats apart).
+template <typename S, int64_t B>
+const float* weight_sums_per_thread(const Shape& s, const Tiling<S::Out>& tiling, const float* x,
                                     const float* dy, int& team) {
+  constexpr int P = S::N * S::N;
   const int nthreads = omp_get_max_threads();
   // At least kWeightBlock tiles a block where there are enough: each block
-  // adds into the thread's sums once (16·s.co·ci floats).
+  // adds into the thread's sums once (P·s.co·ci floats).
   const int64_t per_block =
-      tiling.per_block(16 * (s.ci + s.co),
+      tiling.per_block(P * (s.ci + s.co),
                        std::min(kWeightBlock, (tiling.count + nthreads - 1) / nthreads), nthreads);
   const int64_t blocks = (tiling.count + per_block - 1) / per_block;
   team = static_cast<int>(std::min<int64_t>(nthreads, blocks));
-  const int64_t m_size = 16 * s.co * s.ci;
+  const int64_t m_size = P * s.co * s.ci;
   float* const partial = floats(Buf::winograd_sums, team * m_size);
 #pragma omp parallel num_threads(team)
   {
     float* const m = partial + omp_get_thread_num() * m_size;  // [pos][k][ci]
     std::fill_n(m, m_size, 0.0f);
-    const auto [v, h] = weight_tiles(s, per_block);
+    const auto [v, h] = weight_tiles(s, per_block, P);
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
-      transform_inputs<B>(s, tiling, x, t0, count, 0, s.ci, v);
-      transform_gradients<B>(s, tiling, dy, t0, count, h);
-      weight_products<B, true>(s, h, v, count, 0, 16, 0, s.co, m);
+      transform_inputs<S, B>(s, tiling, x, t0, count, 0, s.ci, v);
+      transform_gradients<S, B>(s, tiling, dy, t0, count, h);
+      weight_products<B, true>(s, h, v, count, 0, P, 0, s.co, m);
     }
   }
   return partial;
@@ -544,29 +669,30 @@ const float* weight_sums_per_thread(const Shape& s, const Tiling& tiling, const 
 
 /// The same sums as one set that the threads share: per block of tiles, the
 /// threads transform a share of its tiles each, then each adds the products
-/// of its own positions (and, past 16 threads, a share of the output channels).
+/// of its own positions (and, past P threads, a share of the output channels).
 /// The sums take the buffer of the transformed filters, which the forward pass
 /// has already grown to their size.
-template <int64_t B>
-const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const float* x,
+template <typename S, int64_t B>
+const float* weight_sums_shared(const Shape& s, const Tiling<S::Out>& tiling, const float* x,
                                 const float* dy) {
+  constexpr int P = S::N * S::N;
   const int64_t per_block_max = std::max<int64_t>(
-      1, std::min(kSharedBlockBytes / (16 * (s.ci + s.co) * int64_t{sizeof(float)}), tiling.count));
+      1, std::min(kSharedBlockBytes / (P * (s.ci + s.co) * int64_t{sizeof(float)}), tiling.count));
   const int64_t blocks = (tiling.count + per_block_max - 1) / per_block_max;
   const int64_t per_block = (tiling.count + blocks - 1) / blocks;
-  float* const m = floats(Buf::winograd_filters, 16 * s.co * s.ci);  // [pos][k][ci]
-  const auto [v, h] = weight_tiles(s, per_block);
+  float* const m = floats(Buf::winograd_filters, P * s.co * s.ci);  // [pos][k][ci]
+  const auto [v, h] = weight_tiles(s, per_block, P);
 #pragma omp parallel
   {
     const int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
-    // Work items: the 16 positions, each cut into `parts` runs of rows of k.
-    const int64_t parts = (threads + 15) / 16, items = 16 * parts;
+    // Work items: the P positions, each cut into `parts` runs of rows of k.
+    const int64_t parts = (threads + P - 1) / P, items = P * parts;
     const int64_t row_groups = (s.co + kRows - 1) / kRows;
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t t0 = blk * per_block, count = std::min(per_block, tiling.count - t0);
       const int64_t lo = count * thread / threads, hi = count * (thread + 1) / threads;
-      transform_inputs<B>(s, tiling, x, t0 + lo, hi - lo, 0, s.ci, v.from(lo));
-      transform_gradients<B>(s, tiling, dy, t0 + lo, hi - lo, h.from(lo));
+      transform_inputs<S, B>(s, tiling, x, t0 + lo, hi - lo, 0, s.ci, v.from(lo));
+      transform_gradients<S, B>(s, tiling, dy, t0 + lo, hi - lo, h.from(lo));
 #pragma omp barrier
       for (int64_t item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
         const int p = static_cast<int>(item / parts);
@@ -584,13 +710,14 @@ const float* weight_sums_shared(const Shape& s, const Tiling& tiling, const floa
   return m;
 }
 
-/// dw = Σ over the batch's tiles of Gᵀ [(A h Aᵀ) ⊙ (Bᵀ d B)] G (Winograd
-/// F(3x3, 2x2)): the 16 products co x tiles by tiles x ci summed over blocks
-/// of tiles (weight_sums_per_thread or, on wide layers, weight_sums_shared),
-/// the threads' sums added in thread order and transformed in f64. db = Σ dy.
-template <int64_t B>
+/// dw = Σ over the batch's tiles of Gᵀ [(A h Aᵀ) ⊙ (Bᵀ d B)] G: the P products
+/// co x tiles by tiles x ci summed over blocks of tiles (weight_sums_per_thread
+/// or, on wide layers, weight_sums_shared), the threads' sums added in thread
+/// order and transformed in f64. db = Σ dy.
+template <typename S, int64_t B>
 void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw, float* db) {
-  const Tiling tiling(s);
+  constexpr int N = S::N, P = N * N;
+  const Tiling<S::Out> tiling(s);
   if (tiling.count == 0) {  // no outputs: no gradient
     std::fill_n(dw, s.co * s.ci * 9, 0.0f);
     if (db) std::fill_n(db, s.co, 0.0f);
@@ -598,9 +725,9 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
   }
   int team = 1;
   const float* const partial = s.ci * s.co >= kSharedSumsPairs
-                                   ? weight_sums_shared<B>(s, tiling, x, dy)
-                                   : weight_sums_per_thread<B>(s, tiling, x, dy, team);
-  const int64_t m_size = 16 * s.co * s.ci;
+                                   ? weight_sums_shared<S, B>(s, tiling, x, dy)
+                                   : weight_sums_per_thread<S, B>(s, tiling, x, dy, team);
+  const int64_t m_size = P * s.co * s.ci;
   // Gᵀ M G per filter, M the threads' sums, for runs of kRun input channels:
   // the sums of a run are read as contiguous rows, added in thread order in f64.
   constexpr int64_t kRun = 64;
@@ -609,8 +736,8 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
   for (int64_t o = 0; o < s.co; ++o)
     for (int64_t run = 0; run < runs; ++run) {
       const int64_t i0 = run * kRun, n = std::min(kRun, s.ci - i0);
-      double mm[16][kRun];
-      for (int p = 0; p < 16; ++p) {
+      double mm[P][kRun];
+      for (int p = 0; p < P; ++p) {
         const float* src = partial + (p * s.co + o) * s.ci + i0;
         for (int64_t i = 0; i < n; ++i) mm[p][i] = src[i];
         for (int t = 1; t < team; ++t)
@@ -618,16 +745,17 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
       }
       float* const out = dw + (o * s.ci + i0) * 9;
       for (int64_t i = 0; i < n; ++i) {
-        double q[3][4];  // Gᵀ M: rows a of M (position a·4 + b) combined
-        for (int b = 0; b < 4; ++b) {
-          q[0][b] = mm[b][i] + 0.5 * (mm[4 + b][i] + mm[8 + b][i]);
-          q[1][b] = 0.5 * (mm[4 + b][i] - mm[8 + b][i]);
-          q[2][b] = 0.5 * (mm[4 + b][i] + mm[8 + b][i]) + mm[12 + b][i];
+        double q[3][N];  // Gᵀ M: rows a of M (position a·N + b) combined
+        for (int b = 0; b < N; ++b) {
+          double col[N], g[3];
+          for (int a = 0; a < N; ++a) col[a] = mm[a * N + b][i];
+          S::taps(col, g);
+          for (int r = 0; r < 3; ++r) q[r][b] = g[r];
         }
         for (int r = 0; r < 3; ++r) {  // (Gᵀ M) G
-          out[i * 9 + r * 3 + 0] = static_cast<float>(q[r][0] + 0.5 * (q[r][1] + q[r][2]));
-          out[i * 9 + r * 3 + 1] = static_cast<float>(0.5 * (q[r][1] - q[r][2]));
-          out[i * 9 + r * 3 + 2] = static_cast<float>(0.5 * (q[r][1] + q[r][2]) + q[r][3]);
+          double g[3];
+          S::taps(q[r], g);
+          for (int c = 0; c < 3; ++c) out[i * 9 + r * 3 + c] = static_cast<float>(g[c]);
         }
       }
     }
@@ -650,6 +778,23 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
   }
 }
 
+/// The forward pass of `s` by scheme S (Stride1 or Stride2).
+template <typename S>
+void forward(const Shape& s, const float* x, const float* weight, const float* bias, bool relu,
+             float* y) {
+  float* u = floats(Buf::winograd_filters, S::N * S::N * s.ci * s.co);
+  with_channel_block([&](auto blk) {
+    constexpr int64_t B = decltype(blk)::value;
+    transform_filters<S, B>(
+        s,
+        [&](int64_t o, int64_t i, int r, int c) {
+          return weight[((o * s.ci + i) * 3 + r) * 3 + c];
+        },
+        u);
+    convolve<S, B>(s, x, u, bias, relu, y);
+  });
+}
+
 }  // namespace
 
 int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t dil_w) {
@@ -660,19 +805,31 @@ int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
                       bool relu, float* y) {
   const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
-  float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
-  with_channel_block([&](auto blk) {
-    constexpr int64_t B = decltype(blk)::value;
-    transform_filters<B>(
-        s,
-        [&](int64_t o, int64_t i, int r, int c) { return weight[((o * g.c + i) * 3 + r) * 3 + c]; },
-        u);
-    convolve<B>(s, x, u, bias, relu, y);
-  });
+  if (g.stride == 2)
+    forward<Stride2>(s, x, weight, bias, relu, y);
+  else
+    forward<Stride1>(s, x, weight, bias, relu, y);
 }
 
 void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight,
                             float* dx) {
+  if (g.stride == 2) {
+    // Tiles of 4x4 input gradients, each from the 3x3 window of dy at half
+    // its position; the taps as they are.
+    const Shape s{g.n, g.k, g.oh, g.ow, g.c, g.h, g.w, 0, 0, 1, 1};
+    float* u = floats(Buf::winograd_filters, 25 * s.ci * s.co);
+    with_channel_block([&](auto blk) {
+      constexpr int64_t B = decltype(blk)::value;
+      transform_filters<Stride2Data, B>(
+          s,
+          [&](int64_t o, int64_t i, int r, int c) {
+            return weight[((i * g.c + o) * 3 + r) * 3 + c];
+          },
+          u);
+      convolve<Stride2Data, B>(s, dy, u, nullptr, false, dx);
+    });
+    return;
+  }
   // dx = conv(dy, w') with w'(c, k, r, s) = w(k, c, 2 - r, 2 - s), the same
   // dilation d, padding 2·d - pad.
   const Shape s{
@@ -681,21 +838,26 @@ void winograd_backward_data(const WinogradGeom& g, const float* dy, const float*
   float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
   with_channel_block([&](auto blk) {
     constexpr int64_t B = decltype(blk)::value;
-    transform_filters<B>(
+    transform_filters<Stride1, B>(
         s,
         [&](int64_t o, int64_t i, int r, int c) {
           return weight[((i * g.c + o) * 3 + (2 - r)) * 3 + (2 - c)];
         },
         u);
-    convolve<B>(s, dy, u, nullptr, false, dx);
+    convolve<Stride1, B>(s, dy, u, nullptr, false, dx);
   });
 }
 
 void winograd_backward_weights(const WinogradGeom& g, const float* x, const float* dy,
                                float* dweight, float* dbias) {
   const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
-  with_channel_block(
-      [&](auto blk) { weight_gradient<decltype(blk)::value>(s, x, dy, dweight, dbias); });
+  with_channel_block([&](auto blk) {
+    constexpr int64_t B = decltype(blk)::value;
+    if (g.stride == 2)
+      weight_gradient<Stride2, B>(s, x, dy, dweight, dbias);
+    else
+      weight_gradient<Stride1, B>(s, x, dy, dweight, dbias);
+  });
 }
 
 }  // namespace tcv::kernels::cpu

@@ -1,6 +1,6 @@
 // Winograd convolution on the CPU's blocked f32 layout (nChw8c on AVX2,
 // nChw16c on AVX-512: kernels/cpu/blocked.h), for 3x3 stride-1 layers,
-// dilated or not, all three passes.
+// dilated or not, and 3x3 stride-2 layers with padding 1, all three passes.
 //
 // Forward and backward-data (itself such a convolution of dy with the flipped,
 // transposed weights) are F(2x2, 3x3): each 2x2 block of outputs is computed
@@ -37,20 +37,37 @@
 // the outputs (y mod d_h, x mod d_w), each reading the inputs of its phase:
 // the tiles are taken phase by phase, their outputs and input windows d apart
 // (the dilated ResNets of DeepLabV3 and PSPNet: d = 2 and 4).
+//
+// A stride-2 layer (the first 3x3 of a ResNet stage) is split by the parity
+// of its inputs: in 1-D, y[j] = w0·x[2j] + w2·x[2j+2] + w1·x[2j+1], F(2, 2)
+// over the even inputs (3 products for 2 outputs) plus w1 times the odd ones
+// (2), so 25 products for a 2x2 tile of outputs from its 5x5 window where
+// direct convolution takes 36 (1.44x fewer). Its backward-data takes tiles of
+// 4x4 input gradients from 3x3 windows of dy, dx[2u] = w1·dy[u] and
+// dx[2u+1] = w2·dy[u] + w0·dy[u+1] (again F(2, 2) and direct: 25 products for
+// 16 outputs); its weight gradient is the forward's algorithm with filter and
+// output swapped, as above. Their transforms' coefficients are 0 and ±1, the
+// forward and backward-data outputs read only their own windows, and the same
+// bounds hold with M on their matrices. The three algorithms are each three
+// 1-D maps (winograd.cpp's Stride1, Stride2, Stride2Data) that the same
+// blocked kernels take as a template parameter.
 #pragma once
 
 #include <cstdint>
 
 namespace tcv::kernels::cpu {
 
-/// One F(2x2, 3x3) convolution: x (n, c, h, w) and y (n, k, oh, ow), both in
-/// the blocked layout, c and k whole channel blocks; weights (k, c, 3, 3)
-/// row-major; dilation dil_h x dil_w, oh = h + 2·pad_h - 2·dil_h,
+/// One 3x3 convolution: x (n, c, h, w) and y (n, k, oh, ow), both in the
+/// blocked layout, c and k whole channel blocks; weights (k, c, 3, 3)
+/// row-major. Stride 1: dilation dil_h x dil_w, oh = h + 2·pad_h - 2·dil_h,
 /// ow = w + 2·pad_w - 2·dil_w, 0 <= pad <= 2·dil.
 struct WinogradGeom {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, oh = 0, ow = 0;
   int64_t pad_h = 0, pad_w = 0;
   int64_t dil_h = 1, dil_w = 1;
+  /// 1, or 2 for a stride-2 layer with padding 1 and no dilation
+  /// (oh = (h + 1) / 2, ow = (w + 1) / 2).
+  int64_t stride = 1;
 };
 
 /// The 2x2 output tiles the kernels take over a batch of n (oh, ow) outputs
@@ -67,8 +84,9 @@ void winograd_forward(const WinogradGeom& g, const float* x, const float* weight
 void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight, float* dx);
 
 /// dweight (k, c, 3, 3) row-major, and dbias (k) unless null, of the forward
-/// pass `g` given x and dy (both blocked): Winograd F(3x3, 2x2), the sums over
-/// the batch's tiles taken in the transformed domain.
+/// pass `g` given x and dy (both blocked): Winograd F(3x3, 2x2) (stride 2: the
+/// forward's split, roles swapped), the sums over the batch's tiles taken in
+/// the transformed domain.
 void winograd_backward_weights(const WinogradGeom& g, const float* x, const float* dy,
                                float* dweight, float* dbias);
 

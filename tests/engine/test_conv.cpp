@@ -266,6 +266,16 @@ TEST(Conv2d, WinogradMatchesReference) {
   const std::string wide = kernels::cpu::conv2d_impl_names(geom_3x3(2, 1024, 16));
   EXPECT_EQ(wide.find(ours + " / " + ours + " / "), 0u) << wide;
   EXPECT_EQ(wide.find("wino", 2 * (ours.size() + 3)), std::string::npos) << wide;
+  // 3x3 stride-2 layers with padding 1: the polyphase split in all three
+  // passes (ResNet-18-CIFAR's 64 -> 128 at 32x32, 128 backward-data tiles of
+  // 4x4 from 2 images of 32x32); with padding 0, or too few tiles, direct.
+  const auto strided = [](int64_t n, int64_t hw, int64_t pad) {
+    return testing::conv_geom({n, 64, hw, hw}, {128, 64, 3, 3},
+                              {.stride = {2, 2}, .padding = {pad, pad}});
+  };
+  EXPECT_EQ(kernels::cpu::conv2d_impl_names(strided(2, 32, 1)), ours + " / " + ours + " / " + ours);
+  EXPECT_EQ(kernels::cpu::conv2d_impl_names(strided(2, 32, 0)).find("wino"), std::string::npos);
+  EXPECT_EQ(kernels::cpu::conv2d_impl_names(strided(1, 32, 1)).find("wino"), std::string::npos);
 }
 
 // What one pass of a layer is checked against: the f64 result of the same f32
@@ -303,7 +313,8 @@ Tensor smooth_relu_field(const Shape& s, uint64_t seed) {
   return ops::relu(ops::upsample(low, {s[2], s[3]}, {.mode = ops::InterpMode::bilinear}));
 }
 
-// The three passes of a 3x3 stride-1 layer (n, c, hw, hw) -> (n, k, hw, hw) in
+// The three passes of a 3x3 layer (n, c, hw, hw) -> (n, k, hw, hw), or with
+// stride 2 (padding 1) -> (n, k, (hw + 1) / 2, ...), in
 // f32 under the current algorithm choice, each element against the bound of
 // the algorithm that ran the pass: direct convolution's γ_K·Σ|terms| (K = C·9
 // forward, K·9 backward-data, N·HW² backward-weights;
@@ -313,17 +324,18 @@ Tensor smooth_relu_field(const Shape& s, uint64_t seed) {
 // independent values. Returns the largest ratio of the three passes and
 // reports each.
 double layer_against_bound(const std::string& name, int64_t n, int64_t c, int64_t k, int64_t hw,
-                           int64_t dil, bool masked, uint64_t seed) {
-  kernels::Conv2dGeom g = geom_3x3(n, c, hw);
-  g.k = k;
-  g.pad[0] = g.pad[1] = dil;  // "same" outputs, dilated or not
-  g.dilation[0] = g.dilation[1] = dil;
-  const Shape xs{n, c, hw, hw}, ws{k, c, 3, 3}, ys{n, k, hw, hw};
+                           int64_t dil, bool masked, uint64_t seed, int64_t stride = 1) {
+  const bool s2 = stride == 2;
+  const kernels::Conv2dGeom g = testing::conv_geom(
+      {n, c, hw, hw}, {k, c, 3, 3},
+      {.stride = {stride, stride}, .padding = {dil, dil}, .dilation = {dil, dil}});
+  const int64_t ohw = g.oh;  // hw ("same" outputs, dilated or not) or (hw + 1) / 2
+  const Shape xs{n, c, hw, hw}, ws{k, c, 3, 3}, ys{n, k, ohw, ohw};
   Tensor x = masked ? smooth_relu_field(xs, seed) : ops::relu(rand_f64(xs, seed, -1, 1, false));
   Tensor dy = rand_f64(ys, seed + 1, -1, 1, false);
   if (masked) {
     const Tensor shared_x = ops::gt(smooth_relu_field({n, 1, hw, hw}, seed + 2), 0.2);
-    const Tensor shared_y = ops::gt(smooth_relu_field({n, 1, hw, hw}, seed + 3), 0.2);
+    const Tensor shared_y = ops::gt(smooth_relu_field({n, 1, ohw, ohw}, seed + 3), 0.2);
     x = ops::mul(x, shared_x.to(DType::f64));
     dy = ops::mul(ops::mul(dy, ops::gt(smooth_relu_field(ys, seed + 4), 0.0).to(DType::f64)),
                   shared_y.to(DType::f64));
@@ -353,22 +365,33 @@ double layer_against_bound(const std::string& name, int64_t n, int64_t c, int64_
              wino_bwd = impl.find("wino_2x2", second) == second,
              wino_bww = impl.find("wino_2x2", third) == third;
   const testing::Dilation d{dil, dil};
-  const int64_t tiles = testing::winograd2_tiles(n, hw, hw, d);
+  const int64_t tiles = testing::winograd2_tiles(n, ohw, ohw, d);
   const auto gamma = [](int64_t terms) { return testing::gamma_n(terms, DType::f32); };
+  // M of the Winograd passes (tests/support/winograd_bound.h).
+  const auto wino_forward = [&] {
+    return s2 ? testing::winograd2_stride2_magnitudes(ax, aw)
+              : testing::winograd2_magnitudes(ax, aw, dil, dil, d);
+  };
+  const auto wino_data = [&] {
+    return s2 ? testing::winograd2_stride2_magnitudes_backward_data(ady, aw, hw, hw)
+              : testing::winograd2_magnitudes_backward_data(ady, aw, dil, dil, d);
+  };
+  const auto wino_weights = [&] {
+    return s2 ? testing::winograd2_stride2_magnitudes_backward_weights(ax, ady)
+              : testing::winograd2_magnitudes_backward_weights(ax, ady, dil, dil, d);
+  };
   const PassCheck passes[] = {
       {"forward", forward(x32, w32, DType::f32), forward(x64, w64, DType::f64),
-       wino_fwd ? testing::winograd2_magnitudes(ax, aw, dil, dil, d) : forward(ax, aw, DType::f64),
+       wino_fwd ? wino_forward() : forward(ax, aw, DType::f64),
        wino_fwd ? gamma(c + 8) : gamma(c * 9 + 2), wino_fwd ? "γ_(C+8)·M" : "γ_K·Σ|terms|"},
       {"backward-data", backward(x32, w32, dy32, true, DType::f32),
        backward(x64, w64, dy64, true, DType::f64),
-       wino_bwd ? testing::winograd2_magnitudes_backward_data(ady, aw, dil, dil, d)
-                : backward(ax, aw, ady, true, DType::f64),
+       wino_bwd ? wino_data() : backward(ax, aw, ady, true, DType::f64),
        wino_bwd ? gamma(k + 8) : gamma(k * 9 + 2), wino_bwd ? "γ_(K+8)·M" : "γ_K·Σ|terms|"},
       {"backward-weights", backward(x32, w32, dy32, false, DType::f32),
        backward(x64, w64, dy64, false, DType::f64),
-       wino_bww ? testing::winograd2_magnitudes_backward_weights(ax, ady, dil, dil, d)
-                : backward(ax, aw, ady, false, DType::f64),
-       wino_bww ? gamma(tiles + 6) : gamma(n * hw * hw + 2),
+       wino_bww ? wino_weights() : backward(ax, aw, ady, false, DType::f64),
+       wino_bww ? gamma(tiles + 6) : gamma(n * ohw * ohw + 2),
        wino_bww ? "γ_(T+6)·M" : "γ_K·Σ|terms|"}};
   double worst = 0;
   for (const PassCheck& p : passes) {
@@ -395,7 +418,7 @@ TEST(Conv2d, DefaultAlgorithmWithinItsBoundOnModelLayers) {
   struct ModelLayer {
     const char* name;
     int64_t n, c, k, hw;
-    int64_t dil = 1;
+    int64_t dil = 1, stride = 1;
   };
   const ModelLayer layers[] = {
       {"vgg11_bn features.18 512->512 @8 b3", 3, 512, 512, 8},
@@ -411,6 +434,12 @@ TEST(Conv2d, DefaultAlgorithmWithinItsBoundOnModelLayers) {
       {"pspnet aux 1024->256 @32 b1", 1, 1024, 256, 32},
       {"openpose cpm 512->256 @46 b1", 1, 512, 256, 46},
       {"openpose stage1 128->128 @46 b1", 1, 128, 128, 46},
+      // Stride 2, padding 1 (the polyphase split; batches of at least its 128
+      // tiles of 2x2 outputs).
+      {"resnet18-cifar layer2.0 64->128 s2 @32 b2", 2, 64, 128, 32, 1, 2},
+      {"resnet18-cifar layer4.0 256->512 s2 @8 b32", 32, 256, 512, 8, 1, 2},
+      {"resnet50 layer3.0 conv2 256->256 s2 @28 b3", 3, 256, 256, 28, 1, 2},
+      {"ssd300 conv8_2 256->512 s2 @19 b6", 6, 256, 512, 19, 1, 2},
   };
   ConvAlgoScope scope(ConvAlgo::automatic);
   uint64_t seed = 2800;
@@ -418,7 +447,8 @@ TEST(Conv2d, DefaultAlgorithmWithinItsBoundOnModelLayers) {
     SCOPED_TRACE(l.name);
     for (bool masked : {false, true}) {
       seed += 10;
-      EXPECT_LE(layer_against_bound(l.name, l.n, l.c, l.k, l.hw, l.dil, masked, seed), 1.0);
+      EXPECT_LE(layer_against_bound(l.name, l.n, l.c, l.k, l.hw, l.dil, masked, seed, l.stride),
+                1.0);
     }
   }
   // The case under Winograd, for the record.

@@ -1,4 +1,5 @@
-// Winograd F(2x2, 3x3) (kernels/cpu/winograd.h) against the f64 convolution,
+// Winograd F(2x2, 3x3) (kernels/cpu/winograd.h), and the polyphase split of
+// 3x3 stride-2 layers, against the f64 convolution,
 // within its own rounding-error bound γ_(C+8)·M (tests/support/winograd_bound.h,
 // a bound from the algorithm that holds on every CPU): odd map sizes (tiles
 // hanging over the edge), padding 0, 1 and 2, one, two and three channel blocks
@@ -32,7 +33,7 @@ struct Case {
   const char* name;
   int64_t n, c_blocks, k_blocks, h, w, pad;
   bool bias, relu;
-  int64_t dil = 1;
+  int64_t dil = 1, stride = 1;  // stride 2: padding 1, no dilation
 };
 
 // f32 (n, c, h, w) row-major <-> the blocked layout, in tensors tcv allocates
@@ -109,21 +110,39 @@ const Case kCases[] = {
     // At least 256 x 256 channel pairs: the weight gradient's sums shared by the
     // threads, over two blocks of tiles (162 tiles; a block takes 4 MiB of them).
     {"shared_sums_17x17_c32_k32", 2, 32, 32, 17, 17, 1, false, false},
+    // Stride 2 (the polyphase split): odd maps (2x2 output tiles and backward-
+    // data's 4x4 input-gradient tiles over the edge), even ones, bias and ReLU,
+    // the chunks of wide layers, padded rows, and shared sums over two blocks
+    // (100 tiles; a block takes 81 of them at 256 x 256 channels on AVX2).
+    {"s2_odd_9x7_k2", 2, 1, 2, 9, 7, 1, false, false, 1, 2},
+    {"s2_even_16x12_c2_k3", 3, 2, 3, 16, 12, 1, false, false, 1, 2},
+    {"s2_bias_relu_11x10_c3", 3, 3, 1, 11, 10, 1, true, true, 1, 2},
+    {"s2_wide_in_6x7_c66_k3", 1, 66, 3, 6, 7, 1, true, false, 1, 2},
+    {"s2_wide_out_5x6_c3_k66", 2, 3, 66, 5, 6, 1, false, true, 1, 2},
+    {"s2_padded_rows_10x9_c16_k2", 2, 16, 2, 10, 9, 1, true, false, 1, 2},
+    {"s2_shared_sums_17x17_c32_k32", 4, 32, 32, 17, 17, 1, false, false, 1, 2},
 };
 
 // A case's geometry with this CPU's channel block.
 WinogradGeom geom_of(const Case& t, int64_t blk) {
+  const bool s2 = t.stride == 2;
   return {t.n,
           t.c_blocks * blk,
           t.h,
           t.w,
           t.k_blocks * blk,
-          t.h + 2 * t.pad - 2 * t.dil,
-          t.w + 2 * t.pad - 2 * t.dil,
+          s2 ? (t.h + 1) / 2 : t.h + 2 * t.pad - 2 * t.dil,
+          s2 ? (t.w + 1) / 2 : t.w + 2 * t.pad - 2 * t.dil,
           t.pad,
           t.pad,
           t.dil,
-          t.dil};
+          t.dil,
+          t.stride};
+}
+
+// The case's convolution as ops::conv2d takes it.
+ops::Conv2dParams params_of(const Case& t) {
+  return {.stride = {t.stride, t.stride}, .padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}};
 }
 
 // f32 weights (k, c, 3, 3) uniform in ±1/√(fan_in · 9).
@@ -148,12 +167,13 @@ TEST(Winograd2, ForwardWithinItsBoundOfF64) {
     const Tensor xb = to_blocked_f32(x);
     kernels::cpu::winograd_forward(g, xb.data<float>(), w.data<float>(),
                                    t.bias ? b.data<float>() : nullptr, t.relu, y.data<float>());
-    const ops::Conv2dParams p{.padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}};
     const Tensor w64 = w.to(DType::f64), b64 = t.bias ? b.to(DType::f64) : Tensor();
-    Tensor want = ops::conv2d(x, w64, b64, p);
+    Tensor want = ops::conv2d(x, w64, b64, params_of(t));
     if (t.relu) want = ops::relu(want);  // 1-Lipschitz: the bound still holds
-    const Tensor m =
-        testing::winograd2_magnitudes(ops::abs(x), ops::abs(w64), t.pad, t.pad, {t.dil, t.dil});
+    const Tensor m = t.stride == 2
+                         ? testing::winograd2_stride2_magnitudes(ops::abs(x), ops::abs(w64))
+                         : testing::winograd2_magnitudes(ops::abs(x), ops::abs(w64), t.pad, t.pad,
+                                                         {t.dil, t.dil});
     const Tensor sums = t.bias ? ops::add(m, ops::abs(b64).reshape({1, k, 1, 1})) : m;
     // One more rounding for the bias.
     expect_within(from_blocked_f32(y), want, sums, m,
@@ -176,11 +196,12 @@ TEST(Winograd2, BackwardDataWithinItsBoundOfF64) {
     kernels::cpu::winograd_backward_data(g, dyb.data<float>(), w.data<float>(), dx.data<float>());
     // The f64 reference: the gradient of the convolution's input.
     const Tensor x = zeros({t.n, c, t.h, t.w}, {.dtype = DType::f64}).set_requires_grad(true);
-    ops::conv2d(x, w.to(DType::f64), Tensor(),
-                {.padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}})
-        .backward(dy);
-    const Tensor sums = testing::winograd2_magnitudes_backward_data(
-        ops::abs(dy), ops::abs(w.to(DType::f64)), t.pad, t.pad, {t.dil, t.dil});
+    ops::conv2d(x, w.to(DType::f64), Tensor(), params_of(t)).backward(dy);
+    const Tensor abs_w = ops::abs(w.to(DType::f64));
+    const Tensor sums = t.stride == 2 ? testing::winograd2_stride2_magnitudes_backward_data(
+                                            ops::abs(dy), abs_w, t.h, t.w)
+                                      : testing::winograd2_magnitudes_backward_data(
+                                            ops::abs(dy), abs_w, t.pad, t.pad, {t.dil, t.dil});
     expect_within(from_blocked_f32(dx), x.grad(), sums, sums, testing::gamma_n(k + 8, DType::f32),
                   std::string(t.name) + " dx");
   }
@@ -213,9 +234,11 @@ TEST(Winograd2, BackwardWeightsWithinItsBoundOfF64) {
     // The f64 reference: the gradients of the convolution's weight and bias.
     const Tensor w = zeros({k, c, 3, 3}, {.dtype = DType::f64}).set_requires_grad(true);
     const Tensor b = zeros({k}, {.dtype = DType::f64}).set_requires_grad(true);
-    ops::conv2d(x, w, b, {.padding = {t.pad, t.pad}, .dilation = {t.dil, t.dil}}).backward(dy);
-    const Tensor m = testing::winograd2_magnitudes_backward_weights(ops::abs(x), ops::abs(dy),
-                                                                    t.pad, t.pad, {t.dil, t.dil});
+    ops::conv2d(x, w, b, params_of(t)).backward(dy);
+    const Tensor m = t.stride == 2 ? testing::winograd2_stride2_magnitudes_backward_weights(
+                                         ops::abs(x), ops::abs(dy))
+                                   : testing::winograd2_magnitudes_backward_weights(
+                                         ops::abs(x), ops::abs(dy), t.pad, t.pad, {t.dil, t.dil});
     const int64_t tiles = testing::winograd2_tiles(t.n, g.oh, g.ow, {t.dil, t.dil});
     expect_within(dw, w.grad(), m, m, testing::gamma_n(tiles + 6, DType::f32),
                   std::string(t.name) + " dweight");

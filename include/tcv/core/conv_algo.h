@@ -14,15 +14,18 @@ namespace tcv {
 ///    channel blocks, at least 128 2x2 output tiles over the batch and at most
 ///    4096x512 channels, dilated ones too where each of the d x d phases of
 ///    the output is at least 4x4 (the dilated ResNets of DeepLabV3 and
-///    PSPNet), and its F(3x3, 2x2) for their weight gradients up to 256x256
-///    channels (1.2-2.4x faster than direct per pass on AVX2); oneDNN's direct
+///    PSPNet), and its F(3x3, 2x2) for their weight gradients up to 512x512
+///    channels (1.2-2.4x faster than direct per pass on AVX2); the three
+///    passes of 3x3 stride-2 layers with padding 1 split by the parity of
+///    their inputs (25 products for 2x2 outputs where direct takes 36;
+///    1.1-1.7x faster per pass on ResNet-18-CIFAR's); oneDNN's direct
 ///    kernels everywhere else. Every element stays
 ///    within the bound of the algorithm that ran it: direct's
 ///    |error| <= γ_K · Σ|terms| (K the terms of one sum: C·R·S forward, K·R·S
 ///    backward-data, N·OH·OW backward-weights; the bound of any summation
 ///    order on any CPU), or Winograd's γ_(C+8) · M (γ_(T+6) · M over T tiles
 ///    for the weight gradient), M the same transforms on magnitudes. A
-///    forward or backward-data output of F(2x2, 3x3) reads only its own 3x3
+///    forward or backward-data output of these kernels reads only its own
 ///    window, so one whose window is all zero (a zero region of the maps or
 ///    the gradients, after a ReLU or in an image's padding) is exactly 0; the
 ///    weight gradient's transforms mix a tile's taps, so a weight element
