@@ -204,6 +204,22 @@ struct Stride2Data {
   }
 };
 
+/// out = f applied to each of the K columns of `in` (R x K), f a 1-D map of R
+/// values to C: the first half of a 2-D transform (the second applies f to
+/// each row of out).
+template <int R, int C, int K, typename T, typename F>
+[[gnu::always_inline]] inline void columns(const T (&in)[R][K], T (&out)[C][K], F f) {
+#pragma GCC unroll 5
+  for (int j = 0; j < K; ++j) {
+    T col[R], r[C];
+#pragma GCC unroll 5
+    for (int i = 0; i < R; ++i) col[i] = in[i][j];
+    f(col, r);
+#pragma GCC unroll 5
+    for (int i = 0; i < C; ++i) out[i][j] = r[i];
+  }
+}
+
 /// The N² transformed filters of every (output, input) channel pair, packed for
 /// the products: [pos][panel][ci][width], a panel being 2·B output channels
 /// (fewer in the last), f(o, i, r, s) the 3x3 filter. Computed in f64, rounded once.
@@ -235,13 +251,8 @@ void transform_filters(const Shape& s, Filter f, float* u) {
             std::memcpy(&v, &tile[r * 3 + c][j], sizeof v);
             g[r][c] = __builtin_convertvector(v, D4);
           }
-        D4 q[N][3];  // G g: the columns
-        for (int c = 0; c < 3; ++c) {
-          const D4 col[3] = {g[0][c], g[1][c], g[2][c]};
-          D4 t[N];
-          S::filter(col, t);
-          for (int r = 0; r < N; ++r) q[r][c] = t[r];
-        }
+        D4 q[N][3];  // G g
+        columns(g, q, [](const D4(&a)[3], D4(&b)[N]) { S::filter(a, b); });
         for (int r = 0; r < N; ++r) {  // (G g) Gᵀ: the rows
           D4 v[N];
           S::filter(q[r], v);
@@ -439,16 +450,8 @@ void transform_inputs(const Shape& s, const Tiling<S::Out>& tiling, const float*
           else
             d[i][j] = V{};
         }
-      V e[N][In];  // Bᵀ d: the columns
-#pragma GCC unroll 5
-      for (int j = 0; j < In; ++j) {
-        V col[In], t[N];
-#pragma GCC unroll 5
-        for (int i = 0; i < In; ++i) col[i] = d[i][j];
-        S::input(col, t);
-#pragma GCC unroll 5
-        for (int i = 0; i < N; ++i) e[i][j] = t[i];
-      }
+      V e[N][In];  // Bᵀ d
+      columns(d, e, [](const V(&a)[In], V(&b)[N]) { S::input(a, b); });
       float* dst = v.base + ti * v.row + cb * B - c0;
 #pragma GCC unroll 5
       for (int i = 0; i < N; ++i) {  // (Bᵀ d) B: the rows
@@ -525,16 +528,8 @@ void convolve(const Shape& s, const float* in, const float* u, const float* bias
             V m[N][N];
 #pragma GCC unroll 25
             for (int p = 0; p < P; ++p) load(m[p / N][p % N], src + p * m_pos);
-            V e[Out][N];  // Aᵀ m: the columns
-#pragma GCC unroll 5
-            for (int j = 0; j < N; ++j) {
-              V col[N], r[Out];
-#pragma GCC unroll 5
-              for (int i = 0; i < N; ++i) col[i] = m[i][j];
-              S::output(col, r);
-#pragma GCC unroll 4
-              for (int i = 0; i < Out; ++i) e[i][j] = r[i];
-            }
+            V e[Out][N];  // Aᵀ m
+            columns(m, e, [](const V(&a)[N], V(&b)[Out]) { S::output(a, b); });
             V b{};
             if (bias) std::memcpy(&b, bias + ob * B, sizeof b);  // any alignment
             float* img = out + (t.n * cb_out + ob) * s.oh * s.ow * B;
@@ -582,16 +577,8 @@ void transform_gradients(const Shape& s, const Tiling<S::Out>& tiling, const flo
             load(g[i][j], img + i * down + j * right);
           else
             g[i][j] = V{};
-      V q[N][Out];  // A h: the columns
-#pragma GCC unroll 4
-      for (int j = 0; j < Out; ++j) {
-        V col[Out], r[N];
-#pragma GCC unroll 4
-        for (int i = 0; i < Out; ++i) col[i] = g[i][j];
-        S::gradient(col, r);
-#pragma GCC unroll 5
-        for (int i = 0; i < N; ++i) q[i][j] = r[i];
-      }
+      V q[N][Out];  // A h
+      columns(g, q, [](const V(&a)[Out], V(&b)[N]) { S::gradient(a, b); });
       float* dst = h.base + ti * h.row + kb * B;
 #pragma GCC unroll 5
       for (int a = 0; a < N; ++a) {  // (A h) Aᵀ: the rows
