@@ -768,20 +768,15 @@ void weight_gradient(const Shape& s, const float* x, const float* dy, float* dw,
   }
 }
 
-/// The forward pass of `s` by scheme S (Stride1 or Stride2).
-template <typename S>
-void forward(const Shape& s, const float* x, const float* weight, const float* bias, bool relu,
-             float* y) {
+/// The convolution of `in` by algorithm S with the filters f(o, i, r, c):
+/// transform_filters, then convolve.
+template <typename S, typename Filter>
+void run(const Shape& s, const float* in, Filter f, const float* bias, bool relu, float* out) {
   float* u = floats(Buf::winograd_filters, S::N * S::N * s.ci * s.co);
   with_channel_block([&](auto blk) {
     constexpr int64_t B = decltype(blk)::value;
-    transform_filters<S, B>(
-        s,
-        [&](int64_t o, int64_t i, int r, int c) {
-          return weight[((o * s.ci + i) * 3 + r) * 3 + c];
-        },
-        u);
-    convolve<S, B>(s, x, u, bias, relu, y);
+    transform_filters<S, B>(s, f, u);
+    convolve<S, B>(s, in, u, bias, relu, out);
   });
 }
 
@@ -795,10 +790,13 @@ int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
                       bool relu, float* y) {
   const Shape s{g.n, g.c, g.h, g.w, g.k, g.oh, g.ow, g.pad_h, g.pad_w, g.dil_h, g.dil_w};
+  const auto f = [&](int64_t o, int64_t i, int r, int c) {
+    return weight[((o * g.c + i) * 3 + r) * 3 + c];
+  };
   if (g.stride == 2)
-    forward<Stride2>(s, x, weight, bias, relu, y);
+    run<Stride2>(s, x, f, bias, relu, y);
   else
-    forward<Stride1>(s, x, weight, bias, relu, y);
+    run<Stride1>(s, x, f, bias, relu, y);
 }
 
 void winograd_backward_data(const WinogradGeom& g, const float* dy, const float* weight,
@@ -807,17 +805,10 @@ void winograd_backward_data(const WinogradGeom& g, const float* dy, const float*
     // Tiles of 4x4 input gradients, each from the 3x3 window of dy at half
     // its position; the taps as they are.
     const Shape s{g.n, g.k, g.oh, g.ow, g.c, g.h, g.w, 0, 0, 1, 1};
-    float* u = floats(Buf::winograd_filters, 25 * s.ci * s.co);
-    with_channel_block([&](auto blk) {
-      constexpr int64_t B = decltype(blk)::value;
-      transform_filters<Stride2Data, B>(
-          s,
-          [&](int64_t o, int64_t i, int r, int c) {
-            return weight[((i * g.c + o) * 3 + r) * 3 + c];
-          },
-          u);
-      convolve<Stride2Data, B>(s, dy, u, nullptr, false, dx);
-    });
+    run<Stride2Data>(
+        s, dy,
+        [&](int64_t o, int64_t i, int r, int c) { return weight[((i * g.c + o) * 3 + r) * 3 + c]; },
+        nullptr, false, dx);
     return;
   }
   // dx = conv(dy, w') with w'(c, k, r, s) = w(k, c, 2 - r, 2 - s), the same
@@ -825,17 +816,12 @@ void winograd_backward_data(const WinogradGeom& g, const float* dy, const float*
   const Shape s{
       g.n,     g.k,    g.oh, g.ow, g.c, g.h, g.w, 2 * g.dil_h - g.pad_h, 2 * g.dil_w - g.pad_w,
       g.dil_h, g.dil_w};
-  float* u = floats(Buf::winograd_filters, 16 * s.ci * s.co);
-  with_channel_block([&](auto blk) {
-    constexpr int64_t B = decltype(blk)::value;
-    transform_filters<Stride1, B>(
-        s,
-        [&](int64_t o, int64_t i, int r, int c) {
-          return weight[((i * g.c + o) * 3 + (2 - r)) * 3 + (2 - c)];
-        },
-        u);
-    convolve<Stride1, B>(s, dy, u, nullptr, false, dx);
-  });
+  run<Stride1>(
+      s, dy,
+      [&](int64_t o, int64_t i, int r, int c) {
+        return weight[((i * g.c + o) * 3 + (2 - r)) * 3 + (2 - c)];
+      },
+      nullptr, false, dx);
 }
 
 void winograd_backward_weights(const WinogradGeom& g, const float* x, const float* dy,
