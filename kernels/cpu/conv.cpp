@@ -970,7 +970,7 @@ Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo) {
     const bool fits = g.dilation[0] == 1 && g.dilation[1] == 1 && g.pad[0] == 1 && g.pad[1] == 1 &&
                       g.oh == (g.h + 1) / 2 && g.ow == (g.w + 1) / 2;
     const bool forward = fits && winograd_tiles(g.n, g.oh, g.ow, 1, 1) >= kWinograd2MinTiles;
-    const bool data = fits && g.n * ((g.h + 3) / 4) * ((g.w + 3) / 4) >= kWinograd2MinTiles;
+    const bool data = fits && winograd_tiles(g.n, g.h, g.w, 1, 1, 4) >= kWinograd2MinTiles;
     return {forward, data, forward && g.c * g.k <= kWinograd2MaxWeightFilters};
   }
   const int64_t dh = g.dilation[0], dw = g.dilation[1];

@@ -392,7 +392,7 @@ struct Tiling {
         per_row(((s.ow + dil_w - 1) / dil_w + Out - 1) / Out),
         per_phase(((s.oh + dil_h - 1) / dil_h + Out - 1) / Out * per_row),
         per_image(per_phase * dil_h * dil_w),
-        count(s.n * per_image) {}
+        count(winograd_tiles(s.n, s.oh, s.ow, dil_h, dil_w, Out)) {}
   Tile operator[](int64_t t) const {
     const int64_t r = t % per_image, phase = r / per_phase, q = r % per_phase;
     const int64_t y = phase / dil_w + Out * dil_h * (q / per_row);
@@ -782,9 +782,10 @@ void run(const Shape& s, const float* in, Filter f, const float* bias, bool relu
 
 }  // namespace
 
-int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t dil_w) {
-  return n * dil_h * dil_w * (((oh + dil_h - 1) / dil_h + 1) / 2) *
-         (((ow + dil_w - 1) / dil_w + 1) / 2);
+int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t dil_w,
+                       int64_t tile) {
+  return n * dil_h * dil_w * (((oh + dil_h - 1) / dil_h + tile - 1) / tile) *
+         (((ow + dil_w - 1) / dil_w + tile - 1) / tile);
 }
 
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,

@@ -70,9 +70,11 @@ struct WinogradGeom {
   int64_t stride = 1;
 };
 
-/// The 2x2 output tiles the kernels take over a batch of n (oh, ow) outputs
-/// dilated by dil_h x dil_w: per phase as many as the largest phase has.
-int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t dil_w);
+/// The tile x tile output tiles the kernels take over a batch of n (oh, ow)
+/// outputs dilated by dil_h x dil_w: per phase as many as the largest phase
+/// has (2x2 tiles; stride 2's backward-data takes 4x4 tiles of input gradients).
+int64_t winograd_tiles(int64_t n, int64_t oh, int64_t ow, int64_t dil_h, int64_t dil_w,
+                       int64_t tile = 2);
 
 /// y = conv(x, weight) + bias, then a ReLU when `relu`. `bias` may be null.
 void winograd_forward(const WinogradGeom& g, const float* x, const float* weight, const float* bias,
