@@ -15,6 +15,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -415,6 +416,22 @@ constexpr milliseconds kProbeAfter{500};
 constexpr milliseconds kProbePeriod{500};
 constexpr milliseconds kSilent{1000};
 
+// Gloo writes its sockets with writev(), which raises SIGPIPE when the peer
+// has gone; by default that kills this rank before any error can name the
+// peer it lost (a race: it happens when the write comes before Gloo's reader
+// sees the connection close). Ignored, the write fails with EPIPE and the
+// collective's error says which rank went, as Python's default does for
+// PyTorch's ranks. A handler the program installed is left alone.
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, nullptr);
+}
+
 std::string seconds_str(Clock::duration d) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f s", std::chrono::duration<double>(d).count());
@@ -480,6 +497,7 @@ class GlooCore : public std::enable_shared_from_this<GlooCore> {
     } catch (const std::exception& e) {
       TCV_THROW("[gloo] rank ", rank, " of ", size, ": ", e.what());
     }
+    if (size > 1) ignore_sigpipe_unless_handled();
     try {
       ctx_ = connect_mesh(host);
     } catch (const std::exception& e) {

@@ -13,6 +13,10 @@
 //                                prints the error and exits 3
 //   pg_worker join               makes a group and prints "JOINED" (the test starts
 //                                fewer ranks than WORLD_SIZE)
+//   pg_worker sigpipe [own]      writes to a socket whose peer closed, as Gloo's
+//                                writev() does when a rank dies; prints how the
+//                                write ended ("own" installs a SIGPIPE handler
+//                                before the group is made)
 //
 // The rendezvous is read as tcv-train reads it (RANK/WORLD_SIZE or Slurm's
 // variables); TCV_DIST_TIMEOUT and TCV_DIST_WAIT_LOG_INTERVAL override the
@@ -20,8 +24,10 @@
 //
 // Prints "FAIL ..." lines for wrong results and exits 1; exit 0 when all passed.
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -267,14 +273,43 @@ int run_kill(ProcessGroup& pg, int victim, int64_t count) {
   }
 }
 
+volatile sig_atomic_t g_sigpipes = 0;
+
+void count_sigpipe(int) {
+  g_sigpipes = g_sigpipes + 1;
+}
+
+// A write to a socket whose other end is closed: killed by SIGPIPE unless the
+// group left it ignored (or the program's own handler in place).
+int run_sigpipe() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return 2;
+  close(fds[1]);
+  const char byte = 0;
+  const ssize_t n = write(fds[0], &byte, 1);
+  const int err = errno;
+  close(fds[0]);
+  std::printf("write returned %zd (%s), %d SIGPIPE handled\n", n, n < 0 ? std::strerror(err) : "-",
+              static_cast<int>(g_sigpipes));
+  std::fflush(stdout);
+  return n < 0 && err == EPIPE ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: pg_worker collectives|async|kill|loop|mismatch|join ...\n");
+    std::fprintf(stderr,
+                 "usage: pg_worker collectives|async|kill|loop|mismatch|join|sigpipe ...\n");
     return 2;
   }
   const std::string mode = argv[1];
+  if (mode == "sigpipe" && argc > 2 && std::string(argv[2]) == "own") {
+    struct sigaction sa {};
+    sa.sa_handler = count_sigpipe;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, nullptr);
+  }
   try {
     const DistEnv env = read_dist_env();
     DistTimeouts limits;
@@ -307,6 +342,8 @@ int main(int argc, char** argv) {
       run_collectives(*pg);
     } else if (mode == "async") {
       run_async(*pg);
+    } else if (mode == "sigpipe") {
+      return run_sigpipe();
     } else if (mode == "kill") {
       return run_kill(*pg, argc > 2 ? std::atoi(argv[2]) : 1,
                       argc > 3 ? std::atoll(argv[3]) : 1 << 22);

@@ -150,6 +150,21 @@ TEST(ProcessGroupGloo, KilledRankDuringSharedMemoryAllReduces) {
   expect_killed_rank_named(1, std::to_string(1 << 22), 2, {{"TCV_DISTRIBUTED_DEBUG", "OFF"}});
 }
 
+// Gloo's writev() to a peer that died raises SIGPIPE; a group of several
+// ranks leaves it ignored so that the write fails and the error names the
+// lost rank, instead of the signal killing the survivor first. A handler
+// the program installed stays.
+TEST(ProcessGroupGloo, WriteToAClosedPeerFailsInsteadOfKillingTheRank) {
+  RunResult run = run_workers(2, {"sigpipe"});
+  expect_all_passed(run);
+  for (const auto& out : run.out)
+    EXPECT_TRUE(contains(out, "write returned -1 (Broken pipe), 0 SIGPIPE handled")) << out;
+  run = run_workers(2, {"sigpipe", "own"});
+  expect_all_passed(run);
+  for (const auto& out : run.out)
+    EXPECT_TRUE(contains(out, "write returned -1 (Broken pipe), 1 SIGPIPE handled")) << out;
+}
+
 TEST(ProcessGroupGloo, SingleProcessGroupAndErrors) {
   auto store = std::make_shared<TcpStore>(
       "127.0.0.1", 0, TcpStoreOptions{.is_server = true, .world_size = 1, .timeout = 5s});
