@@ -224,8 +224,8 @@ template <int R, int C, int K, typename T, typename F>
 /// the products: [pos][panel][ci][width], a panel being 2·B output channels
 /// (fewer in the last), f(o, i, r, s) the 3x3 filter. Computed in f64, rounded once.
 /// Per (panel, input), the panel's filters are gathered into a 9 x width tile and
-/// transformed four output channels at a time, each position's results stored
-/// as one run (one filter at a time in scalar f64, with the 16 positions' stores
+/// transformed four output channels at a time, then each position's results
+/// stored as one run (one filter at a time in scalar f64, with the 16 positions' stores
 /// on lines evicted before the next filter came, this took 4.7 ms of the 21 ms
 /// forward pass of a 512-channel layer on 4x4 maps).
 template <typename S, int64_t B, typename Filter>
@@ -242,7 +242,7 @@ void transform_filters(const Shape& s, Filter f, float* u) {
       for (int64_t j = 0; j < width; ++j)
         for (int r = 0; r < 3; ++r)
           for (int c = 0; c < 3; ++c) tile[r * 3 + c][j] = f(p * panel + j, i, r, c);
-      float* const dst = u + p * s.ci * panel + i * width;
+      float res[N * N][panel];  // the panel's transformed filters, position by position
       for (int64_t j = 0; j < width; j += 4) {
         D4 g[3][3];
         for (int r = 0; r < 3; ++r)
@@ -258,10 +258,18 @@ void transform_filters(const Shape& s, Filter f, float* u) {
           S::filter(q[r], v);
           for (int c = 0; c < N; ++c) {
             const F4 rounded = __builtin_convertvector(v[c], F4);
-            std::memcpy(dst + (r * N + c) * pos_stride + j, &rounded, sizeof rounded);
+            std::memcpy(&res[r * N + c][j], &rounded, sizeof rounded);
           }
         }
       }
+      // Each position's run stored in one go, its cache line written whole:
+      // stored 16 bytes at a time, interleaved with the other positions'
+      // (their lines a multiple of 4 KiB apart, so in one L1 set), a
+      // 512-channel layer's forward pass at batch 1, mostly this transform,
+      // took 2.5-2.6 ms against 1.9-2.4.
+      float* const dst = u + p * s.ci * panel + i * width;
+      for (int q = 0; q < N * N; ++q)
+        std::memcpy(dst + q * pos_stride, res[q], width * sizeof(float));
     }
 }
 
