@@ -50,7 +50,8 @@ std::vector<KeySpec> common_keys() {
       {"train.conv_algo", VT::string, std::string("auto"),
        "CPU f32 convolutions: auto (tcv's Winograd F(2x2, 3x3) in the three passes of the 3x3 "
        "stride-1 layers it fits, and its stride-2 split of 3x3 stride-2 layers with padding 1, "
-       "each within its rounding-error bound, as accurate as direct; "
+       "each within its rounding-error bound and near direct's error (stride-2 backward-data "
+       "up to 6x it, docs/conv_accuracy.md); "
        "direct elsewhere) | direct (oneDNN's direct kernels everywhere, as PyTorch) | winograd "
        "(oneDNN's F(4x4, 3x3) in every pass of the 3x3 layers it fits on AVX-512: faster, about "
        "10x the rounding error and no exact zeros; else as auto); unset: TCV_CONV_ALGO, else "

@@ -142,7 +142,7 @@ constexpr int64_t kWinograd2MinPhase = 4;
 /// PSPNet's 4096 -> 512 head: its transformed filters take 128 MiB.
 constexpr int64_t kWinograd2MaxFilters = 4096 * 512;
 /// Backward-weights (F(3x3, 2x2), kernels/cpu/winograd.h) keeps 64 bytes of
-/// sums per channel pair (100 at stride 2) (per thread below 256x256 pairs, shared by the threads
+/// sums per channel pair, 100 at stride 2 (per thread below 256x256 pairs, shared by the threads
 /// from there): at most this many pairs.
 constexpr int64_t kWinograd2MaxWeightFilters = 512 * 512;
 Winograd2Passes winograd2_passes(const Conv2dGeom& g, ConvAlgo algo);
